@@ -1,0 +1,114 @@
+//! Command-line definitions. Kept free of behaviour so the man page can be checked against it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rlbd",
+    version,
+    about = "Receive load-balancing daemon for Linux bonded NICs",
+    long_about = "rlbd measures each bond slave's receive rate and each client's rate, and when a \
+                  slave stays over its threshold it moves chosen clients to the least-loaded slave \
+                  by sending them unicast ARP updates that carry that slave's MAC."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground.
+    Run(RunArgs),
+    /// Replay a JSON scenario through the detector and planner; print one JSON line per tick.
+    Simulate {
+        /// Scenario file, or `-` for standard input.
+        file: PathBuf,
+    },
+    /// Validate a configuration file and print the effective settings.
+    CheckConfig {
+        /// Configuration file (default /etc/rlbd/rlbd.toml).
+        file: Option<PathBuf>,
+    },
+    /// Build a throwaway namespace lab and show rlbd fixing an unbalanced bond (root).
+    Demo(DemoArgs),
+    /// Traffic sink used by the labs: accept TCP connections and discard what arrives.
+    #[command(hide = true)]
+    LabSink {
+        /// Address to listen on, e.g. 198.18.0.1:5001.
+        #[arg(long)]
+        listen: String,
+    },
+    /// Traffic source used by the labs: send as fast as TCP allows for a bounded time.
+    #[command(hide = true)]
+    LabSource {
+        /// Address to connect to, e.g. 198.18.0.1:5001.
+        #[arg(long)]
+        to: String,
+        /// Stop after this many seconds.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Steer among the slaves of this bond.
+    #[arg(long, value_name = "NAME", conflicts_with = "ports")]
+    pub bond: Option<String>,
+    /// Steer among plain ports that all carry the server's address (comma separated).
+    #[arg(long, value_name = "IF,IF", value_delimiter = ',')]
+    pub ports: Vec<String>,
+    #[command(flatten)]
+    pub knobs: KnobArgs,
+    /// Decide and log, but send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Options shared by every command that runs the algorithm; each overrides the config file.
+#[derive(Debug, Args, Default, Clone)]
+pub struct KnobArgs {
+    /// Configuration file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Capacity of a port in Mbit/s, overriding the link's reported speed (repeatable).
+    #[arg(long, value_name = "IF=MBIT")]
+    pub capacity: Vec<String>,
+    /// Overload threshold as a fraction of capacity, in (0, 1].
+    #[arg(long, value_name = "FRACTION")]
+    pub threshold: Option<f64>,
+    /// Number of one-second samples in the overload window.
+    #[arg(long, value_name = "SAMPLES")]
+    pub window: Option<usize>,
+    /// Samples over threshold within the window that make a port overloaded.
+    #[arg(long, value_name = "SAMPLES")]
+    pub hits: Option<usize>,
+    /// Clients below this rate (kilobytes per second) are never moved.
+    #[arg(long, value_name = "KB_PER_S")]
+    pub min_rate: Option<f64>,
+    /// Seconds a moved client stays where it was put before it may move again.
+    #[arg(long, value_name = "SECONDS")]
+    pub hold_down: Option<u64>,
+    /// More log output (repeatable).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Less log output (repeatable).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub quiet: u8,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Per-port cap in Mbit/s applied with tc tbf on each switch port toward the server.
+    #[arg(long, default_value_t = 100)]
+    pub cap_mbit: u32,
+    /// Seconds of traffic without rlbd, then again with it.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u32,
+    /// Write an SVG chart of per-port receive rate with the moves marked.
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
+}

@@ -1,0 +1,12 @@
+//! rlbd: receive load balancing for Linux bonds, as a userspace daemon.
+//!
+//! Data flows one way: `netlink` and `capture` observe the kernel and the wire, `daemon` builds
+//! plain snapshots once a second, `policy` (pure) turns them into moves, `steer` puts the moves on
+//! the wire. `policy` imports nothing from the edge modules.
+
+pub mod capture;
+pub mod cli;
+pub mod lab;
+pub mod netlink;
+pub mod policy;
+pub mod steer;

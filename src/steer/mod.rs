@@ -1,0 +1,1 @@
+//! steer (in progress)
