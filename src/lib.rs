@@ -9,4 +9,5 @@ pub mod cli;
 pub mod lab;
 pub mod netlink;
 pub mod policy;
+pub mod simulate;
 pub mod steer;

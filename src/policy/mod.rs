@@ -1,1 +1,16 @@
-//! policy (in progress)
+//! The decision core: overload detection and move planning.
+//!
+//! Pure code on plain data: no sockets, no clock, no `unsafe`. The daemon feeds it one snapshot a
+//! second; `rlbd simulate` feeds it a scenario; the tests feed it whatever they like. Everything
+//! here is deterministic: the same input gives the same output.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod detector;
+pub mod model;
+pub mod planner;
+
+pub use config::{ConfigError, PolicyConfig};
+pub use detector::Detector;
+pub use model::{ClientView, Move, PortView, Reason};
+pub use planner::plan;

@@ -1,0 +1,193 @@
+//! Every knob of the algorithm, with named defaults and validation that names the bad field.
+
+use serde::{Deserialize, Serialize};
+
+/// Fraction of capacity over which a one-second sample counts as a hit (the paper's 80%).
+pub const DEFAULT_THRESHOLD: f64 = 0.80;
+/// One-second samples kept per port (the paper's 3-second window).
+pub const DEFAULT_WINDOW: usize = 3;
+/// Hits within the window that make a port overloaded (the paper's 2 of 3).
+pub const DEFAULT_HITS: usize = 2;
+/// Clients below this rate, in kilobytes per second, are never moved (keep-alives, probes).
+pub const DEFAULT_MIN_RATE_KBYTE: f64 = 5.0;
+/// Seconds a moved client stays put before it may be moved again (anti-flapping).
+pub const DEFAULT_HOLD_DOWN_SECS: u64 = 30;
+/// A move must lower the hot port's utilization peak by at least this much (anti-flapping).
+pub const DEFAULT_MIN_GAIN: f64 = 0.05;
+/// Longest window accepted; a longer one would react too slowly to be useful.
+pub const MAX_WINDOW: usize = 60;
+/// Longest hold-down accepted (one day).
+pub const MAX_HOLD_DOWN_SECS: u64 = 86_400;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// Utilization threshold in (0, 1].
+    pub threshold: f64,
+    /// Samples in the overload window, 1..=60.
+    pub window: usize,
+    /// Hits over threshold that make a port overloaded, 1..=window.
+    pub hits: usize,
+    /// Floor under which a client is never moved, kilobytes (1000 bytes) per second.
+    pub min_rate: f64,
+    /// Hold-down after a move, seconds.
+    pub hold_down: u64,
+    /// Minimum drop of the peak utilization a move must bring, in [0, 1).
+    pub min_gain: f64,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            threshold: DEFAULT_THRESHOLD,
+            window: DEFAULT_WINDOW,
+            hits: DEFAULT_HITS,
+            min_rate: DEFAULT_MIN_RATE_KBYTE,
+            hold_down: DEFAULT_HOLD_DOWN_SECS,
+            min_gain: DEFAULT_MIN_GAIN,
+        }
+    }
+}
+
+/// A knob out of range: `field` is the name the user wrote it under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(field: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field,
+        message: message.into(),
+    }
+}
+
+impl PolicyConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.threshold > 0.0 && self.threshold <= 1.0) {
+            return Err(bad(
+                "threshold",
+                format!("{} is not in (0, 1]", self.threshold),
+            ));
+        }
+        if self.window == 0 || self.window > MAX_WINDOW {
+            return Err(bad(
+                "window",
+                format!("{} is not in 1..={MAX_WINDOW}", self.window),
+            ));
+        }
+        if self.hits == 0 || self.hits > self.window {
+            return Err(bad(
+                "hits",
+                format!("{} is not in 1..=window ({})", self.hits, self.window),
+            ));
+        }
+        if !(self.min_rate.is_finite() && self.min_rate >= 0.0) {
+            return Err(bad(
+                "min_rate",
+                format!("{} is not a rate >= 0", self.min_rate),
+            ));
+        }
+        if self.hold_down > MAX_HOLD_DOWN_SECS {
+            return Err(bad(
+                "hold_down",
+                format!(
+                    "{} is more than {MAX_HOLD_DOWN_SECS} seconds",
+                    self.hold_down
+                ),
+            ));
+        }
+        if !(self.min_gain >= 0.0 && self.min_gain < 1.0) {
+            return Err(bad(
+                "min_gain",
+                format!("{} is not in [0, 1)", self.min_gain),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The floor in bit/s, the unit the planner works in.
+    pub fn min_rate_bps(&self) -> f64 {
+        self.min_rate * 8_000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_papers_and_valid() {
+        let c = PolicyConfig::default();
+        assert_eq!((c.threshold, c.window, c.hits), (0.8, 3, 2));
+        assert_eq!(c.min_rate_bps(), 40_000.0);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn each_bad_knob_is_named() {
+        let cases: [(PolicyConfig, &str); 7] = [
+            (
+                PolicyConfig {
+                    threshold: 0.0,
+                    ..Default::default()
+                },
+                "threshold",
+            ),
+            (
+                PolicyConfig {
+                    threshold: 1.5,
+                    ..Default::default()
+                },
+                "threshold",
+            ),
+            (
+                PolicyConfig {
+                    window: 0,
+                    ..Default::default()
+                },
+                "window",
+            ),
+            (
+                PolicyConfig {
+                    hits: 4,
+                    ..Default::default()
+                },
+                "hits",
+            ),
+            (
+                PolicyConfig {
+                    min_rate: f64::NAN,
+                    ..Default::default()
+                },
+                "min_rate",
+            ),
+            (
+                PolicyConfig {
+                    hold_down: 100_000,
+                    ..Default::default()
+                },
+                "hold_down",
+            ),
+            (
+                PolicyConfig {
+                    min_gain: 1.0,
+                    ..Default::default()
+                },
+                "min_gain",
+            ),
+        ];
+        for (cfg, field) in cases {
+            assert_eq!(cfg.validate().unwrap_err().field, field, "{cfg:?}");
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! The planner's plain data. Rates are bits per second; ports and clients are indices into the
+//! slices the caller passes, so the core needs no knowledge of MACs, names or addresses.
+
+use serde::Serialize;
+
+/// Index into the `ports` slice given to the planner.
+pub type PortId = usize;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortView {
+    /// Capacity in bit/s; a port with no positive capacity is never a target.
+    pub capacity_bps: f64,
+    pub up: bool,
+    /// Measured receive rate this second, bit/s.
+    pub rx_bps: f64,
+    /// The detector's verdict for this port.
+    pub overloaded: bool,
+}
+
+impl PortView {
+    pub fn utilization(&self) -> f64 {
+        utilization(self.rx_bps, self.capacity_bps)
+    }
+}
+
+pub(crate) fn utilization(rate: f64, capacity: f64) -> f64 {
+    if capacity > 0.0 && rate.is_finite() {
+        rate.max(0.0) / capacity
+    } else {
+        f64::INFINITY
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientView {
+    /// The port its frames arrive on now (not where it was told to go).
+    pub port: PortId,
+    /// Measured rate, bit/s.
+    pub rate_bps: f64,
+    /// Moved less than the hold-down ago: it stays where it is, except for failover.
+    pub held: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The source port was overloaded (K of W samples over threshold).
+    Overload,
+    /// The source port is down.
+    Failover,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Overload => "overload",
+            Reason::Failover => "failover",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    /// Index into the `clients` slice.
+    pub client: usize,
+    pub from: PortId,
+    pub to: PortId,
+    pub rate_bps: f64,
+    pub reason: Reason,
+    /// Utilization of the source and target before and after, for the log line.
+    pub from_util: (f64, f64),
+    pub to_util: (f64, f64),
+}

@@ -1,0 +1,237 @@
+//! Choosing moves: the paper's adjustment rules (section 4.3, as `algorithm.md` reads them) plus
+//! failover, hold-down and a minimum gain.
+//!
+//! Cost: one sort of the clients, O(n log n), then every client is looked at at most once per
+//! pass, with O(log p) to find the least-loaded port, so a round is O(n log n + n log p) where the
+//! paper's is O(n^2 log n).
+
+use std::collections::BTreeSet;
+
+use super::config::PolicyConfig;
+use super::model::{utilization, ClientView, Move, PortId, PortView, Reason};
+
+/// Ports that can take traffic, ordered by utilization (ties by index, for determinism).
+struct Targets {
+    load: Vec<f64>,
+    capacity: Vec<f64>,
+    order: BTreeSet<(u64, PortId)>,
+}
+
+/// Total order on utilizations. Everything not positive (including -0.0, which an empty float
+/// sum yields, and NaN) maps to 0, so the bit pattern of a positive float orders as the float.
+fn key(u: f64) -> u64 {
+    if u > 0.0 {
+        u.to_bits()
+    } else {
+        0
+    }
+}
+
+/// A rate that is usable as a load: negative, -0.0 and NaN become 0.
+fn nonneg(x: f64) -> f64 {
+    if x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
+impl Targets {
+    fn new(ports: &[PortView]) -> Self {
+        let load: Vec<f64> = ports.iter().map(|p| nonneg(p.rx_bps)).collect();
+        let capacity: Vec<f64> = ports.iter().map(|p| p.capacity_bps).collect();
+        let order = ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.up && p.capacity_bps > 0.0 && p.capacity_bps.is_finite())
+            .map(|(i, _)| (key(utilization(load[i], capacity[i])), i))
+            .collect();
+        Self {
+            load,
+            capacity,
+            order,
+        }
+    }
+
+    fn util(&self, p: PortId) -> f64 {
+        utilization(self.load[p], self.capacity[p])
+    }
+
+    fn least_loaded(&self) -> Option<PortId> {
+        self.order.first().map(|&(_, p)| p)
+    }
+
+    /// Moves `rate` of load from `from` to `to`, keeping the ordering right. `from` may be a
+    /// down port, which is not in the ordering.
+    fn shift(&mut self, from: PortId, to: PortId, rate: f64) {
+        for (p, delta) in [(from, -rate), (to, rate)] {
+            let was = self.order.remove(&(key(self.util(p)), p));
+            self.load[p] = nonneg(self.load[p] + delta);
+            if was {
+                self.order.insert((key(self.util(p)), p));
+            }
+        }
+    }
+}
+
+/// Returns the moves for this round: failover first, then overload relief, hottest port first.
+pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> Vec<Move> {
+    let mut targets = Targets::new(ports);
+    let mut moves = Vec::new();
+    if targets.order.is_empty() {
+        return moves;
+    }
+
+    // Clients grouped by port, largest first; index breaks ties so the output is deterministic.
+    let mut by_port: Vec<usize> = (0..clients.len())
+        .filter(|&i| clients[i].port < ports.len())
+        .collect();
+    by_port.sort_unstable_by(|&a, &b| {
+        let (ca, cb) = (&clients[a], &clients[b]);
+        ca.port
+            .cmp(&cb.port)
+            .then(cb.rate_bps.total_cmp(&ca.rate_bps))
+            .then(a.cmp(&b))
+    });
+    let groups = group_bounds(&by_port, clients);
+
+    // Failover: a down port delivers nothing, so every client seen there goes, hold-down or
+    // not, each to the port that is least loaded at that moment.
+    for &(port, start, end) in &groups {
+        if ports[port].up {
+            continue;
+        }
+        for &c in &by_port[start..end] {
+            let Some(to) = targets.least_loaded() else {
+                break;
+            };
+            let rate = nonneg(clients[c].rate_bps);
+            let from_before = targets.util(port);
+            let to_before = targets.util(to);
+            targets.shift(port, to, rate);
+            moves.push(Move {
+                client: c,
+                from: port,
+                to,
+                rate_bps: rate,
+                reason: Reason::Failover,
+                from_util: (from_before, targets.util(port)),
+                to_util: (to_before, targets.util(to)),
+            });
+        }
+    }
+
+    // Overload: hottest overloaded port first, so the worst imbalance gets the free room.
+    let mut hot: Vec<&(PortId, usize, usize)> = groups
+        .iter()
+        .filter(|(p, _, _)| ports[*p].up && ports[*p].overloaded && ports[*p].capacity_bps > 0.0)
+        .collect();
+    hot.sort_by(|a, b| {
+        targets
+            .util(b.0)
+            .total_cmp(&targets.util(a.0))
+            .then(a.0.cmp(&b.0))
+    });
+    for &&(h, start, end) in &hot {
+        relieve(
+            cfg,
+            h,
+            &by_port[start..end],
+            clients,
+            &mut targets,
+            &mut moves,
+        );
+    }
+    moves
+}
+
+/// (port, start, end) ranges of `sorted` (clients sorted by port).
+fn group_bounds(sorted: &[usize], clients: &[ClientView]) -> Vec<(PortId, usize, usize)> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for i in 1..=sorted.len() {
+        if i == sorted.len() || clients[sorted[i]].port != clients[sorted[start]].port {
+            if start < i {
+                groups.push((clients[sorted[start]].port, start, i));
+            }
+            start = i;
+        }
+    }
+    groups
+}
+
+/// The paper's walk over one overloaded port `h`; `on_h` is sorted largest first.
+fn relieve(
+    cfg: &PolicyConfig,
+    h: PortId,
+    on_h: &[usize],
+    clients: &[ClientView],
+    targets: &mut Targets,
+    moves: &mut Vec<Move>,
+) {
+    let floor = cfg.min_rate_bps();
+    // The 5 KB/s floor: keep-alives and probes are not clients worth moving, nor counted in N.
+    let eligible: Vec<usize> = on_h
+        .iter()
+        .copied()
+        .filter(|&c| clients[c].rate_bps >= floor)
+        .collect();
+    // N = 1: one single big flow; moving it would only move the overload.
+    if eligible.len() <= 1 {
+        return;
+    }
+    // Single big flow: a client whose rate alone reaches the threshold of `h` would overload any
+    // port it went to. When there is none, walk N-1 so at least one client stays on `h`.
+    let elephant_rate = cfg.threshold * targets.capacity[h];
+    let has_elephant = eligible
+        .iter()
+        .any(|&c| clients[c].rate_bps >= elephant_rate);
+    let walk = if has_elephant {
+        eligible.len()
+    } else {
+        eligible.len() - 1
+    };
+
+    for &c in &eligible[..walk] {
+        let rate = clients[c].rate_bps;
+        if rate >= elephant_rate || clients[c].held {
+            continue;
+        }
+        // Rule 3(a): the best port is the currently least-loaded one. Rule 4: if that is the hot
+        // port itself, the load is already as even as it gets.
+        let Some(best) = targets.least_loaded() else {
+            return;
+        };
+        if best == h {
+            return;
+        }
+        let h_before = targets.util(h);
+        let best_before = targets.util(best);
+        let best_after = utilization(targets.load[best] + rate, targets.capacity[best]);
+        let h_after = utilization(targets.load[h] - rate, targets.capacity[h]);
+        // Rule 3(b): the target stays at or under the threshold.
+        if best_after > cfg.threshold {
+            continue;
+        }
+        // Rule 3(c), in utilization so mixed speeds compare fairly: the target ends below where
+        // the hot port started, i.e. the rate is less than the load difference; and the peak of
+        // the two drops by at least `min_gain`, so a move is never a coin toss.
+        if best_after >= h_before || best_after.max(h_after) > h_before - cfg.min_gain {
+            continue;
+        }
+        targets.shift(h, best, rate);
+        moves.push(Move {
+            client: c,
+            from: h,
+            to: best,
+            rate_bps: rate,
+            reason: Reason::Overload,
+            from_util: (h_before, targets.util(h)),
+            to_util: (best_before, targets.util(best)),
+        });
+    }
+}
+
+#[cfg(test)]
+#[path = "planner_tests.rs"]
+mod tests;

@@ -1,0 +1,404 @@
+//! One test per rule of the paper (section 4.3 as `algorithm.md` reads it), then the extensions,
+//! then properties over random inputs.
+
+use proptest::prelude::*;
+
+use super::*;
+
+const GBIT: f64 = 1e9;
+const MBIT: f64 = 1e6;
+
+fn port(cap: f64, rx: f64, overloaded: bool) -> PortView {
+    PortView {
+        capacity_bps: cap,
+        up: true,
+        rx_bps: rx,
+        overloaded,
+    }
+}
+
+fn client(port: PortId, rate: f64) -> ClientView {
+    ClientView {
+        port,
+        rate_bps: rate,
+        held: false,
+    }
+}
+
+fn cfg() -> PolicyConfig {
+    PolicyConfig::default()
+}
+
+/// Ports' rx is the sum of their clients' rates, as on a real port.
+fn ports_from(caps: &[f64], clients: &[ClientView], overloaded: &[bool]) -> Vec<PortView> {
+    caps.iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let rx = clients
+                .iter()
+                .filter(|x| x.port == i)
+                .map(|x| x.rate_bps)
+                .sum();
+            port(c, rx, overloaded[i])
+        })
+        .collect()
+}
+
+#[test]
+fn paper_test_two_gbe_c1_c3_on_slave0_one_moves_to_slave1() {
+    // C1 and C3 share slave 0 and split its gigabit; C2 and C4 idle on slave 1.
+    let clients = [
+        client(0, 500.0 * MBIT),
+        client(1, 1.0 * MBIT),
+        client(0, 500.0 * MBIT),
+        client(1, 1.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!((moves[0].from, moves[0].to), (0, 1));
+    assert!(moves[0].client == 0 || moves[0].client == 2);
+    assert_eq!(moves[0].reason, Reason::Overload);
+}
+
+#[test]
+fn rule_floor_clients_under_5kbyte_per_s_are_ignored_and_not_counted() {
+    // One big client and a keep-alive at 4 KB/s: N = 1 after the floor, so nothing moves.
+    let clients = [client(0, 900.0 * MBIT), client(0, 32_000.0)];
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    assert!(plan(&cfg(), &ports, &clients).is_empty());
+}
+
+#[test]
+fn rule_n_equals_one_single_flow_is_not_moved() {
+    let clients = [client(0, 950.0 * MBIT)];
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    assert!(plan(&cfg(), &ports, &clients).is_empty());
+}
+
+#[test]
+fn rule_3_1_without_single_big_flow_walk_n_minus_1() {
+    // Three equal clients and two empty ports: only two may go, one always stays.
+    let clients = [
+        client(0, 300.0 * MBIT),
+        client(0, 300.0 * MBIT),
+        client(0, 300.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT, GBIT], &clients, &[true, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    assert!(
+        moves.iter().all(|m| m.client != 2),
+        "the last of the walk stays: {moves:?}"
+    );
+    let targets: Vec<_> = moves.iter().map(|m| m.to).collect();
+    assert_eq!(
+        targets,
+        vec![1, 2],
+        "each goes to the least-loaded port at that moment"
+    );
+}
+
+#[test]
+fn rule_3_2_the_single_biggest_flow_never_moves_but_the_others_may() {
+    // An elephant at 850 (>= 0.8 x 1000) and two mice; walk N, skipping the elephant.
+    let clients = [
+        client(0, 850.0 * MBIT),
+        client(0, 100.0 * MBIT),
+        client(0, 50.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert!(moves.iter().all(|m| m.client != 0), "{moves:?}");
+    let moved: Vec<_> = moves.iter().map(|m| m.client).collect();
+    assert_eq!(moved, vec![1, 2], "with an elephant the walk covers all N");
+}
+
+#[test]
+fn rule_3a_target_is_the_least_loaded_port() {
+    let clients = [
+        client(0, 500.0 * MBIT),
+        client(0, 450.0 * MBIT),
+        client(1, 300.0 * MBIT),
+        client(2, 100.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT, GBIT], &clients, &[true, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves[0].to, 2, "{moves:?}");
+}
+
+#[test]
+fn rule_3b_a_move_that_would_push_the_target_over_threshold_is_skipped() {
+    // Target already at 0.5; moving 400 would put it at 0.9 > 0.8; the 200 one fits.
+    let clients = [
+        client(0, 400.0 * MBIT),
+        client(0, 200.0 * MBIT),
+        client(0, 300.0 * MBIT),
+        client(1, 500.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert!(moves.iter().all(|m| m.client != 0), "{moves:?}");
+    assert!(
+        moves.iter().any(|m| m.client == 2 || m.client == 1),
+        "{moves:?}"
+    );
+    for m in &moves {
+        assert!(m.to_util.1 <= 0.8 + 1e-12, "{m:?}");
+    }
+}
+
+#[test]
+fn rule_3c_rate_must_be_less_than_the_load_difference() {
+    // Hot at 0.85, target at 0.45: a 400 client would leave the target (0.85) no better off.
+    let clients = [
+        client(0, 400.0 * MBIT),
+        client(0, 450.0 * MBIT),
+        client(1, 450.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    let cfg = PolicyConfig {
+        threshold: 0.9,
+        ..cfg()
+    };
+    let moves = plan(&cfg, &ports, &clients);
+    assert!(moves.is_empty(), "{moves:?}");
+}
+
+#[test]
+fn rule_4_walk_stops_when_the_best_port_is_the_hot_one() {
+    // After the first move the hot port is the least loaded: the second client stays.
+    let clients = [
+        client(0, 500.0 * MBIT),
+        client(0, 400.0 * MBIT),
+        client(0, 10.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!(moves[0].client, 0);
+}
+
+#[test]
+fn loads_are_updated_after_each_move() {
+    // Two targets; the two moves must spread over both, not pile onto the first.
+    let clients = [
+        client(0, 300.0 * MBIT),
+        client(0, 300.0 * MBIT),
+        client(0, 300.0 * MBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT, GBIT], &clients, &[true, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_ne!(moves[0].to, moves[1].to);
+}
+
+#[test]
+fn utilization_not_raw_load_for_mixed_speeds() {
+    // A 10G port at 2 Gbit/s (0.2) is less loaded than a 1G port at 0.5 Gbit/s (0.5).
+    let clients = [
+        client(0, 500.0 * MBIT),
+        client(0, 450.0 * MBIT),
+        client(1, 500.0 * MBIT),
+        client(2, 2.0 * GBIT),
+    ];
+    let ports = ports_from(&[GBIT, GBIT, 10.0 * GBIT], &clients, &[true, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves[0].to, 2, "{moves:?}");
+}
+
+#[test]
+fn hold_down_keeps_a_recently_moved_client_in_place() {
+    let mut clients = [client(0, 500.0 * MBIT), client(0, 500.0 * MBIT)];
+    clients[0].held = true;
+    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert!(moves.iter().all(|m| m.client != 0), "{moves:?}");
+}
+
+#[test]
+fn a_down_port_is_never_a_target() {
+    let clients = [client(0, 500.0 * MBIT), client(0, 500.0 * MBIT)];
+    let mut ports = ports_from(&[GBIT, GBIT, GBIT], &clients, &[true, false, false]);
+    ports[1].up = false;
+    let moves = plan(&cfg(), &ports, &clients);
+    assert!(moves.iter().all(|m| m.to == 2), "{moves:?}");
+}
+
+#[test]
+fn failover_moves_every_client_off_a_down_port_least_loaded_first_even_when_held() {
+    let mut clients = [
+        client(1, 300.0 * MBIT),
+        client(1, 200.0 * MBIT),
+        client(1, 1_000.0), // under the floor: still moved, it would receive nothing
+        client(0, 100.0 * MBIT),
+    ];
+    clients[1].held = true;
+    let mut ports = ports_from(&[GBIT, GBIT, GBIT], &clients, &[false, false, false]);
+    ports[1].up = false;
+    let moves = plan(&cfg(), &ports, &clients);
+    let failover: Vec<_> = moves
+        .iter()
+        .filter(|m| m.reason == Reason::Failover)
+        .collect();
+    assert_eq!(failover.len(), 3, "{moves:?}");
+    assert_eq!(
+        (failover[0].client, failover[0].to),
+        (0, 2),
+        "largest first to the emptiest"
+    );
+    assert_eq!(
+        (failover[1].client, failover[1].to),
+        (1, 0),
+        "then to the next least loaded"
+    );
+    assert!(moves.iter().all(|m| m.to != 1));
+}
+
+#[test]
+fn no_live_port_means_no_moves() {
+    let clients = [client(0, 500.0 * MBIT)];
+    let mut ports = ports_from(&[GBIT], &clients, &[false]);
+    ports[0].up = false;
+    assert!(plan(&cfg(), &ports, &clients).is_empty());
+}
+
+#[test]
+fn bad_numbers_do_not_panic_or_move() {
+    let clients = [
+        client(0, f64::NAN),
+        client(0, f64::INFINITY),
+        client(7, 1.0),
+        client(0, -5.0),
+    ];
+    let ports = vec![
+        port(GBIT, f64::NAN, true),
+        port(0.0, 0.0, false),
+        port(f64::NAN, 0.0, false),
+    ];
+    let _ = plan(&cfg(), &ports, &clients);
+}
+
+// ---- properties ----
+
+fn scenario() -> impl Strategy<Value = (Vec<PortView>, Vec<ClientView>, u64)> {
+    (2usize..6)
+        .prop_flat_map(|np| {
+            let ports = prop::collection::vec(
+                (
+                    prop::sample::select(vec![100.0 * MBIT, GBIT, 10.0 * GBIT]),
+                    any::<bool>(),
+                    prop::bool::weighted(0.85),
+                ),
+                np,
+            );
+            let clients =
+                prop::collection::vec((0..np, 0.0f64..1.2e9, prop::bool::weighted(0.2)), 0..40);
+            (ports, clients, any::<u64>())
+        })
+        .prop_map(|(ports, clients, seed)| {
+            let clients: Vec<ClientView> = clients
+                .into_iter()
+                .map(|(p, r, held)| ClientView {
+                    port: p,
+                    rate_bps: r,
+                    held,
+                })
+                .collect();
+            let ports = ports
+                .into_iter()
+                .enumerate()
+                .map(|(i, (cap, overloaded, up))| {
+                    let rx: f64 = clients
+                        .iter()
+                        .filter(|c| c.port == i)
+                        .map(|c| c.rate_bps)
+                        .sum();
+                    PortView {
+                        capacity_bps: cap,
+                        up,
+                        rx_bps: rx,
+                        overloaded: overloaded || rx > 0.8 * cap,
+                    }
+                })
+                .collect();
+            (ports, clients, seed)
+        })
+}
+
+fn peak(ports: &[PortView], load: &[f64]) -> f64 {
+    ports
+        .iter()
+        .zip(load)
+        .filter(|(p, _)| p.up)
+        .map(|(p, l)| l / p.capacity_bps)
+        .fold(0.0, f64::max)
+}
+
+proptest! {
+    #[test]
+    fn prop_no_move_targets_a_down_port((ports, clients, _) in scenario()) {
+        for m in plan(&cfg(), &ports, &clients) {
+            prop_assert!(ports[m.to].up, "{m:?}");
+        }
+    }
+
+    #[test]
+    fn prop_no_overload_move_pushes_a_target_over_threshold((ports, clients, _) in scenario()) {
+        let c = cfg();
+        let mut load: Vec<f64> = ports.iter().map(|p| p.rx_bps).collect();
+        for m in plan(&c, &ports, &clients) {
+            load[m.from] -= m.rate_bps;
+            load[m.to] += m.rate_bps;
+            if m.reason == Reason::Overload {
+                prop_assert!(load[m.to] / ports[m.to].capacity_bps <= c.threshold + 1e-9, "{m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn prop_peak_utilization_never_rises((ports, clients, _) in scenario()) {
+        // Failover load has nowhere else to go; the property is about balancing moves.
+        let all_up: Vec<PortView> = ports.iter().map(|p| PortView { up: true, ..p.clone() }).collect();
+        let mut load: Vec<f64> = all_up.iter().map(|p| p.rx_bps).collect();
+        let before = peak(&all_up, &load);
+        for m in plan(&cfg(), &all_up, &clients) {
+            load[m.from] -= m.rate_bps;
+            load[m.to] += m.rate_bps;
+        }
+        prop_assert!(peak(&all_up, &load) <= before + 1e-9);
+    }
+
+    #[test]
+    fn prop_single_big_flow_never_moves((ports, clients, _) in scenario()) {
+        let c = cfg();
+        for m in plan(&c, &ports, &clients) {
+            if m.reason == Reason::Overload {
+                prop_assert!(m.rate_bps < c.threshold * ports[m.from].capacity_bps, "{m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn prop_held_clients_move_only_on_failover((ports, clients, _) in scenario()) {
+        for m in plan(&cfg(), &ports, &clients) {
+            if clients[m.client].held {
+                prop_assert_eq!(m.reason, Reason::Failover);
+                prop_assert!(!ports[m.from].up);
+            }
+        }
+    }
+
+    #[test]
+    fn prop_same_input_same_output((ports, clients, _) in scenario()) {
+        prop_assert_eq!(plan(&cfg(), &ports, &clients), plan(&cfg(), &ports, &clients));
+    }
+
+    #[test]
+    fn prop_a_client_moves_at_most_once_per_round((ports, clients, _) in scenario()) {
+        let moves = plan(&cfg(), &ports, &clients);
+        let mut seen = std::collections::HashSet::new();
+        for m in &moves {
+            prop_assert!(seen.insert(m.client), "{moves:?}");
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! `rlbd simulate` end to end: the binary, real scenario files, JSON lines out.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn scenario(name: &str) -> String {
+    format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn simulate(path: &str) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_rlbd"))
+        .args(["simulate", path])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn moves(ticks: &[Value]) -> Vec<(u64, String, String, String)> {
+    let mut v = Vec::new();
+    for t in ticks {
+        for m in t["moves"].as_array().unwrap() {
+            v.push((
+                t["t"].as_u64().unwrap(),
+                m["client"].as_str().unwrap().to_string(),
+                m["from"].as_str().unwrap().to_string(),
+                m["to"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    v
+}
+
+#[test]
+fn paper_scenario_moves_within_three_ticks_and_delivers_1_8_gbit() {
+    let ticks = simulate(&scenario("paper.json"));
+    let first_overload = ticks
+        .iter()
+        .position(|t| t["slaves"]["eth0"]["overloaded"] == true)
+        .expect("never overloaded");
+    let first_hot = ticks
+        .iter()
+        .position(|t| t["slaves"]["eth0"]["util"].as_f64().unwrap() > 0.8)
+        .unwrap();
+    let mv = moves(&ticks);
+    eprintln!(
+        "first hot sample t={first_hot}, overload declared t={first_overload}, moves: {mv:?}"
+    );
+    assert_eq!(mv.len(), 1, "exactly one move: {mv:?}");
+    let (t_move, client, from, to) = &mv[0];
+    assert!(client == "10.0.0.11" || client == "10.0.0.13");
+    assert_eq!((from.as_str(), to.as_str()), ("eth0", "eth1"));
+    assert!(
+        *t_move as usize <= first_hot + 3,
+        "move at {t_move}, overload from {first_hot}"
+    );
+    for t in &ticks[*t_move as usize + 1..] {
+        let d = t["delivered_mbps"].as_f64().unwrap();
+        assert!(d >= 1800.0, "t={} delivered {d}", t["t"]);
+    }
+    let before = ticks[first_hot]["delivered_mbps"].as_f64().unwrap();
+    let after = ticks.last().unwrap()["delivered_mbps"].as_f64().unwrap();
+    eprintln!("delivered before {before} Mbit/s, after {after} Mbit/s");
+}
+
+#[test]
+fn lone_950_mbit_client_is_never_moved() {
+    let ticks = simulate(&scenario("lone-elephant.json"));
+    assert!(ticks
+        .iter()
+        .any(|t| t["slaves"]["eth0"]["overloaded"] == true));
+    assert!(moves(&ticks).is_empty(), "{:?}", moves(&ticks));
+}
+
+#[test]
+fn swinging_load_moves_no_client_more_than_once_per_hold_down() {
+    let ticks = simulate(&scenario("swing.json"));
+    let mv = moves(&ticks);
+    assert!(!mv.is_empty(), "the swing must cause at least one move");
+    let mut last: std::collections::HashMap<String, u64> = Default::default();
+    for (t, client, ..) in &mv {
+        if let Some(prev) = last.insert(client.clone(), *t) {
+            assert!(t - prev >= 30, "{client} moved at {prev} and again at {t}");
+        }
+    }
+    eprintln!(
+        "swing: {} moves over {} ticks: {mv:?}",
+        mv.len(),
+        ticks.len()
+    );
+}
+
+#[test]
+fn failover_moves_clients_off_a_down_slave_at_once() {
+    let ticks = simulate(&scenario("failover.json"));
+    let mv = moves(&ticks);
+    let at4: Vec<_> = mv.iter().filter(|m| m.0 == 4).collect();
+    assert_eq!(at4.len(), 2, "{mv:?}");
+    assert!(at4.iter().all(|m| m.2 == "eth1" && m.3 != "eth1"));
+    assert_ne!(at4[0].3, at4[1].3, "spread over the live slaves: {at4:?}");
+    assert_eq!(ticks[5]["delivered_mbps"].as_f64().unwrap(), 800.0);
+}
+
+#[test]
+fn stdin_is_read_with_dash() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlbd"))
+        .args(["simulate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = std::fs::read(scenario("lone-elephant.json")).unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 15);
+}
+
+fn simulate_err(json: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlbd"))
+        .args(["simulate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "accepted: {json}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn bad_input_is_a_one_line_error_naming_the_field() {
+    let ok_slaves = r#""slaves":[{"name":"eth0","capacity_mbps":1000}]"#;
+    let cases = [
+        (
+            format!(r#"{{{ok_slaves},"clients":[{{"ip":"a","slave":"eth9"}}],"ticks":[]}}"#),
+            "clients[0].slave",
+        ),
+        (
+            r#"{"slaves":[{"name":"eth0","capacity_mbps":-5}],"clients":[],"ticks":[]}"#
+                .to_string(),
+            "capacity_mbps",
+        ),
+        (
+            format!(r#"{{{ok_slaves},"clients":[],"ticks":[{{"demand_mbps":{{"x":1}}}}]}}"#),
+            "ticks[0].demand_mbps",
+        ),
+        (
+            format!(r#"{{{ok_slaves},"clients":[],"ticks":[],"config":{{"threshold":2}}}}"#),
+            "threshold",
+        ),
+        (
+            format!(r#"{{{ok_slaves},"clients":[],"ticks":[],"config":{{"hits":5}}}}"#),
+            "hits",
+        ),
+        (
+            format!(
+                r#"{{{ok_slaves},"clients":[],"ticks":[],"events":[{{"t":1,"slave":"nope","up":false}}]}}"#
+            ),
+            "events[0].slave",
+        ),
+        (r#"{"slaves": [ {"#.to_string(), "scenario"),
+        (
+            format!(r#"{{{ok_slaves},"clients":[],"ticks":[],"bogus":1}}"#),
+            "bogus",
+        ),
+    ];
+    for (json, field) in cases {
+        let err = simulate_err(&json);
+        assert!(err.contains(field), "error {err:?} does not name {field}");
+    }
+}
