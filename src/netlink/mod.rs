@@ -1,1 +1,18 @@
-//! netlink (in progress)
+//! The rtnetlink edge: typed link, neighbour and address events from the kernel, plus the
+//! few sysfs/procfs values the daemon reads at start-up. No policy lives here.
+//!
+//! Typical use: [`RouteSocket::open`], [`RouteSocket::snapshot`] once, register
+//! [`RouteSocket::socket_mut`] with `mio`, then [`RouteSocket::read_batch`] on readiness and
+//! [`RouteSocket::request_links`] every second for fresh counters.
+
+mod addr;
+mod link;
+mod neigh;
+mod socket;
+mod sysfs;
+
+pub use addr::AddrEntry;
+pub use link::{counter_delta, BondInfo, LinkInfo, Mac};
+pub use neigh::NeighEntry;
+pub use socket::{NlEvent, RouteSocket, Snapshot};
+pub use sysfs::{link_speed_mbps, read_ipv4_conf};

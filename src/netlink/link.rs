@@ -1,0 +1,594 @@
+//! Decoding of RTM_NEWLINK / RTM_DELLINK into [`LinkInfo`].
+//!
+//! Attributes are decoded one at a time instead of through `LinkMessage::parse`: that parser
+//! rejects the whole message when any single attribute fails (a newer kernel than the crate
+//! knows can do that with attributes we never look at), and losing a link's counters or its
+//! removal over an irrelevant attribute would be far worse than skipping the attribute.
+
+use log::debug;
+use netlink_packet_core::{
+    parse_string, parse_u32, parse_u8, DecodeError, NlaBuffer, NlasIterator, ParseableParametrized,
+    NLA_HEADER_SIZE,
+};
+use netlink_packet_route::link::{
+    BondAllPortActive, BondPortState, InfoBond, InfoBondPort, InfoData, InfoPortData,
+    LinkAttribute, LinkFlags, LinkHeader, LinkInfo as NlLinkInfo, State,
+};
+use netlink_packet_route::AddressFamily;
+
+/// An Ethernet hardware address.
+pub type Mac = [u8; 6];
+
+/// One network interface as the kernel describes it in RTM_NEWLINK.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LinkInfo {
+    pub index: u32,
+    pub name: String,
+    /// Current hardware address; `None` when the device has none or it is not 6 bytes long.
+    pub mac: Option<Mac>,
+    /// IFF_UP: the administrator enabled the device.
+    pub admin_up: bool,
+    /// Carrier present: operstate UP, or IFF_LOWER_UP when the driver reports no operstate
+    /// (operstate UNKNOWN).
+    pub oper_up: bool,
+    /// IFLA_MASTER: the ifindex of the bond (or bridge, VRF...) this device is enslaved to.
+    pub master: Option<u32>,
+    /// IFLA_INFO_KIND, e.g. "bond", "veth", "bridge". `None` for plain hardware NICs.
+    pub kind: Option<String>,
+    /// From IFLA_STATS64. The kernel sends these with every RTM_NEWLINK, dumps included.
+    pub rx_bytes: Option<u64>,
+    pub rx_packets: Option<u64>,
+    /// Present when `kind` is "bond" and the kernel sent IFLA_INFO_DATA.
+    pub bond: Option<BondInfo>,
+    /// IFLA_BOND_SLAVE_STATE of a bond slave: `Some(true)` active, `Some(false)` backup.
+    pub slave_state_active: Option<bool>,
+    /// The slave's own hardware address as the bond saved it at enslave time
+    /// (IFLA_BOND_SLAVE_PERM_HWADDR), else the device's permanent address (IFLA_PERM_ADDRESS).
+    /// In balance-alb the bond rewrites slaves' current addresses, so `mac` alone cannot tell
+    /// slaves apart after a failover.
+    pub perm_mac: Option<Mac>,
+}
+
+/// Bond master settings from IFLA_INFO_DATA of a "bond" link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BondInfo {
+    /// BOND_MODE_*: 0 balance-rr .. 5 balance-tlb, 6 balance-alb.
+    pub mode: u8,
+    pub miimon: Option<u32>,
+    pub all_slaves_active: Option<bool>,
+    /// Only sent for modes that have a current active slave, and only while one is set.
+    pub active_slave: Option<u32>,
+}
+
+/// The change in a monotonically increasing counter between two samples.
+///
+/// `None` when the counter went backwards: the device was re-created, its driver reset its
+/// statistics, or a 32-bit counter wrapped. The true delta is unknowable then, and reporting
+/// `now` or a wrapped difference would look like a huge burst of traffic.
+pub fn counter_delta(prev: u64, now: u64) -> Option<u64> {
+    now.checked_sub(prev)
+}
+
+/// What an RTM_NEWLINK/RTM_DELLINK payload turned out to be.
+#[derive(Debug)]
+pub(crate) enum LinkMsg {
+    Link(LinkInfo),
+    /// Not about a network interface as such: AF_BRIDGE messages describe bridge-port state,
+    /// and an AF_BRIDGE RTM_DELLINK means "no longer a bridge port", not "device gone".
+    Ignored,
+}
+
+/// sizeof(struct ifinfomsg)
+const IFINFOMSG_LEN: usize = 16;
+
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MASTER: u16 = 10;
+const IFLA_OPERSTATE: u16 = 16;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_STATS64: u16 = 23;
+const IFLA_PERM_ADDRESS: u16 = 54;
+
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const IFLA_INFO_SLAVE_KIND: u16 = 4;
+const IFLA_INFO_SLAVE_DATA: u16 = 5;
+
+const IFLA_BOND_MODE: u16 = 1;
+const IFLA_BOND_ACTIVE_SLAVE: u16 = 2;
+const IFLA_BOND_MIIMON: u16 = 3;
+const IFLA_BOND_ALL_SLAVES_ACTIVE: u16 = 17;
+
+const IFLA_BOND_SLAVE_STATE: u16 = 1;
+const IFLA_BOND_SLAVE_PERM_HWADDR: u16 = 4;
+const BOND_STATE_ACTIVE: u8 = 0;
+
+pub(crate) fn mac_from_slice(bytes: &[u8]) -> Option<Mac> {
+    <Mac>::try_from(bytes).ok()
+}
+
+/// Decodes the payload (after the netlink header) of an RTM_NEWLINK or RTM_DELLINK.
+pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
+    let header = LinkHeader::parse(payload)?;
+    if header.interface_family != AddressFamily::Unspec {
+        return Ok(LinkMsg::Ignored);
+    }
+    let family = header.interface_family;
+    let mut info = LinkInfo {
+        index: header.index,
+        admin_up: header.flags.contains(LinkFlags::Up),
+        ..LinkInfo::default()
+    };
+    let mut operstate = None;
+    let mut device_perm_mac = None;
+
+    let attrs = payload.get(IFINFOMSG_LEN..).unwrap_or_default();
+    for nla in NlasIterator::new(attrs) {
+        let nla = match nla {
+            Ok(nla) => nla,
+            Err(e) => {
+                // The iterator cannot resynchronise after a bad length; keep what we have.
+                debug!("link {}: truncated attribute list: {e}", info.index);
+                break;
+            }
+        };
+        let kind = nla.kind();
+        if !matches!(
+            kind,
+            IFLA_ADDRESS
+                | IFLA_IFNAME
+                | IFLA_MASTER
+                | IFLA_OPERSTATE
+                | IFLA_LINKINFO
+                | IFLA_STATS64
+                | IFLA_PERM_ADDRESS
+        ) {
+            continue;
+        }
+        match LinkAttribute::parse_with_param(&nla, family) {
+            Ok(LinkAttribute::IfName(name)) => info.name = name,
+            Ok(LinkAttribute::Address(bytes)) => info.mac = mac_from_slice(&bytes),
+            Ok(LinkAttribute::PermAddress(bytes)) => device_perm_mac = mac_from_slice(&bytes),
+            // The crate calls IFLA_MASTER "Controller".
+            Ok(LinkAttribute::Controller(master)) => info.master = (master != 0).then_some(master),
+            Ok(LinkAttribute::OperState(state)) => operstate = Some(state),
+            Ok(LinkAttribute::Stats64(stats)) => {
+                info.rx_bytes = Some(stats.rx_bytes);
+                info.rx_packets = Some(stats.rx_packets);
+            }
+            Ok(LinkAttribute::LinkInfo(infos)) => apply_link_info(&mut info, &infos),
+            Ok(other) => debug!("link {}: unexpected attribute {other:?}", info.index),
+            Err(e) if kind == IFLA_LINKINFO => {
+                debug!(
+                    "link {}: IFLA_LINKINFO rejected by netlink-packet-route ({e}); decoding by hand",
+                    info.index
+                );
+                apply_raw_link_info(&mut info, nla.value());
+            }
+            Err(e) => debug!("link {}: skipping attribute {kind}: {e}", info.index),
+        }
+    }
+
+    info.oper_up = match operstate {
+        Some(State::Up) => true,
+        // Drivers without operstate support (and loopback) leave it UNKNOWN; the carrier flag
+        // is then the only signal.
+        Some(State::Unknown) | None => header.flags.contains(LinkFlags::LowerUp),
+        Some(_) => false,
+    };
+    if info.perm_mac.is_none() {
+        info.perm_mac = device_perm_mac;
+    }
+    Ok(LinkMsg::Link(info))
+}
+
+fn apply_link_info(info: &mut LinkInfo, infos: &[NlLinkInfo]) {
+    for item in infos {
+        match item {
+            NlLinkInfo::Kind(kind) => info.kind = Some(kind.to_string()),
+            NlLinkInfo::Data(InfoData::Bond(attrs)) => info.bond = bond_info(attrs),
+            // "Port" is the crate's word for the kernel's IFLA_INFO_SLAVE_*.
+            NlLinkInfo::PortData(InfoPortData::BondPort(attrs)) => {
+                for attr in attrs {
+                    match attr {
+                        InfoBondPort::BondPortState(state) => {
+                            info.slave_state_active = Some(*state == BondPortState::Active)
+                        }
+                        InfoBondPort::PermHwaddr(bytes) => info.perm_mac = mac_from_slice(bytes),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn bond_info(attrs: &[InfoBond]) -> Option<BondInfo> {
+    let mut mode = None;
+    let mut bond = BondInfo::default();
+    for attr in attrs {
+        match attr {
+            InfoBond::Mode(m) => mode = Some(u8::from(*m)),
+            InfoBond::MiiMon(ms) => bond.miimon = Some(*ms),
+            InfoBond::AllPortsActive(v) => {
+                bond.all_slaves_active = Some(*v == BondAllPortActive::Delivered)
+            }
+            InfoBond::ActivePort(index) => bond.active_slave = Some(*index),
+            _ => {}
+        }
+    }
+    // Without the mode the rest is useless to the caller; a zero default would claim
+    // balance-rr.
+    bond.mode = mode?;
+    Some(bond)
+}
+
+/// Decodes the few IFLA_LINKINFO fields we need straight from the wire, one attribute at a
+/// time, for when the crate rejects the nest as a whole (e.g. one bond option it validates
+/// more strictly than the running kernel encodes it).
+fn apply_raw_link_info(info: &mut LinkInfo, nest: &[u8]) {
+    let mut kind = None;
+    let mut slave_kind = None;
+    let mut data = None;
+    let mut slave_data = None;
+    for nla in NlasIterator::new(nest).map_while(Result::ok) {
+        match nla.kind() {
+            IFLA_INFO_KIND => kind = parse_string(nla.value()).ok(),
+            IFLA_INFO_SLAVE_KIND => slave_kind = parse_string(nla.value()).ok(),
+            IFLA_INFO_DATA => data = Some(owned_value(nla)),
+            IFLA_INFO_SLAVE_DATA => slave_data = Some(owned_value(nla)),
+            _ => {}
+        }
+    }
+    if let (Some("bond"), Some(data)) = (kind.as_deref(), data) {
+        info.bond = raw_bond_info(data);
+    }
+    if let (Some("bond"), Some(data)) = (slave_kind.as_deref(), slave_data) {
+        for nla in NlasIterator::new(data).map_while(Result::ok) {
+            match nla.kind() {
+                IFLA_BOND_SLAVE_STATE => {
+                    if let Ok(state) = parse_u8(nla.value()) {
+                        info.slave_state_active = Some(state == BOND_STATE_ACTIVE);
+                    }
+                }
+                IFLA_BOND_SLAVE_PERM_HWADDR => info.perm_mac = mac_from_slice(nla.value()),
+                _ => {}
+            }
+        }
+    }
+    info.kind = kind;
+}
+
+/// The value of an attribute, borrowed from the message rather than from the `NlaBuffer`.
+fn owned_value(nla: NlaBuffer<&[u8]>) -> &[u8] {
+    let len = usize::from(nla.length());
+    nla.into_inner()
+        .get(NLA_HEADER_SIZE..len)
+        .unwrap_or_default()
+}
+
+fn raw_bond_info(data: &[u8]) -> Option<BondInfo> {
+    let mut mode = None;
+    let mut bond = BondInfo::default();
+    for nla in NlasIterator::new(data).map_while(Result::ok) {
+        let value = nla.value();
+        match nla.kind() {
+            IFLA_BOND_MODE => mode = parse_u8(value).ok(),
+            IFLA_BOND_ACTIVE_SLAVE => bond.active_slave = parse_u32(value).ok(),
+            IFLA_BOND_MIIMON => bond.miimon = parse_u32(value).ok(),
+            IFLA_BOND_ALL_SLAVES_ACTIVE => {
+                bond.all_slaves_active = parse_u8(value).ok().map(|v| v != 0)
+            }
+            _ => {}
+        }
+    }
+    // Without the mode the rest is useless to the caller; a zero default would claim
+    // balance-rr.
+    bond.mode = mode?;
+    Some(bond)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netlink_packet_core::Emitable;
+    use netlink_packet_route::link::{BondMode, InfoKind, InfoPortKind, LinkMessage, Stats64};
+
+    fn emit(msg: &LinkMessage) -> Vec<u8> {
+        let mut buf = vec![0u8; msg.buffer_len()];
+        msg.emit(&mut buf);
+        buf
+    }
+
+    fn parse_ok(buf: &[u8]) -> LinkInfo {
+        match parse_link(buf).expect("parses") {
+            LinkMsg::Link(info) => info,
+            LinkMsg::Ignored => panic!("message was ignored"),
+        }
+    }
+
+    /// Appends one netlink attribute (header, value, padding to 4 bytes).
+    fn nla(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
+        let len = 4 + value.len();
+        out.extend_from_slice(&(len as u16).to_ne_bytes());
+        out.extend_from_slice(&kind.to_ne_bytes());
+        out.extend_from_slice(value);
+        out.resize(out.len().next_multiple_of(4), 0);
+    }
+
+    #[test]
+    fn counter_delta_forward_and_backward() {
+        assert_eq!(counter_delta(100, 250), Some(150));
+        assert_eq!(counter_delta(7, 7), Some(0));
+        assert_eq!(counter_delta(0, u64::MAX), Some(u64::MAX));
+        assert_eq!(
+            counter_delta(250, 100),
+            None,
+            "reset must not look like a spike"
+        );
+        assert_eq!(
+            counter_delta(u64::from(u32::MAX) - 5, 10),
+            None,
+            "32-bit wrap"
+        );
+    }
+
+    #[test]
+    fn plain_link_with_stats() {
+        let mut msg = LinkMessage::default();
+        msg.header.index = 7;
+        msg.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
+        let mut stats = Stats64::default();
+        stats.rx_bytes = 123_456;
+        stats.rx_packets = 789;
+        msg.attributes = vec![
+            LinkAttribute::IfName("eth7".into()),
+            LinkAttribute::Address(vec![2, 0, 0, 0, 0, 7]),
+            LinkAttribute::OperState(State::Up),
+            LinkAttribute::Controller(3),
+            LinkAttribute::Stats64(stats),
+            LinkAttribute::Mtu(1500),
+            LinkAttribute::LinkInfo(vec![NlLinkInfo::Kind(InfoKind::Veth)]),
+        ];
+        let info = parse_ok(&emit(&msg));
+        assert_eq!(info.index, 7);
+        assert_eq!(info.name, "eth7");
+        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 7]));
+        assert!(info.admin_up);
+        assert!(info.oper_up);
+        assert_eq!(info.master, Some(3));
+        assert_eq!(info.kind.as_deref(), Some("veth"));
+        assert_eq!(info.rx_bytes, Some(123_456));
+        assert_eq!(info.rx_packets, Some(789));
+        assert_eq!(info.bond, None);
+        assert_eq!(info.slave_state_active, None);
+        assert_eq!(info.perm_mac, None);
+    }
+
+    #[test]
+    fn operstate_decides_over_lower_up_flag() {
+        let mut msg = LinkMessage::default();
+        msg.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
+        msg.attributes = vec![LinkAttribute::OperState(State::LowerLayerDown)];
+        assert!(!parse_ok(&emit(&msg)).oper_up);
+
+        msg.attributes = vec![LinkAttribute::OperState(State::Unknown)];
+        assert!(
+            parse_ok(&emit(&msg)).oper_up,
+            "UNKNOWN falls back to IFF_LOWER_UP"
+        );
+
+        msg.header.flags = LinkFlags::Up;
+        assert!(!parse_ok(&emit(&msg)).oper_up);
+        msg.attributes.clear();
+        let info = parse_ok(&emit(&msg));
+        assert!(!info.oper_up);
+        assert!(info.admin_up);
+        assert_eq!(info.rx_bytes, None);
+    }
+
+    #[test]
+    fn bond_master_info_from_crate_types() {
+        let mut msg = LinkMessage::default();
+        msg.header.index = 10;
+        msg.attributes = vec![
+            LinkAttribute::IfName("bond0".into()),
+            LinkAttribute::LinkInfo(vec![
+                NlLinkInfo::Kind(InfoKind::Bond),
+                NlLinkInfo::Data(InfoData::Bond(vec![
+                    InfoBond::Mode(BondMode::BalanceAlb),
+                    InfoBond::ActivePort(11),
+                    InfoBond::MiiMon(100),
+                    InfoBond::UpDelay(0),
+                    InfoBond::AllPortsActive(BondAllPortActive::Dropped),
+                ])),
+            ]),
+        ];
+        let info = parse_ok(&emit(&msg));
+        assert_eq!(info.kind.as_deref(), Some("bond"));
+        assert_eq!(
+            info.bond,
+            Some(BondInfo {
+                mode: 6,
+                miimon: Some(100),
+                all_slaves_active: Some(false),
+                active_slave: Some(11),
+            })
+        );
+    }
+
+    #[test]
+    fn bond_slave_info_from_crate_types() {
+        let mut msg = LinkMessage::default();
+        msg.header.index = 11;
+        msg.attributes = vec![
+            LinkAttribute::IfName("eth0".into()),
+            LinkAttribute::Address(vec![2, 0, 0, 0, 0, 10]),
+            LinkAttribute::PermAddress(vec![2, 0, 0, 0, 0, 0xee]),
+            LinkAttribute::Controller(10),
+            LinkAttribute::LinkInfo(vec![
+                NlLinkInfo::PortKind(InfoPortKind::Bond),
+                NlLinkInfo::PortData(InfoPortData::BondPort(vec![
+                    InfoBondPort::BondPortState(BondPortState::Backup),
+                    InfoBondPort::PermHwaddr(vec![2, 0, 0, 0, 0, 11]),
+                ])),
+            ]),
+        ];
+        let info = parse_ok(&emit(&msg));
+        assert_eq!(info.kind, None, "a slave NIC has only a slave kind");
+        assert_eq!(info.master, Some(10));
+        assert_eq!(info.slave_state_active, Some(false));
+        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 10]));
+        // The bond's saved address wins over IFLA_PERM_ADDRESS.
+        assert_eq!(info.perm_mac, Some([2, 0, 0, 0, 0, 11]));
+    }
+
+    #[test]
+    fn perm_address_used_when_not_a_bond_slave() {
+        let mut msg = LinkMessage::default();
+        msg.attributes = vec![LinkAttribute::PermAddress(vec![2, 0, 0, 0, 0, 0xee])];
+        assert_eq!(parse_ok(&emit(&msg)).perm_mac, Some([2, 0, 0, 0, 0, 0xee]));
+    }
+
+    /// An IFLA_LINKINFO nest for a balance-alb bond, built byte by byte as the kernel lays it out,
+    /// with IFLA_BOND_MIIMON given a 2-byte value that the crate rejects.
+    fn hand_built_bond_linkinfo(miimon: &[u8]) -> Vec<u8> {
+        let mut data = Vec::new();
+        nla(&mut data, IFLA_BOND_MODE, &[6]);
+        nla(&mut data, IFLA_BOND_ACTIVE_SLAVE, &4u32.to_ne_bytes());
+        nla(&mut data, IFLA_BOND_MIIMON, miimon);
+        nla(&mut data, IFLA_BOND_ALL_SLAVES_ACTIVE, &[1]);
+        nla(&mut data, 999, &[1, 2, 3]); // unknown to everyone
+        let mut nest = Vec::new();
+        nla(&mut nest, IFLA_INFO_KIND, b"bond\0");
+        nla(
+            &mut nest,
+            IFLA_INFO_DATA | netlink_packet_core::NLA_F_NESTED,
+            &data,
+        );
+        nest
+    }
+
+    fn ifinfomsg_with(index: u32, attrs: &[u8]) -> Vec<u8> {
+        let mut buf = vec![0u8; IFINFOMSG_LEN];
+        buf[4..8].copy_from_slice(&index.to_ne_bytes());
+        buf.extend_from_slice(attrs);
+        buf
+    }
+
+    #[test]
+    fn bond_master_info_from_hand_built_bytes() {
+        let mut attrs = Vec::new();
+        nla(&mut attrs, IFLA_IFNAME, b"bond0\0");
+        nla(
+            &mut attrs,
+            IFLA_LINKINFO,
+            &hand_built_bond_linkinfo(&100u32.to_ne_bytes()),
+        );
+        let info = parse_ok(&ifinfomsg_with(5, &attrs));
+        assert_eq!(info.index, 5);
+        assert_eq!(info.name, "bond0");
+        assert_eq!(info.kind.as_deref(), Some("bond"));
+        assert_eq!(
+            info.bond,
+            Some(BondInfo {
+                mode: 6,
+                miimon: Some(100),
+                all_slaves_active: Some(true),
+                active_slave: Some(4),
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_bond_option_falls_back_to_raw_decoding() {
+        let mut attrs = Vec::new();
+        nla(&mut attrs, IFLA_IFNAME, b"bond0\0");
+        nla(
+            &mut attrs,
+            IFLA_LINKINFO,
+            &hand_built_bond_linkinfo(&[100, 0]),
+        );
+        // The crate alone refuses the nest, and with it the whole message.
+        assert!(
+            <netlink_packet_route::link::LinkMessage as netlink_packet_core::Parseable<[u8]>>::parse(
+                &ifinfomsg_with(5, &attrs)
+            )
+            .is_err()
+        );
+        let info = parse_ok(&ifinfomsg_with(5, &attrs));
+        assert_eq!(info.kind.as_deref(), Some("bond"));
+        let bond = info.bond.expect("bond info from the raw decoder");
+        assert_eq!(bond.mode, 6);
+        assert_eq!(bond.active_slave, Some(4));
+        assert_eq!(bond.miimon, None);
+        assert_eq!(bond.all_slaves_active, Some(true));
+    }
+
+    #[test]
+    fn raw_slave_data() {
+        let mut slave = Vec::new();
+        nla(&mut slave, IFLA_BOND_SLAVE_STATE, &[0]);
+        nla(&mut slave, IFLA_BOND_SLAVE_PERM_HWADDR, &[2, 0, 0, 0, 0, 9]);
+        let mut nest = Vec::new();
+        nla(&mut nest, IFLA_INFO_SLAVE_KIND, b"bond\0");
+        nla(&mut nest, IFLA_INFO_SLAVE_DATA, &slave);
+        let mut info = LinkInfo::default();
+        apply_raw_link_info(&mut info, &nest);
+        assert_eq!(info.slave_state_active, Some(true));
+        assert_eq!(info.perm_mac, Some([2, 0, 0, 0, 0, 9]));
+        assert_eq!(info.kind, None);
+    }
+
+    #[test]
+    fn bad_attribute_is_skipped_not_fatal() {
+        let mut attrs = Vec::new();
+        nla(&mut attrs, IFLA_IFNAME, b"eth0\0");
+        nla(&mut attrs, IFLA_MASTER, &[1]); // a u32 attribute one byte long
+        nla(&mut attrs, IFLA_ADDRESS, &[2, 0, 0, 0, 0, 1]);
+        let info = parse_ok(&ifinfomsg_with(2, &attrs));
+        assert_eq!(info.name, "eth0");
+        assert_eq!(info.master, None);
+        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 1]));
+    }
+
+    #[test]
+    fn truncated_attribute_list_keeps_what_came_before() {
+        let mut attrs = Vec::new();
+        nla(&mut attrs, IFLA_IFNAME, b"eth0\0");
+        attrs.extend_from_slice(&[200, 0, 1, 0, 9]); // claims 200 bytes, has 5
+        let info = parse_ok(&ifinfomsg_with(2, &attrs));
+        assert_eq!(info.name, "eth0");
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for len in 0..64 {
+            let buf: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let _ = parse_link(&buf);
+        }
+        assert!(parse_link(&[0; 8]).is_err(), "shorter than ifinfomsg");
+    }
+
+    #[test]
+    fn bridge_family_messages_are_ignored() {
+        let mut buf = ifinfomsg_with(3, &[]);
+        buf[0] = libc::AF_BRIDGE as u8;
+        assert!(matches!(parse_link(&buf), Ok(LinkMsg::Ignored)));
+    }
+
+    #[test]
+    fn mac_needs_exactly_six_bytes() {
+        assert_eq!(
+            mac_from_slice(&[1, 2, 3, 4, 5, 6]),
+            Some([1, 2, 3, 4, 5, 6])
+        );
+        assert_eq!(mac_from_slice(&[1, 2, 3, 4]), None);
+        assert_eq!(
+            mac_from_slice(&[0; 20]),
+            None,
+            "IPoIB-style addresses are not MACs"
+        );
+    }
+}

@@ -1,0 +1,565 @@
+//! The rtnetlink socket: dump requests, multicast subscriptions and nonblocking decoding.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use log::{debug, warn};
+use netlink_packet_core::{
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP,
+    NLMSG_OVERRUN, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::AddressMessage;
+use netlink_packet_route::link::LinkMessage;
+use netlink_packet_route::neighbour::NeighbourMessage;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use super::addr::{parse_addr, AddrEntry};
+use super::link::{parse_link, LinkInfo, LinkMsg};
+use super::neigh::{parse_neigh, NeighEntry};
+
+/// One thing the kernel told us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NlEvent {
+    /// RTM_NEWLINK: a link appeared or changed, or one entry of a link dump (with fresh
+    /// counters).
+    Link(LinkInfo),
+    LinkRemoved {
+        index: u32,
+        name: String,
+    },
+    /// RTM_NEWNEIGH: an entry was added or changed state, including to FAILED.
+    Neigh(NeighEntry),
+    NeighRemoved(NeighEntry),
+    Addr(AddrEntry),
+    AddrRemoved(AddrEntry),
+    /// One requested dump is complete. Dumps run one at a time in request order, so the n-th
+    /// `DumpDone` closes the n-th request.
+    DumpDone,
+    /// The kernel dropped notifications (receive buffer full) or a datagram was truncated:
+    /// the caller's view may be stale and it should request fresh dumps.
+    Overrun,
+}
+
+/// Everything the kernel knows at start-up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub links: Vec<LinkInfo>,
+    pub addrs: Vec<AddrEntry>,
+    pub neighbours: Vec<NeighEntry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DumpKind {
+    Links,
+    Neighbours,
+    Addresses,
+}
+
+impl fmt::Display for DumpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DumpKind::Links => "RTM_GETLINK",
+            DumpKind::Neighbours => "RTM_GETNEIGH",
+            DumpKind::Addresses => "RTM_GETADDR",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Dump {
+    kind: DumpKind,
+    seq: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    dump: Dump,
+    started: Instant,
+}
+
+/// Where a decoded event came from: the reply to one of our dumps, or a multicast
+/// notification (or anything else not addressed to one of our requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Dump(u32),
+    Other,
+}
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_DELLINK: u16 = 17;
+const RTM_NEWADDR: u16 = 20;
+const RTM_DELADDR: u16 = 21;
+const RTM_NEWNEIGH: u16 = 28;
+const RTM_DELNEIGH: u16 = 29;
+
+/// The kernel builds dump datagrams of at most ~32 KiB; notifications are one message each.
+/// Twice that leaves room for an unusually large link message without a resize.
+const RX_BUF_INITIAL: usize = 64 * 1024;
+/// A datagram larger than this is not an rtnetlink message we could use.
+const RX_BUF_MAX: usize = 1024 * 1024;
+/// Socket receive buffer. Neighbour tables can change by thousands of entries at once (a
+/// flush, a failover); every notification lost costs a full re-dump.
+const SO_RCVBUF_BYTES: libc::c_int = 4 * 1024 * 1024;
+/// A dump that has produced nothing for this long is considered lost, so that one stuck
+/// request cannot block all later ones.
+const DUMP_STALL: Duration = Duration::from_secs(10);
+/// How long `snapshot` waits for the kernel to make progress.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
+
+fn context(what: impl fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// An rtnetlink socket subscribed to link, neighbour and address changes.
+///
+/// The kernel runs one dump per socket at a time (a second request fails with EBUSY), so
+/// requests made while a dump is in progress are queued and sent when it completes.
+pub struct RouteSocket {
+    socket: Socket,
+    port: u32,
+    next_seq: u32,
+    rx: Vec<u8>,
+    /// Parse position within the datagram in `rx`.
+    rx_pos: usize,
+    in_flight: Option<InFlight>,
+    queued: VecDeque<Dump>,
+    /// Notifications that arrived while `snapshot` was waiting for its dumps; handed out by
+    /// the next `read_batch` so that nothing between snapshot and event loop is lost.
+    pending: VecDeque<NlEvent>,
+}
+
+impl fmt::Debug for RouteSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RouteSocket")
+            .field("fd", &self.socket.as_raw_fd())
+            .field("port", &self.port)
+            .field("in_flight", &self.in_flight)
+            .field("queued", &self.queued)
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+impl RouteSocket {
+    /// Opens a nonblocking socket subscribed to RTNLGRP_LINK, RTNLGRP_NEIGH,
+    /// RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR.
+    pub fn open() -> io::Result<Self> {
+        let mut socket =
+            Socket::new(NETLINK_ROUTE).map_err(context("creating NETLINK_ROUTE socket"))?;
+        let addr = socket
+            .bind_auto()
+            .map_err(context("binding rtnetlink socket"))?;
+        socket
+            .set_non_blocking(true)
+            .map_err(context("making rtnetlink socket nonblocking"))?;
+        for (group, name) in [
+            (libc::RTNLGRP_LINK, "RTNLGRP_LINK"),
+            (libc::RTNLGRP_NEIGH, "RTNLGRP_NEIGH"),
+            (libc::RTNLGRP_IPV4_IFADDR, "RTNLGRP_IPV4_IFADDR"),
+            (libc::RTNLGRP_IPV6_IFADDR, "RTNLGRP_IPV6_IFADDR"),
+        ] {
+            socket
+                .add_membership(group)
+                .map_err(context(format_args!("joining {name}")))?;
+        }
+        grow_receive_buffer(&socket);
+        Ok(RouteSocket {
+            socket,
+            port: addr.port_number(),
+            next_seq: 1,
+            rx: Vec::with_capacity(RX_BUF_INITIAL),
+            rx_pos: 0,
+            in_flight: None,
+            queued: VecDeque::new(),
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// For registration with `mio` (READABLE). The registration is edge-triggered: keep
+    /// calling [`read_batch`](Self::read_batch) while it returns `Ok(true)`.
+    pub fn socket_mut(&mut self) -> &mut Socket {
+        &mut self.socket
+    }
+
+    /// Requests a dump of all links, each with its IFLA_STATS64 counters.
+    pub fn request_links(&mut self) -> io::Result<()> {
+        self.request(DumpKind::Links, true).map(drop)
+    }
+
+    /// Requests a dump of the IPv4 neighbour (ARP) table.
+    pub fn request_neighbours(&mut self) -> io::Result<()> {
+        self.request(DumpKind::Neighbours, true).map(drop)
+    }
+
+    /// Requests a dump of all IPv4 and IPv6 addresses.
+    pub fn request_addresses(&mut self) -> io::Result<()> {
+        self.request(DumpKind::Addresses, true).map(drop)
+    }
+
+    /// Decodes at most `max_msgs` netlink messages from what the kernel has queued and appends
+    /// the resulting events to `out`.
+    ///
+    /// Returns `Ok(true)` when it stopped at `max_msgs` (more may be waiting: call again, the
+    /// readiness edge will not repeat), `Ok(false)` once the socket is drained.
+    ///
+    /// An `Err` leaves the socket usable: it reports a failed dump (with the request named) or
+    /// an unexpected socket error, and events decoded before it are already in `out`.
+    pub fn read_batch(&mut self, max_msgs: usize, out: &mut Vec<NlEvent>) -> io::Result<bool> {
+        let mut budget = max_msgs;
+        while budget > 0 {
+            let Some(event) = self.pending.pop_front() else {
+                break;
+            };
+            out.push(event);
+            budget -= 1;
+        }
+        self.pump(budget, &mut |_, event| out.push(event))
+    }
+
+    /// Blocking: dumps links, addresses and neighbours and returns them. Notifications that
+    /// arrive meanwhile are kept for the next [`read_batch`](Self::read_batch), so a caller
+    /// that applies them after the snapshot misses nothing.
+    pub fn snapshot(&mut self) -> io::Result<Snapshot> {
+        let mut wanted = Vec::with_capacity(3);
+        for kind in [DumpKind::Links, DumpKind::Addresses, DumpKind::Neighbours] {
+            wanted.push(self.request(kind, false)?);
+        }
+        let mut snapshot = Snapshot::default();
+        let mut aside = Vec::new();
+        let mut last_progress = Instant::now();
+        while !wanted.is_empty() {
+            let before = (wanted.len(), snapshot.links.len(), aside.len());
+            let more = self.pump(256, &mut |origin, event| match (origin, event) {
+                (Origin::Dump(seq), event) if wanted.contains(&seq) => match event {
+                    NlEvent::DumpDone => wanted.retain(|&s| s != seq),
+                    NlEvent::Link(link) => snapshot.links.push(link),
+                    NlEvent::Addr(addr) => snapshot.addrs.push(addr),
+                    NlEvent::Neigh(neigh) => snapshot.neighbours.push(neigh),
+                    other => debug!("unexpected event in a dump reply: {other:?}"),
+                },
+                (_, event) => aside.push(event),
+            });
+            if let Err(e) = more {
+                self.pending.extend(aside);
+                return Err(context("start-up snapshot")(e));
+            }
+            if more.unwrap_or(false) {
+                continue;
+            }
+            let progressed = before != (wanted.len(), snapshot.links.len(), aside.len());
+            if progressed {
+                last_progress = Instant::now();
+            }
+            let Some(left) = SNAPSHOT_WAIT.checked_sub(last_progress.elapsed()) else {
+                self.pending.extend(aside);
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "start-up snapshot: no reply from the kernel within {SNAPSHOT_WAIT:?} \
+                         (waiting for {:?})",
+                        self.in_flight.map(|f| f.dump.kind)
+                    ),
+                ));
+            };
+            wait_readable(&self.socket, left).map_err(context("start-up snapshot"))?;
+        }
+        self.pending.extend(aside);
+        Ok(snapshot)
+    }
+
+    /// Queues (or sends, if nothing is in flight) a dump request and returns its sequence
+    /// number. With `coalesce`, a request of the same kind that is still waiting in the queue
+    /// (not yet sent) stands for this one: its reply will be just as fresh.
+    fn request(&mut self, kind: DumpKind, coalesce: bool) -> io::Result<u32> {
+        if coalesce {
+            if let Some(queued) = self.queued.iter().find(|d| d.kind == kind) {
+                return Ok(queued.seq);
+            }
+        }
+        if let Some(flight) = self.in_flight {
+            if flight.started.elapsed() > DUMP_STALL {
+                warn!(
+                    "{} dump (seq {}) got no reply for {:?}; abandoning it",
+                    flight.dump.kind, flight.dump.seq, DUMP_STALL
+                );
+                self.in_flight = None;
+            }
+        }
+        let seq = self.take_seq();
+        self.queued.push_back(Dump { kind, seq });
+        self.send_next()?;
+        Ok(seq)
+    }
+
+    fn take_seq(&mut self) -> u32 {
+        let seq = self.next_seq;
+        // 0 is what notifications carry; never use it for a request.
+        self.next_seq = self.next_seq.wrapping_add(1).max(1);
+        seq
+    }
+
+    /// Sends the next queued dump if none is in flight. A request the kernel refuses to take
+    /// is dropped from the queue so that the ones behind it still run.
+    fn send_next(&mut self) -> io::Result<()> {
+        if self.in_flight.is_some() {
+            return Ok(());
+        }
+        let Some(dump) = self.queued.pop_front() else {
+            return Ok(());
+        };
+        let bytes = dump_request(dump);
+        let kernel = SocketAddr::new(0, 0);
+        match self.socket.send_to(&bytes, &kernel, 0) {
+            Ok(_) => {
+                self.in_flight = Some(InFlight {
+                    dump,
+                    started: Instant::now(),
+                });
+                Ok(())
+            }
+            Err(e) => Err(context(format_args!("sending {} dump request", dump.kind))(
+                e,
+            )),
+        }
+    }
+
+    /// The decoding loop shared by `read_batch` and `snapshot`.
+    fn pump(&mut self, max_msgs: usize, sink: &mut dyn FnMut(Origin, NlEvent)) -> io::Result<bool> {
+        let mut done = 0;
+        while done < max_msgs {
+            if self.rx_pos >= self.rx.len() {
+                match self.receive() {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(false),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                        debug!("rtnetlink receive buffer overrun; notifications were lost");
+                        sink(Origin::Other, NlEvent::Overrun);
+                        done += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(context("reading rtnetlink socket")(e)),
+                }
+            }
+            done += 1;
+            self.decode_one(sink)?;
+        }
+        Ok(true)
+    }
+
+    /// Reads one datagram into `rx`. `Ok(false)` when nothing is queued.
+    fn receive(&mut self) -> io::Result<bool> {
+        loop {
+            self.rx.clear();
+            self.rx_pos = 0;
+            match self
+                .socket
+                .recv(&mut self.rx, libc::MSG_DONTWAIT | libc::MSG_TRUNC)
+            {
+                Ok(len) if len > self.rx.len() => {
+                    // The rest of the datagram is gone. Whatever it held (dump entries or
+                    // notifications) must be recovered by re-dumping, exactly as after an
+                    // overrun, so report it as one.
+                    warn!(
+                        "rtnetlink datagram of {len} bytes truncated to {}; treating as overrun",
+                        self.rx.len()
+                    );
+                    self.rx.clear();
+                    self.rx.reserve(len.next_power_of_two().min(RX_BUF_MAX));
+                    return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+                }
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Decodes the netlink message at `rx_pos` and advances past it.
+    fn decode_one(&mut self, sink: &mut dyn FnMut(Origin, NlEvent)) -> io::Result<()> {
+        let rest = &self.rx[self.rx_pos..];
+        let buf = match NetlinkBuffer::new_checked(rest) {
+            Ok(buf) => buf,
+            Err(e) => {
+                debug!(
+                    "dropping {} undecodable bytes from rtnetlink: {e}",
+                    rest.len()
+                );
+                self.rx_pos = self.rx.len();
+                return Ok(());
+            }
+        };
+        let len = buf.length() as usize;
+        let msg_type = buf.message_type();
+        let flags = buf.flags();
+        let seq = buf.sequence_number();
+        let port = buf.port_number();
+        let payload = buf.payload();
+        self.rx_pos = (self.rx_pos + len.next_multiple_of(4)).min(self.rx.len());
+
+        let ours = self
+            .in_flight
+            .filter(|f| f.dump.seq == seq && port == self.port)
+            .map(|f| f.dump);
+        let origin = match ours {
+            Some(dump) => Origin::Dump(dump.seq),
+            None => Origin::Other,
+        };
+        if ours.is_some() && flags & NLM_F_DUMP_INTR != 0 {
+            // The table changed during the dump; the notifications for that change are on
+            // their way, so the result converges without a retry.
+            debug!("rtnetlink dump seq {seq} was interrupted by a change");
+        }
+
+        let event = match msg_type {
+            NLMSG_NOOP => None,
+            NLMSG_OVERRUN => Some(NlEvent::Overrun),
+            NLMSG_DONE => match ours {
+                Some(_) => {
+                    self.in_flight = None;
+                    sink(origin, NlEvent::DumpDone);
+                    return self.send_next();
+                }
+                None => {
+                    debug!("NLMSG_DONE for unknown request seq {seq} port {port}");
+                    None
+                }
+            },
+            NLMSG_ERROR => {
+                let code = payload
+                    .get(..4)
+                    .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    .unwrap_or(0);
+                match ours {
+                    Some(dump) if code != 0 => {
+                        self.in_flight = None;
+                        let err = io::Error::from_raw_os_error(code.saturating_neg());
+                        // Keep the queue moving before reporting; a send error is secondary.
+                        if let Err(e) = self.send_next() {
+                            warn!("{e}");
+                        }
+                        return Err(context(format_args!(
+                            "{} dump (seq {}) failed",
+                            dump.kind, dump.seq
+                        ))(err));
+                    }
+                    _ => {
+                        debug!("NLMSG_ERROR {code} for seq {seq} port {port} ignored");
+                        None
+                    }
+                }
+            }
+            RTM_NEWLINK | RTM_DELLINK => match parse_link(payload) {
+                Ok(LinkMsg::Link(link)) if msg_type == RTM_NEWLINK => Some(NlEvent::Link(link)),
+                Ok(LinkMsg::Link(link)) => Some(NlEvent::LinkRemoved {
+                    index: link.index,
+                    name: link.name,
+                }),
+                Ok(LinkMsg::Ignored) => None,
+                Err(e) => {
+                    debug!("skipping undecodable link message (type {msg_type}): {e}");
+                    None
+                }
+            },
+            RTM_NEWNEIGH | RTM_DELNEIGH => match parse_neigh(payload) {
+                Ok(Some(n)) if msg_type == RTM_NEWNEIGH => Some(NlEvent::Neigh(n)),
+                Ok(Some(n)) => Some(NlEvent::NeighRemoved(n)),
+                Ok(None) => None,
+                Err(e) => {
+                    debug!("skipping undecodable neighbour message (type {msg_type}): {e}");
+                    None
+                }
+            },
+            RTM_NEWADDR | RTM_DELADDR => match parse_addr(payload) {
+                Ok(Some(a)) if msg_type == RTM_NEWADDR => Some(NlEvent::Addr(a)),
+                Ok(Some(a)) => Some(NlEvent::AddrRemoved(a)),
+                Ok(None) => None,
+                Err(e) => {
+                    debug!("skipping undecodable address message (type {msg_type}): {e}");
+                    None
+                }
+            },
+            other => {
+                debug!("ignoring rtnetlink message type {other}");
+                None
+            }
+        };
+        if let Some(event) = event {
+            sink(origin, event);
+        }
+        Ok(())
+    }
+}
+
+/// Serialises one dump request.
+fn dump_request(dump: Dump) -> Vec<u8> {
+    let payload = match dump.kind {
+        DumpKind::Links => RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        DumpKind::Neighbours => {
+            let mut msg = NeighbourMessage::default();
+            msg.header.family = AddressFamily::Inet;
+            RouteNetlinkMessage::GetNeighbour(msg)
+        }
+        // AF_UNSPEC: one dump covering IPv4 and IPv6.
+        DumpKind::Addresses => RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+    };
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    header.sequence_number = dump.seq;
+    let mut msg = NetlinkMessage::new(header, payload.into());
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}
+
+/// Raises the socket's receive buffer, past `rmem_max` when we have CAP_NET_ADMIN.
+fn grow_receive_buffer(socket: &Socket) {
+    let fd = socket.as_raw_fd();
+    let value = SO_RCVBUF_BYTES;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: `value` is a live c_int and its size is passed alongside.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+    debug!(
+        "could not raise rtnetlink receive buffer: {}",
+        io::Error::last_os_error()
+    );
+}
+
+/// Waits until the socket is readable or `timeout` passes (which is not an error: the caller
+/// decides).
+fn wait_readable(socket: &Socket, timeout: Duration) -> io::Result<()> {
+    let mut pfd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis())
+        .unwrap_or(libc::c_int::MAX)
+        .max(1);
+    // SAFETY: one valid pollfd for the duration of the call.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
