@@ -1,1 +1,14 @@
-//! capture (in progress)
+//! Capture hot path: one AF_PACKET socket per port with a TPACKET_V3 receive ring and a classic BPF
+//! filter (`socket`), frame parsing (`frame`), and bounded per-client accounting (`table`).
+//!
+//! All `unsafe` code of this module lives in `socket.rs`.
+
+pub mod filter;
+pub mod frame;
+pub mod socket;
+pub mod table;
+
+pub use filter::{DEFAULT_SNAP_LEN, MAX_MACS};
+pub use frame::{parse, Frame, Mac};
+pub use socket::{CaptureSocket, FrameMeta, RingConfig, RingStats};
+pub use table::{ClientEntry, ClientTable};

@@ -1,0 +1,275 @@
+//! Parsing the captured (possibly truncated) frames into the few fields the daemon needs.
+
+use std::net::Ipv4Addr;
+
+use pnet_packet::arp::{ArpHardwareTypes, ArpPacket};
+use pnet_packet::ethernet::{EtherType, EtherTypes, EthernetPacket};
+use pnet_packet::ipv4::Ipv4Packet;
+use pnet_packet::vlan::VlanPacket;
+
+/// An Ethernet MAC address, most significant byte first.
+pub type Mac = [u8; 6];
+
+/// The fields of one captured frame that the daemon uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Frame {
+    /// An IPv4 packet.
+    Ipv4 {
+        src_mac: Mac,
+        dst_mac: Mac,
+        src_ip: Ipv4Addr,
+        dst_ip: Ipv4Addr,
+    },
+    /// An Ethernet/IPv4 ARP packet (hardware type 1, protocol 0x0800, lengths 6 and 4).
+    Arp {
+        eth_src: Mac,
+        eth_dst: Mac,
+        /// 1 = request, 2 = reply (others are passed through as they are).
+        op: u16,
+        sha: Mac,
+        spa: Ipv4Addr,
+        tha: Mac,
+        tpa: Ipv4Addr,
+    },
+}
+
+const ETH_HDR: usize = 14;
+const VLAN_HDR: usize = 4;
+
+/// Parses an Ethernet frame, looking through one 802.1Q tag. Returns `None` for anything that is
+/// not IPv4 or Ethernet/IPv4 ARP, or too short to hold the fields (the IPv4 header must reach the
+/// destination address; the ARP body must be whole). Bytes past those fields may be missing (snap
+/// length). Never panics.
+pub fn parse(frame: &[u8]) -> Option<Frame> {
+    let eth = EthernetPacket::new(frame)?;
+    let src = eth.get_source().octets();
+    let dst = eth.get_destination().octets();
+    let (ethertype, payload): (EtherType, &[u8]) = if eth.get_ethertype() == EtherTypes::Vlan {
+        let tag = VlanPacket::new(frame.get(ETH_HDR..)?)?;
+        (tag.get_ethertype(), frame.get(ETH_HDR + VLAN_HDR..)?)
+    } else {
+        (eth.get_ethertype(), frame.get(ETH_HDR..)?)
+    };
+    match ethertype {
+        EtherTypes::Ipv4 => {
+            let ip = Ipv4Packet::new(payload)?;
+            // What the kernel's ip_rcv would accept as a header at all.
+            if ip.get_version() != 4 || ip.get_header_length() < 5 {
+                return None;
+            }
+            Some(Frame::Ipv4 {
+                src_mac: src,
+                dst_mac: dst,
+                src_ip: ip.get_source(),
+                dst_ip: ip.get_destination(),
+            })
+        }
+        EtherTypes::Arp => {
+            let arp = ArpPacket::new(payload)?;
+            if arp.get_hardware_type() != ArpHardwareTypes::Ethernet
+                || arp.get_protocol_type() != EtherTypes::Ipv4
+                || arp.get_hw_addr_len() != 6
+                || arp.get_proto_addr_len() != 4
+            {
+                return None;
+            }
+            Some(Frame::Arp {
+                eth_src: src,
+                eth_dst: dst,
+                op: arp.get_operation().0,
+                sha: arp.get_sender_hw_addr().octets(),
+                spa: arp.get_sender_proto_addr(),
+                tha: arp.get_target_hw_addr().octets(),
+                tpa: arp.get_target_proto_addr(),
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use pnet_base::MacAddr;
+    use pnet_packet::arp::{ArpOperations, MutableArpPacket};
+    use pnet_packet::ethernet::MutableEthernetPacket;
+    use pnet_packet::ipv4::MutableIpv4Packet;
+    use pnet_packet::vlan::MutableVlanPacket;
+
+    pub(crate) const CLIENT_MAC: Mac = [0x02, 0xcc, 0, 0, 0, 0x09];
+    pub(crate) const SERVER_MAC: Mac = [0x02, 0xaa, 0, 0, 0, 0x01];
+    pub(crate) const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 9);
+    pub(crate) const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+    fn mac(m: Mac) -> MacAddr {
+        MacAddr::from(m)
+    }
+
+    /// Builds Ethernet [+ 802.1Q] + `body`, padded to `len` bytes.
+    fn ethernet(src: Mac, dst: Mac, et: EtherType, vlan: bool, body: &[u8], len: usize) -> Vec<u8> {
+        let hdr = if vlan { 18 } else { 14 };
+        let mut buf = vec![0u8; (hdr + body.len()).max(len)];
+        let mut e = MutableEthernetPacket::new(&mut buf).unwrap();
+        e.set_source(mac(src));
+        e.set_destination(mac(dst));
+        if vlan {
+            e.set_ethertype(EtherTypes::Vlan);
+            let mut t = MutableVlanPacket::new(&mut buf[14..]).unwrap();
+            t.set_vlan_identifier(5);
+            t.set_ethertype(et);
+        } else {
+            e.set_ethertype(et);
+        }
+        buf[hdr..hdr + body.len()].copy_from_slice(body);
+        buf
+    }
+
+    /// An IPv4 frame (20-byte header + zero payload) of total length `len`.
+    pub(crate) fn ipv4_frame(
+        src: Mac,
+        dst: Mac,
+        sip: Ipv4Addr,
+        dip: Ipv4Addr,
+        vlan: bool,
+        len: usize,
+    ) -> Vec<u8> {
+        let mut ip = [0u8; 20];
+        let mut p = MutableIpv4Packet::new(&mut ip).unwrap();
+        p.set_version(4);
+        p.set_header_length(5);
+        p.set_total_length(len.saturating_sub(14).min(65535) as u16);
+        p.set_ttl(64);
+        p.set_next_level_protocol(pnet_packet::ip::IpNextHeaderProtocols::Udp);
+        p.set_source(sip);
+        p.set_destination(dip);
+        ethernet(src, dst, EtherTypes::Ipv4, vlan, &ip, len)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn arp_frame(
+        src: Mac,
+        dst: Mac,
+        op: u16,
+        sha: Mac,
+        spa: Ipv4Addr,
+        tha: Mac,
+        tpa: Ipv4Addr,
+        vlan: bool,
+    ) -> Vec<u8> {
+        let mut body = [0u8; 28];
+        let mut a = MutableArpPacket::new(&mut body).unwrap();
+        a.set_hardware_type(ArpHardwareTypes::Ethernet);
+        a.set_protocol_type(EtherTypes::Ipv4);
+        a.set_hw_addr_len(6);
+        a.set_proto_addr_len(4);
+        a.set_operation(pnet_packet::arp::ArpOperation(op));
+        a.set_sender_hw_addr(mac(sha));
+        a.set_sender_proto_addr(spa);
+        a.set_target_hw_addr(mac(tha));
+        a.set_target_proto_addr(tpa);
+        ethernet(src, dst, EtherTypes::Arp, vlan, &body, 60)
+    }
+
+    #[test]
+    fn ipv4_plain_and_tagged() {
+        for vlan in [false, true] {
+            let f = ipv4_frame(CLIENT_MAC, SERVER_MAC, CLIENT_IP, SERVER_IP, vlan, 1514);
+            let want = Frame::Ipv4 {
+                src_mac: CLIENT_MAC,
+                dst_mac: SERVER_MAC,
+                src_ip: CLIENT_IP,
+                dst_ip: SERVER_IP,
+            };
+            assert_eq!(parse(&f), Some(want));
+            // Truncated to the snap length: still parses.
+            assert_eq!(parse(&f[..96]), Some(want));
+            // Shortest that still holds the destination address.
+            let min = if vlan { 38 } else { 34 };
+            assert_eq!(parse(&f[..min]), Some(want));
+            assert_eq!(parse(&f[..min - 1]), None);
+        }
+    }
+
+    #[test]
+    fn ipv4_bad_version_or_ihl() {
+        let mut f = ipv4_frame(CLIENT_MAC, SERVER_MAC, CLIENT_IP, SERVER_IP, false, 100);
+        f[14] = 0x65; // version 6, ihl 5
+        assert_eq!(parse(&f), None);
+        f[14] = 0x44; // version 4, ihl 4
+        assert_eq!(parse(&f), None);
+        f[14] = 0x4f; // version 4, ihl 15 (options cut off by the snap: fine)
+        assert!(parse(&f[..40]).is_some());
+    }
+
+    #[test]
+    fn arp_request_and_reply() {
+        let req = arp_frame(
+            CLIENT_MAC,
+            [0xff; 6],
+            ArpOperations::Request.0,
+            CLIENT_MAC,
+            CLIENT_IP,
+            [0; 6],
+            SERVER_IP,
+            false,
+        );
+        assert_eq!(
+            parse(&req),
+            Some(Frame::Arp {
+                eth_src: CLIENT_MAC,
+                eth_dst: [0xff; 6],
+                op: 1,
+                sha: CLIENT_MAC,
+                spa: CLIENT_IP,
+                tha: [0; 6],
+                tpa: SERVER_IP,
+            })
+        );
+        let rep = arp_frame(
+            SERVER_MAC, CLIENT_MAC, 2, SERVER_MAC, SERVER_IP, CLIENT_MAC, CLIENT_IP, true,
+        );
+        let Some(Frame::Arp { op, sha, tpa, .. }) = parse(&rep) else {
+            panic!("tagged ARP reply not parsed");
+        };
+        assert_eq!((op, sha, tpa), (2, SERVER_MAC, CLIENT_IP));
+        // The ARP body must be whole.
+        assert!(parse(&rep[..18 + 28]).is_some());
+        assert_eq!(parse(&rep[..18 + 27]), None);
+    }
+
+    #[test]
+    fn arp_wrong_types_rejected() {
+        let good = arp_frame(
+            CLIENT_MAC, [0xff; 6], 1, CLIENT_MAC, CLIENT_IP, [0; 6], SERVER_IP, false,
+        );
+        for (off, val) in [(14, 1u8), (15, 6), (16, 0x86), (18, 8), (19, 16)] {
+            let mut f = good.clone();
+            f[off] = val;
+            assert_eq!(parse(&f), None, "byte {off} = {val}");
+        }
+    }
+
+    #[test]
+    fn other_and_runt_frames() {
+        let v6 = ethernet(
+            CLIENT_MAC,
+            SERVER_MAC,
+            EtherTypes::Ipv6,
+            false,
+            &[0x60; 40],
+            100,
+        );
+        assert_eq!(parse(&v6), None);
+        // Double tag: only one is looked through.
+        let mut qinq = ipv4_frame(CLIENT_MAC, SERVER_MAC, CLIENT_IP, SERVER_IP, true, 100);
+        qinq[16..18].copy_from_slice(&[0x81, 0x00]);
+        assert_eq!(parse(&qinq), None);
+        for n in 0..20 {
+            assert_eq!(parse(&vec![0u8; n]), None);
+        }
+        let f = ipv4_frame(CLIENT_MAC, SERVER_MAC, CLIENT_IP, SERVER_IP, true, 100);
+        for n in 0..38 {
+            assert_eq!(parse(&f[..n]), None, "{n} bytes");
+        }
+    }
+}
