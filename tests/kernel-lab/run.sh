@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# tests/kernel-lab/run.sh: test rlbd against a real Linux bonding driver in a QEMU guest.
+#
+# Usage (as root, Debian bookworm host with the Rust toolchain):
+#   tests/kernel-lab/run.sh
+#
+# The host kernel may have no bonding driver, so this boots Debian's own kernel under QEMU (TCG)
+# with an initramfs holding busybox, the host's iproute2, the needed modules and rlbd, and runs
+# tests/kernel-lab/guest-test.sh inside it: a balance-alb bond with two veth slaves behind a
+# bridge whose server-facing ports are capped with tc tbf, four clients, bulk TCP traffic.
+#   phase 1: the driver alone (no rlbd): c1 and c3 share slave 0, the bond gets one port's cap;
+#   phase 2: `rlbd run` must move one of them to slave 1 and keep it there (re-ARP, server ARP
+#            request, slave failure, active-slave change).
+# All traffic stays inside the guest; the only network used is Debian's apt mirrors (packages).
+# The exit code is the guest's verdict: 0 when every check passed, 1 when a check failed, 2 when
+# the guest never printed its result line (boot failure, timeout).
+#
+# Steps, each skipped when its result is cached in tests/kernel-lab/cache/:
+#   1. qemu-system-x86 from bookworm-backports and busybox-static, installed through a private apt
+#      configuration (cache/apt/; /etc/apt is not modified); Debian's kernel package (the one
+#      linux-image-amd64 depends on) downloaded with `apt-get download`, unpacked with dpkg-deb -x
+#      (not installed), modules.dep made with `busybox depmod`.
+#   2. rlbd built (cargo build --release), initramfs cache/lab.cpio built.
+#   3. the guest booted; its console is streamed here and kept in cache/console.log.
+#
+# Environment overrides:
+#   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
+#   TIMEOUT=300      seconds for the whole guest run before qemu is killed
+#   RLBD_BIN=PATH    use this rlbd binary instead of building one with cargo
+#   KEEP_CACHE=1     0 removes the downloaded/unpacked kernel and the initramfs after the run
+#   PHASES="1 2"     which guest phases to run ("1" = driver-only baseline)
+#   SECONDS_1=8      traffic seconds in phase 1
+#   ACCEL=auto       auto|tcg|kvm; auto tries KVM only when it is not kvm_pvm and boots in time
+#   MIRROR, SECURITY_MIRROR  Debian mirror URLs (default: taken from /etc/apt/sources.list*)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+CACHE="$HERE/cache"
+CAP_MBIT=${CAP_MBIT:-30}
+TIMEOUT=${TIMEOUT:-300}
+KEEP_CACHE=${KEEP_CACHE:-1}
+PHASES=${PHASES:-1 2}
+SECONDS_1=${SECONDS_1:-8}
+ACCEL=${ACCEL:-auto}
+KVM_PROBE=${KVM_PROBE:-30}
+
+log() { printf '[run.sh %s] %s\n' "$(date +%T)" "$*"; }
+die() { log "error: $*" >&2; exit 2; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+[ "$(id -u)" = 0 ] || die "run as root (installs packages, boots a VM)"
+case "$CAP_MBIT" in *[!0-9]* | '') die "CAP_MBIT must be an integer" ;; esac
+{ [ "$CAP_MBIT" -ge 20 ] && [ "$CAP_MBIT" -le 50 ]; } || die "CAP_MBIT must be within 20-50"
+mkdir -p "$CACHE"
+T_START=$(now)
+
+# ---------------------------------------------------------------------------------------------
+# 1. Packages and the kernel
+# ---------------------------------------------------------------------------------------------
+APTDIR="$CACHE/apt"
+mirror_from_etc() { # $1: path suffix regex (debian or debian-security)
+    local f
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        grep -v '^[[:space:]]*#' "$f" | grep -oE "https?://[^ ]+/$1/?( |$)" | head -n1 | tr -d ' '
+    done | head -n1 | sed 's#/$##'
+}
+MIRROR=${MIRROR:-$(mirror_from_etc debian)}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+SECURITY_MIRROR=${SECURITY_MIRROR:-$(mirror_from_etc debian-security)}
+SECURITY_MIRROR=${SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+APT_OPTS=(
+    -o "Dir::Etc::sourcelist=$APTDIR/sources.list" -o "Dir::Etc::sourceparts=-"
+    -o "Dir::State::lists=$APTDIR/lists" -o "Dir::Cache::pkgcache=$APTDIR/pkgcache.bin"
+    -o "Dir::Cache::srcpkgcache=$APTDIR/srcpkgcache.bin" -o "APT::Sandbox::User=root"
+)
+APT_READY=0
+private_apt_update() {
+    [ "$APT_READY" = 1 ] && return 0
+    mkdir -p "$APTDIR/lists/partial"
+    local key=/usr/share/keyrings/debian-archive-keyring.gpg
+    cat >"$APTDIR/sources.list" <<EOF
+deb [signed-by=$key] $MIRROR bookworm main
+deb [signed-by=$key] $MIRROR bookworm-updates main
+deb [signed-by=$key] $SECURITY_MIRROR bookworm-security main
+deb [signed-by=$key] $MIRROR bookworm-backports main
+EOF
+    # Refresh the private lists at most once a day.
+    if [ -z "$(find "$APTDIR/lists" -maxdepth 1 -name '*_InRelease' -mmin -1440 2>/dev/null | head -n1)" ]; then
+        log "apt-get update (private lists in $APTDIR)"
+        apt-get -qq "${APT_OPTS[@]}" update >"$APTDIR/update.log" 2>&1 ||
+            { cat "$APTDIR/update.log" >&2; die "apt-get update failed"; }
+    fi
+    APT_READY=1
+}
+private_apt_install() { # args: apt-get install arguments
+    private_apt_update
+    DEBIAN_FRONTEND=noninteractive apt-get -qq -y --no-install-recommends "${APT_OPTS[@]}" \
+        -o Dpkg::Use-Pty=0 install "$@" >"$APTDIR/install.log" 2>&1 ||
+        { cat "$APTDIR/install.log" >&2; die "apt-get install $* failed"; }
+}
+
+T_DL=$(now)
+if ! command -v qemu-system-x86_64 >/dev/null; then
+    log "installing qemu-system-x86 from bookworm-backports"
+    private_apt_install -t bookworm-backports qemu-system-x86
+fi
+if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then
+    log "installing busybox-static"
+    private_apt_install busybox-static
+fi
+BUSYBOX=/bin/busybox
+[ -x "$BUSYBOX" ] || die "no $BUSYBOX after installing busybox-static"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing after install"
+
+KDIR="$CACHE/kernel"
+kernel_version() { # the version whose vmlinuz and modules.dep are both in the cache
+    local v
+    for v in "$KDIR"/lib/modules/*/; do
+        v=$(basename "$v")
+        [ -f "$KDIR/boot/vmlinuz-$v" ] && [ -s "$KDIR/lib/modules/$v/modules.dep" ] && { echo "$v"; return 0; }
+    done
+    return 1
+}
+if ! KVER=$(kernel_version 2>/dev/null); then
+    private_apt_update
+    KPKG=$(apt-cache "${APT_OPTS[@]}" show --no-all-versions linux-image-amd64 |
+        sed -n 's/^Depends: *//p' | tr ',' '\n' | sed 's/[ (].*//' | grep -m1 '^linux-image-[0-9]') ||
+        die "cannot find the package that linux-image-amd64 depends on"
+    mkdir -p "$CACHE/debs"
+    if ! ls "$CACHE/debs/${KPKG}_"*.deb >/dev/null 2>&1; then
+        log "downloading $KPKG"
+        (cd "$CACHE/debs" && apt-get -qq "${APT_OPTS[@]}" download "$KPKG" >/dev/null)
+    fi
+    DEB=$(ls "$CACHE/debs/${KPKG}_"*.deb | head -n1)
+    log "unpacking $(basename "$DEB")"
+    rm -rf "$KDIR.tmp" && mkdir -p "$KDIR.tmp"
+    dpkg-deb -x "$DEB" "$KDIR.tmp"
+    v=${KPKG#linux-image-}
+    [ -f "$KDIR.tmp/boot/vmlinuz-$v" ] || die "no boot/vmlinuz-$v in $DEB"
+    log "depmod $v"
+    "$BUSYBOX" depmod -b "$KDIR.tmp" "$v"
+    rm -rf "$KDIR" && mv "$KDIR.tmp" "$KDIR"
+    rm -f "$DEB" # the unpacked tree is the cache; the .deb is not needed again
+    KVER=$(kernel_version) || die "kernel cache incomplete"
+fi
+VMLINUZ="$KDIR/boot/vmlinuz-$KVER"
+T_DL_END=$(elapsed "$T_DL")
+log "packages and kernel $KVER ready (${T_DL_END}s)"
+
+# ---------------------------------------------------------------------------------------------
+# 2. rlbd and the initramfs
+# ---------------------------------------------------------------------------------------------
+if [ -n "${RLBD_BIN:-}" ]; then
+    [ -x "$RLBD_BIN" ] || die "RLBD_BIN=$RLBD_BIN is not an executable"
+else
+    log "cargo build --release"
+    T_CARGO=$(now)
+    (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
+    RLBD_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/rlbd"
+    [ -x "$RLBD_BIN" ] || die "no $RLBD_BIN after cargo build"
+    log "built $RLBD_BIN ($(elapsed "$T_CARGO")s)"
+fi
+
+T_INITRD=$(now)
+ROOT="$CACHE/root"
+CPIO="$CACHE/lab.cpio"
+MODDIR="$KDIR/lib/modules/$KVER"
+rm -rf "$ROOT"
+mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin,etc/lab,proc,sys,dev,run,tmp,root,var,lib/modules/"$KVER"}
+ln -s ../run "$ROOT/var/run"
+
+# busybox with its applets as symlinks in /bin (iproute2 lives in /usr/sbin and is called by path)
+cp "$BUSYBOX" "$ROOT/bin/busybox"
+for a in $("$BUSYBOX" --list); do
+    [ "$a" = busybox ] || ln -s busybox "$ROOT/bin/$a"
+done
+
+# host binaries and every shared library they load (ldd lists the loader too)
+copy_with_libs() { # $1: source binary, $2: destination path inside the root
+    install -D -m 0755 "$1" "$ROOT$2"
+    local lib
+    for lib in $(ldd "$1" 2>/dev/null | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }'); do
+        [ -e "$ROOT$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$ROOT$lib"
+    done
+}
+for b in ip tc bridge ss; do
+    src=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v "$b") || die "host has no iproute2 '$b'"
+    copy_with_libs "$src" "/usr/sbin/$b"
+done
+copy_with_libs "$RLBD_BIN" /usr/bin/rlbd
+
+# modules, dependencies first (from modules.dep); bonding without a default bond0
+declare -A MOD_SEEN=()
+MOD_ORDER=()
+mod_visit() { # $1: path relative to MODDIR
+    [ -n "${MOD_SEEN[$1]:-}" ] && return 0
+    MOD_SEEN[$1]=1
+    local deps d
+    deps=$(awk -v m="$1:" '$1 == m { $1 = ""; print }' "$MODDIR/modules.dep")
+    for d in $deps; do mod_visit "$d"; done
+    MOD_ORDER+=("$1")
+}
+for m in veth llc stp bridge bonding sch_tbf sch_htb; do
+    p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$MODDIR/modules.dep" | tr -d ':') || die "module $m not in modules.dep"
+    mod_visit "$p"
+done
+: >"$ROOT/etc/lab/modules"
+for p in "${MOD_ORDER[@]}"; do
+    case "$p" in *.ko) ;; *) die "compressed module $p: not supported" ;; esac
+    install -D -m 0644 "$MODDIR/$p" "$ROOT/lib/modules/$KVER/$p"
+    args=""
+    [ "$(basename "$p")" = bonding.ko ] && args="max_bonds=0"
+    echo "/lib/modules/$KVER/$p $args" >>"$ROOT/etc/lab/modules"
+done
+
+cat >"$ROOT/etc/lab/env" <<EOF2
+CAP_MBIT=$CAP_MBIT
+PHASES="$PHASES"
+SECONDS_1=$SECONDS_1
+KVER=$KVER
+EOF2
+install -m 0755 "$HERE/guest-test.sh" "$ROOT/guest-test.sh"
+cat >"$ROOT/init" <<'EOF2'
+#!/bin/busybox sh
+export PATH=/bin:/usr/bin:/usr/sbin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+echo "KLAB: init started at guest uptime $(cut -d' ' -f1 /proc/uptime)s, kernel $(uname -r), $(nproc) CPUs"
+while read -r mod args; do
+    insmod "$mod" $args || echo "KLAB: insmod $mod failed"
+done </etc/lab/modules
+. /etc/lab/env
+export CAP_MBIT PHASES SECONDS_1
+sh /guest-test.sh
+rc=$?
+if [ "$rc" = 0 ]; then
+    echo "KLAB-RESULT: PASS"
+else
+    echo "KLAB-RESULT: FAIL (guest-test exit $rc)"
+fi
+sync
+poweroff -f
+EOF2
+chmod 0755 "$ROOT/init"
+(cd "$ROOT" && find . | LC_ALL=C sort | "$BUSYBOX" cpio -o -H newc >"$CPIO" 2>/dev/null)
+T_INITRD_END=$(elapsed "$T_INITRD")
+log "initramfs $CPIO: $(du -h "$CPIO" | cut -f1), ${#MOD_ORDER[@]} modules (${T_INITRD_END}s)"
+
+# ---------------------------------------------------------------------------------------------
+# 3. Boot
+# ---------------------------------------------------------------------------------------------
+RAW="$CACHE/console.raw"
+CONSOLE="$CACHE/console.log"
+PIDFILE="$CACHE/qemu.pid"
+QPID=""
+cleanup() {
+    local rc=$? p
+    trap - EXIT INT TERM HUP
+    [ -n "$QPID" ] && kill "$QPID" 2>/dev/null || true
+    if [ -s "$PIDFILE" ]; then
+        p=$(cat "$PIDFILE" 2>/dev/null || true)
+        if [ -n "$p" ] && grep -q qemu "/proc/$p/comm" 2>/dev/null; then
+            kill "$p" 2>/dev/null || true
+            sleep 1
+            kill -9 "$p" 2>/dev/null || true
+        fi
+    fi
+    if [ "$KEEP_CACHE" = 0 ]; then
+        rm -rf "$CACHE/kernel" "$CACHE/kernel.tmp" "$CACHE/debs" "$CACHE/root" "$CPIO" "$CACHE/apt/lists"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM HUP
+
+strip_console() { sed -u -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[()][A-Za-z0-9]//g' -e 's/\x1b[=>c]//g' -e 's/\r//g'; }
+stream_console() { # $1: pid to follow
+    tail -n +1 -s 0.2 -F --pid="$1" "$RAW" 2>/dev/null | strip_console | while IFS= read -r line; do
+        printf '%s\n' "$line"
+        case "$line" in *"KLAB: init started"*) now >"$CACHE/t_init" ;; esac
+    done
+}
+
+boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
+    local accel=$1 probe=$2 i
+    local qemu=(qemu-system-x86_64 -accel "$accel" -smp 2 -m 1024 -nographic -nic none -no-reboot
+        -kernel "$VMLINUZ" -initrd "$CPIO" -append 'console=ttyS0 quiet panic=-1' -pidfile "$PIDFILE")
+    [ "$accel" = kvm ] && qemu+=(-cpu host)
+    rm -f "$RAW" "$PIDFILE" "$CACHE/t_init"
+    : >"$RAW"
+    log "booting ($accel): ${qemu[*]}"
+    T_BOOT=$(now)
+    timeout -k 10 "$TIMEOUT" "${qemu[@]}" </dev/null >"$RAW" 2>&1 &
+    QPID=$!
+    stream_console "$QPID" &
+    local spid=$!
+    if [ "$probe" -gt 0 ]; then
+        for ((i = 0; i < probe * 5; i++)); do
+            [ -e "$CACHE/t_init" ] && break
+            kill -0 "$QPID" 2>/dev/null || break
+            sleep 0.2
+        done
+        if [ ! -e "$CACHE/t_init" ]; then
+            log "$accel did not reach /init within ${probe}s; stopping it"
+            kill "$QPID" 2>/dev/null || true
+            wait "$QPID" 2>/dev/null || true
+            wait "$spid" 2>/dev/null || true
+            QPID=""
+            QRC=255
+            return 1
+        fi
+    fi
+    QRC=0
+    wait "$QPID" || QRC=$?
+    QPID=""
+    wait "$spid" 2>/dev/null || true
+    return 0
+}
+
+case "$ACCEL" in
+tcg) boot tcg 0 ;;
+kvm) boot kvm 0 ;;
+auto)
+    if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] && boot kvm "$KVM_PROBE"; then
+        :
+    else
+        [ -d /sys/module/kvm_pvm ] && log "/dev/kvm is kvm_pvm (nested PVM): an unmodified kernel does not boot on it; using TCG"
+        boot tcg 0
+    fi
+    ;;
+*) die "ACCEL must be auto, tcg or kvm" ;;
+esac
+strip_console <"$RAW" >"$CONSOLE"
+
+T_INIT="n/a"
+[ -e "$CACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$CACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
+log "timings: packages+kernel ${T_DL_END}s, initramfs ${T_INITRD_END}s, boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, whole run $(elapsed "$T_START")s"
+[ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
+RESULT=$(grep -a '^KLAB-RESULT:' "$CONSOLE" | tail -n1 || true)
+log "console log: $CONSOLE"
+case "$RESULT" in
+"KLAB-RESULT: PASS"*) log "RESULT: PASS"; exit 0 ;;
+"KLAB-RESULT: FAIL"*) log "RESULT: FAIL (${RESULT#KLAB-RESULT: })"; exit 1 ;;
+*) log "RESULT: no result line from the guest (qemu exit $QRC)"; exit 2 ;;
+esac
