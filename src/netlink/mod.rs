@@ -11,6 +11,9 @@ mod neigh;
 mod socket;
 mod sysfs;
 
+#[cfg(test)]
+mod netns_tests;
+
 pub use addr::AddrEntry;
 pub use link::{counter_delta, BondInfo, LinkInfo, Mac};
 pub use neigh::NeighEntry;

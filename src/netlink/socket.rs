@@ -231,28 +231,36 @@ impl RouteSocket {
         let mut snapshot = Snapshot::default();
         let mut aside = Vec::new();
         let mut last_progress = Instant::now();
-        while !wanted.is_empty() {
-            let before = (wanted.len(), snapshot.links.len(), aside.len());
-            let more = self.pump(256, &mut |origin, event| match (origin, event) {
-                (Origin::Dump(seq), event) if wanted.contains(&seq) => match event {
-                    NlEvent::DumpDone => wanted.retain(|&s| s != seq),
-                    NlEvent::Link(link) => snapshot.links.push(link),
-                    NlEvent::Addr(addr) => snapshot.addrs.push(addr),
-                    NlEvent::Neigh(neigh) => snapshot.neighbours.push(neigh),
-                    other => debug!("unexpected event in a dump reply: {other:?}"),
-                },
-                (_, event) => aside.push(event),
+        loop {
+            let mut received = 0usize;
+            let result = self.pump(256, &mut |origin, event| {
+                received += 1;
+                match (origin, event) {
+                    (Origin::Dump(seq), event) if wanted.contains(&seq) => match event {
+                        NlEvent::DumpDone => wanted.retain(|&s| s != seq),
+                        NlEvent::Link(link) => snapshot.links.push(link),
+                        NlEvent::Addr(addr) => snapshot.addrs.push(addr),
+                        NlEvent::Neigh(neigh) => snapshot.neighbours.push(neigh),
+                        other => debug!("unexpected event in a dump reply: {other:?}"),
+                    },
+                    (_, event) => aside.push(event),
+                }
             });
-            if let Err(e) = more {
-                self.pending.extend(aside);
-                return Err(context("start-up snapshot")(e));
+            let more = match result {
+                Ok(more) => more,
+                Err(e) => {
+                    self.pending.extend(aside);
+                    return Err(context("start-up snapshot")(e));
+                }
+            };
+            if wanted.is_empty() {
+                break;
             }
-            if more.unwrap_or(false) {
-                continue;
-            }
-            let progressed = before != (wanted.len(), snapshot.links.len(), aside.len());
-            if progressed {
+            if received > 0 {
                 last_progress = Instant::now();
+            }
+            if more {
+                continue;
             }
             let Some(left) = SNAPSHOT_WAIT.checked_sub(last_progress.elapsed()) else {
                 self.pending.extend(aside);
