@@ -31,13 +31,15 @@ pub enum NlEvent {
         index: u32,
         name: String,
     },
-    /// RTM_NEWNEIGH: an entry was added or changed state, including to FAILED.
+    /// RTM_NEWNEIGH: an entry was added or changed state, including to FAILED. Notifications
+    /// cover IPv6 neighbours too; the dump (`request_neighbours`) is IPv4 only.
     Neigh(NeighEntry),
     NeighRemoved(NeighEntry),
     Addr(AddrEntry),
     AddrRemoved(AddrEntry),
-    /// One requested dump is complete. Dumps run one at a time in request order, so the n-th
-    /// `DumpDone` closes the n-th request.
+    /// The oldest outstanding dump request is complete. Dumps run one at a time in request
+    /// order; a request made while one of the same kind is still queued (not yet sent) shares
+    /// that one's reply and `DumpDone`.
     DumpDone,
     /// The kernel dropped notifications (receive buffer full) or a datagram was truncated:
     /// the caller's view may be stale and it should request fresh dumps.
@@ -190,7 +192,8 @@ impl RouteSocket {
         self.request(DumpKind::Links, true).map(drop)
     }
 
-    /// Requests a dump of the IPv4 neighbour (ARP) table.
+    /// Requests a dump of the IPv4 neighbour (ARP) table. The dump arrives as `Neigh` events
+    /// followed by `DumpDone`, interleaved with any notifications.
     pub fn request_neighbours(&mut self) -> io::Result<()> {
         self.request(DumpKind::Neighbours, true).map(drop)
     }
