@@ -1,3 +1,7 @@
 //! Test labs: network namespaces with real Linux clients, and the traffic they send.
 
+pub mod demo;
+pub mod netns;
+pub mod sample;
+pub mod scenario;
 pub mod traffic;

@@ -42,7 +42,11 @@ pub fn run_source(to: &str, seconds: f64) -> io::Result<u64> {
         while Instant::now() < deadline {
             match stream.write(&buf) {
                 Ok(n) => sent += n as u64,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => break,
             }
         }

@@ -1,0 +1,165 @@
+//! Steps shared by `rlbd demo` and the namespace test: the sink, the sources, the daemon, and
+//! watching for a client's move.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use super::netns::{Lab, LabResult, SERVER_IP, SINK_PORT};
+
+/// Starts `EXE lab-sink` in the server namespace and waits until it listens.
+pub fn start_sink(lab: &Lab, exe: &Path) -> LabResult<Child> {
+    let exe = exe.to_string_lossy();
+    let listen = format!("{SERVER_IP}:{SINK_PORT}");
+    let mut child = lab.spawn_with(
+        "srv",
+        &[&exe, "lab-sink", "--listen", &listen],
+        Stdio::null(),
+        Stdio::inherit(),
+    )?;
+    let end = Instant::now() + Duration::from_secs(3);
+    loop {
+        let out = lab.exec_in("srv", &["ss", "-Htln"])?;
+        if out.contains(&listen) {
+            return Ok(child);
+        }
+        if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
+            return Err(format!("the lab sink exited at once ({st})"));
+        }
+        if Instant::now() >= end {
+            return Err(format!(
+                "the lab sink does not listen on {listen} after 3 s"
+            ));
+        }
+        lab.sleep(Duration::from_millis(50))?;
+    }
+}
+
+/// A running `lab-source` in one client.
+pub struct Source {
+    pub client: String,
+    pub child: Child,
+}
+
+/// Starts `EXE lab-source` in each client, all at once, for `seconds`.
+pub fn start_sources(
+    lab: &Lab,
+    exe: &Path,
+    clients: &[&str],
+    seconds: f64,
+) -> LabResult<Vec<Source>> {
+    let exe = exe.to_string_lossy();
+    let to = format!("{SERVER_IP}:{SINK_PORT}");
+    let secs = format!("{seconds}");
+    clients
+        .iter()
+        .map(|c| {
+            let child = lab.spawn_in(c, &[&exe, "lab-source", "--to", &to, "--seconds", &secs])?;
+            Ok(Source {
+                client: c.to_string(),
+                child,
+            })
+        })
+        .collect()
+}
+
+/// Waits for every source (at most `timeout` in all) and returns (client, bytes sent).
+pub fn finish_sources(
+    lab: &Lab,
+    sources: Vec<Source>,
+    timeout: Duration,
+) -> LabResult<Vec<(String, u64)>> {
+    let end = Instant::now() + timeout;
+    let mut sent = Vec::new();
+    for mut s in sources {
+        let left = end.saturating_duration_since(Instant::now());
+        if lab.wait_child(&mut s.child, left)?.is_none() {
+            lab.stop_child(&mut s.child, Duration::from_millis(500))?;
+            return Err(format!("lab-source in {} did not finish in time", s.client));
+        }
+        let out = s
+            .child
+            .wait_with_output()
+            .map_err(|e| format!("wait: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let bytes = text.trim().parse::<u64>().map_err(|_| {
+            format!(
+                "lab-source in {} printed {:?} ({})",
+                s.client,
+                text.trim(),
+                out.status
+            )
+        })?;
+        sent.push((s.client, bytes));
+    }
+    Ok(sent)
+}
+
+/// Starts `EXE run --ports p0,p1 --capacity p0=CAP --capacity p1=CAP -v` in the server namespace,
+/// its stdout and stderr appended to `log`.
+pub fn start_daemon(lab: &Lab, exe: &Path, log: &Path, extra: &[&str]) -> LabResult<Child> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("cannot open daemon log {}: {e}", log.display()))?;
+    let file2 = file
+        .try_clone()
+        .map_err(|e| format!("cannot open daemon log: {e}"))?;
+    let exe = exe.to_string_lossy();
+    let cap0 = format!("p0={}", lab.cap_mbit());
+    let cap1 = format!("p1={}", lab.cap_mbit());
+    let mut args = vec![
+        &*exe,
+        "run",
+        "--ports",
+        "p0,p1",
+        "--capacity",
+        &cap0,
+        "--capacity",
+        &cap1,
+    ];
+    args.extend_from_slice(extra);
+    lab.spawn_with("srv", &args, Stdio::from(file), Stdio::from(file2))
+}
+
+/// The last `lines` lines of a file (for reports).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A client seen on a new port.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    /// Seconds after the lab was built.
+    pub t: f64,
+    pub client: String,
+    pub to_port: Option<&'static str>,
+}
+
+/// Polls the clients' neighbour entries every 100 ms until one of them no longer points at
+/// `from_port` (returned), `until` passes (`None`), or `keep_going` returns false (`None`).
+pub fn watch_move(
+    lab: &Lab,
+    clients: &[&str],
+    from_port: &str,
+    until: Instant,
+    mut keep_going: impl FnMut() -> bool,
+) -> LabResult<Option<Move>> {
+    while Instant::now() < until && keep_going() {
+        for c in clients {
+            let port = lab.client_port(c)?;
+            if port != Some(from_port) && port.is_some() {
+                return Ok(Some(Move {
+                    t: lab.elapsed(),
+                    client: c.to_string(),
+                    to_port: port,
+                }));
+            }
+        }
+        lab.sleep(Duration::from_millis(100))?;
+    }
+    Ok(None)
+}
