@@ -82,17 +82,21 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
         return moves;
     }
 
-    // Clients grouped by port, largest first; index breaks ties so the output is deterministic.
-    let mut by_port: Vec<usize> = (0..clients.len())
-        .filter(|&i| clients[i].port < ports.len())
+    // Clients grouped by port, largest first, index breaking ties so the output is
+    // deterministic. One packed integer per client sorts several times faster than comparing
+    // through the slice: port in the top bits, then the rate's bits inverted (descending; a
+    // non-negative float's bits order as the float), then the index.
+    let mut packed: Vec<u128> = clients
+        .iter()
+        .enumerate()
+        .take(u32::MAX as usize) // the index has 32 bits; no client table comes near
+        .filter(|(_, c)| c.port < ports.len())
+        .map(|(i, c)| {
+            ((c.port as u128) << 96) | ((!nonneg(c.rate_bps).to_bits() as u128) << 32) | i as u128
+        })
         .collect();
-    by_port.sort_unstable_by(|&a, &b| {
-        let (ca, cb) = (&clients[a], &clients[b]);
-        ca.port
-            .cmp(&cb.port)
-            .then(cb.rate_bps.total_cmp(&ca.rate_bps))
-            .then(a.cmp(&b))
-    });
+    packed.sort_unstable();
+    let by_port: Vec<usize> = packed.iter().map(|k| (*k as u32) as usize).collect();
     let groups = group_bounds(&by_port, clients);
 
     // Failover: a down port delivers nothing, so every client seen there goes, hold-down or
