@@ -4,9 +4,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::chart::{svg, Mark};
 use super::netns::{check_tools, is_root, Lab, LabResult, PORTS};
 use super::sample::{Sampler, Series};
-use super::scenario::{finish_sources, start_sink, start_sources, watch_move, Move};
+use super::scenario::{
+    finish_sources, start_daemon, start_sink, start_sources, tail, watch_move, Move,
+};
 use crate::cli::DemoArgs;
 
 /// The two clients the lab puts on p0 and sends from.
@@ -86,30 +89,123 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
     let lab = Lab::build(args.cap_mbit)?;
+    let cap = f64::from(args.cap_mbit);
     eprintln!(
         "lab {}: server ports p0, p1 capped at {} Mbit/s each; c1, c3 on p0, c2, c4 on p1",
         lab.prefix(),
         args.cap_mbit
     );
     let _sink = start_sink(&lab, &exe)?;
+
     eprintln!(
         "phase A: c1 and c3 send for {} s without rlbd",
         args.seconds
     );
     let a = run_phase(&lab, &exe, &BUSY, args.seconds, false)?;
-    print_table(
-        f64::from(args.cap_mbit),
-        &[("A: without rlbd", &a, a.port_mbit.clone())],
+    print_table(cap, &[("A: without rlbd", a.port_mbit.clone())]);
+
+    let log = std::env::temp_dir().join(format!("rlbd-demo-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    for c in BUSY {
+        lab.place(c, PORTS[0])?;
+    }
+    eprintln!("phase B: starting rlbd (log: {})", log.display());
+    let mut daemon = start_daemon(&lab, &exe, &log, &["-v"])?;
+    lab.sleep(Duration::from_millis(1500))?;
+    if let Some(st) = daemon.try_wait().map_err(|e| format!("wait: {e}"))? {
+        return Err(format!(
+            "rlbd exited before the traffic started ({st}); log {}:\n{}",
+            log.display(),
+            tail(&log, 20)
+        ));
+    }
+    eprintln!(
+        "phase B: c1 and c3 send for {} s with rlbd running",
+        args.seconds
     );
+    let b = run_phase(&lab, &exe, &BUSY, args.seconds, true);
+    let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
+    let b = b?;
+
+    let mut rows = vec![
+        ("A: without rlbd", a.port_mbit.clone()),
+        ("B: with rlbd", b.port_mbit.clone()),
+    ];
+    let mut marks = vec![
+        Mark {
+            t: a.t0,
+            label: "A: c1+c3 start".into(),
+        },
+        Mark {
+            t: b.t0,
+            label: "B: c1+c3 start, rlbd running".into(),
+        },
+    ];
+    if let Some(m) = &b.moved {
+        if let Some(before) = b.series.mean(b.t0, m.t) {
+            rows.push(("B: before the move", before));
+        }
+        // Skip a second after the move: TCP takes a moment to fill the new port.
+        if let Some(after) = b.series.mean(m.t + 1.0, b.t1) {
+            rows.push(("B: after the move (+1 s on)", after));
+        }
+        let to = m.to_port.unwrap_or("?");
+        marks.push(Mark {
+            t: m.t,
+            label: format!("rlbd moved {} to {to}", m.client),
+        });
+    }
+    println!();
+    print_table(cap, &rows);
+    match &b.moved {
+        Some(m) => println!(
+            "time to move: {:.1} s after traffic start; moved: {} -> {}",
+            m.t - b.t0,
+            m.client,
+            m.to_port.unwrap_or("?")
+        ),
+        None => println!(
+            "time to move: none within {} s; no client moved",
+            args.seconds
+        ),
+    }
+    for (phase, p) in [("A", &a), ("B", &b)] {
+        let sent: Vec<String> = p
+            .sent
+            .iter()
+            .map(|(c, n)| format!("{c} {:.1} MB", *n as f64 / 1e6))
+            .collect();
+        println!("sent in {phase}: {}", sent.join(", "));
+    }
+    println!("rlbd stopped: {status}; log: {}", log.display());
+
+    if let Some(path) = &args.chart {
+        let mut series = a.series.clone();
+        series.extend(b.series.clone());
+        let title = format!(
+            "rlbd demo: per-port receive rate, cap {} Mbit/s per port",
+            args.cap_mbit
+        );
+        std::fs::write(path, svg(&title, &series, cap, &marks, 1.0))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("chart: {}", path.display());
+    }
+    if b.moved.is_none() {
+        return Err(format!(
+            "rlbd moved no client in {} s; log tail:\n{}",
+            args.seconds,
+            tail(&log, 20)
+        ));
+    }
     Ok(())
 }
 
-fn print_table(cap: f64, rows: &[(&str, &Phase, Vec<f64>)]) {
+fn print_table(cap: f64, rows: &[(&str, Vec<f64>)]) {
     println!(
         "{:<28} {:>9} {:>9} {:>9} {:>7}",
         "phase", "p0 Mbit/s", "p1 Mbit/s", "total", "x cap"
     );
-    for (name, _, mbit) in rows {
+    for (name, mbit) in rows {
         let total: f64 = mbit.iter().sum();
         println!(
             "{:<28} {:>9.1} {:>9.1} {:>9.1} {:>7.2}",

@@ -1,5 +1,6 @@
 //! Test labs: network namespaces with real Linux clients, and the traffic they send.
 
+pub mod chart;
 pub mod demo;
 pub mod netns;
 pub mod sample;
