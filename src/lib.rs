@@ -6,6 +6,7 @@
 
 pub mod capture;
 pub mod cli;
+pub mod config;
 pub mod lab;
 pub mod netlink;
 pub mod policy;
