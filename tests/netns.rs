@@ -1,0 +1,361 @@
+//! The namespace lab end to end (root), and the daemon's refusals of bad input (no root).
+//!
+//! Without root the lab test prints "skipped: needs root" and passes, unless `CI=true` or
+//! `RLBD_REQUIRE_ROOT_TESTS=1` is set, in which case not being root fails it. Run with
+//! `--nocapture` to see every figure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rlbd::lab::netns::{is_root, Lab, LabResult, PORTS};
+use rlbd::lab::sample::Sampler;
+use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, tail, watch_move};
+
+const CAP: u32 = 100;
+const BUSY: [&str; 2] = ["c1", "c3"];
+
+/// Lab tests must not overlap (CPU and the figures they measure).
+static LAB: Mutex<()> = Mutex::new(());
+
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        eprintln!("{line}");
+        println!("{line}");
+    }};
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rlbd"))
+}
+
+/// True when the test may run; false (after saying so) when it is skipped.
+fn root_or_skip() -> bool {
+    if is_root() {
+        return true;
+    }
+    let required = std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("RLBD_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "this test needs root, and CI=true or RLBD_REQUIRE_ROOT_TESTS=1 requires it"
+    );
+    say!("skipped: needs root");
+    false
+}
+
+fn mbit(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 * 8.0 / secs.max(1e-3) / 1e6
+}
+
+/// Mean rate of each port over `d`, from the rx counters.
+fn measure(lab: &Lab, d: Duration) -> LabResult<Vec<f64>> {
+    let before = lab.rx_bytes_all(&PORTS)?;
+    let t = Instant::now();
+    lab.sleep(d)?;
+    let after = lab.rx_bytes_all(&PORTS)?;
+    let secs = t.elapsed().as_secs_f64();
+    Ok(after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| mbit(a.saturating_sub(*b), secs))
+        .collect())
+}
+
+fn fmt_rates(r: &[f64]) -> String {
+    format!(
+        "p0 {:.1} Mbit/s, p1 {:.1} Mbit/s, total {:.1} Mbit/s = {:.2} x cap",
+        r[0],
+        r[1],
+        r.iter().sum::<f64>(),
+        r.iter().sum::<f64>() / f64::from(CAP)
+    )
+}
+
+#[test]
+fn lab_rlbd_spreads_two_clients_and_keeps_them_spread() {
+    if !root_or_skip() {
+        return;
+    }
+    let _guard = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::build(CAP).expect("building the lab");
+    let prefix = lab.prefix().to_string();
+    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{prefix}-rlbd.log"));
+    let _ = std::fs::remove_file(&log);
+    let result = scenario(&lab, &log);
+    drop(lab);
+    let left = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        !left.contains(&prefix),
+        "namespaces left behind after teardown:\n{left}"
+    );
+    match result {
+        Ok(failures) if failures.is_empty() => say!("all lab checks passed"),
+        Ok(failures) => {
+            say!(
+                "daemon log ({}), last 40 lines:\n{}",
+                log.display(),
+                tail(&log, 40)
+            );
+            panic!(
+                "{} lab check(s) failed:\n  {}",
+                failures.len(),
+                failures.join("\n  ")
+            );
+        }
+        Err(e) => {
+            say!(
+                "daemon log ({}), last 40 lines:\n{}",
+                log.display(),
+                tail(&log, 40)
+            );
+            panic!("lab scenario stopped: {e}");
+        }
+    }
+}
+
+/// Runs (a)-(d); returns the failed checks (an `Err` when the scenario cannot go on at all).
+fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
+    let mut failures = Vec::new();
+    let cap = f64::from(CAP);
+    let _sink = start_sink(lab, exe())?;
+    for c in ["c1", "c2", "c3", "c4"] {
+        say!(
+            "placement: {c} uses {:?} for 198.18.0.1",
+            lab.client_port(c)?
+        );
+    }
+
+    // (a) Without rlbd, c1 and c3 share p0: the total stays near one cap.
+    let mut sources = start_sources(lab, exe(), &BUSY, 7.0)?;
+    lab.sleep(Duration::from_secs(1))?;
+    let a = measure(lab, Duration::from_secs(5))?;
+    say!("(a) without rlbd, c1+c3, 5 s: {}", fmt_rates(&a));
+    if a.iter().sum::<f64>() >= 1.3 * cap {
+        failures.push(format!(
+            "(a) total {:.1} Mbit/s is not < 1.3 x cap",
+            a.iter().sum::<f64>()
+        ));
+    }
+    for s in &mut sources {
+        lab.wait_child(&mut s.child, Duration::from_secs(5))?;
+    }
+    for c in BUSY {
+        lab.place(c, PORTS[0])?;
+    }
+
+    // (b) With rlbd, a client moves to p1 within 5 s and the total reaches two caps.
+    let mut daemon = start_daemon(lab, exe(), log, &["-v"])?;
+    lab.sleep(Duration::from_millis(1500))?;
+    if let Some(st) = daemon.try_wait().map_err(|e| e.to_string())? {
+        return Err(format!("rlbd run exited before the traffic started ({st})"));
+    }
+    let sampler = Sampler::start(lab, Duration::from_secs(1));
+    let t0 = Instant::now();
+    let t0_lab = lab.elapsed();
+    let mut sources = start_sources(lab, exe(), &BUSY, 30.0)?;
+    let moved = watch_move(lab, &BUSY, PORTS[0], t0 + Duration::from_secs(5), || true)?;
+    let outcome = after_move(lab, moved, t0_lab, &mut failures);
+    for s in &mut sources {
+        let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
+    }
+    let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
+    say!("rlbd stopped: {status}");
+    if let Ok(series) = sampler.finish() {
+        for s in &series.samples {
+            say!(
+                "  t={:5.1}s  p0 {:6.1}  p1 {:6.1} Mbit/s",
+                s.t - t0_lab,
+                s.mbit[0],
+                s.mbit[1]
+            );
+        }
+    }
+    outcome?;
+    Ok(failures)
+}
+
+/// (b) figures after the move, then (c) and (d).
+fn after_move(
+    lab: &Lab,
+    moved: Option<rlbd::lab::scenario::Move>,
+    t0_lab: f64,
+    failures: &mut Vec<String>,
+) -> LabResult<()> {
+    let cap = f64::from(CAP);
+    let Some(m) = moved else {
+        let r = measure(lab, Duration::from_secs(2))?;
+        say!("(b) no client left p0 within 5 s; now: {}", fmt_rates(&r));
+        failures.push("(b) no client got p1's MAC within 5 s of traffic start".into());
+        return Ok(());
+    };
+    say!(
+        "(b) {} moved to {:?} {:.1} s after traffic start",
+        m.client,
+        m.to_port,
+        m.t - t0_lab
+    );
+    if m.to_port != Some(PORTS[1]) {
+        failures.push(format!("(b) {} moved to {:?}, not p1", m.client, m.to_port));
+        return Ok(());
+    }
+    let b = measure(lab, Duration::from_secs(5))?;
+    say!("(b) with rlbd, the 5 s after the move: {}", fmt_rates(&b));
+    if b.iter().sum::<f64>() < 1.8 * cap {
+        failures.push(format!(
+            "(b) total {:.1} Mbit/s is not >= 1.8 x cap",
+            b.iter().sum::<f64>()
+        ));
+    }
+    let client = m.client.as_str();
+
+    // (c) The client re-ARPs; whatever answers, rlbd puts it back on p1 within 2 s, for good.
+    lab.flush_neigh(client)?;
+    let t = Instant::now();
+    let mut first = None;
+    let mut back = None;
+    while t.elapsed() < Duration::from_secs(2) {
+        let port = lab.client_port(client)?;
+        if first.is_none() && port.is_some() {
+            first = Some((t.elapsed().as_secs_f64(), port));
+        }
+        if port == Some(PORTS[1]) {
+            back = Some(t.elapsed().as_secs_f64());
+            break;
+        }
+        lab.sleep(Duration::from_millis(50))?;
+    }
+    say!(
+        "(c) after flushing {client}'s entry: first answer {first:?}; back on p1 after {back:?} s"
+    );
+    match back {
+        None => failures.push(format!(
+            "(c) {client} not back on p1 within 2 s of its re-ARP"
+        )),
+        Some(_) => {
+            let mut off = Vec::new();
+            let hold = Instant::now();
+            while hold.elapsed() < Duration::from_secs(2) {
+                let port = lab.client_port(client)?;
+                if port != Some(PORTS[1]) {
+                    off.push(format!("{:.1}s:{port:?}", hold.elapsed().as_secs_f64()));
+                }
+                lab.sleep(Duration::from_millis(100))?;
+            }
+            say!(
+                "(c) {client} held p1 for 2 s: {}",
+                if off.is_empty() { "yes" } else { "no" }
+            );
+            if !off.is_empty() {
+                failures.push(format!("(c) {client} left p1 again: {}", off.join(" ")));
+            }
+        }
+    }
+
+    // (d) p1 fails: rlbd steers the client back to a live port and its bytes flow again.
+    let before = measure(lab, Duration::from_secs(1))?;
+    let bytes0 = lab.bytes_from(client)?;
+    lab.set_port(PORTS[1], false)?;
+    let t = Instant::now();
+    let mut moved_at = None;
+    let mut flowing_at = None;
+    while t.elapsed() < Duration::from_secs(2) && flowing_at.is_none() {
+        if moved_at.is_none() && lab.client_port(client)? == Some(PORTS[0]) {
+            moved_at = Some(t.elapsed().as_secs_f64());
+        }
+        if lab.bytes_from(client)?.saturating_sub(bytes0) > 256 * 1024 {
+            flowing_at = Some(t.elapsed().as_secs_f64());
+        }
+        lab.sleep(Duration::from_millis(100))?;
+    }
+    let after = measure(lab, Duration::from_secs(2))?;
+    let gained = lab.bytes_from(client)?.saturating_sub(bytes0);
+    say!("(d) before p1 down: {}", fmt_rates(&before));
+    say!(
+        "(d) p1 down: {client} on p0 after {moved_at:?} s, its bytes flowing after {flowing_at:?} s \
+         ({:.1} MB since); next 2 s: {}",
+        gained as f64 / 1e6,
+        fmt_rates(&after)
+    );
+    if flowing_at.is_none() {
+        failures.push(format!(
+            "(d) {client}'s traffic did not resume within 2 s of p1 going down"
+        ));
+    }
+    lab.set_port(PORTS[1], true)?;
+    Ok(())
+}
+
+/// Runs the binary with `args` for at most 10 s; returns (exit code, stderr).
+fn run_rlbd(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(exe())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting rlbd");
+    let end = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    say!(
+        "rlbd {}: exit {:?}, stderr: {}",
+        args.join(" "),
+        out.status.code(),
+        stderr.trim()
+    );
+    (out.status.code(), stderr)
+}
+
+#[test]
+fn run_names_a_missing_port() {
+    let (code, stderr) = run_rlbd(&["run", "--ports", "nosuchif0"]);
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "expected a non-zero exit, got {code:?}"
+    );
+    assert!(
+        stderr.contains("nosuchif0"),
+        "the message does not name the interface: {stderr}"
+    );
+}
+
+#[test]
+fn run_names_a_missing_bond() {
+    let (code, stderr) = run_rlbd(&["run", "--bond", "nosuchbond"]);
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "expected a non-zero exit, got {code:?}"
+    );
+    assert!(
+        stderr.contains("nosuchbond"),
+        "the message does not name the bond: {stderr}"
+    );
+}
+
+#[test]
+fn run_rejects_a_bad_config_key_with_78() {
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("netns-bad-key-{}.toml", std::process::id()));
+    std::fs::write(&file, "no_such_key = 1\n").expect("writing the config");
+    let (code, _) = run_rlbd(&["run", "--config", &file.to_string_lossy(), "--ports", "lo"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(
+        code,
+        Some(78),
+        "a config file with an unknown key must exit 78 (EX_CONFIG)"
+    );
+}
