@@ -7,7 +7,9 @@
 pub mod capture;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod lab;
+pub mod logging;
 pub mod netlink;
 pub mod policy;
 pub mod simulate;

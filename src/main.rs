@@ -1,28 +1,90 @@
-use clap::Parser;
-use rlbd::cli::{Cli, Command};
+//! Thin: parse the command line, call into the library, map errors to exit codes.
 
-fn main() {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Simulate { file } => match rlbd::simulate::main(&file) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                eprintln!("rlbd simulate: {e}");
-                std::process::exit(65); // EX_DATAERR: the scenario is at fault
-            }
-        },
-        Command::Demo(args) => rlbd::lab::demo::run(&args).map_err(std::io::Error::other),
-        Command::LabSink { listen } => rlbd::lab::traffic::run_sink(&listen).map(|_| ()),
-        Command::LabSource { to, seconds } => {
-            rlbd::lab::traffic::run_source(&to, seconds).map(|n| println!("{n}"))
-        }
-        _ => {
-            eprintln!("rlbd: not implemented yet");
-            std::process::exit(1);
-        }
+use std::process::ExitCode;
+
+use clap::Parser;
+use rlbd::cli::{Cli, Command, RunArgs};
+use rlbd::config::{self, Target};
+use rlbd::daemon::{Daemon, EX_CONFIG};
+
+/// sysexits.h EX_DATAERR: the input data (a scenario) is at fault.
+const EX_DATAERR: u8 = 65;
+
+fn fail(what: &str, e: impl std::fmt::Display, code: u8) -> ExitCode {
+    eprintln!("rlbd {what}: {e}");
+    ExitCode::from(code)
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let target = match (args.bond.clone(), args.ports.is_empty()) {
+        (Some(b), _) => Some(Target::Bond(b)),
+        (None, false) => Some(Target::Ports(args.ports.clone())),
+        (None, true) => None,
     };
-    if let Err(e) = result {
-        eprintln!("rlbd: {e}");
-        std::process::exit(1);
+    let make = {
+        let knobs = args.knobs.clone();
+        let target = target.clone();
+        let dry_run = args.dry_run;
+        move || config::resolve(&knobs, target.clone(), dry_run)
+    };
+    let settings = match make() {
+        Ok(s) => s,
+        Err(e) => return fail("run", e, EX_CONFIG as u8),
+    };
+    rlbd::logging::init(&settings.log_level);
+    let result = Daemon::new(settings, Box::new(make)).and_then(Daemon::run);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e}");
+            // The log may be filtered or not yet set up; the exit reason must always show.
+            if !log::log_enabled!(log::Level::Error) {
+                eprintln!("rlbd run: {e}");
+            }
+            ExitCode::from(e.code as u8)
+        }
+    }
+}
+
+fn check_config(file: Option<std::path::PathBuf>) -> ExitCode {
+    let path = file.unwrap_or_else(|| config::DEFAULT_CONFIG_PATH.into());
+    let knobs = rlbd::cli::KnobArgs {
+        config: Some(path.clone()),
+        ..Default::default()
+    };
+    match config::resolve(&knobs, None, false) {
+        Ok(s) => {
+            println!("# {}: valid; effective settings:", path.display());
+            print!("{}", s.to_toml());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("check-config", e, EX_CONFIG as u8),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run(args),
+        Command::CheckConfig { file } => check_config(file),
+        Command::Simulate { file } => match rlbd::simulate::main(&file) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("simulate", e, EX_DATAERR),
+        },
+        Command::Demo(args) => match rlbd::lab::demo::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("demo", e, 1),
+        },
+        Command::LabSink { listen } => match rlbd::lab::traffic::run_sink(&listen) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("lab-sink", e, 1),
+        },
+        Command::LabSource { to, seconds } => match rlbd::lab::traffic::run_source(&to, seconds) {
+            Ok(n) => {
+                println!("{n}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail("lab-source", e, 1),
+        },
     }
 }

@@ -41,7 +41,7 @@ pub struct ClientView {
     pub held: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// The source port was overloaded (K of W samples over threshold).

@@ -123,7 +123,13 @@ mod tests {
             assert!(l.tracked() <= 64);
         }
         let mut l = Limiter::new(4, 1_000_000, 8);
-        let sent = (0..100u8).filter(|i| l.allow([2, 0, 0, 0, 0, *i], 0)).count();
-        assert_eq!((sent, l.tracked()), (8, 8), "a burst of newcomers cannot grow the map");
+        let sent = (0..100u8)
+            .filter(|i| l.allow([2, 0, 0, 0, 0, *i], 0))
+            .count();
+        assert_eq!(
+            (sent, l.tracked()),
+            (8, 8),
+            "a burst of newcomers cannot grow the map"
+        );
     }
 }

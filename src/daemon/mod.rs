@@ -1,0 +1,597 @@
+//! `rlbd run`: one thread, one `mio::Poll`. Timers, signals, netlink and every capture socket
+//! are events of the same loop, each read in bounded batches so none starves the others.
+//!
+//! The loop only wires: `netlink` and `capture` feed state, `policy` decides, `steer` builds the
+//! frames. Once a second: roll the client table over and ask for link counters; 200 ms later,
+//! when the counters are in, evaluate.
+
+mod ports;
+mod setup;
+mod steering;
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use log::{debug, error, info, warn};
+use mio::{Events, Interest, Poll, Token};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook_mio::v1_0::Signals;
+
+use crate::capture::{parse, ClientTable, Frame};
+use crate::config::{Settings, Target};
+use crate::netlink::{LinkInfo, Mac, NlEvent, RouteSocket};
+use crate::policy::{self, ClientView, PortView, Reason};
+pub use setup::{Fatal, EX_CONFIG, EX_UNAVAILABLE};
+use steering::Steering;
+
+const SIGNALS: Token = Token(0);
+const NETLINK: Token = Token(1);
+const CAPTURE_BASE: usize = 16;
+
+/// Frames handled per capture socket per wakeup, and netlink messages per wakeup.
+const CAPTURE_BATCH: usize = 4096;
+const NETLINK_BATCH: usize = 256;
+const TICK: Duration = Duration::from_secs(1);
+/// Time between asking for counters and using them: a dump answers in well under this.
+const EVAL_DELAY: Duration = Duration::from_millis(200);
+
+pub struct Daemon {
+    settings: Settings,
+    /// How `settings` was made, for SIGHUP.
+    reload: Box<dyn Fn() -> Result<Settings, crate::config::ConfigError>>,
+    poll: Poll,
+    nl: RouteSocket,
+    links: HashMap<u32, LinkInfo>,
+    /// Confirmed neighbours on the server's interfaces: (ifindex, IP) -> MAC.
+    neigh: HashMap<(u32, Ipv4Addr), Mac>,
+    /// The server's IPv4 addresses: (ifindex, address, prefix).
+    addrs: Vec<(u32, ipnetwork::Ipv4Network)>,
+    ports: ports::Ports,
+    table: ClientTable,
+    steering: Steering,
+    tick: u64,
+    start: Instant,
+    next_tick: Instant,
+    eval_at: Option<Instant>,
+    next_learning: Instant,
+    nl_ready: bool,
+    capture_ready: Vec<bool>,
+    pub moves_total: HashMap<Reason, u64>,
+    watchdog: bool,
+}
+
+impl Daemon {
+    pub fn new(
+        settings: Settings,
+        reload: Box<dyn Fn() -> Result<Settings, crate::config::ConfigError>>,
+    ) -> Result<Self, Fatal> {
+        setup::build(settings, reload)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    /// Runs until SIGTERM or SIGINT.
+    pub fn run(mut self) -> Result<(), Fatal> {
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
+            .map_err(|e| Fatal::io("cannot install signal handlers", e))?;
+        self.poll
+            .registry()
+            .register(&mut signals, SIGNALS, Interest::READABLE)
+            .map_err(|e| Fatal::io("cannot register signals", e))?;
+        self.poll
+            .registry()
+            .register(self.nl.socket_mut(), NETLINK, Interest::READABLE)
+            .map_err(|e| Fatal::io("cannot register the netlink socket", e))?;
+        for i in 0..self.ports.list.len() {
+            self.register_capture(i);
+        }
+        setup::sd_notify(&format!("READY=1\nSTATUS={}", self.summary()));
+        info!("{}", self.summary());
+        let mut events = Events::with_capacity(64);
+        loop {
+            let now = Instant::now();
+            let busy = self.nl_ready || self.capture_ready.iter().any(|r| *r);
+            let timeout = if busy {
+                Duration::ZERO
+            } else {
+                self.next_deadline().saturating_duration_since(now)
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Fatal::io("poll failed", e));
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    SIGNALS => {
+                        for sig in signals.pending() {
+                            match sig {
+                                SIGTERM | SIGINT => {
+                                    info!("signal {sig}: exiting");
+                                    setup::sd_notify("STOPPING=1");
+                                    return Ok(());
+                                }
+                                SIGHUP => self.reload_config(),
+                                SIGUSR1 => self.log_state(),
+                                _ => {}
+                            }
+                        }
+                    }
+                    NETLINK => self.nl_ready = true,
+                    Token(t) if t >= CAPTURE_BASE => {
+                        if let Some(r) = self.capture_ready.get_mut(t - CAPTURE_BASE) {
+                            *r = true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if self.nl_ready {
+                self.read_netlink();
+            }
+            for i in 0..self.capture_ready.len() {
+                if self.capture_ready[i] {
+                    self.read_capture(i);
+                }
+            }
+            self.run_timers();
+        }
+    }
+
+    fn next_deadline(&self) -> Instant {
+        let mut d = self.next_tick;
+        if let Some(e) = self.eval_at {
+            d = d.min(e);
+        }
+        if let Some(p) = self.steering.next_due() {
+            d = d.min(p);
+        }
+        if matches!(self.ports.target, Target::Ports(_)) {
+            d = d.min(self.next_learning);
+        }
+        d
+    }
+
+    fn register_capture(&mut self, i: usize) {
+        if self.capture_ready.len() <= i {
+            self.capture_ready.resize(i + 1, false);
+        }
+        let registry = self.poll.registry();
+        if let Some(c) = self.ports.list[i].capture.as_mut() {
+            if let Err(e) = registry.register(c, Token(CAPTURE_BASE + i), Interest::READABLE) {
+                error!(
+                    "port {}: cannot register capture socket: {e}",
+                    self.ports.list[i].name
+                );
+            }
+            // Frames may already be waiting; edge-triggered readiness would not report them.
+            self.capture_ready[i] = true;
+        }
+    }
+
+    fn run_timers(&mut self) {
+        let now = Instant::now();
+        if now >= self.next_tick {
+            self.on_tick(now);
+            self.next_tick += TICK;
+            if self.next_tick <= now {
+                // Fell behind (suspended, or a slow machine): skip, do not burst.
+                self.next_tick = now + TICK;
+            }
+        }
+        if self.eval_at.is_some_and(|t| now >= t) {
+            self.eval_at = None;
+            self.evaluate(now);
+        }
+        if matches!(self.ports.target, Target::Ports(_)) && now >= self.next_learning {
+            self.send_learning_frames();
+            self.next_learning =
+                now + Duration::from_secs(self.settings.steering.learning_interval_secs);
+        }
+        let now_ms = self.now_ms();
+        let due = self.steering.take_due(now);
+        for mac in due {
+            self.send_update(mac, now_ms);
+        }
+    }
+
+    fn on_tick(&mut self, _now: Instant) {
+        self.tick += 1;
+        self.table.roll_over(self.tick);
+        if let Err(e) = self.nl.request_links() {
+            warn!("cannot request link counters: {e}");
+        }
+        self.eval_at = Some(Instant::now() + EVAL_DELAY);
+        for p in self.ports.list.iter_mut().filter(|p| p.present) {
+            if let Some(c) = &p.capture {
+                match c.stats() {
+                    Ok(s) if s.drops > p.ring_drops => {
+                        warn!(
+                            "port {}: capture ring dropped {} frames",
+                            p.name,
+                            s.drops - p.ring_drops
+                        );
+                        p.ring_drops = s.drops;
+                    }
+                    Ok(_) => {}
+                    Err(e) => debug!("port {}: cannot read ring statistics: {e}", p.name),
+                }
+            }
+        }
+        let idle = self.settings.capture.idle_timeout_secs;
+        let table = &self.table;
+        self.steering
+            .forget_idle(self.tick, idle, |mac| table.get(mac).is_some());
+        if self.watchdog {
+            setup::sd_notify("WATCHDOG=1");
+        }
+        if self.tick % 10 == 0 {
+            setup::sd_notify(&format!("STATUS={}", self.summary()));
+        }
+    }
+
+    fn summary(&self) -> String {
+        let ports: Vec<String> = self
+            .ports
+            .list
+            .iter()
+            .filter(|p| p.present)
+            .map(|p| format!("{}{}", p.name, if p.up { "" } else { "(down)" }))
+            .collect();
+        let what = match &self.ports.target {
+            Target::Bond(b) => format!("bond {b}"),
+            Target::Ports(_) => "ports".to_string(),
+        };
+        format!(
+            "{what}: {}; {} clients, {} moved, {} updates sent{}",
+            ports.join(" "),
+            self.table.len(),
+            self.steering.moved_count(),
+            self.steering.limiter.sent,
+            if self.settings.dry_run {
+                " (dry run)"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn read_netlink(&mut self) {
+        let mut events = Vec::new();
+        match self.nl.read_batch(NETLINK_BATCH, &mut events) {
+            Ok(more) => self.nl_ready = more,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.nl_ready = false,
+            Err(e) => {
+                warn!("netlink: {e}");
+                self.nl_ready = true;
+            }
+        }
+        let mut links_changed = false;
+        let now = Instant::now();
+        for ev in events {
+            match ev {
+                NlEvent::Link(l) => {
+                    if let (Some(i), Some(rx)) = (self.ports.by_ifindex(l.index), l.rx_bytes) {
+                        self.ports.list[i].record_counter(now, rx);
+                    }
+                    let old = self.links.insert(l.index, l.clone());
+                    links_changed |= old.is_none_or(|o| link_shape_changed(&o, &l));
+                }
+                NlEvent::LinkRemoved { index, .. } => {
+                    links_changed |= self.links.remove(&index).is_some();
+                }
+                NlEvent::Neigh(n) => self.on_neigh(n, true),
+                NlEvent::NeighRemoved(n) => self.on_neigh(n, false),
+                NlEvent::Addr(a) | NlEvent::AddrRemoved(a)
+                    if !matches!(a.network, ipnetwork::IpNetwork::V4(_)) => {}
+                NlEvent::Addr(a) => {
+                    if let ipnetwork::IpNetwork::V4(n) = a.network {
+                        if !self.addrs.contains(&(a.ifindex, n)) {
+                            self.addrs.push((a.ifindex, n));
+                        }
+                    }
+                }
+                NlEvent::AddrRemoved(a) => {
+                    if let ipnetwork::IpNetwork::V4(n) = a.network {
+                        self.addrs.retain(|x| *x != (a.ifindex, n));
+                    }
+                }
+                NlEvent::DumpDone => {}
+                NlEvent::Overrun => {
+                    warn!("netlink: kernel dropped notifications; dumping links, addresses and neighbours again");
+                    for r in [
+                        RouteSocket::request_links,
+                        RouteSocket::request_addresses,
+                        RouteSocket::request_neighbours,
+                    ] {
+                        if let Err(e) = r(&mut self.nl) {
+                            warn!("netlink re-dump: {e}");
+                        }
+                    }
+                }
+            }
+        }
+        if links_changed {
+            self.sync_ports();
+        }
+    }
+
+    fn on_neigh(&mut self, n: crate::netlink::NeighEntry, present: bool) {
+        let std::net::IpAddr::V4(ip) = n.ip else {
+            return;
+        };
+        let key = (n.ifindex, ip);
+        match (present && n.is_confirmed(), n.mac) {
+            (true, Some(mac)) => {
+                self.neigh.insert(key, mac);
+            }
+            _ => {
+                self.neigh.remove(&key);
+            }
+        }
+    }
+
+    fn sync_ports(&mut self) {
+        let changes = self.ports.sync(&self.links);
+        if changes.is_empty() {
+            return;
+        }
+        for (i, e) in self.ports.open_captures() {
+            error!("port {}: cannot capture: {e}", self.ports.list[i].name);
+        }
+        let mut refilter = false;
+        let mut down = Vec::new();
+        for c in &changes {
+            match *c {
+                ports::Change::Added(i) => {
+                    info!(
+                        "port {} (ifindex {}) added, MAC {}",
+                        self.ports.list[i].name,
+                        self.ports.list[i].ifindex,
+                        crate::logging::mac(&self.ports.list[i].mac)
+                    );
+                    self.register_capture(i);
+                    refilter = true;
+                    if !self.ports.list[i].up {
+                        down.push(i);
+                    }
+                }
+                ports::Change::Removed(i) => {
+                    warn!("port {} removed", self.ports.list[i].name);
+                    self.capture_ready[i] = false;
+                    down.push(i);
+                    refilter = true;
+                }
+                ports::Change::Down(i) => {
+                    warn!("port {} is down", self.ports.list[i].name);
+                    down.push(i);
+                }
+                ports::Change::Up(i) => info!("port {} is up", self.ports.list[i].name),
+                ports::Change::MacChanged { port, .. } => {
+                    refilter = true;
+                    self.reassert_port(port);
+                }
+            }
+        }
+        if refilter {
+            self.ports.refilter();
+        }
+        if !down.is_empty() {
+            self.failover(&down);
+        }
+    }
+
+    fn read_capture(&mut self, i: usize) {
+        let tick = self.tick;
+        let port = i as u16;
+        let mut arps: Vec<(Frame, bool)> = Vec::new();
+        let table = &mut self.table;
+        let Some(cap) = self.ports.list[i].capture.as_mut() else {
+            self.capture_ready[i] = false;
+            return;
+        };
+        let n = cap.drain(CAPTURE_BATCH, |meta, bytes| match parse(bytes) {
+            Some(Frame::Ipv4 {
+                src_mac,
+                src_ip,
+                dst_ip,
+                ..
+            }) if !meta.is_outgoing() => {
+                table.account(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
+            }
+            Some(f @ Frame::Arp { .. }) => {
+                // ARP is rare; a flood of it is bounded by the batch.
+                arps.push((f, meta.is_outgoing()));
+            }
+            _ => {}
+        });
+        self.capture_ready[i] = n >= CAPTURE_BATCH || cap.pending();
+        for (f, outgoing) in arps {
+            self.on_arp(i, f, outgoing);
+        }
+    }
+
+    /// The evaluation step: counters to rates, rates to the detector, snapshot to the planner.
+    fn evaluate(&mut self, now: Instant) {
+        let threshold = self.settings.policy.threshold;
+        let mut views = Vec::with_capacity(self.ports.list.len());
+        for p in self.ports.list.iter_mut() {
+            let rate = if p.usable() {
+                p.compute_rate(now, EVAL_DELAY * 2)
+            } else {
+                None
+            };
+            let util = rate
+                .filter(|_| p.capacity_bps > 0.0)
+                .map(|r| r / p.capacity_bps);
+            if p.usable() {
+                p.detector.push(util, threshold);
+            }
+            views.push(PortView {
+                capacity_bps: p.capacity_bps,
+                up: p.usable(),
+                rx_bps: rate.unwrap_or(0.0),
+                overloaded: p.usable() && p.detector.overloaded(),
+            });
+        }
+        let hold = self.settings.policy.hold_down;
+        let mut macs = Vec::new();
+        let mut clients = Vec::new();
+        for e in self.table.iter() {
+            let port = e.port as usize;
+            if port >= views.len() || (e.rate == 0 && views[port].up) {
+                continue;
+            }
+            macs.push(e.mac);
+            clients.push(ClientView {
+                port,
+                rate_bps: e.rate as f64 * 8.0,
+                held: self.steering.held(&e.mac, self.tick, hold),
+            });
+        }
+        let moves = policy::plan(&self.settings.policy, &views, &clients);
+        for m in moves {
+            self.apply_move(macs[m.client], &m, &views);
+        }
+    }
+
+    /// Moves every client on a port that just went down (or was removed) to live ports, now.
+    fn failover(&mut self, down: &[usize]) {
+        let views: Vec<PortView> = self
+            .ports
+            .list
+            .iter()
+            .map(|p| PortView {
+                capacity_bps: p.capacity_bps,
+                up: p.usable(),
+                rx_bps: p.rx_bps.unwrap_or(0.0),
+                overloaded: false,
+            })
+            .collect();
+        let mut macs = Vec::new();
+        let mut clients = Vec::new();
+        for e in self.table.iter() {
+            // On the port by its frames, or by where rlbd sent it.
+            let port = match self.steering.assigned(&e.mac) {
+                Some(a) if down.contains(&a) => a,
+                _ => e.port as usize,
+            };
+            if down.contains(&port) {
+                macs.push(e.mac);
+                clients.push(ClientView {
+                    port,
+                    rate_bps: e.rate as f64 * 8.0,
+                    held: true,
+                });
+            }
+        }
+        for m in policy::plan(&self.settings.policy, &views, &clients) {
+            if m.reason == Reason::Failover {
+                self.apply_move(macs[m.client], &m, &views);
+            }
+        }
+    }
+
+    fn send_learning_frames(&mut self) {
+        for p in self.ports.list.iter().filter(|p| p.usable()) {
+            if let Some(c) = &p.capture {
+                if let Err(e) = c.send(&crate::steer::learning_frame(p.mac)) {
+                    debug!("port {}: learning frame not sent: {e}", p.name);
+                }
+            }
+        }
+    }
+
+    fn reload_config(&mut self) {
+        match (self.reload)() {
+            Ok(new) => {
+                if new.target != self.settings.target && new.target.is_some() {
+                    warn!("SIGHUP: the bond or ports changed in the configuration; restart rlbd to apply that");
+                }
+                if (new.policy.window, new.policy.hits)
+                    != (self.settings.policy.window, self.settings.policy.hits)
+                {
+                    for p in self.ports.list.iter_mut() {
+                        p.detector = policy::Detector::new(new.policy.window, new.policy.hits);
+                    }
+                    self.ports.window = new.policy.window;
+                    self.ports.hits = new.policy.hits;
+                }
+                self.ports.capacity_mbps = new
+                    .capacity_mbps
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                for i in 0..self.ports.list.len() {
+                    let name = self.ports.list[i].name.clone();
+                    if let Some(c) = self.ports.capacity_of(&name) {
+                        self.ports.list[i].capacity_bps = c;
+                    }
+                }
+                self.steering.reconfigure(&new.steering);
+                log::set_max_level(new.log_level.parse().unwrap_or(log::LevelFilter::Info));
+                self.settings = Settings {
+                    target: self.settings.target.clone(),
+                    ..new
+                };
+                info!("SIGHUP: configuration reloaded; state kept");
+            }
+            Err(e) => error!("SIGHUP: configuration not reloaded: {e}"),
+        }
+    }
+
+    fn log_state(&self) {
+        info!("state: {}", self.summary());
+        for p in &self.ports.list {
+            info!(
+                "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {}",
+                p.name,
+                p.ifindex,
+                crate::logging::mac(&p.mac),
+                if !p.present { "absent" } else if p.up { "up" } else { "down" },
+                p.capacity_bps / 1e6,
+                p.rx_bps.map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
+                p.detector.window_string(),
+                p.ring_drops
+            );
+        }
+        for e in self.table.iter() {
+            let name = self
+                .ports
+                .list
+                .get(e.port as usize)
+                .map_or("?", |p| p.name.as_str());
+            info!(
+                "  client {} {} on {} {:.2} Mbit/s{}",
+                e.ip,
+                crate::logging::mac(&e.mac),
+                name,
+                e.rate as f64 * 8.0 / 1e6,
+                self.steering.describe(&e.mac, self.tick)
+            );
+        }
+        info!(
+            "  totals: moves {:?}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
+            self.moves_total,
+            self.steering.reasserts,
+            self.steering.limiter.sent,
+            self.steering.limiter.suppressed,
+            self.table.evictions()
+        );
+    }
+}
+
+/// True when a link notification changes what the port list depends on (not just counters).
+fn link_shape_changed(a: &LinkInfo, b: &LinkInfo) -> bool {
+    a.name != b.name
+        || a.mac != b.mac
+        || a.admin_up != b.admin_up
+        || a.oper_up != b.oper_up
+        || a.master != b.master
+        || a.kind != b.kind
+        || a.bond != b.bond
+}

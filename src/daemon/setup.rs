@@ -1,0 +1,270 @@
+//! Start-up: find the bond or ports, check what would make rlbd useless or harmful (and say
+//! which sysctl or option to change), open the sockets. Also `sd_notify`, which needs no crate.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+use mio::Poll;
+
+use super::ports::Ports;
+use super::steering::Steering;
+use super::Daemon;
+use crate::capture::{ClientTable, RingConfig};
+use crate::config::{ConfigError, Settings, Target};
+use crate::netlink::RouteSocket;
+
+/// sysexits.h: a configuration error; systemd's unit does not restart on it.
+pub const EX_CONFIG: i32 = 78;
+/// sysexits.h: a needed interface is missing (it may appear later; systemd may retry).
+pub const EX_UNAVAILABLE: i32 = 69;
+/// sysexits.h: an operating-system error (socket, permission).
+pub const EX_OSERR: i32 = 71;
+
+const BOND_MODE_TLB: u8 = 5;
+const BOND_MODE_ALB: u8 = 6;
+const BOND_MODES: [&str; 7] = [
+    "balance-rr",
+    "active-backup",
+    "balance-xor",
+    "broadcast",
+    "802.3ad",
+    "balance-tlb",
+    "balance-alb",
+];
+
+/// An error that ends the daemon, with the exit code it maps to.
+#[derive(Debug)]
+pub struct Fatal {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Fatal {
+    pub fn config(message: impl Into<String>) -> Self {
+        Self {
+            code: EX_CONFIG,
+            message: message.into(),
+        }
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            code: EX_UNAVAILABLE,
+            message: message.into(),
+        }
+    }
+    pub fn io(what: &str, e: std::io::Error) -> Self {
+        Self {
+            code: EX_OSERR,
+            message: format!("{what}: {e}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<ConfigError> for Fatal {
+    fn from(e: ConfigError) -> Self {
+        Fatal::config(e.0)
+    }
+}
+
+/// Tells systemd (Type=notify) how we are; a no-op outside systemd.
+pub fn sd_notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sock = match std::os::unix::net::UnixDatagram::unbound() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let bytes = path.as_encoded_bytes();
+    let res = if let Some(abstract_name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name)
+            .and_then(|a| sock.send_to_addr(state.as_bytes(), &a))
+    } else {
+        sock.send_to(state.as_bytes(), &path)
+    };
+    if let Err(e) = res {
+        log::debug!("sd_notify: {e}");
+    }
+}
+
+fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<u8, Fatal> {
+    let Some(link) = snap.links.iter().find(|l| l.name == name) else {
+        return Err(Fatal::unavailable(format!(
+            "bond {name} does not exist (ip link show {name})"
+        )));
+    };
+    if link.kind.as_deref() != Some("bond") {
+        return Err(Fatal::config(format!(
+            "{name} is not a bond (its kind is {}); use --ports for plain ports",
+            link.kind.as_deref().unwrap_or("unknown")
+        )));
+    }
+    let Some(info) = &link.bond else {
+        return Err(Fatal::config(format!(
+            "bond {name}: the kernel reported no bonding mode"
+        )));
+    };
+    let mode_name = BOND_MODES
+        .get(usize::from(info.mode))
+        .copied()
+        .unwrap_or("unknown");
+    match info.mode {
+        BOND_MODE_ALB => Ok(info.mode),
+        BOND_MODE_TLB if info.all_slaves_active == Some(true) => Ok(info.mode),
+        BOND_MODE_TLB => Err(Fatal::config(format!(
+            "bond {name} is in balance-tlb with all_slaves_active=0: the driver drops frames that arrive on inactive slaves, so clients cannot be moved; set it with `ip link set {name} type bond all_slaves_active 1`, or use balance-alb"
+        ))),
+        _ => Err(Fatal::config(format!(
+            "bond {name} is in mode {mode_name}: rlbd steers receive traffic by ARP, which only balance-alb (mode 6), or balance-tlb (mode 5) with all_slaves_active=1, deliver on every slave; set `mode balance-alb`"
+        ))),
+    }
+}
+
+/// Ports mode: what the kernel would do to traffic arriving on a second port.
+fn check_port_sysctls(name: &str) -> Result<(), Fatal> {
+    let read = |iface: &str, key: &str| crate::netlink::read_ipv4_conf(iface, key).ok();
+    // The kernel uses the larger of the interface's and `all`'s value.
+    let rp = read(name, "rp_filter")
+        .unwrap_or(0)
+        .max(read("all", "rp_filter").unwrap_or(0));
+    if rp == 1 {
+        return Err(Fatal::config(format!(
+            "port {name}: strict reverse-path filtering (net.ipv4.conf.{name}.rp_filter or net.ipv4.conf.all.rp_filter = 1) drops what arrives on a port the route does not leave by; set both to 2 (loose), e.g. sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.{name}.rp_filter=2"
+        )));
+    }
+    let ai = read(name, "arp_ignore")
+        .unwrap_or(0)
+        .max(read("all", "arp_ignore").unwrap_or(0));
+    if ai == 0 {
+        warn!(
+            "port {name}: net.ipv4.conf.{name}.arp_ignore=0: every port answers ARP for the shared address, so a new client lands on whichever answer it takes first; rlbd rebalances either way, but for a predictable first placement set net.ipv4.conf.{name}.arp_ignore=8 on every port but one"
+        );
+    }
+    Ok(())
+}
+
+pub fn build(
+    settings: Settings,
+    reload: Box<dyn Fn() -> Result<Settings, ConfigError>>,
+) -> Result<Daemon, Fatal> {
+    let Some(target) = settings.target.clone() else {
+        return Err(Fatal::config("nothing to steer: give --bond NAME or --ports IF,IF (or bond/ports in the configuration file)"));
+    };
+    let mut nl =
+        RouteSocket::open().map_err(|e| Fatal::io("cannot open the rtnetlink socket", e))?;
+    let snap = nl
+        .snapshot()
+        .map_err(|e| Fatal::io("cannot read links, addresses and neighbours", e))?;
+    match &target {
+        Target::Bond(name) => {
+            let mode = check_bond(name, &snap)?;
+            info!("bond {name}: mode {}", BOND_MODES[usize::from(mode)]);
+        }
+        Target::Ports(names) => {
+            for name in names {
+                let Some(link) = snap.links.iter().find(|l| &l.name == name) else {
+                    return Err(Fatal::unavailable(format!("unknown interface {name}")));
+                };
+                let has_v4 = snap
+                    .addrs
+                    .iter()
+                    .any(|a| a.ifindex == link.index && a.network.is_ipv4());
+                if !has_v4 {
+                    return Err(Fatal::config(format!("port {name} has no IPv4 address: in ports mode every port carries the server's address")));
+                }
+                check_port_sysctls(name)?;
+            }
+            if names.len() < 2 {
+                return Err(Fatal::config("--ports needs at least two interfaces"));
+            }
+        }
+    }
+    let ring = RingConfig {
+        block_size: settings.capture.ring_block_kib * 1024,
+        block_count: settings.capture.ring_blocks,
+        ..RingConfig::default()
+    };
+    let capacity: HashMap<String, f64> = settings
+        .capacity_mbps
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    let mut ports = Ports::new(
+        target.clone(),
+        capacity,
+        ring,
+        settings.policy.window,
+        settings.policy.hits,
+    );
+    let links: HashMap<u32, crate::netlink::LinkInfo> =
+        snap.links.iter().map(|l| (l.index, l.clone())).collect();
+    ports.sync(&links);
+    if let Target::Bond(name) = &target {
+        if !ports.list.iter().any(|p| p.present) {
+            return Err(Fatal::config(format!("bond {name} has no slaves")));
+        }
+    }
+    for p in ports.list.iter().filter(|p| p.present) {
+        if p.capacity_bps <= 0.0 {
+            return Err(Fatal::config(format!("port {}: no usable link speed; give its capacity with --capacity {}=MBIT or [capacity] in the configuration file", p.name, p.name)));
+        }
+    }
+    if let Some((i, e)) = ports.open_captures().into_iter().next() {
+        return Err(Fatal::io(
+            &format!(
+                "port {}: cannot open capture socket (needs CAP_NET_RAW)",
+                ports.list[i].name
+            ),
+            e,
+        ));
+    }
+    let poll = Poll::new().map_err(|e| Fatal::io("cannot create the event loop", e))?;
+    let table = ClientTable::new(
+        settings.capture.table_size,
+        settings.capture.idle_timeout_secs,
+    );
+    let steering = Steering::new(&settings.steering, settings.capture.table_size);
+    let now = Instant::now();
+    let mut d = Daemon {
+        reload,
+        poll,
+        nl,
+        links,
+        neigh: HashMap::new(),
+        addrs: Vec::new(),
+        ports,
+        table,
+        steering,
+        tick: 0,
+        start: now,
+        next_tick: now + Duration::from_secs(1),
+        eval_at: None,
+        next_learning: now,
+        nl_ready: true,
+        capture_ready: Vec::new(),
+        moves_total: HashMap::new(),
+        watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
+        settings,
+    };
+    for a in &snap.addrs {
+        if let ipnetwork::IpNetwork::V4(n) = a.network {
+            d.addrs.push((a.ifindex, n));
+        }
+    }
+    for n in snap.neighbours {
+        d.on_neigh(n, true);
+    }
+    // First counters now, so the first evaluation has a rate.
+    if let Err(e) = d.nl.request_links() {
+        warn!("cannot request link counters: {e}");
+    }
+    Ok(d)
+}

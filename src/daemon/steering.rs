@@ -1,0 +1,343 @@
+//! Which clients rlbd moved, where, and the sends that keep them there: the first update and its
+//! repeats, re-assertions after the kernel's own ARP, and failover.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+
+use super::Daemon;
+use crate::capture::Frame;
+use crate::config::SteeringConfig;
+use crate::logging::mac as fmt_mac;
+use crate::netlink::Mac;
+use crate::policy::{Move, PortView, Reason};
+use crate::steer::{steering_update, Limiter};
+
+const BROADCAST: Mac = [0xff; 6];
+
+#[derive(Debug, Clone)]
+pub struct Moved {
+    pub port: usize,
+    pub client_ip: Ipv4Addr,
+    pub server_ip: Ipv4Addr,
+    pub at_tick: u64,
+    pub reason: Reason,
+    pub reasserts: u64,
+}
+
+pub struct Steering {
+    moved: HashMap<Mac, Moved>,
+    /// Sends waiting for their time; small (a few per move or re-assertion), bounded below.
+    pending: Vec<(Instant, Mac)>,
+    cfg: SteeringConfig,
+    pub limiter: Limiter,
+    pub reasserts: u64,
+    max_moved: usize,
+}
+
+/// Sends queued at most; past it a re-assertion storm is shed, not buffered.
+const MAX_PENDING: usize = 65_536;
+
+impl Steering {
+    pub fn new(cfg: &SteeringConfig, max_clients: usize) -> Self {
+        Self {
+            moved: HashMap::new(),
+            pending: Vec::new(),
+            cfg: cfg.clone(),
+            limiter: Limiter::new(cfg.per_client_per_sec, cfg.total_per_sec, max_clients),
+            reasserts: 0,
+            max_moved: max_clients,
+        }
+    }
+
+    pub fn reconfigure(&mut self, cfg: &SteeringConfig) {
+        if cfg.per_client_per_sec != self.cfg.per_client_per_sec
+            || cfg.total_per_sec != self.cfg.total_per_sec
+        {
+            let (sent, suppressed) = (self.limiter.sent, self.limiter.suppressed);
+            self.limiter = Limiter::new(cfg.per_client_per_sec, cfg.total_per_sec, self.max_moved);
+            self.limiter.sent = sent;
+            self.limiter.suppressed = suppressed;
+        }
+        self.cfg = cfg.clone();
+    }
+
+    pub fn moved_count(&self) -> usize {
+        self.moved.len()
+    }
+
+    pub fn assigned(&self, mac: &Mac) -> Option<usize> {
+        self.moved.get(mac).map(|m| m.port)
+    }
+
+    pub fn held(&self, mac: &Mac, tick: u64, hold_down: u64) -> bool {
+        self.moved
+            .get(mac)
+            .is_some_and(|m| tick.saturating_sub(m.at_tick) < hold_down)
+    }
+
+    pub fn describe(&self, mac: &Mac, tick: u64) -> String {
+        match self.moved.get(mac) {
+            Some(m) => format!(
+                ", moved {}s ago ({}), re-asserted {}x",
+                tick.saturating_sub(m.at_tick),
+                m.reason.as_str(),
+                m.reasserts
+            ),
+            None => String::new(),
+        }
+    }
+
+    fn schedule(&mut self, mac: Mac, first: Instant, count: u32) {
+        let step = Duration::from_millis(self.cfg.repeat_interval_ms);
+        for k in 0..count {
+            if self.pending.len() >= MAX_PENDING {
+                warn!(
+                    "steering queue full; dropping updates for {}",
+                    fmt_mac(&mac)
+                );
+                return;
+            }
+            self.pending.push((first + step * k, mac));
+        }
+    }
+
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending.iter().map(|(t, _)| *t).min()
+    }
+
+    pub fn take_due(&mut self, now: Instant) -> Vec<Mac> {
+        let mut due = Vec::new();
+        self.pending.retain(|(t, m)| {
+            if *t <= now {
+                due.push(*m);
+                false
+            } else {
+                true
+            }
+        });
+        due
+    }
+
+    /// Drops moves of clients that have left: not in the client table and quiet for `idle`.
+    pub fn forget_idle(&mut self, tick: u64, idle: u64, in_table: impl Fn(&Mac) -> bool) {
+        self.moved.retain(|mac, m| {
+            let keep = in_table(mac) || tick.saturating_sub(m.at_tick) < idle;
+            if !keep {
+                debug!(
+                    "forgetting the move of {} ({}): idle",
+                    m.client_ip,
+                    fmt_mac(mac)
+                );
+            }
+            keep
+        });
+    }
+}
+
+impl Daemon {
+    /// A confirmed neighbour on the server's interfaces with this MAC, if any: only such clients
+    /// are ever sent an update (a spoofed source never is).
+    fn confirmed_ip(&self, mac: &Mac) -> Option<Ipv4Addr> {
+        self.neigh
+            .iter()
+            .filter(|((ifx, _), m)| *m == mac && self.ports.host_ifindex(*ifx))
+            .map(|((_, ip), _)| *ip)
+            .min()
+    }
+
+    /// The server address to claim toward a client: the one it talks to when that is ours, else
+    /// ours in the client's subnet. Never any address that is not the server's.
+    fn server_ip_for(&self, client_ip: Ipv4Addr, talks_to: Option<Ipv4Addr>) -> Option<Ipv4Addr> {
+        let ours = |ip: Ipv4Addr| {
+            self.addrs
+                .iter()
+                .any(|(ifx, n)| n.ip() == ip && self.ports.host_ifindex(*ifx))
+        };
+        if let Some(ip) = talks_to.filter(|ip| ours(*ip)) {
+            return Some(ip);
+        }
+        self.addrs
+            .iter()
+            .filter(|(ifx, n)| self.ports.host_ifindex(*ifx) && n.contains(client_ip))
+            .map(|(_, n)| n.ip())
+            .next()
+    }
+
+    pub(super) fn apply_move(&mut self, mac: Mac, m: &Move, views: &[PortView]) {
+        let Some(client_ip) = self.confirmed_ip(&mac) else {
+            debug!(
+                "not moving {}: no confirmed neighbour entry for it",
+                fmt_mac(&mac)
+            );
+            return;
+        };
+        let talks_to = self.table.get(&mac).map(|e| e.server_ip);
+        let Some(server_ip) = self.server_ip_for(client_ip, talks_to) else {
+            debug!("not moving {client_ip}: no server address to claim toward it");
+            return;
+        };
+        let (from, to) = (&self.ports.list[m.from], &self.ports.list[m.to]);
+        let why = match m.reason {
+            Reason::Overload => format!(
+                "overload: {} of {} samples over {:.0}% ({})",
+                from.detector.hit_count(),
+                self.settings.policy.window,
+                self.settings.policy.threshold * 100.0,
+                from.detector.window_string()
+            ),
+            Reason::Failover => format!("failover: {} is down", from.name),
+        };
+        info!(
+            "{}move {client_ip} ({}) {} -> {}: {:.1} Mbit/s; {} {:.2}->{:.2}, {} {:.2}->{:.2}; {why}",
+            if self.settings.dry_run { "dry run: would " } else { "" },
+            fmt_mac(&mac),
+            from.name,
+            to.name,
+            m.rate_bps / 1e6,
+            from.name,
+            m.from_util.0,
+            m.from_util.1,
+            to.name,
+            m.to_util.0,
+            m.to_util.1,
+        );
+        let _ = views;
+        *self.moves_total.entry(m.reason).or_default() += 1;
+        self.steering.moved.insert(
+            mac,
+            Moved {
+                port: m.to,
+                client_ip,
+                server_ip,
+                at_tick: self.tick,
+                reason: m.reason,
+                reasserts: 0,
+            },
+        );
+        if self.steering.moved.len() > self.steering.max_moved {
+            // Bounded like the client table: the oldest move is forgotten first.
+            if let Some(oldest) = self
+                .steering
+                .moved
+                .iter()
+                .min_by_key(|(_, v)| v.at_tick)
+                .map(|(k, _)| *k)
+            {
+                self.steering.moved.remove(&oldest);
+            }
+        }
+        let repeats = self.steering.cfg.repeats;
+        self.steering.schedule(mac, Instant::now(), repeats);
+    }
+
+    /// Sends the update that keeps `mac` where rlbd put it, if the limits allow.
+    pub(super) fn send_update(&mut self, mac: Mac, now_ms: u64) {
+        let Some(m) = self.steering.moved.get(&mac) else {
+            return;
+        };
+        let Some(port) = self.ports.list.get(m.port).filter(|p| p.usable()) else {
+            return;
+        };
+        if self.settings.dry_run {
+            return;
+        }
+        if !self.steering.limiter.allow(mac, now_ms) {
+            debug!("update to {} suppressed by the rate limit", m.client_ip);
+            return;
+        }
+        let frame = steering_update(mac, port.mac, m.server_ip);
+        if let Some(c) = &port.capture {
+            if let Err(e) = c.send(&frame) {
+                warn!(
+                    "port {}: cannot send update to {}: {e}",
+                    port.name, m.client_ip
+                );
+            }
+        }
+    }
+
+    fn reassert(&mut self, mac: Mac, why: &str) {
+        let Some(m) = self.steering.moved.get_mut(&mac) else {
+            return;
+        };
+        m.reasserts += 1;
+        self.steering.reasserts += 1;
+        debug!(
+            "re-asserting {} on {}: {why}",
+            m.client_ip, self.ports.list[m.port].name
+        );
+        let delay = Duration::from_millis(self.steering.cfg.reassert_delay_ms);
+        // Once now, once a repeat later: the kernel or the driver may send more than one frame.
+        self.steering.schedule(mac, Instant::now() + delay, 2);
+    }
+
+    /// Re-asserts every client moved onto `port` (its MAC changed: alb swaps MACs).
+    pub(super) fn reassert_port(&mut self, port: usize) {
+        let macs: Vec<Mac> = self
+            .steering
+            .moved
+            .iter()
+            .filter(|(_, m)| m.port == port)
+            .map(|(k, _)| *k)
+            .collect();
+        for mac in macs {
+            self.reassert(mac, "the port's MAC changed");
+        }
+    }
+
+    /// ARP seen on port `i`. The host's own replies and requests would send a moved client back
+    /// to where the kernel or driver wants it; each is answered with a re-assertion.
+    pub(super) fn on_arp(&mut self, _i: usize, f: Frame, outgoing: bool) {
+        let Frame::Arp {
+            eth_dst,
+            op,
+            sha,
+            spa,
+            eth_src,
+            ..
+        } = f
+        else {
+            return;
+        };
+        let wrong = |s: &Self, mac: &Mac| {
+            s.steering
+                .moved
+                .get(mac)
+                .and_then(|m| s.ports.list.get(m.port))
+                .is_some_and(|p| p.mac != sha)
+        };
+        if outgoing {
+            match op {
+                2 if wrong(self, &eth_dst) => self.reassert(eth_dst, "the host answered its ARP"),
+                1 if eth_dst == BROADCAST => {
+                    let hit: Vec<Mac> = self
+                        .steering
+                        .moved
+                        .keys()
+                        .copied()
+                        .filter(|m| wrong(self, m))
+                        .collect();
+                    if !hit.is_empty() {
+                        debug!(
+                            "the host broadcast an ARP request for {spa}; re-asserting {} clients",
+                            hit.len()
+                        );
+                    }
+                    for mac in hit {
+                        self.reassert(mac, "the host broadcast an ARP request");
+                    }
+                }
+                1 if wrong(self, &eth_dst) => {
+                    self.reassert(eth_dst, "the host sent it an ARP request")
+                }
+                _ => {}
+            }
+        } else if op == 1 && self.steering.moved.contains_key(&eth_src) {
+            // The client re-ARPs (cache expired or flushed): the kernel will answer for itself.
+            self.reassert(eth_src, "it asked for the server's address");
+        }
+    }
+}
