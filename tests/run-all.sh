@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README gives it and CI runs it (`.ci/run` calls exactly this).
+# Run as root on a fresh Debian/Ubuntu machine with the Rust toolchain: it installs what it needs.
+#
+#   sudo tests/run-all.sh            everything
+#   SKIP_KERNEL_LAB=1 tests/run-all.sh   all but the QEMU guest (for a quick local loop)
+#
+# Privileged tests are never skipped here: RLBD_REQUIRE_ROOT_TESTS=1 turns "skipped: needs root"
+# into a failure, so a green run means the namespace tests really ran.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n=== %s\n' "$*"; }
+
+if [ "$(id -u)" != 0 ]; then
+  echo "tests/run-all.sh: run as root (network namespaces, AF_PACKET, a QEMU guest)" >&2
+  exit 1
+fi
+export RLBD_REQUIRE_ROOT_TESTS=1
+export CARGO_TERM_COLOR=never
+
+step "dependencies"
+need=()
+command -v ip >/dev/null || need+=(iproute2)
+command -v tc >/dev/null || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy
+
+step "format and lints"
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+
+step "unit, property and namespace integration tests"
+# One test thread: the namespace labs measure throughput and must not share the two cores.
+cargo test --all-targets -- --test-threads=1
+
+for extra in tests/packaging/run.sh tests/fuzz.sh; do
+  if [ -x "$extra" ]; then
+    step "$extra"
+    "$extra"
+  fi
+done
+
+if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
+  step "real bonding driver in a QEMU guest"
+  tests/kernel-lab/run.sh
+fi
+
+step "done"
+echo "all suites passed"
