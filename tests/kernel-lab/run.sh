@@ -153,6 +153,7 @@ log "packages and kernel $KVER ready (${T_DL_END}s)"
 # ---------------------------------------------------------------------------------------------
 # 2. rlbd and the initramfs
 # ---------------------------------------------------------------------------------------------
+T_BUILD_END="0 (RLBD_BIN given)"
 if [ -n "${RLBD_BIN:-}" ]; then
     [ -x "$RLBD_BIN" ] || die "RLBD_BIN=$RLBD_BIN is not an executable"
 else
@@ -161,7 +162,8 @@ else
     (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
     RLBD_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/rlbd"
     [ -x "$RLBD_BIN" ] || die "no $RLBD_BIN after cargo build"
-    log "built $RLBD_BIN ($(elapsed "$T_CARGO")s)"
+    T_BUILD_END=$(elapsed "$T_CARGO")
+    log "built $RLBD_BIN (${T_BUILD_END}s)"
 fi
 
 T_INITRD=$(now)
@@ -203,7 +205,7 @@ mod_visit() { # $1: path relative to MODDIR
     for d in $deps; do mod_visit "$d"; done
     MOD_ORDER+=("$1")
 }
-for m in veth llc stp bridge bonding sch_tbf sch_htb; do
+for m in veth llc stp bridge bonding sch_tbf sch_htb tcp_diag; do # tcp_diag: ss -i (per-client bytes)
     p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$MODDIR/modules.dep" | tr -d ':') || die "module $m not in modules.dep"
     mod_visit "$p"
 done
@@ -340,12 +342,12 @@ strip_console <"$RAW" >"$CONSOLE"
 
 T_INIT="n/a"
 [ -e "$CACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$CACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
-log "timings: packages+kernel ${T_DL_END}s, initramfs ${T_INITRD_END}s, boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, whole run $(elapsed "$T_START")s"
+log "timings: packages+kernel ${T_DL_END}s, cargo build ${T_BUILD_END}s, initramfs ${T_INITRD_END}s, boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, whole run $(elapsed "$T_START")s"
 [ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
 RESULT=$(grep -a '^KLAB-RESULT:' "$CONSOLE" | tail -n1 || true)
 log "console log: $CONSOLE"
 case "$RESULT" in
 "KLAB-RESULT: PASS"*) log "RESULT: PASS"; exit 0 ;;
-"KLAB-RESULT: FAIL"*) log "RESULT: FAIL (${RESULT#KLAB-RESULT: })"; exit 1 ;;
+"KLAB-RESULT: FAIL"*) log "RESULT: ${RESULT#KLAB-RESULT: }"; exit 1 ;;
 *) log "RESULT: no result line from the guest (qemu exit $QRC)"; exit 2 ;;
 esac
