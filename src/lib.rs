@@ -13,4 +13,5 @@ pub mod logging;
 pub mod netlink;
 pub mod policy;
 pub mod simulate;
+pub mod status;
 pub mod steer;

@@ -61,6 +61,10 @@ impl Port {
         rate
     }
 
+    pub fn rx_bytes(&self) -> Option<u64> {
+        self.last.map(|(_, b)| b)
+    }
+
     pub fn usable(&self) -> bool {
         self.present && self.up
     }

@@ -72,6 +72,10 @@ impl Steering {
         self.moved.get(mac).map(|m| m.port)
     }
 
+    pub fn moved(&self, mac: &Mac) -> Option<&Moved> {
+        self.moved.get(mac)
+    }
+
     pub fn held(&self, mac: &Mac, tick: u64, hold_down: u64) -> bool {
         self.moved
             .get(mac)
