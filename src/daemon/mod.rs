@@ -28,6 +28,7 @@ use steering::Steering;
 const SIGNALS: Token = Token(0);
 const NETLINK: Token = Token(1);
 const CAPTURE_BASE: usize = 16;
+const BOND_MODE_TLB: u8 = 5;
 
 /// Frames handled per capture socket per wakeup, and netlink messages per wakeup.
 const CAPTURE_BATCH: usize = 4096;
@@ -456,6 +457,44 @@ impl Daemon {
         let moves = policy::plan(&self.settings.policy, &views, &clients);
         for m in moves {
             self.apply_move(macs[m.client], &m, &views);
+        }
+        if self.ports.bond_mode == Some(BOND_MODE_TLB) {
+            self.place_new_clients(&views);
+        }
+    }
+
+    /// balance-tlb answers every ARP with the active slave's MAC: rlbd gives each new client its
+    /// first placement, on the least-loaded slave, and counts it toward that slave at once.
+    fn place_new_clients(&mut self, views: &[PortView]) {
+        let floor = self.settings.policy.min_rate_bps();
+        let mut views = views.to_vec();
+        let new: Vec<(Mac, usize, f64)> = self
+            .table
+            .iter()
+            .filter(|e| self.steering.moved(&e.mac).is_none() && (e.rate as f64 * 8.0) >= floor)
+            .map(|e| (e.mac, e.port as usize, e.rate as f64 * 8.0))
+            .collect();
+        for (mac, from, rate) in new {
+            let Some(to) = policy::place(&views) else {
+                return;
+            };
+            if to == from || from >= views.len() {
+                continue;
+            }
+            let util = |v: &PortView| v.rx_bps / v.capacity_bps;
+            let before = (util(&views[from]), util(&views[to]));
+            views[from].rx_bps = (views[from].rx_bps - rate).max(0.0);
+            views[to].rx_bps += rate;
+            let m = policy::Move {
+                client: 0,
+                from,
+                to,
+                rate_bps: rate,
+                reason: Reason::Placement,
+                from_util: (before.0, util(&views[from])),
+                to_util: (before.1, util(&views[to])),
+            };
+            self.apply_move(mac, &m, &views);
         }
     }
 

@@ -84,6 +84,8 @@ pub struct Ports {
     pub target: Target,
     /// The bond's ifindex in bond mode, while it exists.
     pub bond_index: Option<u32>,
+    /// The bond's mode (`IFLA_BOND_MODE`), while it exists.
+    pub bond_mode: Option<u8>,
     pub capacity_mbps: HashMap<String, f64>,
     pub ring: RingConfig,
     pub window: usize,
@@ -103,6 +105,7 @@ impl Ports {
             list: Vec::new(),
             target,
             bond_index: None,
+            bond_mode: None,
             capacity_mbps,
             ring,
             window,
@@ -167,6 +170,7 @@ impl Ports {
                             self.bond_missing_logged = false;
                         }
                         self.bond_index = Some(b.index);
+                        self.bond_mode = b.bond.as_ref().map(|i| i.mode);
                         let mut slaves: Vec<&LinkInfo> = links
                             .values()
                             .filter(|l| l.master == Some(b.index))

@@ -193,6 +193,9 @@ impl Daemon {
                 from.detector.window_string()
             ),
             Reason::Failover => format!("failover: {} is down", from.name),
+            Reason::Placement => {
+                "placement: a new client, balance-tlb places none itself".to_string()
+            }
         };
         info!(
             "{}move {client_ip} ({}) {} -> {}: {:.1} Mbit/s; {} {:.2}->{:.2}, {} {:.2}->{:.2}; {why}",

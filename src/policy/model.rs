@@ -48,6 +48,8 @@ pub enum Reason {
     Overload,
     /// The source port is down.
     Failover,
+    /// A new client's first placement (balance-tlb, where no driver places clients).
+    Placement,
 }
 
 impl Reason {
@@ -55,6 +57,7 @@ impl Reason {
         match self {
             Reason::Overload => "overload",
             Reason::Failover => "failover",
+            Reason::Placement => "placement",
         }
     }
 }

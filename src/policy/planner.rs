@@ -149,6 +149,11 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
     moves
 }
 
+/// Where a new client should go: the least-utilized live port (ties to the lowest index).
+pub fn place(ports: &[PortView]) -> Option<PortId> {
+    Targets::new(ports).least_loaded()
+}
+
 /// (port, start, end) ranges of `sorted` (clients sorted by port).
 fn group_bounds(sorted: &[usize], clients: &[ClientView]) -> Vec<(PortId, usize, usize)> {
     let mut groups = Vec::new();

@@ -255,6 +255,22 @@ fn failover_moves_every_client_off_a_down_port_least_loaded_first_even_when_held
 }
 
 #[test]
+fn placement_picks_the_least_utilized_live_port() {
+    let mut ports = vec![
+        port(GBIT, 500.0 * MBIT, false),
+        port(10.0 * GBIT, 2.0 * GBIT, false),
+        port(GBIT, 0.0, false),
+    ];
+    assert_eq!(place(&ports), Some(2));
+    ports[2].up = false;
+    assert_eq!(place(&ports), Some(1), "0.2 of 10G beats 0.5 of 1G");
+    for p in ports.iter_mut() {
+        p.up = false;
+    }
+    assert_eq!(place(&ports), None);
+}
+
+#[test]
 fn no_live_port_means_no_moves() {
     let clients = [client(0, 500.0 * MBIT)];
     let mut ports = ports_from(&[GBIT], &clients, &[false]);
