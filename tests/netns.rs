@@ -359,3 +359,109 @@ fn run_rejects_a_bad_config_key_with_78() {
         "a config file with an unknown key must exit 78 (EX_CONFIG)"
     );
 }
+
+#[test]
+fn run_with_an_unreadable_config_exits_78_naming_the_file() {
+    let (code, stderr) = run_rlbd(&["run", "--config", "/nonexistent/rlbd.toml", "--ports", "lo"]);
+    assert_eq!(code, Some(78));
+    assert!(stderr.contains("/nonexistent/rlbd.toml"), "{stderr}");
+}
+
+#[test]
+fn run_with_an_out_of_range_value_exits_78_naming_key_and_line() {
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("netns-bad-value-{}.toml", std::process::id()));
+    std::fs::write(&file, "# comment\n[policy]\nthreshold = 1.5\n").expect("writing the config");
+    let (code, stderr) = run_rlbd(&["run", "--config", &file.to_string_lossy(), "--ports", "lo"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(code, Some(78));
+    assert!(
+        stderr.contains("policy.threshold") && stderr.contains(":3:"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_without_bond_or_ports_exits_78() {
+    let (code, stderr) = run_rlbd(&["run", "--config", "/dev/null"]);
+    assert_eq!(code, Some(78));
+    assert!(
+        stderr.contains("--bond") && stderr.contains("--ports"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_refuses_a_link_that_is_not_a_bond() {
+    let (code, stderr) = run_rlbd(&["run", "--config", "/dev/null", "--bond", "lo"]);
+    assert_eq!(code, Some(78));
+    assert!(stderr.contains("lo is not a bond"), "{stderr}");
+}
+
+/// Runs rlbd in a fresh network namespace after `setup` (shell) ran there.
+fn run_rlbd_in_netns(setup: &str, args: &str) -> (Option<i32>, String) {
+    let script = format!("{setup}\nexec {} {args}", exe().display());
+    let out = Command::new("unshare")
+        .args(["--net", "sh", "-ec", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("unshare");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    say!(
+        "rlbd {args} (private netns): exit {:?}, stderr: {}",
+        out.status.code(),
+        stderr.trim()
+    );
+    (out.status.code(), stderr)
+}
+
+const TWO_VETHS: &str =
+    "ip link add a0 type veth peer name a1; ip link set a0 up; ip link set a1 up";
+
+#[test]
+fn run_refuses_a_port_without_an_address() {
+    if !root_or_skip() {
+        return;
+    }
+    let (code, stderr) = run_rlbd_in_netns(
+        TWO_VETHS,
+        "run --config /dev/null --ports a0,a1 --capacity a0=100 --capacity a1=100",
+    );
+    assert_eq!(code, Some(78));
+    assert!(stderr.contains("port a0 has no IPv4 address"), "{stderr}");
+}
+
+#[test]
+fn run_refuses_strict_rp_filter_naming_the_sysctl() {
+    if !root_or_skip() {
+        return;
+    }
+    let setup = format!(
+        "{TWO_VETHS}; ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=1"
+    );
+    let (code, stderr) = run_rlbd_in_netns(
+        &setup,
+        "run --config /dev/null --ports a0,a1 --capacity a0=100 --capacity a1=100",
+    );
+    assert_eq!(code, Some(78));
+    assert!(stderr.contains("net.ipv4.conf.a1.rp_filter"), "{stderr}");
+}
+
+#[test]
+fn run_refuses_a_port_without_a_capacity() {
+    if !root_or_skip() {
+        return;
+    }
+    let setup = format!("{TWO_VETHS}; ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=0");
+    // veth reports 10000 Mb/s in its own namespace's sysfs only; in a fresh one the speed is
+    // read from the host's sysfs, where a0 does not exist: no usable speed.
+    let (code, stderr) = run_rlbd_in_netns(
+        &setup,
+        "run --config /dev/null --ports a0,a1 --capacity a0=100",
+    );
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("port a1") && stderr.contains("--capacity a1=MBIT"),
+        "{stderr}"
+    );
+}

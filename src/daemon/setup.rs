@@ -182,6 +182,14 @@ pub fn build(
                 }
                 check_port_sysctls(name)?;
             }
+            if let Some(dup) = names
+                .iter()
+                .enumerate()
+                .find(|(i, n)| names[..*i].contains(n))
+                .map(|(_, n)| n)
+            {
+                return Err(Fatal::config(format!("--ports names {dup} twice")));
+            }
             if names.len() < 2 {
                 return Err(Fatal::config("--ports needs at least two interfaces"));
             }
