@@ -309,7 +309,7 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
             sleep 0.2
         done
         if [ ! -e "$CACHE/t_init" ]; then
-            log "$accel did not reach /init within ${probe}s; stopping it"
+            log "$accel did not reach /init within ${probe}s (qemu failed or too slow); stopping it"
             kill "$QPID" 2>/dev/null || true
             wait "$QPID" 2>/dev/null || true
             wait "$spid" 2>/dev/null || true
