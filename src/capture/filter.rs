@@ -13,7 +13,8 @@ use libc::sock_filter;
 use super::frame::Mac;
 
 /// Most destination MACs one program can test. Each MAC costs 4 instructions, and classic BPF jump
-/// offsets are 8 bits: the ARP accept jump spans every MAC block, so keep 4 * MAX_MACS + 3 < 256.
+/// offsets are 8 bits: the ARP accept jump spans every MAC block (2 + 4 * MAX_MACS), so that must
+/// stay below 256.
 pub const MAX_MACS: usize = 32;
 
 /// Default snap length: Ethernet (14) + one 802.1Q tag (4) + an IPv4 header with up to 40 bytes of
