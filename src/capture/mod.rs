@@ -10,5 +10,8 @@ pub mod table;
 
 pub use filter::{DEFAULT_SNAP_LEN, MAX_MACS};
 pub use frame::{parse, Frame, Mac};
-pub use socket::{CaptureSocket, FrameMeta, RingConfig, RingStats};
+pub use socket::{
+    CaptureSocket, FrameMeta, RingConfig, RingStats, PACKET_BROADCAST, PACKET_HOST,
+    PACKET_MULTICAST, PACKET_OTHERHOST, PACKET_OUTGOING,
+};
 pub use table::{ClientEntry, ClientTable};
