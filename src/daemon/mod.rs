@@ -5,6 +5,7 @@
 //! frames. Once a second: roll the client table over and ask for link counters; 200 ms later,
 //! when the counters are in, evaluate.
 
+mod control;
 mod ports;
 mod setup;
 mod steering;
@@ -27,6 +28,10 @@ use steering::Steering;
 
 const SIGNALS: Token = Token(0);
 const NETLINK: Token = Token(1);
+/// The control socket's listener; its connections are `CONTROL_CONN_BASE + slot` (above every
+/// capture token).
+const CONTROL: Token = Token(2);
+const CONTROL_CONN_BASE: usize = 1 << 30;
 const CAPTURE_BASE: usize = 16;
 const BOND_MODE_TLB: u8 = 5;
 
@@ -58,6 +63,7 @@ pub struct Daemon {
     next_learning: Instant,
     nl_ready: bool,
     capture_ready: Vec<bool>,
+    arp_buf: Vec<(Frame, bool)>,
     pub moves_total: HashMap<Reason, u64>,
     watchdog: bool,
 }
@@ -89,6 +95,8 @@ impl Daemon {
         for i in 0..self.ports.list.len() {
             self.register_capture(i);
         }
+        // Served by this loop; dropping it (any return below) removes the socket file.
+        let mut control = self.open_control()?;
         setup::sd_notify(&format!("READY=1\nSTATUS={}", self.summary()));
         info!("{}", self.summary());
         let mut events = Events::with_capacity(64);
@@ -123,6 +131,9 @@ impl Daemon {
                         }
                     }
                     NETLINK => self.nl_ready = true,
+                    t if control::owns(t) => {
+                        control.on_event(ev, self.poll.registry(), &|| self.status())
+                    }
                     Token(t) if t >= CAPTURE_BASE => {
                         if let Some(r) = self.capture_ready.get_mut(t - CAPTURE_BASE) {
                             *r = true;
@@ -140,6 +151,12 @@ impl Daemon {
                 }
             }
             self.run_timers();
+            control.on_timer(
+                Instant::now(),
+                self.poll.registry(),
+                &self.settings.observability,
+                &|| self.status(),
+            );
         }
     }
 
@@ -389,19 +406,22 @@ impl Daemon {
     fn read_capture(&mut self, i: usize) {
         let tick = self.tick;
         let port = i as u16;
-        let mut arps: Vec<(Frame, bool)> = Vec::new();
+        // Reused across calls: the hot path allocates nothing per frame or per wakeup.
+        let mut arps = std::mem::take(&mut self.arp_buf);
         let table = &mut self.table;
         let Some(cap) = self.ports.list[i].capture.as_mut() else {
             self.capture_ready[i] = false;
             return;
         };
         let n = cap.drain(CAPTURE_BATCH, |meta, bytes| match parse(bytes) {
+            // A frame for another port's MAC flooded here (promiscuous port, a switch that
+            // forgot a MAC) is not this port's load.
             Some(Frame::Ipv4 {
                 src_mac,
                 src_ip,
                 dst_ip,
                 ..
-            }) if !meta.is_outgoing() => {
+            }) if meta.pkt_type == crate::capture::PACKET_HOST => {
                 table.account(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
             }
             Some(f @ Frame::Arp { .. }) => {
@@ -411,9 +431,10 @@ impl Daemon {
             _ => {}
         });
         self.capture_ready[i] = n >= CAPTURE_BATCH || cap.pending();
-        for (f, outgoing) in arps {
+        for (f, outgoing) in arps.drain(..) {
             self.on_arp(i, f, outgoing);
         }
+        self.arp_buf = arps;
     }
 
     /// The evaluation step: counters to rates, rates to the detector, snapshot to the planner.

@@ -258,6 +258,7 @@ pub fn build(
         next_learning: now,
         nl_ready: true,
         capture_ready: Vec::new(),
+        arp_buf: Vec::new(),
         moves_total: HashMap::new(),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
         settings,
