@@ -32,6 +32,10 @@ pub enum Command {
         /// Configuration file (default /etc/rlbd/rlbd.toml).
         file: Option<PathBuf>,
     },
+    /// Show a running daemon's ports, clients and totals, asked over its control socket.
+    Status(StatusArgs),
+    /// Print a running daemon's metrics in the Prometheus text exposition format.
+    Metrics(MetricsArgs),
     /// Build a throwaway namespace lab and show rlbd fixing an unbalanced bond (root).
     Demo(DemoArgs),
     /// Traffic sink used by the labs: accept TCP connections and discard what arrives.
@@ -66,6 +70,50 @@ pub struct RunArgs {
     /// Decide and log, but send nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Control socket for `rlbd status` and `rlbd metrics` [default: /run/rlbd/NAME.sock, NAME
+    /// being the bond or the first port; config key observability.control_socket].
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+    /// Rewrite this file with the metrics (Prometheus text format) every --metrics-interval
+    /// seconds [config key observability.metrics_file].
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+    /// Seconds between rewrites of --metrics-file [default: 10; config key
+    /// observability.metrics_interval_secs].
+    #[arg(long, value_name = "SECS")]
+    pub metrics_interval: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The daemon's bond (or first port): asks /run/rlbd/NAME.sock [default: the only socket
+    /// there].
+    pub name: Option<String>,
+    /// Print the status report as JSON, as the daemon sends it.
+    #[arg(long)]
+    pub json: bool,
+    /// List every client, not only the busiest.
+    #[arg(long, conflicts_with = "top")]
+    pub all: bool,
+    /// Number of clients listed, busiest first.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Redraw once a second until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+    /// Ask this control socket instead of /run/rlbd/NAME.sock.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// The daemon's bond (or first port): asks /run/rlbd/NAME.sock [default: the only socket
+    /// there].
+    pub name: Option<String>,
+    /// Ask this control socket instead of /run/rlbd/NAME.sock.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 /// Options shared by every command that runs the algorithm; each overrides the config file.

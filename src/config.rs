@@ -26,6 +26,10 @@ pub const DEFAULT_TABLE_SIZE: usize = 4096;
 pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 60;
 pub const DEFAULT_RING_BLOCKS: u32 = 8;
 pub const DEFAULT_RING_BLOCK_KIB: u32 = 1024;
+/// Seconds between rewrites of the metrics file.
+pub const DEFAULT_METRICS_INTERVAL_SECS: u64 = 10;
+/// Longest Unix socket path (`sun_path` is 108 bytes with its terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -73,6 +77,74 @@ impl Default for CaptureConfig {
     }
 }
 
+/// `[observability]`: the control socket and the metrics file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObservabilityConfig {
+    /// Control socket; absent means `/run/rlbd/NAME.sock`, empty means none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_socket: Option<PathBuf>,
+    /// File rewritten with the metrics every `metrics_interval_secs`; absent means none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_file: Option<PathBuf>,
+    pub metrics_interval_secs: u64,
+}
+
+impl Default for ObservabilityConfig {
+    fn default() -> Self {
+        Self {
+            control_socket: None,
+            metrics_file: None,
+            metrics_interval_secs: DEFAULT_METRICS_INTERVAL_SECS,
+        }
+    }
+}
+
+impl ObservabilityConfig {
+    /// The first bad field as (key, message).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if let Some(p) = &self.control_socket {
+            let len = p.as_os_str().len();
+            if len > 0 && !p.is_absolute() {
+                return Err((
+                    "control_socket",
+                    format!("{} is not an absolute path (or \"\" for none)", p.display()),
+                ));
+            }
+            if len > MAX_SOCKET_PATH {
+                return Err((
+                    "control_socket",
+                    format!(
+                        "{} is longer than {MAX_SOCKET_PATH} bytes, the limit for a Unix socket",
+                        p.display()
+                    ),
+                ));
+            }
+        }
+        if let Some(p) = &self.metrics_file {
+            if p.file_name().is_none() || p.as_os_str().as_encoded_bytes().ends_with(b"/") {
+                return Err((
+                    "metrics_file",
+                    format!("{:?} does not name a file", p.display().to_string()),
+                ));
+            }
+        }
+        if !(1..=86_400).contains(&self.metrics_interval_secs) {
+            return Err(("metrics_interval_secs", "is not in 1..=86400".into()));
+        }
+        Ok(())
+    }
+
+    /// The control socket for the bond or first port `name`, or `None` when disabled.
+    pub fn control_socket_for(&self, name: &str) -> Option<PathBuf> {
+        match &self.control_socket {
+            Some(p) if p.as_os_str().is_empty() => None,
+            Some(p) => Some(p.clone()),
+            None => Some(crate::statusview::default_socket(name)),
+        }
+    }
+}
+
 /// The file as written. Every section is optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,6 +162,8 @@ pub struct FileConfig {
     pub steering: SteeringConfig,
     #[serde(default)]
     pub capture: CaptureConfig,
+    #[serde(default)]
+    pub observability: ObservabilityConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +182,7 @@ pub struct Settings {
     pub capacity_mbps: BTreeMap<String, f64>,
     pub steering: SteeringConfig,
     pub capture: CaptureConfig,
+    pub observability: ObservabilityConfig,
     pub config_path: Option<PathBuf>,
 }
 
@@ -270,6 +345,9 @@ fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
             "is not a multiple of 4 in 4..=65536".into(),
         ));
     }
+    f.observability
+        .validate()
+        .map_err(|(key, msg)| (key, format!("observability.{key}"), msg))?;
     Ok(())
 }
 
@@ -353,8 +431,40 @@ pub fn resolve(
         capacity_mbps,
         steering: file.steering,
         capture: file.capture,
+        observability: file.observability,
         config_path,
     })
+}
+
+impl Settings {
+    /// `rlbd run`'s `--control-socket`, `--metrics-file` and `--metrics-interval` on top of the
+    /// file's `[observability]`, validated.
+    pub fn override_observability(
+        &mut self,
+        control_socket: Option<PathBuf>,
+        metrics_file: Option<PathBuf>,
+        metrics_interval_secs: Option<u64>,
+    ) -> Result<(), ConfigError> {
+        let mut o = self.observability.clone();
+        if control_socket.is_some() {
+            o.control_socket = control_socket;
+        }
+        if metrics_file.is_some() {
+            o.metrics_file = metrics_file;
+        }
+        if let Some(v) = metrics_interval_secs {
+            o.metrics_interval_secs = v;
+        }
+        o.validate().map_err(|(key, msg)| {
+            let flag = match key {
+                "metrics_interval_secs" => "metrics-interval",
+                other => &other.replace('_', "-"),
+            };
+            ConfigError(format!("--{flag}: {msg}"))
+        })?;
+        self.observability = o;
+        Ok(())
+    }
 }
 
 impl Settings {
@@ -374,6 +484,7 @@ impl Settings {
             capacity: self.capacity_mbps.clone(),
             steering: self.steering.clone(),
             capture: self.capture.clone(),
+            observability: self.observability.clone(),
         };
         toml::to_string(&f).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
     }
@@ -486,6 +597,72 @@ mod tests {
             .0
             .contains("nope.toml"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn observability_section_is_validated_and_overridable() {
+        let f = parse(
+            "[observability]\ncontrol_socket = \"/tmp/x.sock\"\nmetrics_file = \"/run/rlbd/bond0.prom\"\n\
+             metrics_interval_secs = 5\n",
+        )
+        .unwrap();
+        assert_eq!(f.observability.metrics_interval_secs, 5);
+        assert_eq!(
+            f.observability.control_socket_for("bond0"),
+            Some(PathBuf::from("/tmp/x.sock"))
+        );
+        assert_eq!(
+            ObservabilityConfig::default().control_socket_for("bond0"),
+            Some(PathBuf::from("/run/rlbd/bond0.sock"))
+        );
+        let off = parse("[observability]\ncontrol_socket = \"\"\n").unwrap();
+        assert_eq!(off.observability.control_socket_for("bond0"), None);
+        let e = parse("[observability]\n\nmetrics_interval_secs = 0\n")
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("observability.metrics_interval_secs") && e.contains(":3"),
+            "{e}"
+        );
+        let e = parse("[observability]\ncontrol_socket = \"rel.sock\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("observability.control_socket"), "{e}");
+        let long = format!("/{}", "a".repeat(120));
+        let e = parse(&format!("[observability]\ncontrol_socket = \"{long}\"\n"))
+            .unwrap_err()
+            .0;
+        assert!(e.contains("107 bytes"), "{e}");
+        let e = parse("[observability]\nmetrics_file = \"/var/lib/\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("observability.metrics_file"), "{e}");
+        assert!(parse("[observability]\nmetrics = 1\n").is_err());
+
+        let mut s = resolve(
+            &KnobArgs {
+                config: Some("/dev/null".into()),
+                ..Default::default()
+            },
+            Some(Target::Bond("bond0".into())),
+            false,
+        )
+        .unwrap();
+        assert_eq!(s.observability, ObservabilityConfig::default());
+        s.override_observability(Some("/tmp/c.sock".into()), None, Some(2))
+            .unwrap();
+        assert_eq!(s.observability.metrics_interval_secs, 2);
+        assert_eq!(
+            s.observability.control_socket,
+            Some(PathBuf::from("/tmp/c.sock"))
+        );
+        let e = s.override_observability(None, None, Some(0)).unwrap_err().0;
+        assert!(e.contains("--metrics-interval"), "{e}");
+        let again = parse(&s.to_toml()).unwrap();
+        assert_eq!(
+            again.observability.control_socket,
+            s.observability.control_socket
+        );
     }
 
     #[test]

@@ -25,7 +25,16 @@ fn run(args: RunArgs) -> ExitCode {
         let knobs = args.knobs.clone();
         let target = target.clone();
         let dry_run = args.dry_run;
-        move || config::resolve(&knobs, target.clone(), dry_run)
+        let (socket, metrics, interval) = (
+            args.control_socket.clone(),
+            args.metrics_file.clone(),
+            args.metrics_interval,
+        );
+        move || {
+            let mut s = config::resolve(&knobs, target.clone(), dry_run)?;
+            s.override_observability(socket.clone(), metrics.clone(), interval)?;
+            Ok(s)
+        }
     };
     let settings = match make() {
         Ok(s) => s,
@@ -70,6 +79,14 @@ fn main() -> ExitCode {
         Command::Simulate { file } => match rlbd::simulate::main(&file) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("simulate", e, EX_DATAERR),
+        },
+        Command::Status(args) => match rlbd::statusview::main_status(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("status", &e, e.code),
+        },
+        Command::Metrics(args) => match rlbd::statusview::main_metrics(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("metrics", &e, e.code),
         },
         Command::Demo(args) => match rlbd::lab::demo::run(&args) {
             Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,520 @@
+//! The client side of the control socket: `rlbd status` and `rlbd metrics`.
+//!
+//! Protocol (the daemon's side is `daemon::control`): connect to the Unix stream socket, send one
+//! line, `status` or `metrics` (at most [`MAX_REQUEST`] bytes with its `\n`), read to end of file.
+//! `status` answers with the [`StatusReport`] as one line of JSON, `metrics` with the Prometheus
+//! text exposition format; anything wrong is answered with one line `error: ...`. The daemon
+//! closes the connection after one answer.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cli::{MetricsArgs, StatusArgs};
+use crate::status::{PortStatus, StatusReport};
+
+/// Where the daemons' control sockets live by default: `/run/rlbd/NAME.sock`.
+pub const CONTROL_DIR: &str = "/run/rlbd";
+/// Longest request line the daemon reads, newline included.
+pub const MAX_REQUEST: usize = 256;
+/// Longest answer the client reads (a full table of 16 M clients would not fit; 4096 does).
+const MAX_RESPONSE: usize = 256 << 20;
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// sysexits.h EX_UNAVAILABLE: no daemon to ask.
+pub const EX_UNAVAILABLE: u8 = 69;
+
+/// A failed query: the message and the exit code it maps to.
+#[derive(Debug)]
+pub struct ClientError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl ClientError {
+    fn unavailable(message: impl Into<String>) -> Self {
+        ClientError {
+            code: EX_UNAVAILABLE,
+            message: message.into(),
+        }
+    }
+    fn other(message: impl Into<String>) -> Self {
+        ClientError {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The default control socket of the daemon for bond (or first port) `name`.
+pub fn default_socket(name: &str) -> PathBuf {
+    Path::new(CONTROL_DIR).join(format!("{name}.sock"))
+}
+
+/// The socket to ask: `explicit` if given, else `dir/NAME.sock`, else the only socket in `dir`.
+pub fn find_socket(
+    dir: &Path,
+    name: Option<&str>,
+    explicit: Option<&Path>,
+) -> Result<PathBuf, ClientError> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    let running = sockets_in(dir);
+    let list = || {
+        if running.is_empty() {
+            "none is running".to_string()
+        } else {
+            format!("running: {}", running.join(", "))
+        }
+    };
+    match name {
+        Some(n) if n.is_empty() || n.contains('/') => {
+            Err(ClientError::other(format!("{n:?} is not a bond or port name")))
+        }
+        Some(n) => {
+            let p = dir.join(format!("{n}.sock"));
+            if p.exists() {
+                Ok(p)
+            } else {
+                Err(ClientError::unavailable(format!(
+                    "no rlbd for {n}: {} does not exist ({})",
+                    p.display(),
+                    list()
+                )))
+            }
+        }
+        None => match running.as_slice() {
+            [one] => Ok(dir.join(format!("{one}.sock"))),
+            [] => Err(ClientError::unavailable(format!(
+                "no rlbd control socket in {} (is rlbd running? give --socket PATH if it uses another)",
+                dir.display()
+            ))),
+            _ => Err(ClientError::other(format!(
+                "several rlbd daemons are running ({}); name one, e.g. `rlbd status {}`",
+                running.join(", "),
+                running[0]
+            ))),
+        },
+    }
+}
+
+/// Names (without `.sock`) of the sockets in `dir`, sorted.
+fn sockets_in(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".sock"))
+                .map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Sends one request line and returns the whole answer (an `error:` answer is an error).
+pub fn request(path: &Path, what: &str) -> Result<String, ClientError> {
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        let msg = format!("cannot connect to {}: {e}", path.display());
+        match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                ClientError::unavailable(format!("{msg} (is rlbd running?)"))
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                ClientError::other(format!("{msg} (run as root or as a member of its group)"))
+            }
+            _ => ClientError::other(msg),
+        }
+    })?;
+    let io = |e: std::io::Error| ClientError::other(format!("{}: {e}", path.display()));
+    s.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    s.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    s.write_all(format!("{what}\n").as_bytes()).map_err(io)?;
+    let buf = read_answer(&mut s, MAX_RESPONSE + 1).map_err(io)?;
+    if buf.len() > MAX_RESPONSE {
+        return Err(ClientError::other(format!(
+            "{}: the answer is larger than {MAX_RESPONSE} bytes",
+            path.display()
+        )));
+    }
+    let text = String::from_utf8(buf)
+        .map_err(|_| ClientError::other(format!("{}: the answer is not UTF-8", path.display())))?;
+    if let Some(msg) = text.strip_prefix("error:") {
+        return Err(ClientError::other(format!(
+            "rlbd ({}): {}",
+            path.display(),
+            msg.trim()
+        )));
+    }
+    if text.is_empty() {
+        return Err(ClientError::other(format!(
+            "{}: the daemon closed the connection without an answer",
+            path.display()
+        )));
+    }
+    Ok(text)
+}
+
+/// Reads to end of file (at most `limit` bytes). A reset after some bytes arrived counts as the
+/// end: the daemon closes a connection whose request it did not read whole (one it refuses, or
+/// one that sent more than a line), and the kernel then reports a reset after the answer.
+pub fn read_answer(s: &mut impl Read, limit: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    while buf.len() < limit {
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n.min(limit - buf.len())]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !buf.is_empty() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(buf)
+}
+
+/// Asks for the status; returns the parsed report and the JSON as the daemon sent it.
+pub fn fetch_status(path: &Path) -> Result<(StatusReport, String), ClientError> {
+    let text = request(path, "status")?;
+    let report = serde_json::from_str(&text)
+        .map_err(|e| ClientError::other(format!("{}: not a status report: {e}", path.display())))?;
+    Ok((report, text))
+}
+
+/// `rlbd status`.
+pub fn main_status(args: &StatusArgs) -> Result<(), ClientError> {
+    let path = find_socket(
+        Path::new(CONTROL_DIR),
+        args.name.as_deref(),
+        args.socket.as_deref(),
+    )?;
+    let top = if args.all { None } else { Some(args.top) };
+    let show = |(report, raw): (StatusReport, String)| {
+        if args.json {
+            // As sent: a newer daemon's extra fields are kept.
+            println!("{}", raw.trim_end());
+        } else {
+            print!("{}", render_text(&report, top));
+        }
+    };
+    if !args.watch {
+        show(fetch_status(&path)?);
+        return Ok(());
+    }
+    loop {
+        let got = fetch_status(&path);
+        if !args.json {
+            // Home, clear screen: redraw in place.
+            print!("\x1b[H\x1b[2J");
+            println!(
+                "rlbd status --watch: {} every 1 s, Ctrl-C to stop\n",
+                path.display()
+            );
+        }
+        match got {
+            Ok(r) => show(r),
+            Err(e) => println!("{e}"),
+        }
+        let _ = std::io::stdout().flush();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// `rlbd metrics`.
+pub fn main_metrics(args: &MetricsArgs) -> Result<(), ClientError> {
+    let path = find_socket(
+        Path::new(CONTROL_DIR),
+        args.name.as_deref(),
+        args.socket.as_deref(),
+    )?;
+    print!("{}", request(&path, "metrics")?);
+    Ok(())
+}
+
+/// `[#####.....]`: `util` of `width` cells, clamped to full; `[----------]` with no reading.
+pub fn bar(util: Option<f64>, width: usize) -> String {
+    match util.filter(|u| u.is_finite()) {
+        Some(u) => {
+            let filled = ((u * width as f64).round().max(0.0) as usize).min(width);
+            format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
+        }
+        None => format!("[{}]", "-".repeat(width)),
+    }
+}
+
+/// A rate in bit/s with a unit.
+pub fn rate(bps: f64) -> String {
+    let (v, unit) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    format!("{v:.1} {unit}")
+}
+
+/// A duration in seconds, short: `42 s`, `3m 05s`, `2h 03m`, `4d 01h`.
+pub fn duration(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3599 => format!("{}m {:02}s", secs / 60, secs % 60),
+        3600..=86_399 => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d {:02}h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
+/// Left-aligned columns separated by two spaces; columns in `right` are right-aligned.
+fn table(rows: &[Vec<String>], right: &[usize]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let pad = widths[c].saturating_sub(cell.chars().count());
+            if right.contains(&c) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                if c + 1 < row.len() {
+                    line.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn port_row(p: &PortStatus) -> Vec<String> {
+    let pct = p
+        .utilization
+        .filter(|u| u.is_finite())
+        .map_or_else(|| "-".into(), |u| format!("{:.0}%", u * 100.0));
+    vec![
+        p.name.clone(),
+        p.mac.clone(),
+        p.state.clone(),
+        rate(p.capacity_bps),
+        p.rx_bps.map_or_else(|| "-".into(), rate),
+        format!("{} {pct:>4}", bar(p.utilization, 10)),
+        if p.overloaded {
+            format!("{} overloaded", p.window)
+        } else {
+            p.window.clone()
+        },
+        p.ring_drops.to_string(),
+        p.clients.to_string(),
+    ]
+}
+
+/// The text form of `rlbd status`: ports, the `top` clients by rate (all with `None`), totals.
+pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "rlbd {} on {} {} (up {}{})",
+        r.version,
+        if r.mode == "bond" { "bond" } else { "ports of" },
+        r.name,
+        duration(r.uptime_secs),
+        if r.dry_run {
+            "; dry run: nothing is sent"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "overloaded: over {:.0}% in {} of the last {} seconds; moved clients stay put {}",
+        r.threshold * 100.0,
+        r.hits,
+        r.window,
+        duration(r.hold_down_secs)
+    );
+    out.push('\n');
+    let mut rows = vec![[
+        "PORT",
+        "MAC",
+        "STATE",
+        "CAPACITY",
+        "RX NOW",
+        "UTILIZATION",
+        "WINDOW",
+        "RING DROPS",
+        "CLIENTS",
+    ]
+    .map(String::from)
+    .to_vec()];
+    rows.extend(r.ports.iter().map(port_row));
+    out.push_str(&table(&rows, &[3, 4, 7, 8]));
+
+    out.push('\n');
+    let shown = top.unwrap_or(usize::MAX).min(r.clients.len());
+    let _ = writeln!(
+        out,
+        "CLIENTS: {} tracked{}",
+        r.clients.len(),
+        if shown < r.clients.len() {
+            format!(", the {shown} busiest shown (--all for every one)")
+        } else {
+            String::new()
+        }
+    );
+    if shown > 0 {
+        let mut rows = vec![["IP", "MAC", "PORT", "RATE", "MOVED"]
+            .map(String::from)
+            .to_vec()];
+        for c in r.clients.iter().take(shown) {
+            let moved = match &c.moved {
+                None => "-".to_string(),
+                Some(m) => {
+                    let mut s = format!("to {} {} ago ({})", m.to, duration(m.secs_ago), m.reason);
+                    if m.hold_down_left_secs > 0 {
+                        let _ = write!(s, ", held {} more", duration(m.hold_down_left_secs));
+                    }
+                    if m.reasserts > 0 {
+                        let _ = write!(
+                            s,
+                            ", re-asserted {} time{}",
+                            m.reasserts,
+                            if m.reasserts == 1 { "" } else { "s" }
+                        );
+                    }
+                    s
+                }
+            };
+            rows.push(vec![
+                c.ip.clone(),
+                c.mac.clone(),
+                c.port.clone(),
+                rate(c.rate_bps),
+                moved,
+            ]);
+        }
+        out.push_str(&table(&rows, &[3]));
+    }
+
+    out.push('\n');
+    let t = &r.totals;
+    let _ = writeln!(
+        out,
+        "TOTALS: moves {} (overload {}, failover {}); re-assertions {}; updates sent {}, suppressed {}; \
+         table {}/{}, evictions {}, expirations {}",
+        t.moves_overload + t.moves_failover,
+        t.moves_overload,
+        t.moves_failover,
+        t.reasserts,
+        t.updates_sent,
+        t.updates_suppressed,
+        t.clients_tracked,
+        t.table_capacity,
+        t.table_evictions,
+        t.table_expirations
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::tests::sample_report;
+
+    #[test]
+    fn bar_and_units() {
+        assert_eq!(bar(Some(0.52), 10), "[#####.....]");
+        assert_eq!(bar(Some(1.7), 10), "[##########]");
+        assert_eq!(bar(Some(-0.1), 4), "[....]");
+        assert_eq!(bar(None, 4), "[----]");
+        assert_eq!(rate(95.1e6), "95.1 Mbit/s");
+        assert_eq!(rate(2.5e9), "2.5 Gbit/s");
+        assert_eq!(rate(0.0), "0.0 bit/s");
+        assert_eq!(duration(42), "42 s");
+        assert_eq!(duration(185), "3m 05s");
+        assert_eq!(duration(7380), "2h 03m");
+    }
+
+    #[test]
+    fn text_names_ports_bars_clients_and_totals() {
+        let mut r = sample_report();
+        let text = render_text(&r, Some(10));
+        assert!(text.contains("p0") && text.contains("p1"), "{text}");
+        assert!(text.contains("[##########]  95%"), "{text}");
+        assert!(text.contains("[----------]    -"), "{text}");
+        assert!(text.contains("xx. overloaded"), "{text}");
+        assert!(
+            text.contains("to p1 3 s ago (overload), held 27 s more, re-asserted 2 times"),
+            "{text}"
+        );
+        assert!(text.contains("moves 1 (overload 1, failover 0)"), "{text}");
+        let mut c = r.clients[0].clone();
+        c.moved = None;
+        c.ip = "198.18.0.11".into();
+        r.clients.push(c);
+        let text = render_text(&r, Some(1));
+        assert!(text.contains("2 tracked, the 1 busiest shown"), "{text}");
+        assert!(!text.contains("198.18.0.11"), "{text}");
+        assert!(render_text(&r, None).contains("198.18.0.11"));
+    }
+
+    #[test]
+    fn finds_the_only_socket_or_names_the_choices() {
+        let dir = std::env::temp_dir().join(format!("rlbd-sv-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = find_socket(&dir, None, None).unwrap_err();
+        assert_eq!(e.code, EX_UNAVAILABLE, "{e}");
+        let _a = std::os::unix::net::UnixListener::bind(dir.join("bond0.sock")).unwrap();
+        std::fs::write(dir.join("notasocket.sock"), "").unwrap();
+        assert_eq!(
+            find_socket(&dir, None, None).unwrap(),
+            dir.join("bond0.sock")
+        );
+        let _b = std::os::unix::net::UnixListener::bind(dir.join("bond1.sock")).unwrap();
+        let e = find_socket(&dir, None, None).unwrap_err().message;
+        assert!(e.contains("bond0, bond1"), "{e}");
+        assert_eq!(
+            find_socket(&dir, Some("bond1"), None).unwrap(),
+            dir.join("bond1.sock")
+        );
+        let e = find_socket(&dir, Some("bond7"), None).unwrap_err().message;
+        assert!(e.contains("bond7") && e.contains("bond0, bond1"), "{e}");
+        assert!(find_socket(&dir, Some("../x"), None).is_err());
+        let explicit = Path::new("/some/where.sock");
+        assert_eq!(
+            find_socket(&dir, Some("bond7"), Some(explicit)).unwrap(),
+            explicit
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
