@@ -153,7 +153,7 @@ log "packages and kernel $KVER ready (${T_DL_END}s)"
 # ---------------------------------------------------------------------------------------------
 # 2. rlbd and the initramfs
 # ---------------------------------------------------------------------------------------------
-T_BUILD_END="0 (RLBD_BIN given)"
+T_BUILD_END="skipped (RLBD_BIN given)"
 if [ -n "${RLBD_BIN:-}" ]; then
     [ -x "$RLBD_BIN" ] || die "RLBD_BIN=$RLBD_BIN is not an executable"
 else
@@ -162,8 +162,8 @@ else
     (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
     RLBD_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/rlbd"
     [ -x "$RLBD_BIN" ] || die "no $RLBD_BIN after cargo build"
-    T_BUILD_END=$(elapsed "$T_CARGO")
-    log "built $RLBD_BIN (${T_BUILD_END}s)"
+    T_BUILD_END="$(elapsed "$T_CARGO")s"
+    log "built $RLBD_BIN ($T_BUILD_END)"
 fi
 
 T_INITRD=$(now)
@@ -342,7 +342,7 @@ strip_console <"$RAW" >"$CONSOLE"
 
 T_INIT="n/a"
 [ -e "$CACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$CACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
-log "timings: packages+kernel ${T_DL_END}s, cargo build ${T_BUILD_END}s, initramfs ${T_INITRD_END}s, boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, whole run $(elapsed "$T_START")s"
+log "timings: packages+kernel ${T_DL_END}s, cargo build ${T_BUILD_END}, initramfs ${T_INITRD_END}s, boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, whole run $(elapsed "$T_START")s"
 [ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
 RESULT=$(grep -a '^KLAB-RESULT:' "$CONSOLE" | tail -n1 || true)
 log "console log: $CONSOLE"
