@@ -1,0 +1,655 @@
+//! Observability end to end: the control socket, `rlbd status` (JSON and text), `rlbd metrics`
+//! and the metrics file against a daemon running in the namespace lab (root); the metrics text
+//! read by a real Prometheus exposition-format parser and the demo chart read by an XML parser
+//! (no root).
+//!
+//! Root-gated like tests/netns.rs: without root the lab test prints "skipped: needs root" and
+//! passes, unless `CI=true` or `RLBD_REQUIRE_ROOT_TESTS=1` is set, which makes it fail. The
+//! parser checks need `python3`; the Python `prometheus_client` package is installed with pip
+//! when missing.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rlbd::lab::chart::{svg, Mark};
+use rlbd::lab::netns::{client_ip, is_root, Lab, LabResult, PORTS};
+use rlbd::lab::sample::{Sample, Series};
+use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, tail, watch_move};
+use rlbd::status::{ClientStatus, MoveStatus, PortStatus, StatusReport, Totals, SCHEMA_VERSION};
+
+const CAP: u32 = 100;
+const BUSY: [&str; 2] = ["c1", "c3"];
+
+/// Lab tests must not overlap (CPU and the figures they measure).
+static LAB: Mutex<()> = Mutex::new(());
+
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        eprintln!("{line}");
+        println!("{line}");
+    }};
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rlbd"))
+}
+
+/// True when the test may run; false (after saying so) when it is skipped.
+fn root_or_skip() -> bool {
+    if is_root() {
+        return true;
+    }
+    let required = std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("RLBD_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "this test needs root, and CI=true or RLBD_REQUIRE_ROOT_TESTS=1 requires it"
+    );
+    say!("skipped: needs root");
+    false
+}
+
+// --- Python parsers --------------------------------------------------------------------------
+
+/// Reads Prometheus text from stdin with prometheus_client's parser and prints, as JSON, every
+/// family: {name: {"type": T, "samples": [[sample name, {labels}, value], ...]}}.
+const PROM_PARSE: &str = r#"
+import json, math, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    out[fam.name] = {
+        "type": fam.type,
+        "help": fam.documentation,
+        "samples": [[s.name, s.labels, None if math.isnan(s.value) else s.value] for s in fam.samples],
+    }
+print(json.dumps(out))
+"#;
+
+/// Parses SVG from stdin with xml.etree and prints the root tag and every text element's text.
+const SVG_PARSE: &str = r#"
+import json, sys
+import xml.etree.ElementTree as ET
+root = ET.fromstring(sys.stdin.read())
+ns = "{http://www.w3.org/2000/svg}"
+texts = ["".join(t.itertext()) for t in root.iter(ns + "text")]
+lines = len(list(root.iter(ns + "polyline")))
+print(json.dumps({"root": root.tag, "texts": texts, "polylines": lines}))
+"#;
+
+fn python(script: &str, input: &str) -> Result<String, String> {
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .map_err(|e| format!("writing to python3: {e}"))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "python3 failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Makes sure `import prometheus_client` works, installing it with pip when it does not.
+fn prometheus_client() {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let importable = || {
+            Command::new("python3")
+                .args(["-c", "import prometheus_client"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if importable() {
+            return Ok(());
+        }
+        say!("installing the Python package prometheus_client with pip");
+        let pip = |extra: &[&str]| {
+            Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "prometheus_client"])
+                .args(extra)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        // A Debian python3 refuses plain pip installs (PEP 668) unless told to.
+        if (pip(&[]) || pip(&["--break-system-packages"])) && importable() {
+            return Ok(());
+        }
+        Err(
+            "python3 cannot import prometheus_client and pip could not install it \
+             (python3 -m pip install prometheus_client)"
+                .into(),
+        )
+    });
+    if let Err(e) = ready {
+        panic!("{e}");
+    }
+}
+
+type Families = BTreeMap<String, serde_json::Value>;
+
+/// The metric families in `text`, as prometheus_client's parser reads them.
+fn parse_metrics(text: &str) -> Families {
+    prometheus_client();
+    let json = python(PROM_PARSE, text)
+        .unwrap_or_else(|e| panic!("the exposition-format parser rejected the text: {e}\n{text}"));
+    serde_json::from_str(&json).expect("parser output")
+}
+
+/// The value of the sample `name` whose labels include `labels`.
+fn value(f: &Families, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    f.values()
+        .flat_map(|fam| fam["samples"].as_array().cloned().unwrap_or_default())
+        .find(|s| {
+            s[0] == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s[1].get(*k).and_then(|x| x.as_str()) == Some(*v))
+        })
+        .and_then(|s| s[2].as_f64())
+}
+
+fn family_type(f: &Families, family: &str) -> Option<String> {
+    f.get(family)
+        .and_then(|fam| fam["type"].as_str())
+        .map(str::to_string)
+}
+
+// --- No root ---------------------------------------------------------------------------------
+
+fn synthetic_report() -> StatusReport {
+    let port = |name: &str, rx: Option<f64>, state: &str| PortStatus {
+        name: name.into(),
+        ifindex: 3,
+        mac: "02:00:c6:12:01:00".into(),
+        state: state.into(),
+        capacity_bps: 1e9,
+        rx_bps: rx,
+        utilization: rx.map(|r| r / 1e9),
+        rx_bytes: rx.map(|_| 987_654_321_012),
+        window: "xx.".into(),
+        overloaded: rx.is_some_and(|r| r > 8e8),
+        ring_packets: 1_000_000,
+        ring_drops: 7,
+        clients: 1,
+    };
+    StatusReport {
+        schema: SCHEMA_VERSION,
+        version: "9.9.9".into(),
+        mode: "bond".into(),
+        // Every character the label syntax must escape.
+        name: "bond\"0\\x\ny".into(),
+        dry_run: true,
+        uptime_secs: 3600,
+        tick: 3599,
+        threshold: 0.8,
+        window: 3,
+        hits: 2,
+        hold_down_secs: 30,
+        ports: vec![
+            port("eth0", Some(9.5e8), "up"),
+            port("eth1", Some(1.25e8), "up"),
+            port("eth2", None, "down"),
+        ],
+        clients: vec![ClientStatus {
+            ip: "192.0.2.7".into(),
+            mac: "02:00:00:00:00:07".into(),
+            port: "eth1".into(),
+            rate_bps: 1.2e8,
+            last_seen_secs_ago: 0,
+            moved: Some(MoveStatus {
+                to: "eth1".into(),
+                secs_ago: 5,
+                reason: "failover".into(),
+                hold_down_left_secs: 25,
+                reasserts: 1,
+            }),
+        }],
+        totals: Totals {
+            moves_overload: 4,
+            moves_failover: 2,
+            reasserts: 9,
+            updates_sent: 31,
+            updates_suppressed: 3,
+            clients_tracked: 1,
+            table_capacity: 4096,
+            table_evictions: 11,
+            table_expirations: 12,
+        },
+    }
+}
+
+#[test]
+fn metrics_parse_with_the_prometheus_client_parser() {
+    let text = rlbd::metrics::render(&synthetic_report());
+    let f = parse_metrics(&text);
+    for (family, kind) in [
+        ("rlbd_info", "gauge"),
+        ("rlbd_port_up", "gauge"),
+        ("rlbd_port_capacity_bits_per_second", "gauge"),
+        ("rlbd_port_rx_bits_per_second", "gauge"),
+        ("rlbd_port_utilization_ratio", "gauge"),
+        ("rlbd_port_overloaded", "gauge"),
+        ("rlbd_clients_tracked", "gauge"),
+        // The parser names a counter's family without `_total`.
+        ("rlbd_port_rx_bytes", "counter"),
+        ("rlbd_port_ring_drops", "counter"),
+        ("rlbd_table_evictions", "counter"),
+        ("rlbd_moves", "counter"),
+        ("rlbd_reasserts", "counter"),
+        ("rlbd_updates_sent", "counter"),
+        ("rlbd_updates_suppressed", "counter"),
+    ] {
+        assert_eq!(
+            family_type(&f, family).as_deref(),
+            Some(kind),
+            "family {family}: {:?}",
+            f.get(family)
+        );
+        assert!(
+            !f[family]["help"].as_str().unwrap_or("").is_empty(),
+            "{family} has no HELP"
+        );
+    }
+    let info = value(
+        &f,
+        "rlbd_info",
+        &[
+            ("version", "9.9.9"),
+            ("mode", "bond"),
+            ("name", "bond\"0\\x\ny"),
+        ],
+    );
+    assert_eq!(info, Some(1.0), "labels must round-trip through escaping");
+    assert_eq!(
+        value(
+            &f,
+            "rlbd_port_capacity_bits_per_second",
+            &[("port", "eth0")]
+        ),
+        Some(1e9)
+    );
+    assert_eq!(
+        value(&f, "rlbd_port_rx_bits_per_second", &[("port", "eth0")]),
+        Some(9.5e8)
+    );
+    assert_eq!(
+        value(&f, "rlbd_port_utilization_ratio", &[("port", "eth1")]),
+        Some(0.125)
+    );
+    assert_eq!(
+        value(&f, "rlbd_port_rx_bits_per_second", &[("port", "eth2")]),
+        None,
+        "no reading, no sample"
+    );
+    assert_eq!(value(&f, "rlbd_port_up", &[("port", "eth2")]), Some(0.0));
+    assert_eq!(
+        value(&f, "rlbd_port_overloaded", &[("port", "eth0")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&f, "rlbd_port_rx_bytes_total", &[("port", "eth0")]),
+        Some(987_654_321_012.0)
+    );
+    assert_eq!(
+        value(&f, "rlbd_moves_total", &[("reason", "overload")]),
+        Some(4.0)
+    );
+    assert_eq!(
+        value(&f, "rlbd_moves_total", &[("reason", "failover")]),
+        Some(2.0)
+    );
+    assert_eq!(value(&f, "rlbd_updates_sent_total", &[]), Some(31.0));
+    assert_eq!(value(&f, "rlbd_updates_suppressed_total", &[]), Some(3.0));
+    assert_eq!(value(&f, "rlbd_table_evictions_total", &[]), Some(11.0));
+    assert_eq!(value(&f, "rlbd_reasserts_total", &[]), Some(9.0));
+    assert_eq!(value(&f, "rlbd_clients_moved", &[]), Some(1.0));
+    assert_eq!(value(&f, "rlbd_dry_run", &[]), Some(1.0));
+}
+
+#[test]
+fn demo_chart_is_well_formed_svg_naming_both_ports() {
+    let series = Series {
+        ports: PORTS.iter().map(|p| p.to_string()).collect(),
+        samples: (0..40)
+            .map(|i| {
+                let t = f64::from(i) * 0.25;
+                Sample {
+                    t,
+                    mbit: if t < 5.0 {
+                        vec![96.0, 0.0]
+                    } else {
+                        vec![95.0, 94.0]
+                    },
+                }
+            })
+            .collect(),
+    };
+    let marks = [
+        Mark {
+            t: 0.0,
+            label: "B: c1+c3 start, rlbd running".into(),
+        },
+        Mark {
+            t: 5.0,
+            label: "rlbd moved c3 -> p1 & <kept>".into(),
+        },
+    ];
+    let doc = svg("rlbd demo: cap 100 Mbit/s", &series, 100.0, &marks, 1.0);
+    let parsed = python(SVG_PARSE, &doc)
+        .unwrap_or_else(|e| panic!("the chart is not well-formed XML: {e}\n{doc}"));
+    let v: serde_json::Value = serde_json::from_str(&parsed).expect("parser output");
+    assert_eq!(v["root"], "{http://www.w3.org/2000/svg}svg");
+    let texts: Vec<&str> = v["texts"]
+        .as_array()
+        .expect("texts")
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    for port in PORTS {
+        assert!(texts.contains(&port), "no legend for {port}: {texts:?}");
+    }
+    assert!(
+        texts.contains(&"rlbd moved c3 -> p1 & <kept>"),
+        "marks are escaped and read back: {texts:?}"
+    );
+    assert_eq!(v["polylines"], 2, "one line per port");
+}
+
+#[test]
+fn status_without_a_daemon_says_so_with_69() {
+    let sock = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("obs-none-{}.sock", std::process::id()));
+    for cmd in ["status", "metrics"] {
+        let out = Command::new(exe())
+            .args([cmd, "--socket", &sock.to_string_lossy()])
+            .stdin(Stdio::null())
+            .output()
+            .expect("running rlbd");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{cmd}: {stderr}");
+        assert!(
+            stderr.contains(&*sock.to_string_lossy()) && stderr.contains("is rlbd running"),
+            "{cmd}: {stderr}"
+        );
+    }
+}
+
+// --- The namespace lab -----------------------------------------------------------------------
+
+#[test]
+fn lab_status_and_metrics_describe_what_the_lab_did() {
+    if !root_or_skip() {
+        return;
+    }
+    let _guard = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    prometheus_client();
+    let lab = Lab::build(CAP).expect("building the lab");
+    let prefix = lab.prefix().to_string();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("obs-{prefix}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let log = dir.join("rlbd.log");
+    let result = scenario(&lab, &dir, &log);
+    drop(lab);
+    match result {
+        Ok(failures) if failures.is_empty() => {
+            say!("all observability checks passed");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Ok(failures) => {
+            say!(
+                "daemon log ({}), last 40 lines:\n{}",
+                log.display(),
+                tail(&log, 40)
+            );
+            panic!(
+                "{} observability check(s) failed:\n  {}",
+                failures.len(),
+                failures.join("\n  ")
+            );
+        }
+        Err(e) => {
+            say!(
+                "daemon log ({}), last 40 lines:\n{}",
+                log.display(),
+                tail(&log, 40)
+            );
+            panic!("lab scenario stopped: {e}");
+        }
+    }
+}
+
+/// `rlbd ARGS` in the server namespace, where the daemon runs.
+fn rlbd_in_srv(lab: &Lab, args: &[&str]) -> LabResult<String> {
+    let exe = exe().to_string_lossy();
+    let mut all = vec![&*exe];
+    all.extend_from_slice(args);
+    lab.exec_in("srv", &all)
+}
+
+fn status_json(lab: &Lab, sock: &str) -> LabResult<StatusReport> {
+    let text = rlbd_in_srv(lab, &["status", "--json", "--socket", sock])?;
+    serde_json::from_str(&text).map_err(|e| format!("rlbd status --json: {e}: {text}"))
+}
+
+fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
+    let mut failures = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        say!("{} {what}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            failures.push(what);
+        }
+    };
+    let cap_bps = f64::from(CAP) * 1e6;
+    let sock = dir.join("ctl.sock");
+    let sock_s = sock.to_string_lossy().into_owned();
+    let prom = dir.join("rlbd.prom");
+    let prom_s = prom.to_string_lossy().into_owned();
+    let _sink = start_sink(lab, exe())?;
+    let mut daemon = start_daemon(
+        lab,
+        exe(),
+        log,
+        &[
+            "-v",
+            "--control-socket",
+            &sock_s,
+            "--metrics-file",
+            &prom_s,
+            "--metrics-interval",
+            "1",
+        ],
+    )?;
+    lab.sleep(Duration::from_millis(1500))?;
+    if let Some(st) = daemon.try_wait().map_err(|e| e.to_string())? {
+        return Err(format!("rlbd run exited at once ({st})"));
+    }
+    let outcome = (|| -> LabResult<()> {
+        // Before any traffic: the ports as configured.
+        let r = status_json(lab, &sock_s)?;
+        check(
+            r.mode == "ports" && r.name == "p0" && r.schema == SCHEMA_VERSION,
+            format!(
+                "idle: mode {:?}, name {:?}, schema {}",
+                r.mode, r.name, r.schema
+            ),
+        );
+        let names: Vec<&str> = r.ports.iter().map(|p| p.name.as_str()).collect();
+        check(names == PORTS, format!("idle: ports {names:?}"));
+        for p in &r.ports {
+            check(
+                p.state == "up" && p.capacity_bps == cap_bps && !p.overloaded,
+                format!(
+                    "idle: {} state {}, capacity {} bit/s, overloaded {}",
+                    p.name, p.state, p.capacity_bps, p.overloaded
+                ),
+            );
+        }
+
+        // c1 and c3 send; rlbd moves one of them to p1.
+        let t0 = Instant::now();
+        let mut sources = start_sources(lab, exe(), &BUSY, 14.0)?;
+        let moved = watch_move(lab, &BUSY, PORTS[0], t0 + Duration::from_secs(6), || true)?;
+        let Some(m) = moved else {
+            check(
+                false,
+                "no client left p0 within 6 s of traffic start".into(),
+            );
+            for s in &mut sources {
+                let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
+            }
+            return Ok(());
+        };
+        say!("{} moved to {:?}", m.client, m.to_port);
+        // Let both ports fill and the rates settle for two samples.
+        lab.sleep(Duration::from_millis(2500))?;
+        let r = status_json(lab, &sock_s)?;
+        let moved_ip = client_ip(&m.client)?;
+        for c in BUSY {
+            let ip = client_ip(c)?;
+            check(
+                r.clients.iter().any(|x| x.ip == ip),
+                format!("busy: client {c} ({ip}) is tracked"),
+            );
+        }
+        let mc = r.clients.iter().find(|x| x.ip == moved_ip);
+        let mv = mc.and_then(|c| c.moved.as_ref());
+        check(
+            mv.is_some_and(|mv| mv.to == "p1" && mv.reason == "overload"),
+            format!(
+                "busy: {} ({moved_ip}) moved to p1 for overload: {mc:?}",
+                m.client
+            ),
+        );
+        check(
+            mc.is_some_and(|c| c.port == "p1" && c.rate_bps > 0.3 * cap_bps),
+            format!(
+                "busy: {} now arrives on p1 at a real rate: {mc:?}",
+                m.client
+            ),
+        );
+        let others_moved = r
+            .clients
+            .iter()
+            .filter(|x| x.ip != moved_ip && x.moved.is_some())
+            .count();
+        check(
+            others_moved == 0,
+            format!("busy: only {} was moved ({others_moved} others)", m.client),
+        );
+        check(
+            r.totals.moves_overload >= 1
+                && r.totals.moves_failover == 0
+                && r.totals.updates_sent >= 1,
+            format!("busy: totals {:?}", r.totals),
+        );
+        for p in &r.ports {
+            let rx = p.rx_bps.unwrap_or(0.0);
+            let util_ok = p
+                .utilization
+                .is_some_and(|u| (u - rx / p.capacity_bps).abs() < 1e-9);
+            check(
+                p.state == "up" && rx > 0.5 * cap_bps && util_ok,
+                format!(
+                    "busy: {} receives {:.1} Mbit/s, utilization {:?}",
+                    p.name,
+                    rx / 1e6,
+                    p.utilization
+                ),
+            );
+        }
+
+        // The text form.
+        let text = rlbd_in_srv(lab, &["status", "--socket", &sock_s])?;
+        say!("rlbd status:\n{text}");
+        let has_bar = text.lines().any(|l| {
+            l.find('[').is_some_and(|i| {
+                let rest = &l[i + 1..];
+                rest.len() > 10
+                    && rest[..10].chars().all(|c| c == '#' || c == '.')
+                    && rest[10..].starts_with(']')
+            })
+        });
+        check(
+            text.contains("p0") && text.contains("p1") && has_bar,
+            "text: names both ports and draws a utilization bar".into(),
+        );
+        check(
+            text.contains(&moved_ip) && text.contains("to p1") && text.contains("(overload)"),
+            format!("text: shows {moved_ip} moved to p1 (overload)"),
+        );
+
+        // The metrics, over the socket and in the file.
+        let metrics = rlbd_in_srv(lab, &["metrics", "--socket", &sock_s])?;
+        let f = parse_metrics(&metrics);
+        check(
+            value(&f, "rlbd_info", &[("mode", "ports"), ("name", "p0")]) == Some(1.0),
+            "metrics: rlbd_info{mode=ports,name=p0} 1".into(),
+        );
+        for p in PORTS {
+            check(
+                value(&f, "rlbd_port_up", &[("port", p)]) == Some(1.0)
+                    && value(&f, "rlbd_port_capacity_bits_per_second", &[("port", p)])
+                        == Some(cap_bps)
+                    && value(&f, "rlbd_port_rx_bytes_total", &[("port", p)])
+                        .is_some_and(|b| b > 0.0),
+                format!("metrics: {p} up, capacity {cap_bps}, bytes counted"),
+            );
+        }
+        check(
+            value(&f, "rlbd_moves_total", &[("reason", "overload")]).is_some_and(|v| v >= 1.0),
+            "metrics: rlbd_moves_total{reason=overload} >= 1".into(),
+        );
+        check(
+            value(&f, "rlbd_updates_sent_total", &[]).is_some_and(|v| v >= 1.0),
+            "metrics: rlbd_updates_sent_total >= 1".into(),
+        );
+        check(
+            value(&f, "rlbd_clients_tracked", &[]).is_some_and(|v| v >= 2.0),
+            "metrics: rlbd_clients_tracked >= 2".into(),
+        );
+        let file = std::fs::read_to_string(&prom).unwrap_or_default();
+        let ff = parse_metrics(&file);
+        check(
+            value(&ff, "rlbd_moves_total", &[("reason", "overload")]).is_some_and(|v| v >= 1.0),
+            format!("metrics file {prom_s}: written, parses, counts the move"),
+        );
+        for s in &mut sources {
+            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
+        }
+        Ok(())
+    })();
+    let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
+    say!("rlbd stopped: {status}");
+    outcome?;
+    check(
+        status.success(),
+        format!("the daemon exits cleanly on SIGTERM ({status})"),
+    );
+    check(
+        !sock.exists(),
+        "the control socket is removed on exit".into(),
+    );
+    Ok(failures)
+}
