@@ -1,87 +1,133 @@
 //! The daemon's state as plain data: what `rlbd status --json` prints and what the metrics are
 //! made from. The schema is stable: fields are only ever added (documented in rlbd(8)).
+//!
+//! On the wire (the control socket's `status` answer) the report is one JSON object on one
+//! line. Rates are bit/s as floating-point numbers, counters and ages are non-negative integers,
+//! MAC addresses are lower-case `aa:bb:cc:dd:ee:ff`, IP addresses dotted quads. A field marked
+//! "null when" is JSON `null` in that case; every other field is always present. Readers should
+//! ignore fields they do not know: later versions may add some without changing `schema`.
 
 use serde::{Deserialize, Serialize};
 
 /// Bumped only on an incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
+    /// Schema version of this report ([`SCHEMA_VERSION`]); bumped only on an incompatible change.
     pub schema: u32,
+    /// rlbd's version, e.g. "0.1.0".
     pub version: String,
-    /// "bond" or "ports".
+    /// "bond" (steering among a bond's slaves) or "ports" (plain ports sharing an address).
     pub mode: String,
     /// The bond's name, or the first port's.
     pub name: String,
+    /// True when rlbd decides and logs but sends nothing (`--dry-run`).
     pub dry_run: bool,
+    /// Seconds since the daemon started.
     pub uptime_secs: u64,
+    /// One-second ticks since start (the clock of `last_seen_secs_ago`, `secs_ago`).
     pub tick: u64,
+    /// Overload threshold as a fraction of a port's capacity, in (0, 1].
     pub threshold: f64,
+    /// One-second samples in a port's overload window.
     pub window: usize,
+    /// Samples over the threshold within the window that make a port overloaded.
     pub hits: usize,
+    /// Seconds a moved client stays where it was put before it may move again.
     pub hold_down_secs: u64,
+    /// Every port rlbd steers among or has seen (an absent one is kept with state "absent").
     pub ports: Vec<PortStatus>,
-    /// Every tracked client, largest rate first.
+    /// Every tracked client, largest rate first (ties by IP).
     pub clients: Vec<ClientStatus>,
+    /// Counters since start, and the client table's size.
     pub totals: Totals,
 }
 
+/// One port (bond slave, or plain port in ports mode).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortStatus {
+    /// Interface name.
     pub name: String,
+    /// Kernel interface index, as last seen.
     pub ifindex: u32,
+    /// The port's own MAC: the one rlbd tells clients to use to land on this port.
     pub mac: String,
     /// "up", "down" or "absent".
     pub state: String,
+    /// Capacity used for utilization, bit/s: `--capacity`/`[capacity]`, else the link speed.
     pub capacity_bps: f64,
     /// Receive rate over the last second, bit/s; null when there was no usable reading.
     pub rx_bps: Option<f64>,
+    /// `rx_bps / capacity_bps` (may exceed 1); null when `rx_bps` is null.
     pub utilization: Option<f64>,
-    /// Receive byte counter as last read from the kernel.
+    /// Receive byte counter as last read from the kernel; null before the first reading.
     pub rx_bytes: Option<u64>,
-    /// Oldest first: `x` over threshold, `.` under, `?` no reading, `_` not yet sampled.
+    /// The overload window, oldest first: `x` over threshold, `.` under, `?` no reading, `_` not
+    /// yet sampled; `window` characters.
     pub window: String,
+    /// True while the detector holds the port overloaded (`hits` of the window over threshold).
     pub overloaded: bool,
+    /// Frames the port's capture ring delivered since start.
     pub ring_packets: u64,
+    /// Frames the port's capture ring dropped since start (rlbd fell behind).
     pub ring_drops: u64,
     /// Clients whose latest frame arrived on this port.
     pub clients: usize,
 }
 
+/// One tracked client (a MAC and IPv4 address sending to the server).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientStatus {
+    /// The client's IPv4 address.
     pub ip: String,
+    /// The client's MAC.
     pub mac: String,
-    /// The port its latest frame arrived on.
+    /// The port its latest frame arrived on ("?" if that port is gone).
     pub port: String,
     /// bit/s over the last second.
     pub rate_bps: f64,
+    /// Seconds (ticks) since its last frame.
     pub last_seen_secs_ago: u64,
-    /// Present when rlbd moved it.
+    /// Present when rlbd moved it and still steers it; null otherwise.
     pub moved: Option<MoveStatus>,
 }
 
+/// Where and why rlbd moved a client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MoveStatus {
-    /// Where rlbd sent it.
+    /// Where rlbd sent it (port name; "?" if that port is gone).
     pub to: String,
+    /// Seconds since the move.
     pub secs_ago: u64,
     /// "overload" or "failover".
     pub reason: String,
+    /// Seconds before it may be moved again for overload (0 when free to move).
     pub hold_down_left_secs: u64,
+    /// Times rlbd re-sent the update because the kernel's own ARP would have undone the move.
     pub reasserts: u64,
 }
 
+/// Counters since start.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
+    /// Clients moved off an overloaded port.
     pub moves_overload: u64,
+    /// Clients moved off a port that went down or disappeared.
     pub moves_failover: u64,
+    /// Updates re-sent to keep moved clients where rlbd put them.
     pub reasserts: u64,
+    /// ARP updates sent (first sends, repeats and re-assertions).
     pub updates_sent: u64,
+    /// ARP updates held back by the per-client or total rate limit.
     pub updates_suppressed: u64,
+    /// Clients in the rate table now.
     pub clients_tracked: usize,
+    /// Clients the table holds at most (`capture.table_size`).
     pub table_capacity: usize,
+    /// Clients evicted from the full table (least recently seen first).
     pub table_evictions: u64,
+    /// Clients forgotten after the idle timeout.
     pub table_expirations: u64,
 }
