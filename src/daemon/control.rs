@@ -353,20 +353,10 @@ impl Control {
                 self.close(slot, registry);
             }
         }
-        if !self.path_change_warned && cfg.control_socket_for(&self.name).as_deref() != self.path()
-        {
-            if let Some(new) = cfg.control_socket_for(&self.name) {
-                if self.bound.is_some() {
-                    warn!(
-                        "the control socket is now configured as {}; restart rlbd to move it",
-                        new.display()
-                    );
-                    self.path_change_warned = true;
-                }
-            }
-        }
         if now >= self.next_metrics {
             self.next_metrics = now + Duration::from_secs(cfg.metrics_interval_secs.max(1));
+            // Here rather than on every turn of the loop: it allocates.
+            self.warn_if_moved(cfg);
             if let Some(path) = &cfg.metrics_file {
                 let text = crate::metrics::render(&status());
                 match write_atomically(path, text.as_bytes()) {
@@ -382,6 +372,23 @@ impl Control {
                     Err(e) => debug!("metrics file {}: {e}", path.display()),
                 }
             }
+        }
+    }
+}
+
+impl Control {
+    /// A reload (SIGHUP) cannot move the socket; says so once.
+    fn warn_if_moved(&mut self, cfg: &ObservabilityConfig) {
+        if self.path_change_warned || self.bound.is_none() {
+            return;
+        }
+        let want = cfg.control_socket_for(&self.name);
+        if want.as_deref() != self.path() {
+            warn!(
+                "the control socket is now configured as {}; restart rlbd to apply that",
+                want.map_or_else(|| "none".into(), |p| p.display().to_string())
+            );
+            self.path_change_warned = true;
         }
     }
 }
