@@ -7,7 +7,8 @@
 #                                    target/generate-rpm/rlbd-VERSION-1.ARCH.rpm
 #
 # The package contents are described in Cargo.toml ([package.metadata.deb] and
-# [package.metadata.generate-rpm]); the man pages are gzipped here into target/packaging/man/.
+# [package.metadata.generate-rpm]); the man pages are gzipped here into target/packaging/man/,
+# and the .rpm takes a stripped copy of the binary from target/packaging/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -51,6 +52,8 @@ cargo deb --no-build --locked >&2
 deb=$(ls -t target/debian/rlbd_*.deb | head -n1)
 
 say "rpm"
+# cargo-generate-rpm packs files as they are: give it a stripped copy (cargo-deb strips its own).
+strip --strip-unneeded -o target/packaging/rlbd target/release/rlbd
 rm -f target/generate-rpm/rlbd-*.rpm
 cargo generate-rpm >&2
 rpm_file=$(ls -t target/generate-rpm/rlbd-*.rpm | head -n1)

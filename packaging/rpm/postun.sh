@@ -3,6 +3,8 @@
 if [ "$1" = 0 ]; then
 	rm -f /etc/systemd/system/*.wants/rlbd@*.service
 	rm -rf /run/rlbd
+	# Per-bond files the administrator wrote (/etc/rlbd/BOND.toml) are kept.
+	rmdir /etc/rlbd 2>/dev/null || :
 fi
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || :

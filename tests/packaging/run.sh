@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# Packaging test: builds the .deb and .rpm (packaging/build.sh), lints the man pages and checks
+# they cover every option and configuration key, checks the example configuration, installs the
+# .deb on this machine, checks every file, `rlbd --version`, the unit (`systemd-analyze verify`
+# and `systemd-analyze security` score <= 1.5) and that rlbd runs unprivileged with CAP_NET_RAW
+# alone, removes and purges it, checks the .rpm's file list and scriptlets, and runs lintian.
+#
+# Run as root on a fresh Debian/Ubuntu machine with the Rust toolchain; it installs what it needs.
+# systemd need not be running (PID 1 may be anything): every systemd check here is offline.
+# tests/run-all.sh calls it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+MAX_EXPOSURE=1.5
+passed=0
+failed=0
+step() { printf '\n--- %s\n' "$*"; }
+ok() {
+  passed=$((passed + 1))
+  printf 'ok   %s\n' "$*"
+}
+bad() {
+  failed=$((failed + 1))
+  printf 'FAIL %s\n' "$*"
+}
+check() { # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then ok "$what"; else bad "$what"; fi
+}
+
+if [ "$(id -u)" != 0 ]; then
+  echo "tests/packaging/run.sh: run as root (it installs and removes the package)" >&2
+  exit 1
+fi
+
+step "dependencies"
+need=()
+command -v mandoc >/dev/null || need+=(mandoc)
+command -v man >/dev/null || need+=(man-db) # systemd-analyze verify checks Documentation=man:
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v rpm >/dev/null || need+=(rpm)
+command -v lintian >/dev/null || need+=(lintian)
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v ip >/dev/null || need+=(iproute2)
+command -v gzip >/dev/null || need+=(gzip)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+tmp=$(mktemp -d)
+netns=rlbd-pkg-$$
+cleanup() {
+  ip netns del "$netns" 2>/dev/null || true
+  rm -rf "$tmp"
+  if dpkg-query -W -f='${Status}' rlbd 2>/dev/null | grep -q 'install ok\|config-files'; then
+    dpkg -P rlbd >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+step "build the packages"
+packaging/build.sh >"$tmp/packages"
+deb=$(sed -n 1p "$tmp/packages")
+rpm_file=$(sed -n 2p "$tmp/packages")
+test -f "$deb" && test -f "$rpm_file"
+echo "deb: $deb"
+echo "rpm: $rpm_file"
+version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n1)
+bin=target/release/rlbd
+
+step "man pages: lint"
+for page in man/rlbd.8 man/rlbd.toml.5; do
+  out=$(mandoc -T lint -W style "$page" 2>&1 || true)
+  out+=$(groff -ww -man -z "$page" 2>&1 || true)
+  if [ -z "$out" ]; then ok "lint $page: no output"; else
+    printf '%s\n' "$out"
+    bad "lint $page"
+  fi
+done
+
+step "man pages: every subcommand and long option of rlbd appears in rlbd.8"
+# Visible subcommands, from the "Commands:" block of `rlbd --help` (clap hides the lab ones).
+mapfile -t subs < <("$bin" --help | awk '/^Commands:/ {on=1; next} on && /^$/ {on=0} on {print $1}' | grep -vx help)
+echo "subcommands: ${subs[*]}"
+check "rlbd --help lists subcommands" test ${#subs[@]} -ge 4
+# roff writes a hyphen in an option as \- : look for that form in the source.
+roff() { sed 's/-/\\-/g' <<<"$1"; }
+for sub in "${subs[@]}"; do
+  if grep -qF -- ".B $(roff "$sub")" man/rlbd.8 || grep -qF -- ".BR $(roff "$sub")" man/rlbd.8 || grep -qF -- ".BI $(roff "$sub")" man/rlbd.8; then
+    ok "rlbd.8 documents subcommand $sub"
+  else bad "rlbd.8 documents subcommand $sub"; fi
+  mapfile -t opts < <("$bin" "$sub" --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z][a-z0-9-]*' | grep -oE -- '--[a-z][a-z0-9-]*' | grep -vx -- '--help' | sort -u)
+  echo "rlbd $sub: ${opts[*]:-(no options)}"
+  for opt in "${opts[@]}"; do
+    check "rlbd.8 documents rlbd $sub $opt" grep -qF -- "$(roff "$opt")" man/rlbd.8
+  done
+done
+check "rlbd.8 documents --version" grep -qF -- '\-\-version' man/rlbd.8
+
+step "rlbd.toml.5 and packaging/rlbd.toml: every key of the effective settings"
+check "check-config accepts packaging/rlbd.toml as shipped" "$bin" check-config packaging/rlbd.toml
+"$bin" check-config packaging/rlbd.toml >"$tmp/shipped.out"
+printf 'bond = "bond0"\n' >"$tmp/bond.toml"
+printf 'ports = ["eth0", "eth1"]\n' >"$tmp/ports.toml"
+: >"$tmp/empty.toml"
+# Keys without a default are printed only when set: set each once.
+printf '[observability]\ncontrol_socket = "/run/rlbd/x.sock"\nmetrics_file = "/run/rlbd/x.prom"\n' >"$tmp/obs.toml"
+{
+  "$bin" check-config "$tmp/empty.toml"
+  "$bin" check-config "$tmp/bond.toml"
+  "$bin" check-config "$tmp/ports.toml"
+  "$bin" check-config "$tmp/obs.toml"
+} >"$tmp/effective.out"
+mapfile -t keys < <(grep -oE '^[a-z_]+ =' "$tmp/effective.out" | sed 's/ =$//' | sort -u)
+mapfile -t sections < <(grep -oE '^\[[a-z_]+\]' "$tmp/effective.out" | sort -u)
+echo "keys: ${keys[*]}"
+echo "sections: ${sections[*]}"
+check "check-config printed keys" test ${#keys[@]} -ge 10
+for key in "${keys[@]}"; do
+  check "rlbd.toml.5 documents $key" grep -qE "^\.(B|BR|BI|IB|I) $key( |\$)" man/rlbd.toml.5
+  check "packaging/rlbd.toml shows $key" grep -qE "^#$key = " packaging/rlbd.toml
+done
+for sec in "${sections[@]}"; do
+  check "rlbd.toml.5 documents section $sec" grep -qF -- "$sec" man/rlbd.toml.5
+  check "packaging/rlbd.toml has section $sec" grep -qxF -- "$sec" packaging/rlbd.toml
+done
+# Each commented default, uncommented, must give exactly the built-in defaults (bond, ports and
+# the example capacities are not defaults and stay commented).
+mapfile -t dkeys < <("$bin" check-config "$tmp/empty.toml" | grep -oE '^[a-z_]+ =' | sed 's/ =$//')
+pattern=$(
+  IFS='|'
+  echo "${dkeys[*]}"
+)
+sed -E "s/^#(($pattern) = )/\\1/" packaging/rlbd.toml >"$tmp/uncommented.toml"
+"$bin" check-config "$tmp/uncommented.toml" | tail -n +2 >"$tmp/uncommented.out"
+"$bin" check-config "$tmp/empty.toml" | tail -n +2 >"$tmp/defaults.out"
+if diff -u "$tmp/defaults.out" "$tmp/uncommented.out"; then
+  ok "packaging/rlbd.toml uncommented = built-in defaults"
+else bad "packaging/rlbd.toml uncommented = built-in defaults"; fi
+
+step "install the .deb"
+if dpkg-query -W rlbd >/dev/null 2>&1; then dpkg -P rlbd >/dev/null; fi
+echo "deb file list (dpkg-deb -c):"
+dpkg-deb -c "$deb"
+mapfile -t deb_files < <(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./|/|')
+unit_dir=/lib/systemd/system
+expected_deb=(/usr/sbin/rlbd "$unit_dir/rlbd@.service" /usr/share/man/man8/rlbd.8.gz
+  /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/copyright
+  /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md)
+for f in "${expected_deb[@]}"; do
+  check "deb contains $f" grep -qxF -- "$f" <(printf '%s\n' "${deb_files[@]}")
+done
+check "deb contains only the expected files" test ${#deb_files[@]} -eq ${#expected_deb[@]}
+check "dpkg -i" dpkg -i "$deb"
+for f in "${deb_files[@]}"; do
+  check "installed $f" test -f "$f"
+done
+check "/usr/sbin/rlbd is executable" test -x /usr/sbin/rlbd
+check "/etc/rlbd/rlbd.toml is a conffile" grep -q '^ /etc/rlbd/rlbd.toml ' <(dpkg-query -W -f='${Conffiles}\n' rlbd)
+got_version=$(/usr/sbin/rlbd --version)
+echo "rlbd --version: $got_version"
+check "rlbd --version is rlbd $version" test "$got_version" = "rlbd $version"
+check "installed rlbd.8.gz is man/rlbd.8" cmp -s <(zcat /usr/share/man/man8/rlbd.8.gz) man/rlbd.8
+check "installed rlbd.toml.5.gz is man/rlbd.toml.5" cmp -s <(zcat /usr/share/man/man5/rlbd.toml.5.gz) man/rlbd.toml.5
+check "man finds rlbd(8)" man -w 8 rlbd
+check "man finds rlbd.toml(5)" man -w 5 rlbd.toml
+check "installed /etc/rlbd/rlbd.toml is valid" /usr/sbin/rlbd check-config /etc/rlbd/rlbd.toml
+check "installed unit is systemd/rlbd@.service" cmp -s "$unit_dir/rlbd@.service" systemd/rlbd@.service
+
+step "the unit: systemd-analyze verify (offline) and security"
+unit=$unit_dir/rlbd@.service
+check "unit: Type=notify" grep -qx 'Type=notify' "$unit"
+check "unit: RestartPreventExitStatus=78" grep -qx 'RestartPreventExitStatus=78' "$unit"
+check "unit: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
+check "unit: WatchdogSec= set" grep -qE '^WatchdogSec=[1-9]' "$unit"
+check "unit: PrivateNetwork= not set" bash -c "! grep -q '^PrivateNetwork' '$unit'"
+check "unit: CapabilityBoundingSet=CAP_NET_RAW" grep -qx 'CapabilityBoundingSet=CAP_NET_RAW' "$unit"
+check "unit: ExecStart runs /usr/sbin/rlbd run --bond" grep -qE '^ExecStart=.*/usr/sbin/rlbd run --bond' "$unit"
+# verify loads the template as instance rlbd@i, needs no running systemd, checks the ExecStart
+# binaries and the man pages of Documentation= (installed above).
+if systemd-analyze verify "$unit" >"$tmp/verify.out" 2>&1 && [ ! -s "$tmp/verify.out" ]; then
+  ok "systemd-analyze verify $unit"
+else
+  cat "$tmp/verify.out"
+  bad "systemd-analyze verify $unit"
+fi
+systemd-analyze security --offline=yes --no-pager "$unit" >"$tmp/security.out" 2>&1 || true
+grep -E '^✗|Overall' "$tmp/security.out" || cat "$tmp/security.out"
+score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$tmp/security.out")
+echo "systemd-analyze security score: ${score:-none} (limit $MAX_EXPOSURE)"
+check "security exposure ${score:-none} <= $MAX_EXPOSURE" awk -v s="${score:-99}" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s != "" && s <= m) }'
+
+step "the unit's ExecStart: --config only when /etc/rlbd/BOND.toml exists"
+exec_line=$(sed -n 's/^ExecStart=//p' "$unit")
+# Run the unit's own command line with rlbd replaced by a stub that prints its arguments.
+stub_cmd=${exec_line//\/usr\/sbin\/rlbd/$tmp/stub}
+stub_cmd=${stub_cmd//\$\$/\$}
+printf '#!/bin/sh\necho "$@"\n' >"$tmp/stub"
+chmod +x "$tmp/stub"
+run_exec() { eval "${stub_cmd//%i/$1}"; }
+check "no /etc/rlbd/rlbd-pkg-x.toml: run --bond only" test "$(run_exec rlbd-pkg-x)" = "run --bond rlbd-pkg-x"
+printf '' >/etc/rlbd/rlbd-pkg-x.toml
+check "/etc/rlbd/rlbd-pkg-x.toml: run --bond --config" test "$(run_exec rlbd-pkg-x)" = "run --bond rlbd-pkg-x --config /etc/rlbd/rlbd-pkg-x.toml"
+rm -f /etc/rlbd/rlbd-pkg-x.toml
+
+step "rlbd runs unprivileged with CAP_NET_RAW alone, as the unit runs it"
+# A private namespace with two veth ports in ports mode (no bonding driver needed): start-up,
+# the rtnetlink socket, /proc/sys and the AF_PACKET rings work as user nobody with only
+# CAP_NET_RAW (ambient), and SIGTERM exits 0. Without the capability the exit is 71; on a
+# missing bond it is 69.
+ip netns add "$netns"
+nsx() { ip netns exec "$netns" "$@"; }
+nsx ip link add pa type veth peer name pa-peer
+nsx ip link add pb type veth peer name pb-peer
+for p in pa pb; do
+  nsx ip link set "$p" up
+  nsx ip link set "$p-peer" up
+  nsx ip addr add 198.18.77.1/24 dev "$p"
+done
+nsx sysctl -qw net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.pa.rp_filter=2 net.ipv4.conf.pb.rp_filter=2
+unpriv=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all,+net_raw
+  --ambient-caps=-all,+net_raw --bounding-set=-all,+net_raw --no-new-privs)
+args=(run --ports pa,pb --capacity pa=1000 --capacity pb=1000 --config /dev/null)
+# As under the unit's RuntimeDirectory=, /run/rlbd belongs to the service's user: a private
+# mount namespace gets a fresh /run with such a /run/rlbd.
+# (ip netns exec, unshare, sh and setpriv each exec the next: $! is rlbd itself.)
+ip netns exec "$netns" unshare -m --propagation private sh -c 'mount -t tmpfs -o mode=0755 tmpfs /run &&
+  install -d -o 65534 -g 65534 -m 0755 /run/rlbd && exec "$@"' sh \
+  "${unpriv[@]}" /usr/sbin/rlbd "${args[@]}" >"$tmp/unpriv.log" 2>&1 &
+pid=$!
+sleep 3
+if kill -0 "$pid" 2>/dev/null; then
+  ok "rlbd as nobody with CAP_NET_RAW is running after 3 s"
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  check "SIGTERM: exit 0 (got $rc)" test "$rc" = 0
+else
+  rc=0
+  wait "$pid" || rc=$?
+  cat "$tmp/unpriv.log"
+  bad "rlbd as nobody with CAP_NET_RAW exited early with $rc"
+fi
+sed 's/^/    /' "$tmp/unpriv.log"
+rc=0
+nsx setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
+  --no-new-privs /usr/sbin/rlbd "${args[@]}" >"$tmp/nocap.log" 2>&1 || rc=$?
+check "without CAP_NET_RAW: exit 71 (got $rc)" test "$rc" = 71
+rc=0
+nsx /usr/sbin/rlbd run --bond rlbd-pkg-none --config "$tmp/empty.toml" >"$tmp/nobond.log" 2>&1 || rc=$?
+check "missing bond: exit 69 (got $rc)" test "$rc" = 69
+ip netns del "$netns"
+
+step "remove the .deb (dpkg -r): only the conffile stays"
+check "dpkg -r" dpkg -r rlbd
+for f in "${deb_files[@]}"; do
+  if [ "$f" = /etc/rlbd/rlbd.toml ]; then
+    check "conffile $f kept" test -f "$f"
+  else
+    check "removed $f" test ! -e "$f"
+  fi
+done
+check "/usr/share/doc/rlbd removed" test ! -e /usr/share/doc/rlbd
+check "dpkg status: config-files" test "$(dpkg-query -W -f='${Status}' rlbd)" = "deinstall ok config-files"
+check "dpkg -P" dpkg -P rlbd
+check "purged /etc/rlbd" test ! -e /etc/rlbd
+
+step "the .rpm"
+echo "rpm file list (rpm -qlp):"
+rpm -qlp "$rpm_file" | tee "$tmp/rpm.list"
+expected_rpm=(/usr/sbin/rlbd /usr/lib/systemd/system/rlbd@.service /usr/share/man/man8/rlbd.8.gz
+  /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/README.md)
+for f in "${expected_rpm[@]}"; do
+  check "rpm contains $f" grep -qxF -- "$f" "$tmp/rpm.list"
+done
+check "rpm contains only the expected files" test "$(grep -c . "$tmp/rpm.list")" -eq ${#expected_rpm[@]}
+check "rpm: /etc/rlbd/rlbd.toml is %config" grep -qxF /etc/rlbd/rlbd.toml <(rpm -qcp "$rpm_file")
+rpm -qp --scripts "$rpm_file" >"$tmp/rpm.scripts"
+check "rpm: %post reloads systemd" grep -q 'daemon-reload' <(sed -n '/^postinstall/,/^[a-z]* scriptlet/p' "$tmp/rpm.scripts")
+check "rpm: %preun stops the instances" grep -q "systemctl stop 'rlbd@\*.service'" "$tmp/rpm.scripts"
+check "rpm: %postun present" grep -q '^postuninstall scriptlet' "$tmp/rpm.scripts"
+check "rpm: version $version" test "$(rpm -qp --qf '%{VERSION}' "$rpm_file")" = "$version"
+
+step "lintian"
+lintian "$deb" >"$tmp/lintian.out" 2>&1 || true
+sed '/running with root privileges is not recommended/d' "$tmp/lintian.out"
+if grep -q '^E:' "$tmp/lintian.out"; then bad "lintian: errors"; else ok "lintian: no errors (E:)"; fi
+
+echo
+echo "packaging: $passed passed, $failed failed"
+test "$failed" = 0
