@@ -27,13 +27,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+# Pinned: the versions this packaging was written and tested with (a newer one may want a
+# newer Rust or change its defaults). Installing each takes a few minutes on two cores.
+CARGO_DEB_VERSION=3.8.0
+CARGO_GENERATE_RPM_VERSION=0.21.1
 if ! cargo deb --version >/dev/null 2>&1; then
-  say "installing cargo-deb"
-  cargo install --locked cargo-deb
+  say "installing cargo-deb $CARGO_DEB_VERSION"
+  cargo install --locked cargo-deb --version "$CARGO_DEB_VERSION"
 fi
 if ! cargo generate-rpm --version >/dev/null 2>&1; then
-  say "installing cargo-generate-rpm"
-  cargo install --locked cargo-generate-rpm
+  say "installing cargo-generate-rpm $CARGO_GENERATE_RPM_VERSION"
+  cargo install --locked cargo-generate-rpm --version "$CARGO_GENERATE_RPM_VERSION"
 fi
 
 say "release build"
@@ -49,14 +53,16 @@ say "deb"
 # --no-build: reuse the release binary above; cargo-deb strips its copy.
 rm -f target/debian/rlbd_*.deb
 cargo deb --no-build --locked >&2
-deb=$(ls -t target/debian/rlbd_*.deb | head -n1)
+debs=(target/debian/rlbd_*.deb)
+deb=${debs[0]}
 
 say "rpm"
 # cargo-generate-rpm packs files as they are: give it a stripped copy (cargo-deb strips its own).
 strip --strip-unneeded -o target/packaging/rlbd target/release/rlbd
 rm -f target/generate-rpm/rlbd-*.rpm
 cargo generate-rpm >&2
-rpm_file=$(ls -t target/generate-rpm/rlbd-*.rpm | head -n1)
+rpms=(target/generate-rpm/rlbd-*.rpm)
+rpm_file=${rpms[0]}
 
 echo "$deb"
 echo "$rpm_file"

@@ -87,7 +87,7 @@ mapfile -t subs < <("$bin" --help | awk '/^Commands:/ {on=1; next} on && /^$/ {o
 echo "subcommands: ${subs[*]}"
 check "rlbd --help lists subcommands" test ${#subs[@]} -ge 4
 # roff writes a hyphen in an option as \- : look for that form in the source.
-roff() { sed 's/-/\\-/g' <<<"$1"; }
+roff() { printf '%s' "${1//-/\\-}"; }
 for sub in "${subs[@]}"; do
   if grep -qF -- ".B $(roff "$sub")" man/rlbd.8 || grep -qF -- ".BR $(roff "$sub")" man/rlbd.8 || grep -qF -- ".BI $(roff "$sub")" man/rlbd.8; then
     ok "rlbd.8 documents subcommand $sub"
@@ -221,8 +221,10 @@ for p in pa pb; do
   nsx ip addr add 198.18.77.1/24 dev "$p"
 done
 nsx sysctl -qw net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.pa.rp_filter=2 net.ipv4.conf.pb.rp_filter=2
+# shellcheck disable=SC2054 # the commas are setpriv's and rlbd's own list syntax
 unpriv=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all,+net_raw
   --ambient-caps=-all,+net_raw --bounding-set=-all,+net_raw --no-new-privs)
+# shellcheck disable=SC2054
 args=(run --ports pa,pb --capacity pa=1000 --capacity pb=1000 --config /dev/null)
 # As under the unit's RuntimeDirectory=, /run/rlbd belongs to the service's user: a private
 # mount namespace gets a fresh /run with such a /run/rlbd.
