@@ -34,14 +34,15 @@ cargo clippy --all-targets -- -D warnings
 
 step "unit, property and namespace integration tests"
 # One test thread: the namespace labs measure throughput and must not share the two cores.
-cargo test --all-targets -- --test-threads=1
+cargo test --lib --bins --tests -- --test-threads=1
+# The criterion benches once each in test mode (their harness takes no libtest flags).
+cargo test --benches
 
-for extra in tests/packaging/run.sh tests/fuzz.sh; do
-  if [ -x "$extra" ]; then
-    step "$extra"
-    "$extra"
-  fi
-done
+step "packages, unit, man pages"
+tests/packaging/run.sh
+
+step "fuzzing the frame parser and accounting"
+tests/fuzz.sh
 
 if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
   step "real bonding driver in a QEMU guest"
