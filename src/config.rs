@@ -351,19 +351,37 @@ fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
     Ok(())
 }
 
-/// Reads the file (the default path may be absent; an explicit one must exist).
-pub fn load_file(path: Option<&Path>) -> Result<(FileConfig, Option<PathBuf>), ConfigError> {
-    let (path, explicit) = match path {
-        Some(p) => (p.to_path_buf(), true),
-        None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
-    };
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok((parse_file(&path, &text)?, Some(path))),
-        Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
-            Ok((FileConfig::default(), None))
+/// The files tried, in order, when no `--config` is given: the bond's own file, so one host can
+/// run an instance per bond (`rlbd@bond0`), then the shared one.
+pub fn default_paths(target: Option<&Target>) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Some(Target::Bond(b)) = target {
+        if !b.is_empty() && !b.contains('/') && !b.starts_with('.') {
+            v.push(PathBuf::from(format!("/etc/rlbd/{b}.toml")));
         }
-        Err(e) => Err(ConfigError(format!("{}: cannot read: {e}", path.display()))),
     }
+    v.push(PathBuf::from(DEFAULT_CONFIG_PATH));
+    v
+}
+
+/// Reads the file: an explicit one must exist; of the default ones the first present is used,
+/// and none present means built-in defaults.
+pub fn load_file(
+    path: Option<&Path>,
+    target: Option<&Target>,
+) -> Result<(FileConfig, Option<PathBuf>), ConfigError> {
+    let (candidates, explicit) = match path {
+        Some(p) => (vec![p.to_path_buf()], true),
+        None => (default_paths(target), false),
+    };
+    for path in candidates {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => return Ok((parse_file(&path, &text)?, Some(path))),
+            Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ConfigError(format!("{}: cannot read: {e}", path.display()))),
+        }
+    }
+    Ok((FileConfig::default(), None))
 }
 
 /// `IF=MBIT` from `--capacity`.
@@ -387,7 +405,7 @@ pub fn resolve(
     cli_target: Option<Target>,
     cli_dry_run: bool,
 ) -> Result<Settings, ConfigError> {
-    let (file, config_path) = load_file(knobs.config.as_deref())?;
+    let (file, config_path) = load_file(knobs.config.as_deref(), cli_target.as_ref())?;
     let mut policy = file.policy.clone();
     if let Some(v) = knobs.threshold {
         policy.threshold = v;
@@ -662,6 +680,26 @@ mod tests {
         assert_eq!(
             again.observability.control_socket,
             s.observability.control_socket
+        );
+    }
+
+    #[test]
+    fn a_bond_reads_its_own_file_first() {
+        let t = Target::Bond("bond0".into());
+        assert_eq!(
+            default_paths(Some(&t)),
+            vec![
+                PathBuf::from("/etc/rlbd/bond0.toml"),
+                PathBuf::from(DEFAULT_CONFIG_PATH)
+            ]
+        );
+        assert_eq!(
+            default_paths(Some(&Target::Bond("../x".into()))),
+            vec![PathBuf::from(DEFAULT_CONFIG_PATH)]
+        );
+        assert_eq!(
+            default_paths(None),
+            vec![PathBuf::from(DEFAULT_CONFIG_PATH)]
         );
     }
 

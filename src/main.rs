@@ -56,14 +56,19 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 fn check_config(file: Option<std::path::PathBuf>) -> ExitCode {
-    let path = file.unwrap_or_else(|| config::DEFAULT_CONFIG_PATH.into());
     let knobs = rlbd::cli::KnobArgs {
-        config: Some(path.clone()),
+        config: file,
         ..Default::default()
     };
     match config::resolve(&knobs, None, false) {
         Ok(s) => {
-            println!("# {}: valid; effective settings:", path.display());
+            match &s.config_path {
+                Some(p) => println!("# {}: valid; effective settings:", p.display()),
+                None => println!(
+                    "# no {}: built-in defaults; effective settings:",
+                    config::DEFAULT_CONFIG_PATH
+                ),
+            }
             print!("{}", s.to_toml());
             ExitCode::SUCCESS
         }
@@ -102,6 +107,13 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => fail("lab-source", e, 1),
+        },
+        Command::LabFlood(args) => match rlbd::lab::flood::run(&args) {
+            Ok(r) => {
+                println!("{}", r.to_line());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail("lab-flood", e, 1),
         },
     }
 }

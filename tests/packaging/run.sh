@@ -193,17 +193,17 @@ score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$tmp/
 echo "systemd-analyze security score: ${score:-none} (limit $MAX_EXPOSURE)"
 check "security exposure ${score:-none} <= $MAX_EXPOSURE" awk -v s="${score:-99}" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s != "" && s <= m) }'
 
-step "the unit's ExecStart: --config only when /etc/rlbd/BOND.toml exists"
-exec_line=$(sed -n 's/^ExecStart=//p' "$unit")
-# Run the unit's own command line with rlbd replaced by a stub that prints its arguments.
-stub_cmd=${exec_line//\/usr\/sbin\/rlbd/$tmp/stub}
-stub_cmd=${stub_cmd//\$\$/\$}
-printf '#!/bin/sh\necho "$@"\n' >"$tmp/stub"
-chmod +x "$tmp/stub"
-run_exec() { eval "${stub_cmd//%i/$1}"; }
-check "no /etc/rlbd/rlbd-pkg-x.toml: run --bond only" test "$(run_exec rlbd-pkg-x)" = "run --bond rlbd-pkg-x"
-printf '' >/etc/rlbd/rlbd-pkg-x.toml
-check "/etc/rlbd/rlbd-pkg-x.toml: run --bond --config" test "$(run_exec rlbd-pkg-x)" = "run --bond rlbd-pkg-x --config /etc/rlbd/rlbd-pkg-x.toml"
+step "the unit's ExecStart reads /etc/rlbd/BOND.toml when it exists"
+# rlbd itself picks /etc/rlbd/BOND.toml, then /etc/rlbd/rlbd.toml, when no --config is given.
+mkdir -p /etc/rlbd
+printf '[policy]\nthreshold = 0.9\n[capacity]\nnot-a-port-x = 5\n' >/etc/rlbd/rlbd-pkg-x.toml
+out=$(/usr/sbin/rlbd run --bond rlbd-pkg-x 2>&1 || true)
+echo "rlbd run --bond rlbd-pkg-x with /etc/rlbd/rlbd-pkg-x.toml: $out"
+check "a valid per-bond file is accepted (start-up goes on to look for the bond)" bash -c "[[ \"\$1\" == *'bond rlbd-pkg-x does not exist'* ]]" _ "$out"
+printf '[policy]\nthreshold = 7\n' >/etc/rlbd/rlbd-pkg-x.toml
+out=$(/usr/sbin/rlbd run --bond rlbd-pkg-x 2>&1; echo "exit $?")
+echo "with an invalid /etc/rlbd/rlbd-pkg-x.toml: $out"
+check "an invalid per-bond file is named, exit 78" bash -c "[[ \"\$1\" == *'/etc/rlbd/rlbd-pkg-x.toml'*'policy.threshold'*'exit 78'* ]]" _ "$out"
 rm -f /etc/rlbd/rlbd-pkg-x.toml
 
 step "rlbd runs unprivileged with CAP_NET_RAW alone, as the unit runs it"
