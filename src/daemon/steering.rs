@@ -267,6 +267,17 @@ impl Daemon {
     }
 
     fn reassert(&mut self, mac: Mac, why: &str) {
+        // One frame often shows up several times (a broadcast on every port, a client's ARP
+        // retries): a send already due as soon as this one would be covers them all.
+        let due = Instant::now() + Duration::from_millis(self.steering.cfg.reassert_delay_ms);
+        if self
+            .steering
+            .pending
+            .iter()
+            .any(|(t, m)| *m == mac && *t <= due)
+        {
+            return;
+        }
         let Some(m) = self.steering.moved.get_mut(&mac) else {
             return;
         };

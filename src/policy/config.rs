@@ -12,7 +12,8 @@ pub const DEFAULT_HITS: usize = 2;
 pub const DEFAULT_MIN_RATE_KBYTE: f64 = 5.0;
 /// Seconds a moved client stays put before it may be moved again (anti-flapping).
 pub const DEFAULT_HOLD_DOWN_SECS: u64 = 30;
-/// A move must lower the hot port's utilization peak by at least this much (anti-flapping).
+/// A moved client must leave its target at least this far below where the hot port was
+/// (anti-flapping: the target must not become the next hot port).
 pub const DEFAULT_MIN_GAIN: f64 = 0.05;
 /// Longest window accepted; a longer one would react too slowly to be useful.
 pub const MAX_WINDOW: usize = 60;
@@ -32,7 +33,8 @@ pub struct PolicyConfig {
     pub min_rate: f64,
     /// Hold-down after a move, seconds.
     pub hold_down: u64,
-    /// Minimum drop of the peak utilization a move must bring, in [0, 1).
+    /// Margin, in utilization, by which a target must stay below the hot port's level before
+    /// the move, in [0, 1).
     pub min_gain: f64,
 }
 

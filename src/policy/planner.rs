@@ -223,11 +223,14 @@ fn relieve(
             continue;
         }
         // Rule 3(c), in utilization so mixed speeds compare fairly: the target ends below where
-        // the hot port started, i.e. the rate is less than the load difference; and the peak of
-        // the two drops by at least `min_gain`, so a move is never a coin toss.
-        if best_after >= h_before || best_after.max(h_after) > h_before - cfg.min_gain {
+        // the hot port started, i.e. the rate is less than the load difference, and by at least
+        // `min_gain`, so the target cannot become the next hot port and send the client back.
+        // A small client is still worth moving: on a saturated port its measured rate is only
+        // what TCP's unfair share left it, not what it would send on an idle port.
+        if best_after >= h_before || best_after > h_before - cfg.min_gain {
             continue;
         }
+        debug_assert!(h_after < h_before);
         targets.shift(h, best, rate);
         moves.push(Move {
             client: c,

@@ -418,3 +418,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_starved_client_on_a_saturated_port_is_moved_even_beside_an_elephant() {
+    // What the kernel lab showed: TCP gave one client 28 of 30 Mbit/s and the other 1.4. The big
+    // one counts as the single biggest flow; the starved one must go, or the port stays stuck.
+    let clients = [client(0, 28.0 * MBIT), client(0, 1.4 * MBIT)];
+    let ports = ports_from(&[30.0 * MBIT, 30.0 * MBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!((moves[0].client, moves[0].to), (1, 1));
+}
