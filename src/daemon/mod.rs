@@ -476,6 +476,31 @@ impl Daemon {
             });
         }
         let moves = policy::plan(&self.settings.policy, &views, &clients);
+        if moves.is_empty() && log::log_enabled!(log::Level::Debug) {
+            // "Why did it not move?" is the first question an operator asks.
+            for (i, (p, v)) in self.ports.list.iter().zip(&views).enumerate() {
+                if v.overloaded {
+                    let on: Vec<String> = clients
+                        .iter()
+                        .filter(|c| c.port == i)
+                        .map(|c| {
+                            format!(
+                                "{:.1}{}",
+                                c.rate_bps / 1e6,
+                                if c.held { " (held)" } else { "" }
+                            )
+                        })
+                        .collect();
+                    debug!(
+                        "port {} overloaded ({}, {:.2} of capacity) but no move fits; clients there, Mbit/s: [{}]",
+                        p.name,
+                        p.detector.window_string(),
+                        v.utilization(),
+                        on.join(", ")
+                    );
+                }
+            }
+        }
         for m in moves {
             self.apply_move(macs[m.client], &m, &views);
         }
