@@ -55,6 +55,41 @@ pub enum Command {
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
     },
+    /// Spoofed-source frame flood used by the flood test and the capture benchmark (root).
+    #[command(hide = true)]
+    LabFlood(LabFloodArgs),
+}
+
+/// `rlbd lab-flood`: raw frames from many made-up sources, as fast as the interface takes them.
+#[derive(Debug, Args)]
+pub struct LabFloodArgs {
+    /// Interface to send on.
+    #[arg(long)]
+    pub iface: String,
+    /// Destination MAC of every frame.
+    #[arg(long, value_name = "MAC")]
+    pub dst_mac: String,
+    /// Destination IPv4 address of every frame.
+    #[arg(long, value_name = "IP", default_value = "198.18.0.1")]
+    pub dst_ip: std::net::Ipv4Addr,
+    /// Frames to send.
+    #[arg(long)]
+    pub count: u64,
+    /// Distinct source MACs (and addresses in 198.18.0.0/15).
+    #[arg(long)]
+    pub sources: u32,
+    /// Frame sizes without FCS, used in turn by the sources (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    pub sizes: Vec<usize>,
+    /// Scramble the source MACs and addresses with a random key.
+    #[arg(long)]
+    pub random: bool,
+    /// Pin the sender to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Frames per sendmmsg call.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
 }
 
 #[derive(Debug, Args)]

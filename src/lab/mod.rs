@@ -2,6 +2,7 @@
 
 pub mod chart;
 pub mod demo;
+pub mod flood;
 pub mod netns;
 pub mod sample;
 pub mod scenario;

@@ -1,0 +1,489 @@
+//! A spoofed-source frame flood for the flood test and the capture benchmark (`rlbd lab-flood`,
+//! hidden): a raw AF_PACKET socket sending pre-built Ethernet/IPv4/UDP frames in `sendmmsg`
+//! batches, as fast as the interface takes them, from many made-up source MACs and addresses.
+//!
+//! Source `s` has its own MAC (`02:52:..`, distinct for every `s`) and an IPv4 address in
+//! 198.18.1.0 - 198.19.255.255 (198.18.0.0/15 without the labs' 198.18.0.0/24, so nothing
+//! answers them and no one ARPs for them), and always sends frames of `sizes[s % sizes.len()]`
+//! bytes (without the FCS). Frame `i` comes from source `i % sources`. Only for use between
+//! namespaces the caller made.
+
+use std::io;
+use std::mem;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::capture::Mac;
+
+/// Ethernet + IPv4 + UDP headers.
+pub const HEADER_LEN: usize = 14 + 20 + 8;
+/// Smallest and largest frame sizes accepted (without the FCS).
+pub const MIN_SIZE: usize = 60;
+pub const MAX_SIZE: usize = 1514;
+/// The UDP port the frames are addressed to (discard).
+pub const DST_PORT: u16 = 9;
+
+/// What to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FloodConfig {
+    /// Destination MAC of every frame.
+    pub dst_mac: Mac,
+    /// Destination IPv4 address of every frame.
+    pub dst_ip: Ipv4Addr,
+    /// Frames to send.
+    pub count: u64,
+    /// Distinct sources (MAC and IPv4 address), at least 1.
+    pub sources: u32,
+    /// Frame sizes in bytes without the FCS, each in MIN_SIZE..=MAX_SIZE; source `s` uses
+    /// `sizes[s % sizes.len()]`.
+    pub sizes: Vec<usize>,
+    /// `None`: source `s` gets MAC 02:52 followed by `s` (big endian) and the `s`-th address;
+    /// `Some(key)`: MACs and addresses scrambled by `key` (MACs stay distinct).
+    pub seed: Option<u64>,
+    /// Frames per `sendmmsg` call.
+    pub batch: usize,
+}
+
+impl FloodConfig {
+    fn validate(&self) -> io::Result<()> {
+        let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        if self.sources == 0 {
+            return bad("at least one source is needed".into());
+        }
+        if self.sizes.is_empty() {
+            return bad("at least one frame size is needed".into());
+        }
+        if let Some(s) = self
+            .sizes
+            .iter()
+            .find(|s| !(MIN_SIZE..=MAX_SIZE).contains(*s))
+        {
+            return bad(format!("frame size {s} is outside {MIN_SIZE}..={MAX_SIZE}"));
+        }
+        if self.batch == 0 || self.batch > 1024 {
+            return bad(format!("batch {} is outside 1..=1024", self.batch));
+        }
+        Ok(())
+    }
+}
+
+/// What was sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FloodReport {
+    /// Frames the kernel accepted.
+    pub sent: u64,
+    /// Frames refused (ENOBUFS and the like) and skipped.
+    pub failed: u64,
+    /// Bytes of the accepted frames (without FCS).
+    pub bytes: u64,
+    /// Wall time of the sending loop.
+    pub secs: f64,
+    /// CPU time (user + system) of the sending thread during the loop, which on a veth includes
+    /// the receive processing the kernel does in the sender's context.
+    pub cpu_ns: u64,
+}
+
+impl FloodReport {
+    /// One `key=value` line, as `rlbd lab-flood` prints it.
+    pub fn to_line(&self) -> String {
+        format!(
+            "sent={} failed={} bytes={} secs={:.6} cpu_ns={}",
+            self.sent, self.failed, self.bytes, self.secs, self.cpu_ns
+        )
+    }
+
+    /// Parses [`FloodReport::to_line`]'s output (the last line that has `sent=`).
+    pub fn from_output(text: &str) -> Option<FloodReport> {
+        let line = text.lines().rev().find(|l| l.contains("sent="))?;
+        let get = |k: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
+        };
+        Some(FloodReport {
+            sent: get("sent")?.parse().ok()?,
+            failed: get("failed")?.parse().ok()?,
+            bytes: get("bytes")?.parse().ok()?,
+            secs: get("secs")?.parse().ok()?,
+            cpu_ns: get("cpu_ns")?.parse().ok()?,
+        })
+    }
+}
+
+/// A 32-bit bijection (so distinct inputs stay distinct), scrambled by `key`.
+fn mix32(x: u32, key: u64) -> u32 {
+    let mut x = x ^ (key as u32);
+    x = x.wrapping_mul(0x9e37_79b1);
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x85eb_ca6b);
+    x ^= x >> 13;
+    x = x.wrapping_add((key >> 32) as u32);
+    x
+}
+
+/// Source `s`'s MAC and IPv4 address.
+pub fn source(s: u32, seed: Option<u64>) -> (Mac, Ipv4Addr) {
+    const FIRST: u32 = u32::from_be_bytes([198, 18, 1, 0]);
+    const SPAN: u32 = (1 << 17) - 256;
+    let (m, a) = match seed {
+        None => (s, s),
+        Some(k) => (mix32(s, k), mix32(s, k.rotate_left(17) ^ 0x5bd1_e995)),
+    };
+    let b = m.to_be_bytes();
+    (
+        [0x02, 0x52, b[0], b[1], b[2], b[3]],
+        Ipv4Addr::from(FIRST + a % SPAN),
+    )
+}
+
+fn ip_checksum(hdr: &[u8]) -> u16 {
+    let mut sum: u32 = hdr
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// The Ethernet, IPv4 and UDP headers of a frame of `size` bytes (the rest is zero padding).
+pub fn header(
+    src_mac: Mac,
+    dst_mac: Mac,
+    src_ip: Ipv4Addr,
+    dst_ip: Ipv4Addr,
+    size: usize,
+) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..6].copy_from_slice(&dst_mac);
+    h[6..12].copy_from_slice(&src_mac);
+    h[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = (size - 14) as u16;
+    let ip = &mut h[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[6] = 0x40; // don't fragment
+    ip[8] = 64; // TTL
+    ip[9] = 17; // UDP
+    ip[12..16].copy_from_slice(&src_ip.octets());
+    ip[16..20].copy_from_slice(&dst_ip.octets());
+    let sum = ip_checksum(ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let udp = &mut h[34..42];
+    udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&DST_PORT.to_be_bytes());
+    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    // UDP checksum 0: none (allowed for IPv4).
+    h
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data for which all-zero is the empty set; CPU_SET writes inside
+    // it (it ignores CPUs past the set's size) and sched_setaffinity only reads `set`.
+    unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("sched_setaffinity(cpu {cpu}): {e}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// CPU time (user + system) of the calling thread, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    rusage_ns(libc::RUSAGE_THREAD)
+}
+
+/// CPU time (user + system) of the whole process, in nanoseconds.
+pub fn process_cpu_ns() -> u64 {
+    rusage_ns(libc::RUSAGE_SELF)
+}
+
+fn rusage_ns(who: libc::c_int) -> u64 {
+    // SAFETY: `ru` is a writable rusage; getrusage only writes it.
+    let ru = unsafe {
+        let mut ru: libc::rusage = mem::zeroed();
+        if libc::getrusage(who, &mut ru) != 0 {
+            return 0;
+        }
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// A raw AF_PACKET socket bound to an interface for sending only (protocol 0: it receives
+/// nothing), bypassing the qdisc.
+fn open_sender(iface: &str) -> io::Result<OwnedFd> {
+    let name = std::ffi::CString::new(iface)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
+    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{iface}: {e}")));
+    }
+    // SAFETY: plain socket(2) call with constant arguments.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a live c_int and the length is its size. Failure only costs speed.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_QDISC_BYPASS,
+            (&one as *const libc::c_int).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = 0;
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: `sll` is a valid sockaddr_ll and the length passed is its size.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("bind to {iface}: {e}")));
+    }
+    Ok(fd)
+}
+
+/// Sends `cfg.count` frames out of `iface` as fast as it takes them, stopping early when `stop`
+/// is set. Headers for every source are built before the clock starts.
+pub fn flood(iface: &str, cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
+    cfg.validate()?;
+    let fd = open_sender(iface)?;
+    let sources = cfg.sources as usize;
+    let headers: Vec<[u8; HEADER_LEN]> = (0..cfg.sources)
+        .map(|s| {
+            let (mac, ip) = source(s, cfg.seed);
+            let size = cfg.sizes[s as usize % cfg.sizes.len()];
+            header(mac, cfg.dst_mac, ip, cfg.dst_ip, size)
+        })
+        .collect();
+    let padding = vec![0u8; MAX_SIZE - HEADER_LEN];
+    let batch = cfg.batch;
+    let empty = libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    };
+    // Fixed-size arrays, never reallocated: the message headers point into `iovs`.
+    let mut iovs: Vec<[libc::iovec; 2]> = vec![[empty, empty]; batch];
+    // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control data).
+    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { mem::zeroed() }).collect();
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov.as_mut_ptr();
+        m.msg_hdr.msg_iovlen = 2;
+    }
+    let mut sizes = vec![0usize; batch];
+    let mut report = FloodReport::default();
+    let mut next: u64 = 0;
+    let cpu0 = thread_cpu_ns();
+    let t0 = Instant::now();
+    while next < cfg.count && !stop.load(Ordering::Relaxed) {
+        let n = (cfg.count - next).min(batch as u64) as usize;
+        for k in 0..n {
+            let s = ((next + k as u64) % sources as u64) as usize;
+            let size = cfg.sizes[s % cfg.sizes.len()];
+            sizes[k] = size;
+            iovs[k][0] = libc::iovec {
+                iov_base: headers[s].as_ptr() as *mut libc::c_void,
+                iov_len: HEADER_LEN,
+            };
+            iovs[k][1] = libc::iovec {
+                iov_base: padding.as_ptr() as *mut libc::c_void,
+                iov_len: size - HEADER_LEN,
+            };
+        }
+        // SAFETY: the first `n` message headers point at `iovs[..n]`, whose buffers (`headers`,
+        // `padding`) are live and at least as long as stated for the whole call; the kernel only
+        // reads them and writes `msg_len`.
+        let rc = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), n as u32, 0) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                    if e.raw_os_error() != Some(libc::EINTR) {
+                        // The first frame of the batch was refused: skip it.
+                        report.failed += 1;
+                        next += 1;
+                    }
+                    continue;
+                }
+                _ => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("sendmmsg on {iface}: {e}"),
+                    ))
+                }
+            }
+        }
+        let done = rc as usize;
+        report.sent += done as u64;
+        report.bytes += sizes[..done].iter().map(|s| *s as u64).sum::<u64>();
+        next += done as u64;
+    }
+    report.secs = t0.elapsed().as_secs_f64();
+    report.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+    Ok(report)
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<Mac> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
+/// `rlbd lab-flood`: sends, then prints the report line.
+pub fn run(args: &crate::cli::LabFloodArgs) -> Result<FloodReport, String> {
+    let dst_mac =
+        parse_mac(&args.dst_mac).ok_or_else(|| format!("bad --dst-mac {:?}", args.dst_mac))?;
+    if let Some(cpu) = args.cpu {
+        pin_to_cpu(cpu).map_err(|e| e.to_string())?;
+    }
+    let seed = args.random.then(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    let cfg = FloodConfig {
+        dst_mac,
+        dst_ip: args.dst_ip,
+        count: args.count,
+        sources: args.sources,
+        sizes: args.sizes.clone(),
+        seed,
+        batch: args.batch,
+    };
+    let stop = super::netns::stop_flag();
+    flood(&args.iface, &cfg, &stop).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{parse, Frame};
+
+    #[test]
+    fn headers_parse_and_check() {
+        let (mac, ip) = source(7, None);
+        assert_eq!(mac, [0x02, 0x52, 0, 0, 0, 7]);
+        assert_eq!(ip, Ipv4Addr::new(198, 18, 1, 7));
+        let dst = [0x02, 0, 0, 0, 0, 1];
+        let h = header(mac, dst, ip, Ipv4Addr::new(198, 18, 0, 1), 64);
+        let mut frame = h.to_vec();
+        frame.resize(64, 0);
+        assert_eq!(
+            parse(&frame),
+            Some(Frame::Ipv4 {
+                src_mac: mac,
+                dst_mac: dst,
+                src_ip: ip,
+                dst_ip: Ipv4Addr::new(198, 18, 0, 1)
+            })
+        );
+        // A valid header sums to zero, and the lengths describe the frame.
+        assert_eq!(ip_checksum(&h[14..34]), 0);
+        assert_eq!(u16::from_be_bytes([h[16], h[17]]), 50);
+        assert_eq!(u16::from_be_bytes([h[38], h[39]]), 30);
+    }
+
+    #[test]
+    fn sources_are_distinct_and_in_range() {
+        for seed in [None, Some(0x1234_5678_9abc_def0)] {
+            let mut macs = std::collections::HashSet::new();
+            for s in 0..200_000 {
+                let (mac, ip) = source(s, seed);
+                assert!(macs.insert(mac), "duplicate MAC for source {s}");
+                let o = ip.octets();
+                assert_eq!(o[0], 198);
+                assert!(o[1] == 19 || (o[1] == 18 && o[2] >= 1), "{ip}");
+            }
+        }
+    }
+
+    #[test]
+    fn report_line_round_trips() {
+        let r = FloodReport {
+            sent: 10,
+            failed: 1,
+            bytes: 640,
+            secs: 0.5,
+            cpu_ns: 12345,
+        };
+        assert_eq!(
+            FloodReport::from_output(&format!("noise\n{}\n", r.to_line())),
+            Some(r)
+        );
+        assert_eq!(
+            parse_mac("02:52:4c:42:be:01"),
+            Some([2, 0x52, 0x4c, 0x42, 0xbe, 1])
+        );
+        assert_eq!(parse_mac("02:52:4c:42:be"), None);
+        assert_eq!(parse_mac("02:52:4c:42:be:01:00"), None);
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        let ok = FloodConfig {
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            dst_ip: Ipv4Addr::new(198, 18, 0, 1),
+            count: 1,
+            sources: 1,
+            sizes: vec![64],
+            seed: None,
+            batch: 64,
+        };
+        assert!(ok.validate().is_ok());
+        for bad in [
+            FloodConfig {
+                sources: 0,
+                ..ok.clone()
+            },
+            FloodConfig {
+                sizes: vec![],
+                ..ok.clone()
+            },
+            FloodConfig {
+                sizes: vec![59],
+                ..ok.clone()
+            },
+            FloodConfig {
+                sizes: vec![1515],
+                ..ok.clone()
+            },
+            FloodConfig {
+                batch: 0,
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+}
