@@ -229,6 +229,57 @@ flow_show() {
 
 rlbd_alive() { kill -0 "$RLBD_PID" 2>/dev/null; }
 
+# state of port $1 as rlbd reports it ("up", "down", "absent"; empty when it lists no such port)
+port_state() {
+    srv $RLBD status --json 2>/dev/null |
+        sed -n 's/.*"name":"'"$1"'","ifindex":[0-9]*,"mac":"[^"]*","state":"\([a-z]*\)".*/\1/p'
+}
+# wait up to $3 s for port $1 to reach state $2; prints the seconds it took or "never"
+wait_state() {
+    t0=$(ts)
+    while fcmp "$(fcalc "$(ts) - $t0")" '<=' "$3"; do
+        [ "$(port_state "$1")" = "$2" ] && { fcalc "$(ts) - $t0"; return 0; }
+        sleep 0.2
+    done
+    echo never
+    return 1
+}
+enslave() { # bond, slaves...
+    b=$1
+    shift
+    for sl in "$@"; do
+        srv $IP link set "$sl" down
+        srv $IP link set "$sl" master "$b"
+        srv $IP link set "$sl" up
+    done
+}
+
+# Runtime changes: a slave released and enslaved again, the bond deleted and made again. rlbd
+# must follow each from link events, keep running, and be whole again afterwards.
+runtime_changes() {
+    srv $IP link set sl0 up
+    srv $IP link set sl1 nomaster
+    w=$(wait_state sl1 absent 3)
+    verdict $? "slave released: rlbd drops sl1" "sl1 absent after ${w}s"
+    enslave bond0 sl1
+    w=$(wait_state sl1 up 5)
+    verdict $? "slave enslaved again: rlbd takes sl1 back" "sl1 up after ${w}s"
+
+    srv $IP link del bond0
+    sleep 2
+    rlbd_alive && grep -q "bond bond0 is gone; waiting for it to return" /tmp/rlbd.log
+    verdict $? "bond deleted: rlbd logs it and waits" "$(grep -c 'is gone' /tmp/rlbd.log) log line(s); alive: $(rlbd_alive && echo yes || echo no)"
+    srv $IP link add bond0 type bond mode balance-alb miimon 100
+    enslave bond0 sl0 sl1
+    srv $IP link set bond0 up
+    srv $IP addr add "$SERVER/24" dev bond0
+    w0=$(wait_state sl0 up 5)
+    r0=$?
+    w1=$(wait_state sl1 up 5)
+    [ $r0 = 0 ] && [ $? = 0 ]
+    verdict $? "bond made again: rlbd resumes on its slaves" "sl0 up after ${w0}s, sl1 after ${w1}s; $(grep -c 'bond bond0 (ifindex' /tmp/rlbd.log) 'found' log lines"
+}
+
 phase2() {
     echo "=== PHASE 2: rlbd run, c1 + c3 ==="
     srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
@@ -350,6 +401,8 @@ phase2() {
         verdict $? "active-slave change followed: c1 and c3 both receive within 8 s" \
             "c1 (was on $pre1) receives at ${1}s, c3 (was on $pre3) at ${2}s after sl0 down"
     fi
+
+    runtime_changes
 
     rlbd_alive
     verdict $? "rlbd still running at the end" "pid $RLBD_PID"
