@@ -36,7 +36,7 @@ step "unit, property and namespace integration tests"
 # One test thread: the namespace labs measure throughput and must not share the two cores.
 cargo test --lib --bins --tests -- --test-threads=1
 # The criterion benches once each in test mode (their harness takes no libtest flags).
-cargo test --benches
+cargo test --bench policy --bench capture
 
 step "packages, unit, man pages"
 tests/packaging/run.sh
