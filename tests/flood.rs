@@ -8,6 +8,10 @@
 //! `RLBD_REQUIRE_ROOT_TESTS=1` is set, in which case not being root fails it. Run with
 //! `--nocapture` to see the figures.
 
+#[macro_use]
+mod common;
+
+use common::{exe, root_or_skip};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -18,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use rlbd::capture::{parse, CaptureSocket, Frame, Mac, RingConfig, PACKET_OUTGOING};
 use rlbd::lab::flood::{parse_mac, FloodReport};
-use rlbd::lab::netns::{is_root, run_cmd, Lab, LabResult, PORTS, SERVER_IP};
+use rlbd::lab::netns::{run_cmd, Lab, LabResult, PORTS, SERVER_IP};
 use rlbd::lab::scenario::{start_daemon, tail};
 use rlbd::status::StatusReport;
 
@@ -32,33 +36,6 @@ const FROM_MAC: Mac = [0x02, 0x00, 0xc6, 0x12, 0x00, 0x01];
 const FROM_IP: [u8; 4] = [198, 18, 0, 11];
 /// Most the daemon's resident memory may grow from before the flood to during or after it.
 const RSS_GROWTH_LIMIT_KB: u64 = 8 * 1024;
-
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let line = format!($($arg)*);
-        eprintln!("{line}");
-        println!("{line}");
-    }};
-}
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_rlbd"))
-}
-
-/// True when the test may run; false (after saying so) when it is skipped.
-fn root_or_skip() -> bool {
-    if is_root() {
-        return true;
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("RLBD_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "this test needs root, and CI=true or RLBD_REQUIRE_ROOT_TESTS=1 requires it"
-    );
-    say!("skipped: needs root");
-    false
-}
 
 #[test]
 fn spoofed_source_flood_keeps_the_daemon_bounded_and_silent() {

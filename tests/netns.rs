@@ -4,12 +4,16 @@
 //! `RLBD_REQUIRE_ROOT_TESTS=1` is set, in which case not being root fails it. Run with
 //! `--nocapture` to see every figure.
 
+#[macro_use]
+mod common;
+
+use common::{exe, root_or_skip};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rlbd::lab::netns::{is_root, Lab, LabResult, PORTS};
+use rlbd::lab::netns::{Lab, LabResult, PORTS};
 use rlbd::lab::sample::Sampler;
 use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, tail, watch_move};
 
@@ -18,33 +22,6 @@ const BUSY: [&str; 2] = ["c1", "c3"];
 
 /// Lab tests must not overlap (CPU and the figures they measure).
 static LAB: Mutex<()> = Mutex::new(());
-
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let line = format!($($arg)*);
-        eprintln!("{line}");
-        println!("{line}");
-    }};
-}
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_rlbd"))
-}
-
-/// True when the test may run; false (after saying so) when it is skipped.
-fn root_or_skip() -> bool {
-    if is_root() {
-        return true;
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("RLBD_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "this test needs root, and CI=true or RLBD_REQUIRE_ROOT_TESTS=1 requires it"
-    );
-    say!("skipped: needs root");
-    false
-}
 
 fn mbit(bytes: u64, secs: f64) -> f64 {
     bytes as f64 * 8.0 / secs.max(1e-3) / 1e6

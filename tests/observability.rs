@@ -8,6 +8,10 @@
 //! parser checks need `python3`; the Python `prometheus_client` package is installed with pip
 //! when missing.
 
+#[macro_use]
+mod common;
+
+use common::{exe, root_or_skip};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,7 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rlbd::lab::chart::{svg, Mark};
-use rlbd::lab::netns::{client_ip, is_root, Lab, LabResult, PORTS};
+use rlbd::lab::netns::{client_ip, Lab, LabResult, PORTS};
 use rlbd::lab::sample::{Sample, Series};
 use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, tail, watch_move};
 use rlbd::status::{ClientStatus, MoveStatus, PortStatus, StatusReport, Totals, SCHEMA_VERSION};
@@ -26,33 +30,6 @@ const BUSY: [&str; 2] = ["c1", "c3"];
 
 /// Lab tests must not overlap (CPU and the figures they measure).
 static LAB: Mutex<()> = Mutex::new(());
-
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let line = format!($($arg)*);
-        eprintln!("{line}");
-        println!("{line}");
-    }};
-}
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_rlbd"))
-}
-
-/// True when the test may run; false (after saying so) when it is skipped.
-fn root_or_skip() -> bool {
-    if is_root() {
-        return true;
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("RLBD_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "this test needs root, and CI=true or RLBD_REQUIRE_ROOT_TESTS=1 requires it"
-    );
-    say!("skipped: needs root");
-    false
-}
 
 // --- Python parsers --------------------------------------------------------------------------
 

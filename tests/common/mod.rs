@@ -1,0 +1,35 @@
+//! What every root-gated integration test shares: printing figures, the binary under test, and
+//! the rule that a privileged test is skipped only where it is allowed to be.
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::path::Path;
+
+/// Prints a line to stderr (shown live with --nocapture) and stdout (kept in the test's output).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        eprintln!("{line}");
+        println!("{line}");
+    }};
+}
+
+pub fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rlbd"))
+}
+
+/// True when the test may run; false (after saying so) when it is skipped. Under CI, or with
+/// `RLBD_REQUIRE_ROOT_TESTS=1`, not being root fails the test instead: a green run must mean the
+/// privileged tests really ran.
+pub fn root_or_skip() -> bool {
+    if rlbd::lab::netns::is_root() {
+        return true;
+    }
+    let required = std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("RLBD_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "this test needs root, and CI=true or RLBD_REQUIRE_ROOT_TESTS=1 requires it"
+    );
+    say!("skipped: needs root");
+    false
+}
