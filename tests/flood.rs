@@ -15,7 +15,6 @@ use common::{exe, root_or_skip};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 use rlbd::capture::{parse, CaptureSocket, Frame, Mac, RingConfig, PACKET_OUTGOING};
 use rlbd::lab::flood::{parse_mac, FloodReport};
 use rlbd::lab::netns::{run_cmd, Lab, LabResult, PORTS, SERVER_IP};
-use rlbd::lab::scenario::{start_daemon, tail};
+use rlbd::lab::scenario::start_daemon;
 use rlbd::status::StatusReport;
 
 /// The lab's per-port cap and the capacity given to the daemon, Mbit/s.
@@ -50,38 +49,7 @@ fn spoofed_source_flood_keeps_the_daemon_bounded_and_silent() {
     let _ = std::fs::remove_file(&log);
     let result = scenario(&lab, &log, &sock);
     drop(lab);
-    let left = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let left = String::from_utf8_lossy(&left.stdout);
-    assert!(
-        !left.contains(&prefix),
-        "namespaces left behind after teardown:\n{left}"
-    );
-    match result {
-        Ok(failures) if failures.is_empty() => say!("all flood checks passed"),
-        Ok(failures) => {
-            say!(
-                "daemon log ({}), last 40 lines:\n{}",
-                log.display(),
-                tail(&log, 40)
-            );
-            panic!(
-                "{} flood check(s) failed:\n  {}",
-                failures.len(),
-                failures.join("\n  ")
-            );
-        }
-        Err(e) => {
-            say!(
-                "daemon log ({}), last 40 lines:\n{}",
-                log.display(),
-                tail(&log, 40)
-            );
-            panic!("flood scenario stopped: {e}");
-        }
-    }
+    common::conclude("flood", &prefix, &log, result);
 }
 
 /// VmRSS of a process, in KiB.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rlbd::lab::netns::{Lab, LabResult, PORTS};
 use rlbd::lab::sample::Sampler;
-use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, tail, watch_move};
+use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, watch_move};
 
 const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];
@@ -63,38 +63,7 @@ fn lab_rlbd_spreads_two_clients_and_keeps_them_spread() {
     let _ = std::fs::remove_file(&log);
     let result = scenario(&lab, &log);
     drop(lab);
-    let left = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let left = String::from_utf8_lossy(&left.stdout);
-    assert!(
-        !left.contains(&prefix),
-        "namespaces left behind after teardown:\n{left}"
-    );
-    match result {
-        Ok(failures) if failures.is_empty() => say!("all lab checks passed"),
-        Ok(failures) => {
-            say!(
-                "daemon log ({}), last 40 lines:\n{}",
-                log.display(),
-                tail(&log, 40)
-            );
-            panic!(
-                "{} lab check(s) failed:\n  {}",
-                failures.len(),
-                failures.join("\n  ")
-            );
-        }
-        Err(e) => {
-            say!(
-                "daemon log ({}), last 40 lines:\n{}",
-                log.display(),
-                tail(&log, 40)
-            );
-            panic!("lab scenario stopped: {e}");
-        }
-    }
+    common::conclude("lab", &prefix, &log, result);
 }
 
 /// Runs (a)-(d); returns the failed checks (an `Err` when the scenario cannot go on at all).

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use rlbd::lab::chart::{svg, Mark};
 use rlbd::lab::netns::{client_ip, Lab, LabResult, PORTS};
 use rlbd::lab::sample::{Sample, Series};
-use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, tail, watch_move};
+use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, watch_move};
 use rlbd::status::{ClientStatus, MoveStatus, PortStatus, StatusReport, Totals, SCHEMA_VERSION};
 
 const CAP: u32 = 100;
@@ -389,32 +389,10 @@ fn lab_status_and_metrics_describe_what_the_lab_did() {
     let log = dir.join("rlbd.log");
     let result = scenario(&lab, &dir, &log);
     drop(lab);
-    match result {
-        Ok(failures) if failures.is_empty() => {
-            say!("all observability checks passed");
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        Ok(failures) => {
-            say!(
-                "daemon log ({}), last 40 lines:\n{}",
-                log.display(),
-                tail(&log, 40)
-            );
-            panic!(
-                "{} observability check(s) failed:\n  {}",
-                failures.len(),
-                failures.join("\n  ")
-            );
-        }
-        Err(e) => {
-            say!(
-                "daemon log ({}), last 40 lines:\n{}",
-                log.display(),
-                tail(&log, 40)
-            );
-            panic!("lab scenario stopped: {e}");
-        }
+    if result.as_ref().is_ok_and(|f| f.is_empty()) {
+        let _ = std::fs::remove_dir_all(&dir);
     }
+    common::conclude("observability", &prefix, &log, result);
 }
 
 /// `rlbd ARGS` in the server namespace, where the daemon runs.

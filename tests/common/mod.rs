@@ -33,3 +33,39 @@ pub fn root_or_skip() -> bool {
     say!("skipped: needs root");
     false
 }
+
+/// The end of every lab test: the lab (already dropped) left no namespace behind, and the
+/// scenario's failed checks, or the error that stopped it, fail the test with the daemon's log.
+pub fn conclude(what: &str, prefix: &str, log: &Path, result: Result<Vec<String>, String>) {
+    let left = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        !left.contains(prefix),
+        "namespaces left behind after teardown:\n{left}"
+    );
+    let log_tail = || {
+        say!(
+            "daemon log ({}), last 40 lines:\n{}",
+            log.display(),
+            rlbd::lab::scenario::tail(log, 40)
+        )
+    };
+    match result {
+        Ok(failures) if failures.is_empty() => say!("all {what} checks passed"),
+        Ok(failures) => {
+            log_tail();
+            panic!(
+                "{} {what} check(s) failed:\n  {}",
+                failures.len(),
+                failures.join("\n  ")
+            );
+        }
+        Err(e) => {
+            log_tail();
+            panic!("{what} scenario stopped: {e}");
+        }
+    }
+}
