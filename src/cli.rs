@@ -58,6 +58,24 @@ pub enum Command {
     /// Spoofed-source frame flood used by the flood test and the capture benchmark (root).
     #[command(hide = true)]
     LabFlood(LabFloodArgs),
+    /// Chart of a kernel-lab console log: per-port receive rate from its `KLAB-SAMPLE <t>
+    /// <name>=<rx_bytes>...` lines, with its `KLAB-MARK <t> <label>` lines marked (see
+    /// src/lab/labchart.rs).
+    #[command(hide = true)]
+    LabChart {
+        /// Console log to read; other lines and escape codes are ignored.
+        #[arg(long, value_name = "FILE")]
+        input: PathBuf,
+        /// SVG file to write.
+        #[arg(long, value_name = "FILE.svg")]
+        output: PathBuf,
+        /// Chart title.
+        #[arg(long, value_name = "T")]
+        title: Option<String>,
+        /// Per-port cap in Mbit/s, drawn as a dashed line (0: none known).
+        #[arg(long, value_name = "MBIT", default_value_t = 0.0)]
+        cap: f64,
+    },
 }
 
 /// `rlbd lab-flood`: raw frames from many made-up sources, as fast as the interface takes them.

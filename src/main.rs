@@ -115,5 +115,17 @@ fn main() -> ExitCode {
             }
             Err(e) => fail("lab-flood", e, 1),
         },
+        Command::LabChart {
+            input,
+            output,
+            title,
+            cap,
+        } => match rlbd::lab::labchart::run(&input, &output, title.as_deref(), cap) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail("lab-chart", e, 1),
+        },
     }
 }

@@ -3,6 +3,7 @@
 pub mod chart;
 pub mod demo;
 pub mod flood;
+pub mod labchart;
 pub mod netns;
 pub mod sample;
 pub mod scenario;

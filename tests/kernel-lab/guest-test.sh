@@ -73,6 +73,27 @@ print_table() { # $1: title, $2: "m0 m1 total dt"
     printf '    total                     %9s  (%.2fx cap)\n' "$4" "$(fcalc "$4 / $CAP")"
 }
 
+# ---- chart lines (tests/kernel-lab/run.sh draws cache/chart.svg from them with rlbd lab-chart)
+# KLAB-SAMPLE <uptime> sl0=<rx_bytes> sl1=<rx_bytes>  every 0.5 s from phase 1's traffic to the
+#   end of phase 2; one shell in the server's namespace reads the clock and both counters with
+#   builtins (no process per sample but sleep); an unreadable counter prints as "sl1=".
+# KLAB-MARK <uptime> <label>  at the moments worth marking.
+SAMPLER_PID=""
+sampler_start() {
+    [ -n "$SAMPLER_PID" ] && return 0
+    srv sh -c 'd=/sys/class/net; while :; do
+        a=; b=; read t _ </proc/uptime; read a <$d/sl0/statistics/rx_bytes; read b <$d/sl1/statistics/rx_bytes
+        echo "KLAB-SAMPLE $t sl0=$a sl1=$b"; sleep 0.5; done' 2>/dev/null &
+    SAMPLER_PID=$!
+}
+sampler_stop() {
+    [ -z "$SAMPLER_PID" ] && return 0
+    kill "$SAMPLER_PID" 2>/dev/null
+    wait "$SAMPLER_PID" 2>/dev/null
+    SAMPLER_PID=""
+}
+mark() { read _mark_t _ </proc/uptime; echo "KLAB-MARK $_mark_t $*"; }
+
 start_source() { # $1: client, $2: seconds; call it directly (not in $(...)) and take $!
     $IP netns exec "$1" $RLBD lab-source --to "$SERVER:$PORT" --seconds "$2" >"/tmp/src-$1.out" 2>&1 &
 }
@@ -135,6 +156,8 @@ placements() {
 
 phase1() {
     echo "=== PHASE 1: the driver alone (no rlbd), c1 + c3 for ${S1}s ==="
+    sampler_start
+    mark "phase 1: c1+c3, no rlbd"
     start_source c1 "$S1"
     p1=$!
     start_source c3 "$S1"
@@ -259,6 +282,7 @@ enslave() { # bond, slaves...
 runtime_changes() {
     srv $IP link set sl0 up
     srv $IP link set sl1 nomaster
+    mark "sl1 released, back"
     w=$(wait_state sl1 absent 3)
     verdict $? "slave released: rlbd drops sl1" "sl1 absent after ${w}s"
     enslave bond0 sl1
@@ -266,6 +290,7 @@ runtime_changes() {
     verdict $? "slave enslaved again: rlbd takes sl1 back" "sl1 up after ${w}s"
 
     srv $IP link del bond0
+    mark "bond0 deleted"
     sleep 2
     rlbd_alive && grep -q "bond bond0 is gone; waiting for it to return" /tmp/rlbd.log
     verdict $? "bond deleted: rlbd logs it and waits" "$(grep -c 'is gone' /tmp/rlbd.log) log line(s); alive: $(rlbd_alive && echo yes || echo no)"
@@ -273,6 +298,7 @@ runtime_changes() {
     enslave bond0 sl0 sl1
     srv $IP link set bond0 up
     srv $IP addr add "$SERVER/24" dev bond0
+    mark "bond0 made again"
     w0=$(wait_state sl0 up 5)
     r0=$?
     w1=$(wait_state sl1 up 5)
@@ -282,6 +308,8 @@ runtime_changes() {
 
 phase2() {
     echo "=== PHASE 2: rlbd run, c1 + c3 ==="
+    sampler_start
+    mark "rlbd started"
     srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
     RLBD_PID=$!
     sleep 2
@@ -298,6 +326,7 @@ phase2() {
     start_source c3 90
     p3=$!
     T0=$(ts)
+    mark "phase 2: c1+c3 again"
 
     # 1. one of c1/c3 moved to slave 1 within 5 s
     MOVED=""
@@ -310,6 +339,7 @@ phase2() {
     done
     tm=$(fcalc "$(ts) - $T0")
     if [ -n "$MOVED" ]; then
+        mark "$MOVED moved to sl1"
         [ "$MOVED" = c1 ] && STAYED=c3 || STAYED=c1
         verdict 0 "rlbd moves c1 or c3 to sl1 within 5 s" "$MOVED on sl1 at ${tm}s after traffic start; $STAYED on $(sname "$(nmac $STAYED)")"
     else
@@ -341,6 +371,7 @@ phase2() {
     else
         # 3. the moved client re-ARPs: the driver answers with sl0; rlbd must re-assert sl1
         $IP -n "$MOVED" neigh flush "$SERVER"
+        mark "$MOVED ARP flushed"
         T1=$(ts)
         track "$MOVED" "$T1" 2 sl1
         [ "$LAST" = sl1 ]
@@ -356,6 +387,7 @@ phase2() {
 
         # 4. the server sends an ARP request (sender MAC = the bond's): every client reverts to sl0
         srv arping -I bond0 -c 1 -w 1 198.18.0.99 >/dev/null 2>&1 &
+        mark "server ARP request"
         T3=$(ts)
         track "$MOVED" "$T3" 2 sl1
         wait $!
@@ -366,6 +398,7 @@ phase2() {
         sleep 1
         a=$(snap)
         srv $IP link set sl1 down
+        mark "sl1 down"
         T4=$(ts)
         f=$(flow_track "$T4" 3 "$(cip $MOVED)" "$(cip $STAYED)")
         b=$(snap)
@@ -378,6 +411,7 @@ phase2() {
 
         # 6. active-slave change: sl1 back, then sl0 down; alb swaps the MACs of sl0 and sl1
         srv $IP link set sl1 up
+        mark "sl1 up"
         n=0
         while [ $n -lt 30 ] && [ "$(srv cat /sys/class/net/sl1/bonding_slave/mii_status)" != up ]; do
             sleep 0.1
@@ -387,6 +421,7 @@ phase2() {
         say "sl1 up again; c1 -> $(sname "$(nmac c1)"), c3 -> $(sname "$(nmac c3)"); active $(srv cat /sys/class/net/bond0/bonding/active_slave)"
         pre1=$(sname "$(nmac c1)"); pre3=$(sname "$(nmac c3)")
         srv $IP link set sl0 down
+        mark "sl0 down (sl1 active)"
         T5=$(ts)
         f=$(flow_track "$T5" 8 198.18.0.11 198.18.0.13)
         set -- $f
@@ -409,6 +444,7 @@ phase2() {
     kill "$p1" "$p3" 2>/dev/null
     kill "$RLBD_PID" 2>/dev/null
     wait "$p1" "$p3" "$RLBD_PID" 2>/dev/null
+    sampler_stop
     n=$(wc -l </tmp/rlbd.log)
     echo "--- rlbd log ($n lines; the last 150) ---"
     tail -n 150 /tmp/rlbd.log
@@ -427,6 +463,7 @@ for ph in $PHASES; do
     2) phase2 ;;
     esac
 done
+sampler_stop
 kill "$SINK_PID" 2>/dev/null
 echo "=== $CHECKS checks: $((CHECKS - FAILS)) passed, $FAILS failed ==="
 [ "$FAILS" = 0 ]

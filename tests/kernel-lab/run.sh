@@ -21,7 +21,13 @@
 #      linux-image-amd64 depends on) downloaded with `apt-get download`, unpacked with dpkg-deb -x
 #      (not installed), modules.dep made with `busybox depmod`.
 #   2. rlbd built (cargo build --release), initramfs cache/lab.cpio built.
-#   3. the guest booted; its console is streamed here and kept in cache/console.log.
+#   3. the guest booted; its console is streamed here (without its KLAB-SAMPLE lines) and kept in
+#      cache/console.log.
+#   4. (always, pass or fail) cache/chart.svg drawn from the console log with `rlbd lab-chart`:
+#      the receive rate of sl0 and sl1 over time from the guest's `KLAB-SAMPLE <uptime>
+#      sl0=<rx_bytes> sl1=<rx_bytes>` lines (every 0.5 s through phases 1 and 2), with the
+#      moments of its `KLAB-MARK <uptime> <label>` lines marked. A chart that cannot be made is a
+#      warning, never a failure.
 #
 # Environment overrides:
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
@@ -284,6 +290,7 @@ trap 'log "interrupted"; exit 130' INT TERM HUP
 strip_console() { sed -u -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[()][A-Za-z0-9]//g' -e 's/\x1b[=>c]//g' -e 's/\r//g'; }
 stream_console() { # $1: pid to follow
     tail -n +1 -s 0.2 -F --pid="$1" "$RAW" 2>/dev/null | strip_console | while IFS= read -r line; do
+        case "$line" in "KLAB-SAMPLE "*) continue ;; esac # for the chart only (console.log has them)
         printf '%s\n' "$line"
         case "$line" in *"KLAB: init started"*) now >"$CACHE/t_init" ;; esac
     done
@@ -344,6 +351,18 @@ T_INIT="n/a"
 [ -e "$CACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$CACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
 log "timings: packages+kernel ${T_DL_END}s, cargo build ${T_BUILD_END}, initramfs ${T_INITRD_END}s, boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, whole run $(elapsed "$T_START")s"
 [ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
+
+# ---------------------------------------------------------------------------------------------
+# 4. The chart (never fails the run)
+# ---------------------------------------------------------------------------------------------
+CHART="$CACHE/chart.svg"
+rm -f "$CHART"
+if CHART_OUT=$("$RLBD_BIN" lab-chart --input "$CONSOLE" --output "$CHART" --cap "$CAP_MBIT" \
+    --title "kernel lab: receive rate per bond slave (Linux $KVER, balance-alb, tbf $CAP_MBIT Mbit/s per port)" 2>&1); then
+    log "chart: $CHART (${CHART_OUT% -> *})"
+else
+    log "warning: no chart made: ${CHART_OUT:-$RLBD_BIN lab-chart gave no reason}"
+fi
 RESULT=$(grep -a '^KLAB-RESULT:' "$CONSOLE" | tail -n1 || true)
 log "console log: $CONSOLE"
 case "$RESULT" in
