@@ -77,7 +77,7 @@ pub fn svg(title: &str, series: &Series, cap: f64, marks: &[Mark], gap: f64) -> 
     }
     let _ = writeln!(
         out,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">time since the lab was built (s)</text>"#,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">time (s)</text>"#,
         LEFT + plot_w / 2.0,
         H - 15.0
     );
