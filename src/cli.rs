@@ -172,7 +172,8 @@ pub struct MetricsArgs {
 /// Options shared by every command that runs the algorithm; each overrides the config file.
 #[derive(Debug, Args, Default, Clone)]
 pub struct KnobArgs {
-    /// Configuration file.
+    /// Configuration file [default: /etc/rlbd/BOND.toml with --bond, else /etc/rlbd/rlbd.toml;
+    /// an absent default file means built-in defaults]
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Capacity of a port in Mbit/s, overriding the link's reported speed (repeatable).

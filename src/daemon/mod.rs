@@ -6,7 +6,9 @@
 //! when the counters are in, evaluate.
 
 mod control;
+mod decide;
 mod ports;
+mod report;
 mod setup;
 mod steering;
 
@@ -22,7 +24,7 @@ use signal_hook_mio::v1_0::Signals;
 use crate::capture::{parse, ClientTable, Frame};
 use crate::config::{Settings, Target};
 use crate::netlink::{LinkInfo, Mac, NlEvent, RouteSocket};
-use crate::policy::{self, ClientView, PortView, Reason};
+use crate::policy::{self, Reason};
 pub use setup::{Fatal, EX_CONFIG, EX_UNAVAILABLE};
 use steering::Steering;
 
@@ -252,32 +254,6 @@ impl Daemon {
         }
     }
 
-    fn summary(&self) -> String {
-        let ports: Vec<String> = self
-            .ports
-            .list
-            .iter()
-            .filter(|p| p.present)
-            .map(|p| format!("{}{}", p.name, if p.up { "" } else { "(down)" }))
-            .collect();
-        let what = match &self.ports.target {
-            Target::Bond(b) => format!("bond {b}"),
-            Target::Ports(_) => "ports".to_string(),
-        };
-        format!(
-            "{what}: {}; {} clients, {} moved, {} updates sent{}",
-            ports.join(" "),
-            self.table.len(),
-            self.steering.moved_count(),
-            self.steering.limiter.sent,
-            if self.settings.dry_run {
-                " (dry run)"
-            } else {
-                ""
-            }
-        )
-    }
-
     fn read_netlink(&mut self) {
         let mut events = Vec::new();
         match self.nl.read_batch(NETLINK_BATCH, &mut events) {
@@ -437,150 +413,6 @@ impl Daemon {
         self.arp_buf = arps;
     }
 
-    /// The evaluation step: counters to rates, rates to the detector, snapshot to the planner.
-    fn evaluate(&mut self, now: Instant) {
-        let threshold = self.settings.policy.threshold;
-        let mut views = Vec::with_capacity(self.ports.list.len());
-        for p in self.ports.list.iter_mut() {
-            let rate = if p.usable() {
-                p.compute_rate(now, EVAL_DELAY * 2)
-            } else {
-                None
-            };
-            let util = rate
-                .filter(|_| p.capacity_bps > 0.0)
-                .map(|r| r / p.capacity_bps);
-            if p.usable() {
-                p.detector.push(util, threshold);
-            }
-            views.push(PortView {
-                capacity_bps: p.capacity_bps,
-                up: p.usable(),
-                rx_bps: rate.unwrap_or(0.0),
-                overloaded: p.usable() && p.detector.overloaded(),
-            });
-        }
-        let hold = self.settings.policy.hold_down;
-        let mut macs = Vec::new();
-        let mut clients = Vec::new();
-        for e in self.table.iter() {
-            let port = e.port as usize;
-            if port >= views.len() || (e.rate == 0 && views[port].up) {
-                continue;
-            }
-            macs.push(e.mac);
-            clients.push(ClientView {
-                port,
-                rate_bps: e.rate as f64 * 8.0,
-                held: self.steering.held(&e.mac, self.tick, hold),
-            });
-        }
-        let moves = policy::plan(&self.settings.policy, &views, &clients);
-        if moves.is_empty() && log::log_enabled!(log::Level::Debug) {
-            // "Why did it not move?" is the first question an operator asks.
-            for (i, (p, v)) in self.ports.list.iter().zip(&views).enumerate() {
-                if v.overloaded {
-                    let on: Vec<String> = clients
-                        .iter()
-                        .filter(|c| c.port == i)
-                        .map(|c| {
-                            format!(
-                                "{:.1}{}",
-                                c.rate_bps / 1e6,
-                                if c.held { " (held)" } else { "" }
-                            )
-                        })
-                        .collect();
-                    debug!(
-                        "port {} overloaded ({}, {:.2} of capacity) but no move fits; clients there, Mbit/s: [{}]",
-                        p.name,
-                        p.detector.window_string(),
-                        v.utilization(),
-                        on.join(", ")
-                    );
-                }
-            }
-        }
-        for m in moves {
-            self.apply_move(macs[m.client], &m, &views);
-        }
-        if self.ports.bond_mode == Some(BOND_MODE_TLB) {
-            self.place_new_clients(&views);
-        }
-    }
-
-    /// balance-tlb answers every ARP with the active slave's MAC: rlbd gives each new client its
-    /// first placement, on the least-loaded slave, and counts it toward that slave at once.
-    fn place_new_clients(&mut self, views: &[PortView]) {
-        let floor = self.settings.policy.min_rate_bps();
-        let mut views = views.to_vec();
-        let new: Vec<(Mac, usize, f64)> = self
-            .table
-            .iter()
-            .filter(|e| self.steering.moved(&e.mac).is_none() && (e.rate as f64 * 8.0) >= floor)
-            .map(|e| (e.mac, e.port as usize, e.rate as f64 * 8.0))
-            .collect();
-        for (mac, from, rate) in new {
-            let Some(to) = policy::place(&views) else {
-                return;
-            };
-            if to == from || from >= views.len() {
-                continue;
-            }
-            let util = |v: &PortView| v.rx_bps / v.capacity_bps;
-            let before = (util(&views[from]), util(&views[to]));
-            views[from].rx_bps = (views[from].rx_bps - rate).max(0.0);
-            views[to].rx_bps += rate;
-            let m = policy::Move {
-                client: 0,
-                from,
-                to,
-                rate_bps: rate,
-                reason: Reason::Placement,
-                from_util: (before.0, util(&views[from])),
-                to_util: (before.1, util(&views[to])),
-            };
-            self.apply_move(mac, &m, &views);
-        }
-    }
-
-    /// Moves every client on a port that just went down (or was removed) to live ports, now.
-    fn failover(&mut self, down: &[usize]) {
-        let views: Vec<PortView> = self
-            .ports
-            .list
-            .iter()
-            .map(|p| PortView {
-                capacity_bps: p.capacity_bps,
-                up: p.usable(),
-                rx_bps: p.rx_bps.unwrap_or(0.0),
-                overloaded: false,
-            })
-            .collect();
-        let mut macs = Vec::new();
-        let mut clients = Vec::new();
-        for e in self.table.iter() {
-            // On the port by its frames, or by where rlbd sent it.
-            let port = match self.steering.assigned(&e.mac) {
-                Some(a) if down.contains(&a) => a,
-                _ => e.port as usize,
-            };
-            if down.contains(&port) {
-                macs.push(e.mac);
-                clients.push(ClientView {
-                    port,
-                    rate_bps: e.rate as f64 * 8.0,
-                    held: true,
-                });
-            }
-        }
-        for m in policy::plan(&self.settings.policy, &views, &clients) {
-            if m.reason == Reason::Failover {
-                self.apply_move(macs[m.client], &m, &views);
-            }
-        }
-    }
-
     fn send_learning_frames(&mut self) {
         for p in self.ports.list.iter().filter(|p| p.usable()) {
             if let Some(c) = &p.capture {
@@ -628,46 +460,6 @@ impl Daemon {
             Err(e) => error!("SIGHUP: configuration not reloaded: {e}"),
         }
     }
-
-    fn log_state(&self) {
-        info!("state: {}", self.summary());
-        for p in &self.ports.list {
-            info!(
-                "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {}",
-                p.name,
-                p.ifindex,
-                crate::logging::mac(&p.mac),
-                if !p.present { "absent" } else if p.up { "up" } else { "down" },
-                p.capacity_bps / 1e6,
-                p.rx_bps.map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
-                p.detector.window_string(),
-                p.ring_drops
-            );
-        }
-        for e in self.table.iter() {
-            let name = self
-                .ports
-                .list
-                .get(e.port as usize)
-                .map_or("?", |p| p.name.as_str());
-            info!(
-                "  client {} {} on {} {:.2} Mbit/s{}",
-                e.ip,
-                crate::logging::mac(&e.mac),
-                name,
-                e.rate as f64 * 8.0 / 1e6,
-                self.steering.describe(&e.mac, self.tick)
-            );
-        }
-        info!(
-            "  totals: moves {:?}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
-            self.moves_total,
-            self.steering.reasserts,
-            self.steering.limiter.sent,
-            self.steering.limiter.suppressed,
-            self.table.evictions()
-        );
-    }
 }
 
 /// True when a link notification changes what the port list depends on (not just counters).
@@ -679,119 +471,4 @@ fn link_shape_changed(a: &LinkInfo, b: &LinkInfo) -> bool {
         || a.master != b.master
         || a.kind != b.kind
         || a.bond != b.bond
-}
-
-impl Daemon {
-    /// The state as plain data, for the control socket and the metrics.
-    pub fn status(&self) -> crate::status::StatusReport {
-        use crate::status::*;
-        let ports: Vec<PortStatus> = self
-            .ports
-            .list
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let stats = p
-                    .capture
-                    .as_ref()
-                    .and_then(|c| c.stats().ok())
-                    .unwrap_or_default();
-                PortStatus {
-                    name: p.name.clone(),
-                    ifindex: p.ifindex,
-                    mac: crate::logging::mac(&p.mac),
-                    state: if !p.present {
-                        "absent"
-                    } else if p.up {
-                        "up"
-                    } else {
-                        "down"
-                    }
-                    .into(),
-                    capacity_bps: p.capacity_bps,
-                    rx_bps: p.rx_bps,
-                    utilization: p
-                        .rx_bps
-                        .filter(|_| p.capacity_bps > 0.0)
-                        .map(|r| r / p.capacity_bps),
-                    rx_bytes: p.rx_bytes(),
-                    window: p.detector.window_string(),
-                    overloaded: p.usable() && p.detector.overloaded(),
-                    ring_packets: stats.packets,
-                    ring_drops: stats.drops.max(p.ring_drops),
-                    clients: self.table.iter().filter(|e| e.port as usize == i).count(),
-                }
-            })
-            .collect();
-        let hold = self.settings.policy.hold_down;
-        let mut clients: Vec<ClientStatus> = self
-            .table
-            .iter()
-            .map(|e| ClientStatus {
-                ip: e.ip.to_string(),
-                mac: crate::logging::mac(&e.mac),
-                port: self
-                    .ports
-                    .list
-                    .get(e.port as usize)
-                    .map_or_else(|| "?".into(), |p| p.name.clone()),
-                rate_bps: e.rate as f64 * 8.0,
-                last_seen_secs_ago: self.tick.saturating_sub(e.last_seen),
-                moved: self.steering.moved(&e.mac).map(|m| MoveStatus {
-                    to: self
-                        .ports
-                        .list
-                        .get(m.port)
-                        .map_or_else(|| "?".into(), |p| p.name.clone()),
-                    secs_ago: self.tick.saturating_sub(m.at_tick),
-                    reason: m.reason.as_str().into(),
-                    hold_down_left_secs: (m.at_tick + hold).saturating_sub(self.tick),
-                    reasserts: m.reasserts,
-                }),
-            })
-            .collect();
-        clients.sort_by(|a, b| {
-            b.rate_bps
-                .total_cmp(&a.rate_bps)
-                .then_with(|| a.ip.cmp(&b.ip))
-        });
-        let (mode, name) = match &self.ports.target {
-            Target::Bond(b) => ("bond", b.clone()),
-            Target::Ports(p) => ("ports", p.first().cloned().unwrap_or_default()),
-        };
-        StatusReport {
-            schema: SCHEMA_VERSION,
-            version: env!("CARGO_PKG_VERSION").into(),
-            mode: mode.into(),
-            name,
-            dry_run: self.settings.dry_run,
-            uptime_secs: self.start.elapsed().as_secs(),
-            tick: self.tick,
-            threshold: self.settings.policy.threshold,
-            window: self.settings.policy.window,
-            hits: self.settings.policy.hits,
-            hold_down_secs: hold,
-            ports,
-            clients,
-            totals: Totals {
-                moves_overload: self
-                    .moves_total
-                    .get(&Reason::Overload)
-                    .copied()
-                    .unwrap_or(0),
-                moves_failover: self
-                    .moves_total
-                    .get(&Reason::Failover)
-                    .copied()
-                    .unwrap_or(0),
-                reasserts: self.steering.reasserts,
-                updates_sent: self.steering.limiter.sent,
-                updates_suppressed: self.steering.limiter.suppressed,
-                clients_tracked: self.table.len(),
-                table_capacity: self.table.capacity(),
-                table_evictions: self.table.evictions(),
-                table_expirations: self.table.expirations(),
-            },
-        }
-    }
 }
