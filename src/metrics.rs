@@ -219,6 +219,11 @@ pub fn render(r: &StatusReport) -> String {
         "rlbd_moves_total",
         &[("reason", "failover")],
         t.moves_failover as f64,
+    )
+    .sample(
+        "rlbd_moves_total",
+        &[("reason", "placement")],
+        t.moves_placement as f64,
     );
     Family::new(
         o,

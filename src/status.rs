@@ -116,6 +116,10 @@ pub struct Totals {
     pub moves_overload: u64,
     /// Clients moved off a port that went down or disappeared.
     pub moves_failover: u64,
+    /// First placements of new clients (balance-tlb only). Added after schema 1's first
+    /// release: absent in older reports, hence the default.
+    #[serde(default)]
+    pub moves_placement: u64,
     /// Updates re-sent to keep moved clients where rlbd put them.
     pub reasserts: u64,
     /// ARP updates sent (first sends, repeats and re-assertions).

@@ -429,11 +429,12 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
     let t = &r.totals;
     let _ = writeln!(
         out,
-        "TOTALS: moves {} (overload {}, failover {}); re-assertions {}; updates sent {}, suppressed {}; \
-         table {}/{}, evictions {}, expirations {}",
-        t.moves_overload + t.moves_failover,
+        "TOTALS: moves {} (overload {}, failover {}, placement {}); re-assertions {}; updates sent {}, \
+         suppressed {}; table {}/{}, evictions {}, expirations {}",
+        t.moves_overload + t.moves_failover + t.moves_placement,
         t.moves_overload,
         t.moves_failover,
+        t.moves_placement,
         t.reasserts,
         t.updates_sent,
         t.updates_suppressed,
@@ -476,7 +477,7 @@ mod tests {
             text.contains("to p1 3 s ago (overload), held 27 s more, re-asserted 2 times"),
             "{text}"
         );
-        assert!(text.contains("moves 1 (overload 1, failover 0)"), "{text}");
+        assert!(text.contains("moves 1 (overload 1, failover 0, placement 0)"), "{text}");
         let mut c = r.clients[0].clone();
         c.moved = None;
         c.ip = "198.18.0.11".into();

@@ -176,6 +176,11 @@ impl Daemon {
                     .get(&Reason::Failover)
                     .copied()
                     .unwrap_or(0),
+                moves_placement: self
+                    .moves_total
+                    .get(&Reason::Placement)
+                    .copied()
+                    .unwrap_or(0),
                 reasserts: self.steering.reasserts,
                 updates_sent: self.steering.limiter.sent,
                 updates_suppressed: self.steering.limiter.suppressed,
