@@ -477,7 +477,10 @@ mod tests {
             text.contains("to p1 3 s ago (overload), held 27 s more, re-asserted 2 times"),
             "{text}"
         );
-        assert!(text.contains("moves 1 (overload 1, failover 0, placement 0)"), "{text}");
+        assert!(
+            text.contains("moves 1 (overload 1, failover 0, placement 0)"),
+            "{text}"
+        );
         let mut c = r.clients[0].clone();
         c.moved = None;
         c.ip = "198.18.0.11".into();
