@@ -64,6 +64,7 @@ pub struct Daemon {
     eval_at: Option<Instant>,
     next_learning: Instant,
     nl_ready: bool,
+    nl_errors: u32,
     capture_ready: Vec<bool>,
     arp_buf: Vec<(Frame, bool)>,
     pub moves_total: HashMap<Reason, u64>,
@@ -257,11 +258,17 @@ impl Daemon {
     fn read_netlink(&mut self) {
         let mut events = Vec::new();
         match self.nl.read_batch(NETLINK_BATCH, &mut events) {
-            Ok(more) => self.nl_ready = more,
+            Ok(more) => {
+                self.nl_ready = more;
+                self.nl_errors = 0;
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.nl_ready = false,
             Err(e) => {
                 warn!("netlink: {e}");
-                self.nl_ready = true;
+                // More may be queued behind a failed dump, but an error that repeats must not
+                // spin the loop: after a few, wait for the socket to report readiness again.
+                self.nl_errors += 1;
+                self.nl_ready = self.nl_errors < 8;
             }
         }
         let mut links_changed = false;

@@ -257,6 +257,7 @@ pub fn build(
         eval_at: None,
         next_learning: now,
         nl_ready: true,
+        nl_errors: 0,
         capture_ready: Vec::new(),
         arp_buf: Vec::new(),
         moves_total: HashMap::new(),
