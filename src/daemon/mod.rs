@@ -415,7 +415,7 @@ impl Daemon {
         });
         self.capture_ready[i] = n >= CAPTURE_BATCH || cap.pending();
         for (f, outgoing) in arps.drain(..) {
-            self.on_arp(i, f, outgoing);
+            self.on_arp(f, outgoing);
         }
         self.arp_buf = arps;
     }

@@ -13,9 +13,7 @@ use crate::config::SteeringConfig;
 use crate::logging::mac as fmt_mac;
 use crate::netlink::Mac;
 use crate::policy::{Move, PortView, Reason};
-use crate::steer::{steering_update, Limiter};
-
-const BROADCAST: Mac = [0xff; 6];
+use crate::steer::{at_risk, steering_update, ArpSeen, Limiter};
 
 #[derive(Debug, Clone)]
 pub struct Moved {
@@ -306,56 +304,46 @@ impl Daemon {
         }
     }
 
-    /// ARP seen on port `i`. The host's own replies and requests would send a moved client back
+    /// ARP seen on a port: the host's own replies and requests would send a moved client back
     /// to where the kernel or driver wants it; each is answered with a re-assertion.
-    pub(super) fn on_arp(&mut self, _i: usize, f: Frame, outgoing: bool) {
+    pub(super) fn on_arp(&mut self, f: Frame, outgoing: bool) {
         let Frame::Arp {
+            eth_src,
             eth_dst,
             op,
             sha,
-            spa,
-            eth_src,
             ..
         } = f
         else {
             return;
         };
-        let wrong = |s: &Self, mac: &Mac| {
-            s.steering
-                .moved
-                .get(mac)
-                .and_then(|m| s.ports.list.get(m.port))
-                .is_some_and(|p| p.mac != sha)
+        let seen = ArpSeen {
+            outgoing,
+            op,
+            eth_src,
+            eth_dst,
+            sha,
         };
-        if outgoing {
-            match op {
-                2 if wrong(self, &eth_dst) => self.reassert(eth_dst, "the host answered its ARP"),
-                1 if eth_dst == BROADCAST => {
-                    let hit: Vec<Mac> = self
-                        .steering
-                        .moved
-                        .keys()
-                        .copied()
-                        .filter(|m| wrong(self, m))
-                        .collect();
-                    if !hit.is_empty() {
-                        debug!(
-                            "the host broadcast an ARP request for {spa}; re-asserting {} clients",
-                            hit.len()
-                        );
-                    }
-                    for mac in hit {
-                        self.reassert(mac, "the host broadcast an ARP request");
-                    }
-                }
-                1 if wrong(self, &eth_dst) => {
-                    self.reassert(eth_dst, "the host sent it an ARP request")
-                }
-                _ => {}
-            }
-        } else if op == 1 && self.steering.moved.contains_key(&eth_src) {
-            // The client re-ARPs (cache expired or flushed): the kernel will answer for itself.
-            self.reassert(eth_src, "it asked for the server's address");
+        let ports = &self.ports.list;
+        let moved = &self.steering.moved;
+        let risks = at_risk(
+            &seen,
+            |mac| {
+                moved
+                    .get(mac)
+                    .and_then(|m| ports.get(m.port))
+                    .map(|p| p.mac)
+            },
+            moved.keys().copied(),
+        );
+        if risks.len() > 1 {
+            debug!(
+                "one ARP frame puts {} moved clients at risk; re-asserting them",
+                risks.len()
+            );
+        }
+        for (mac, why) in risks {
+            self.reassert(mac, why.as_str());
         }
     }
 }

@@ -2,6 +2,8 @@
 
 pub mod arp;
 pub mod limiter;
+pub mod watch;
 
 pub use arp::{learning_frame, steering_update};
 pub use limiter::Limiter;
+pub use watch::{at_risk, ArpSeen, Risk};
