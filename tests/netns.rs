@@ -441,3 +441,90 @@ fn under_systemd_log_lines_carry_priority_and_no_timestamp() {
         "terminal form: timestamp, level, message: {stderr}"
     );
 }
+
+/// Polls `log` until it contains `needle` or `secs` pass.
+fn wait_for_log(log: &Path, needle: &str, secs: u64) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn signals_dump_state_reload_keeping_state_and_exit_cleanly() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("netns-signals-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("rlbd.toml");
+    let log = dir.join("rlbd.log");
+    std::fs::write(&cfg, "[policy]\nthreshold = 0.8\n").unwrap();
+    let setup = format!(
+        "{TWO_VETHS}; ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=0"
+    );
+    let script = format!(
+        "{setup}\nexec {} run --config {} --ports a0,a1 --capacity a0=100 --capacity a1=100 --control-socket {}",
+        exe().display(),
+        cfg.display(),
+        dir.join("rlbd.sock").display()
+    );
+    let mut child = Command::new("unshare")
+        .args(["--net", "sh", "-ec", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("unshare");
+    let pid = child.id() as i32;
+    let kill = |sig: i32| send_signal(pid, sig);
+    let ok_start = wait_for_log(&log, "ports: a0 a1", 10);
+    kill(libc::SIGUSR1);
+    let ok_dump = wait_for_log(&log, "totals: moves", 5);
+    std::fs::write(&cfg, "[policy]\nthreshold = 0.7\n").unwrap();
+    kill(libc::SIGHUP);
+    let ok_reload = wait_for_log(&log, "configuration reloaded; state kept", 5);
+    std::fs::write(&cfg, "[policy]\nthreshold = 7\n").unwrap();
+    kill(libc::SIGHUP);
+    let ok_bad = wait_for_log(&log, "configuration not reloaded", 5);
+    let alive = child.try_wait().unwrap().is_none();
+    kill(libc::SIGTERM);
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut status = None;
+    while Instant::now() < end && status.is_none() {
+        status = child.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    say!("signals: started {ok_start}, SIGUSR1 dump {ok_dump}, SIGHUP reload {ok_reload}, bad reload refused {ok_bad}, alive after it {alive}, SIGTERM -> {status:?}");
+    assert!(
+        ok_start && ok_dump && ok_reload && ok_bad && alive,
+        "daemon log:\n{text}"
+    );
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "daemon log:\n{text}"
+    );
+    assert!(
+        text.contains("policy.threshold"),
+        "the refused reload names the key:\n{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn send_signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child's.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
