@@ -36,6 +36,15 @@ fuzz_target!(|data: &[u8]| {
             Some(Frame::Arp { sha, spa, tpa, .. }) => {
                 table.account(sha, spa, tpa, port, wire_len, tick)
             }
+            Some(Frame::Ipv6 {
+                src_mac,
+                src_ip,
+                dst_ip,
+                ..
+            }) => table.account_v6(src_mac, src_ip, dst_ip, port, wire_len, tick),
+            Some(Frame::Nd { lladdr, .. }) => {
+                let _ = lladdr;
+            }
             None => {}
         }
         assert!(table.len() <= table.capacity());

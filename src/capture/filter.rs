@@ -1,7 +1,8 @@
 //! The classic BPF program attached to every capture socket.
 //!
-//! It passes (a) IPv4 frames whose destination MAC is one of the server's ports and (b) ARP frames
-//! in any direction, truncated to the snap length, and drops everything else. One 802.1Q tag is
+//! It passes (a) IPv4 and IPv6 frames whose destination MAC is one of the server's ports, (b) ARP
+//! frames and (c) ICMPv6 Neighbor Solicitations and Advertisements in any direction, truncated to
+//! the snap length, and drops everything else. One 802.1Q tag is
 //! looked through (the kernel normally strips the tag before taps see the frame, but not always, e.g.
 //! outgoing frames without VLAN offload). Building the program is plain safe code; attaching it is
 //! in `socket.rs`.
@@ -13,20 +14,31 @@ use libc::sock_filter;
 use super::frame::Mac;
 
 /// Most destination MACs one program can test. Each MAC costs 4 instructions, and classic BPF jump
-/// offsets are 8 bits: the ARP accept jump spans every MAC block (2 + 4 * MAX_MACS), so that must
+/// offsets are 8 bits: the ARP accept jump spans every MAC block (8 + 4 * MAX_MACS), so that must
 /// stay below 256.
 pub const MAX_MACS: usize = 32;
 
 /// Default snap length: Ethernet (14) + one 802.1Q tag (4) + an IPv4 header with up to 40 bytes of
-/// options (60) = 78, or Ethernet + tag + ARP (28) = 46; rounded up.
+/// options (60) = 78, Ethernet + tag + ARP (28) = 46, or Ethernet + tag + IPv6 (40) + an NS/NA
+/// (24) + one link-layer address option (8) = 90; rounded up.
 pub const DEFAULT_SNAP_LEN: u32 = 96;
 
 const ETH_P_IP: u32 = 0x0800;
 const ETH_P_ARP: u32 = 0x0806;
 const ETH_P_8021Q: u32 = 0x8100;
+const ETH_P_IPV6: u32 = 0x86dd;
+const IPPROTO_ICMPV6: u32 = 58;
+const ND_NS: u32 = 135;
+const ND_NA: u32 = 136;
+const ETH_HDR: u32 = 14;
+const VLAN_LEN: u32 = 4;
+const IPV6_NEXT_HEADER: u32 = 6;
+const IPV6_HDR: u32 = 40;
 
 const LD_H_ABS: u16 = (libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16;
 const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const LD_B_IND: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_IND) as u16;
+const LDX_IMM: u16 = (libc::BPF_LDX | libc::BPF_W | libc::BPF_IMM) as u16;
 const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
 const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
@@ -76,11 +88,12 @@ pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
     }
     let n = unique.len();
     // Layout (pc: instruction):
-    //   0..=4            EtherType dispatch
-    //   5 + 4i ..= 8 + 4i  destination-MAC test for MAC i
-    //   drop = 5 + 4n      ret #0
-    //   accept = 6 + 4n    ret #snap_len
-    let drop = 5 + 4 * n;
+    //   0..=12           EtherType dispatch and the Neighbor Discovery test
+    //   13 + 4i ..= 16 + 4i  destination-MAC test for MAC i
+    //   drop = 13 + 4n     ret #0
+    //   accept = 14 + 4n   ret #snap_len
+    let macs_at = 13;
+    let drop = macs_at + 4 * n;
     let accept = drop + 1;
     // Jump offset from the instruction at `pc` to `target` (relative to pc + 1).
     let off = |pc: usize, target: usize| -> u8 {
@@ -88,18 +101,30 @@ pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
     };
     let mut p = Vec::with_capacity(accept + 1);
 
-    // EtherType dispatch. A = EtherType at 12; if it is an 802.1Q tag, reload A with the inner
-    // EtherType at 16 (the destination MAC stays at offset 0 either way).
-    p.push(stmt(LD_H_ABS, 12)); // 0: A = outer EtherType
-    p.push(jump(JEQ_K, ETH_P_8021Q, 0, 1)); // 1: tagged? -> 2, else -> 3
-    p.push(stmt(LD_H_ABS, 16)); // 2: A = inner EtherType
-    p.push(jump(JEQ_K, ETH_P_ARP, off(3, accept), 0)); // 3: ARP (any direction) -> accept
-    p.push(jump(JEQ_K, ETH_P_IP, 0, off(4, drop))); // 4: not IPv4 -> drop
+    // EtherType dispatch. X = the tag's length (0 or 4), A = EtherType at 12; if it is an
+    // 802.1Q tag, reload A with the inner EtherType at 16 (the destination MAC stays at offset 0
+    // either way, the network header moves by X).
+    p.push(stmt(LDX_IMM, 0)); // 0: X = 0
+    p.push(stmt(LD_H_ABS, 12)); // 1: A = outer EtherType
+    p.push(jump(JEQ_K, ETH_P_8021Q, 0, 2)); // 2: tagged? -> 3, else -> 5
+    p.push(stmt(LDX_IMM, VLAN_LEN)); // 3: X = 4
+    p.push(stmt(LD_H_ABS, 16)); // 4: A = inner EtherType
+    p.push(jump(JEQ_K, ETH_P_ARP, off(5, accept), 0)); // 5: ARP (any direction) -> accept
+    p.push(jump(JEQ_K, ETH_P_IP, off(6, macs_at), 0)); // 6: IPv4 -> MAC tests
+    p.push(jump(JEQ_K, ETH_P_IPV6, 0, off(7, drop))); // 7: neither -> drop
+                                                      // IPv6: an NS or NA (next header 58 right after the fixed header, ICMPv6 type 135 or 136)
+                                                      // passes in any direction; any other IPv6 goes on to the MAC tests.
+    p.push(stmt(LD_B_IND, ETH_HDR + IPV6_NEXT_HEADER)); // 8: A = next header
+    p.push(jump(JEQ_K, IPPROTO_ICMPV6, 0, off(9, macs_at))); // 9: not ICMPv6 -> MAC tests
+    p.push(stmt(LD_B_IND, ETH_HDR + IPV6_HDR)); // 10: A = ICMPv6 type
+    p.push(jump(JEQ_K, ND_NS, off(11, accept), 0)); // 11: NS -> accept
+    p.push(jump(JEQ_K, ND_NA, off(12, accept), 0)); // 12: NA -> accept, else MAC tests
+    debug_assert_eq!(p.len(), macs_at);
 
     // Destination-MAC tests, one self-contained block per MAC (each block reloads A, so a
     // mismatch on either half simply falls through to the next block, and the last one to drop).
     for (i, m) in unique.iter().enumerate() {
-        let pc = 5 + 4 * i;
+        let pc = macs_at + 4 * i;
         let lo = u32::from_be_bytes([m[2], m[3], m[4], m[5]]);
         let hi = u32::from(u16::from_be_bytes([m[0], m[1]]));
         p.push(stmt(LD_W_ABS, 2)); // A = dst MAC bytes 2..6
@@ -259,10 +284,10 @@ pub(crate) mod tests {
     #[test]
     fn drops_other_ethertypes() {
         let p = program(&[PORT_A], 96).unwrap();
-        for et in [0x86dd, 0x8035, 0x88cc, 0x0801, 0x8100, 0x88a8, 0x0000] {
+        for et in [0x8035, 0x88cc, 0x0801, 0x8100, 0x88a8, 0x0000] {
             assert_eq!(run(&p, &eth(PORT_A, et, false, 200)), 0, "{et:#x}");
         }
-        assert_eq!(run(&p, &eth(PORT_A, 0x86dd, true, 200)), 0);
+        assert_eq!(run(&p, &eth(PORT_A, 0x88cc, true, 200)), 0);
     }
 
     #[test]
@@ -298,7 +323,7 @@ pub(crate) mod tests {
             .map(|i| [0x02, i, 0x10, 0x20, i, 0x30])
             .collect();
         let p = program(&macs, 96).unwrap();
-        assert_eq!(p.len(), 7 + 4 * MAX_MACS);
+        assert_eq!(p.len(), 15 + 4 * MAX_MACS);
         for m in &macs {
             assert_eq!(run(&p, &eth(*m, 0x0800, false, 500)), 96);
         }
@@ -311,6 +336,66 @@ pub(crate) mod tests {
         let mut dup = macs.clone();
         dup.extend_from_slice(&macs);
         assert_eq!(program(&dup, 96).unwrap().len(), p.len());
+    }
+
+    /// An IPv6 frame [tagged] to `dst` with next header `nh` and first payload byte `ty`.
+    fn ipv6(dst: Mac, vlan: bool, nh: u8, ty: u8, len: usize) -> Vec<u8> {
+        let mut f = eth(dst, 0x86dd, vlan, 0);
+        let l3 = f.len();
+        f.resize(len.max(l3 + 41), 0);
+        f[l3] = 0x60;
+        f[l3 + 6] = nh;
+        f[l3 + 40] = ty;
+        f
+    }
+
+    #[test]
+    fn passes_ipv6_to_listed_macs_only() {
+        let p = program(&[PORT_A, PORT_B], 96).unwrap();
+        for vlan in [false, true] {
+            assert_eq!(run(&p, &ipv6(PORT_A, vlan, 6, 0, 1514)), 96);
+            assert_eq!(run(&p, &ipv6(PORT_B, vlan, 17, 0, 1514)), 96);
+            assert_eq!(run(&p, &ipv6(OTHER, vlan, 6, 0, 1514)), 0);
+            // ICMPv6 that is not NS/NA: only to our MACs.
+            assert_eq!(run(&p, &ipv6(PORT_A, vlan, 58, 128, 200)), 96);
+            assert_eq!(run(&p, &ipv6(OTHER, vlan, 58, 128, 200)), 0);
+            assert_eq!(
+                run(&p, &ipv6([0x33, 0x33, 0, 0, 0, 1], vlan, 58, 134, 200)),
+                0
+            );
+        }
+    }
+
+    #[test]
+    fn passes_neighbor_discovery_any_destination() {
+        let p = program(&[PORT_A], 96).unwrap();
+        let mcast = [0x33, 0x33, 0xff, 0, 0, 1];
+        for vlan in [false, true] {
+            for ty in [135u8, 136] {
+                // Ethernet [+ tag] + IPv6 + NS/NA + one option: whole within the snap length.
+                let len = if vlan { 90 } else { 86 };
+                assert_eq!(run(&p, &ipv6(mcast, vlan, 58, ty, len)), len as u32);
+                assert_eq!(run(&p, &ipv6(OTHER, vlan, 58, ty, len)), len as u32);
+                assert_eq!(run(&p, &ipv6(PORT_A, vlan, 58, ty, len)), len as u32);
+                // The same type behind another next header is not ND.
+                assert_eq!(run(&p, &ipv6(OTHER, vlan, 17, ty, len)), 0);
+                assert_eq!(
+                    run(&p, &ipv6(OTHER, vlan, 0, ty, len)),
+                    0,
+                    "hop-by-hop first"
+                );
+            }
+            for ty in [133u8, 134, 137, 1] {
+                assert_eq!(run(&p, &ipv6(mcast, vlan, 58, ty, 90)), 0, "type {ty}");
+            }
+        }
+        // No MACs at all: ND still passes, other IPv6 never does.
+        let p = program(&[], 96).unwrap();
+        assert_eq!(run(&p, &ipv6(OTHER, false, 58, 136, 86)), 86);
+        assert_eq!(run(&p, &ipv6(PORT_A, false, 6, 0, 86)), 0);
+        // Too short to hold the ICMPv6 type: dropped.
+        let f = ipv6(OTHER, false, 58, 135, 86);
+        assert_eq!(run(&p, &f[..54]), 0);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Parsing the captured (possibly truncated) frames into the few fields the daemon needs.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pnet_packet::arp::{ArpHardwareTypes, ArpPacket};
 use pnet_packet::ethernet::{EtherType, EtherTypes, EthernetPacket};
 use pnet_packet::ipv4::Ipv4Packet;
+use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::vlan::VlanPacket;
 
 /// An Ethernet MAC address, most significant byte first.
@@ -31,15 +32,57 @@ pub enum Frame {
         tha: Mac,
         tpa: Ipv4Addr,
     },
+    /// An IPv6 packet that is not Neighbor Discovery.
+    Ipv6 {
+        src_mac: Mac,
+        dst_mac: Mac,
+        src_ip: Ipv6Addr,
+        dst_ip: Ipv6Addr,
+    },
+    /// An ICMPv6 Neighbor Solicitation or Advertisement (next header 58 right after the fixed
+    /// IPv6 header, ICMPv6 type 135 or 136).
+    Nd {
+        eth_src: Mac,
+        eth_dst: Mac,
+        kind: NdKind,
+        /// The target address: the address asked for (NS) or advertised (NA).
+        target: Ipv6Addr,
+        src_ip: Ipv6Addr,
+        dst_ip: Ipv6Addr,
+        /// The NA's Override flag (always false for an NS).
+        override_flag: bool,
+        /// The link-layer address option, when captured: Source Link-Layer Address for an NS,
+        /// Target Link-Layer Address for an NA.
+        lladdr: Option<Mac>,
+    },
 }
+
+/// Which Neighbor Discovery message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NdKind {
+    /// Neighbor Solicitation (ICMPv6 type 135).
+    Ns,
+    /// Neighbor Advertisement (ICMPv6 type 136).
+    Na,
+}
+
+const IPV6_HDR: usize = 40;
+const NEXT_HEADER_ICMPV6: u8 = 58;
+const ICMPV6_NS: u8 = 135;
+const ICMPV6_NA: u8 = 136;
+/// ICMPv6 header (4) + flags/reserved (4) + target (16).
+const ND_BODY: usize = 24;
+const OPT_SOURCE_LLADDR: u8 = 1;
+const OPT_TARGET_LLADDR: u8 = 2;
 
 const ETH_HDR: usize = 14;
 const VLAN_HDR: usize = 4;
 
 /// Parses an Ethernet frame, looking through one 802.1Q tag. Returns `None` for anything that is
-/// not IPv4 or Ethernet/IPv4 ARP, or too short to hold the fields (the IPv4 header must reach the
-/// destination address; the ARP body must be whole). Bytes past those fields may be missing (snap
-/// length). Never panics.
+/// not IPv4, IPv6 or Ethernet/IPv4 ARP, or too short to hold the fields (the IPv4 header must reach
+/// the destination address; the IPv6 header must be whole; the ARP body must be whole; an NS/NA
+/// must hold its target, else it counts as plain IPv6). Bytes past those fields may be missing
+/// (snap length). Never panics.
 pub fn parse(frame: &[u8]) -> Option<Frame> {
     let eth = EthernetPacket::new(frame)?;
     let src = eth.get_source().octets();
@@ -83,8 +126,70 @@ pub fn parse(frame: &[u8]) -> Option<Frame> {
                 tpa: arp.get_target_proto_addr(),
             })
         }
+        EtherTypes::Ipv6 => parse_ipv6(src, dst, payload),
         _ => None,
     }
+}
+
+fn parse_ipv6(src: Mac, dst: Mac, payload: &[u8]) -> Option<Frame> {
+    let ip = Ipv6Packet::new(payload.get(..IPV6_HDR)?)?;
+    if ip.get_version() != 6 {
+        return None;
+    }
+    let (src_ip, dst_ip) = (ip.get_source(), ip.get_destination());
+    let plain = Frame::Ipv6 {
+        src_mac: src,
+        dst_mac: dst,
+        src_ip,
+        dst_ip,
+    };
+    if ip.get_next_header().0 != NEXT_HEADER_ICMPV6 {
+        return Some(plain);
+    }
+    let icmp = &payload[IPV6_HDR..];
+    let kind = match icmp.first() {
+        Some(&ICMPV6_NS) => NdKind::Ns,
+        Some(&ICMPV6_NA) => NdKind::Na,
+        _ => return Some(plain),
+    };
+    let Some(body) = icmp.get(..ND_BODY) else {
+        return Some(plain);
+    };
+    let mut t = [0u8; 16];
+    t.copy_from_slice(&body[8..24]);
+    let want = match kind {
+        NdKind::Ns => OPT_SOURCE_LLADDR,
+        NdKind::Na => OPT_TARGET_LLADDR,
+    };
+    // Options: [type, length in 8-byte units, ...]; walk what was captured.
+    let mut lladdr = None;
+    let mut opts = &icmp[ND_BODY..];
+    while let &[ty, len, ..] = opts {
+        let n = usize::from(len) * 8;
+        if n == 0 {
+            break;
+        }
+        if ty == want && len == 1 {
+            if let Some(m) = opts.get(2..8) {
+                let mut mac = [0u8; 6];
+                mac.copy_from_slice(m);
+                lladdr = Some(mac);
+            }
+            break;
+        }
+        let Some(rest) = opts.get(n..) else { break };
+        opts = rest;
+    }
+    Some(Frame::Nd {
+        eth_src: src,
+        eth_dst: dst,
+        kind,
+        target: Ipv6Addr::from(t),
+        src_ip,
+        dst_ip,
+        override_flag: kind == NdKind::Na && body[4] & 0x20 != 0,
+        lladdr,
+    })
 }
 
 #[cfg(test)]
@@ -249,6 +354,120 @@ pub(crate) mod tests {
         }
     }
 
+    /// An IPv6 frame: fixed header with next header `nh`, then `body`.
+    fn ipv6_frame(nh: u8, src: Ipv6Addr, dst: Ipv6Addr, body: &[u8], vlan: bool) -> Vec<u8> {
+        let mut ip = vec![0u8; 40];
+        ip[0] = 0x60;
+        ip[4..6].copy_from_slice(&(body.len() as u16).to_be_bytes());
+        ip[6] = nh;
+        ip[7] = 255;
+        ip[8..24].copy_from_slice(&src.octets());
+        ip[24..40].copy_from_slice(&dst.octets());
+        ip.extend_from_slice(body);
+        ethernet(CLIENT_MAC, SERVER_MAC, EtherTypes::Ipv6, vlan, &ip, 0)
+    }
+
+    const C6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0x11);
+    const S6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 1);
+
+    /// An NS/NA body: type, code 0, checksum 0, flags, target, then `opts`.
+    fn nd_body(ty: u8, flags: u8, target: Ipv6Addr, opts: &[u8]) -> Vec<u8> {
+        let mut b = vec![ty, 0, 0, 0, flags, 0, 0, 0];
+        b.extend_from_slice(&target.octets());
+        b.extend_from_slice(opts);
+        b
+    }
+
+    #[test]
+    fn ipv6_plain_and_tagged() {
+        for vlan in [false, true] {
+            let f = ipv6_frame(6, C6, S6, &[0; 20], vlan);
+            let want = Frame::Ipv6 {
+                src_mac: CLIENT_MAC,
+                dst_mac: SERVER_MAC,
+                src_ip: C6,
+                dst_ip: S6,
+            };
+            assert_eq!(parse(&f), Some(want));
+            let hdr = if vlan { 58 } else { 54 };
+            assert_eq!(parse(&f[..hdr]), Some(want), "the fixed header suffices");
+            assert_eq!(parse(&f[..hdr - 1]), None);
+            // ICMPv6 that is not ND, and an NS cut before its target: plain IPv6.
+            assert_eq!(
+                parse(&ipv6_frame(58, C6, S6, &[128, 0, 0, 0], vlan)),
+                Some(want)
+            );
+            let ns = ipv6_frame(58, C6, S6, &nd_body(135, 0, S6, &[]), vlan);
+            assert_eq!(parse(&ns[..hdr + 23]), Some(want));
+        }
+        let mut f = ipv6_frame(6, C6, S6, &[], false);
+        f[14] = 0x40;
+        assert_eq!(parse(&f), None, "version 4 under the IPv6 EtherType");
+    }
+
+    #[test]
+    fn neighbor_solicitation_and_advertisement() {
+        let sll = [1, 1, 2, 0xcc, 0, 0, 0, 9];
+        let ns = ipv6_frame(58, C6, S6, &nd_body(135, 0xff, S6, &sll), false);
+        assert_eq!(
+            parse(&ns),
+            Some(Frame::Nd {
+                eth_src: CLIENT_MAC,
+                eth_dst: SERVER_MAC,
+                kind: NdKind::Ns,
+                target: S6,
+                src_ip: C6,
+                dst_ip: S6,
+                override_flag: false,
+                lladdr: Some(CLIENT_MAC),
+            })
+        );
+        // An NA: Override and Solicited; an unknown option before the target's link-layer one.
+        let mut opts = vec![14, 1, 0, 0, 0, 0, 0, 0];
+        opts.extend_from_slice(&[2, 1, 2, 0xaa, 0, 0, 0, 1]);
+        for vlan in [false, true] {
+            let na = ipv6_frame(58, S6, C6, &nd_body(136, 0x60, S6, &opts), vlan);
+            let Some(Frame::Nd {
+                kind,
+                target,
+                override_flag,
+                lladdr,
+                ..
+            }) = parse(&na)
+            else {
+                panic!("NA not parsed");
+            };
+            assert_eq!((kind, target), (NdKind::Na, S6));
+            assert!(override_flag);
+            assert_eq!(lladdr, Some(SERVER_MAC));
+            // Cut inside the option: no lladdr, still an NA.
+            let cut = na.len() - 3;
+            assert!(matches!(
+                parse(&na[..cut]),
+                Some(Frame::Nd { lladdr: None, .. })
+            ));
+        }
+        // Without Override; a source link-layer option in an NA is not its lladdr.
+        let na = ipv6_frame(58, S6, C6, &nd_body(136, 0x40, S6, &sll), false);
+        assert!(matches!(
+            parse(&na),
+            Some(Frame::Nd {
+                override_flag: false,
+                lladdr: None,
+                ..
+            })
+        ));
+        // A zero-length option ends the walk (RFC 4861: such a packet is invalid).
+        let na = ipv6_frame(
+            58,
+            S6,
+            C6,
+            &nd_body(136, 0x20, S6, &[2, 0, 1, 2, 3, 4, 5, 6]),
+            false,
+        );
+        assert!(matches!(parse(&na), Some(Frame::Nd { lladdr: None, .. })));
+    }
+
     #[test]
     fn other_and_runt_frames() {
         let v6 = ethernet(
@@ -256,10 +475,10 @@ pub(crate) mod tests {
             SERVER_MAC,
             EtherTypes::Ipv6,
             false,
-            &[0x60; 40],
+            &[0x50; 40],
             100,
         );
-        assert_eq!(parse(&v6), None);
+        assert_eq!(parse(&v6), None, "IPv6 EtherType, version 5");
         // Double tag: only one is looked through.
         let mut qinq = ipv4_frame(CLIENT_MAC, SERVER_MAC, CLIENT_IP, SERVER_IP, true, 100);
         qinq[16..18].copy_from_slice(&[0x81, 0x00]);

@@ -9,7 +9,7 @@ pub mod socket;
 pub mod table;
 
 pub use filter::{DEFAULT_SNAP_LEN, MAX_MACS};
-pub use frame::{parse, Frame, Mac};
+pub use frame::{parse, Frame, Mac, NdKind};
 pub use socket::{
     CaptureSocket, FrameMeta, RingConfig, RingStats, PACKET_BROADCAST, PACKET_HOST,
     PACKET_MULTICAST, PACKET_OTHERHOST, PACKET_OUTGOING,

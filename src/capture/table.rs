@@ -8,7 +8,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::frame::Mac;
 
@@ -18,10 +18,16 @@ use super::frame::Mac;
 pub struct ClientEntry {
     /// The sender's MAC (the table key).
     pub mac: Mac,
-    /// The IPv4 source of its latest frame (for an on-link client, its own address).
+    /// The IPv4 source of its latest IPv4 frame (for an on-link client, its own address);
+    /// unspecified (0.0.0.0) while it has sent IPv6 only.
     pub ip: Ipv4Addr,
-    /// The IPv4 destination of its latest frame (the server address it talks to).
+    /// The IPv4 destination of its latest IPv4 frame (the server address it talks to).
     pub server_ip: Ipv4Addr,
+    /// The IPv6 source of its latest IPv6 frame, if it sent any: a dual-stack client is one
+    /// client (one MAC), accounted for both families.
+    pub ip6: Option<Ipv6Addr>,
+    /// The IPv6 destination of its latest IPv6 frame.
+    pub server_ip6: Option<Ipv6Addr>,
     /// Index of the port (slave) its latest frame arrived on.
     pub port: u16,
     /// Bytes (frame lengths on the wire) since the last `roll_over`.
@@ -155,6 +161,29 @@ impl ClientTable {
         len: u32,
         now_tick: u64,
     ) {
+        let e = self.entry(mac, port, len, now_tick);
+        e.ip = src_ip;
+        e.server_ip = dst_ip;
+    }
+
+    /// [`account`](Self::account) for an IPv6 frame: the same client (keyed by MAC), its IPv6
+    /// source and destination recorded beside the IPv4 ones. Never allocates either.
+    pub fn account_v6(
+        &mut self,
+        mac: Mac,
+        src_ip: Ipv6Addr,
+        dst_ip: Ipv6Addr,
+        port: u16,
+        len: u32,
+        now_tick: u64,
+    ) {
+        let e = self.entry(mac, port, len, now_tick);
+        e.ip6 = Some(src_ip);
+        e.server_ip6 = Some(dst_ip);
+    }
+
+    /// The entry for `mac` with one frame counted, inserted (addresses unset) if new.
+    fn entry(&mut self, mac: Mac, port: u16, len: u32, now_tick: u64) -> &mut ClientEntry {
         // A bulk flow sends runs of frames from one sender: the most recent entry is checked
         // first, which skips the hash and the probe for most frames of a busy port.
         let head = self.head;
@@ -164,14 +193,12 @@ impl ClientTable {
             self.find(&mac, self.tag(&mac)).map(|(_, s)| s)
         };
         if let Some(s) = hit {
+            self.touch(s);
             let e = &mut self.slots[s as usize].entry;
-            e.ip = src_ip;
-            e.server_ip = dst_ip;
             e.port = port;
             e.bytes_this_second = e.bytes_this_second.saturating_add(u64::from(len));
             e.last_seen = now_tick;
-            self.touch(s);
-            return;
+            return e;
         }
         let tag = self.tag(&mac);
         if self.len == self.capacity {
@@ -182,8 +209,10 @@ impl ClientTable {
         }
         let entry = ClientEntry {
             mac,
-            ip: src_ip,
-            server_ip: dst_ip,
+            ip: Ipv4Addr::UNSPECIFIED,
+            server_ip: Ipv4Addr::UNSPECIFIED,
+            ip6: None,
+            server_ip6: None,
             port,
             bytes_this_second: u64::from(len),
             rate: 0,
@@ -197,6 +226,7 @@ impl ClientTable {
         self.index[pos] = Bucket { slot: s, tag };
         self.push_front(s);
         self.len += 1;
+        &mut self.slots[s as usize].entry
     }
 
     /// Closes the accounting interval at `now_tick` (call once a second): each entry's `rate`
@@ -479,6 +509,33 @@ mod tests {
     }
 
     #[test]
+    fn dual_stack_client_is_one_entry() {
+        let mut t = ClientTable::new(8, 0);
+        let c6: Ipv6Addr = "2001:db8:77::11".parse().unwrap();
+        let s6: Ipv6Addr = "2001:db8:77::1".parse().unwrap();
+        // IPv6 first: a new entry without IPv4 addresses.
+        t.account_v6(m(1), c6, s6, 1, 100, 1);
+        let e = t.get(&m(1)).unwrap();
+        assert_eq!(
+            (e.ip, e.server_ip),
+            (Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED)
+        );
+        assert_eq!((e.ip6, e.server_ip6), (Some(c6), Some(s6)));
+        // Then IPv4 from the same MAC: the same entry, both families kept, bytes summed.
+        t.account(m(1), cip(1), SIP, 0, 50, 2);
+        t.account(m(2), cip(2), SIP, 0, 10, 2);
+        t.account_v6(m(1), c6, s6, 1, 25, 2);
+        let e = t.get(&m(1)).unwrap();
+        assert_eq!((e.ip, e.server_ip), (cip(1), SIP));
+        assert_eq!((e.ip6, e.server_ip6), (Some(c6), Some(s6)));
+        assert_eq!((e.port, e.bytes_this_second, e.last_seen), (1, 175, 2));
+        assert_eq!(t.get(&m(2)).unwrap().ip6, None);
+        assert_eq!(t.len(), 2);
+        assert_eq!(macs(&t), vec![m(1), m(2)]);
+        check(&t);
+    }
+
+    #[test]
     fn lru_eviction_order_and_count() {
         let mut t = ClientTable::new(3, 0);
         for i in 1..=3 {
@@ -644,7 +701,10 @@ mod tests {
                     Some(Frame::Arp { sha, spa, tpa, .. }) => {
                         t.account(sha, spa, tpa, 0, f.len() as u32, tick)
                     }
-                    None => {}
+                    Some(Frame::Ipv6 { src_mac, src_ip, dst_ip, .. }) => {
+                        t.account_v6(src_mac, src_ip, dst_ip, 1, f.len() as u32, tick)
+                    }
+                    Some(Frame::Nd { .. }) | None => {}
                 }
                 if i % 8 == 7 {
                     t.roll_over(tick + 1);
@@ -700,7 +760,8 @@ mod tests {
                                 evictions += 1;
                             }
                             model.insert(0, ClientEntry {
-                                mac, ip: cip(u32::from(k)), server_ip: SIP, port: u16::from(k),
+                                mac, ip: cip(u32::from(k)), server_ip: SIP, ip6: None, server_ip6: None,
+                                port: u16::from(k),
                                 bytes_this_second: u64::from(len), rate: 0, last_seen: now,
                             });
                         }

@@ -13,7 +13,7 @@ mod setup;
 mod steering;
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
@@ -53,8 +53,12 @@ pub struct Daemon {
     links: HashMap<u32, LinkInfo>,
     /// Confirmed neighbours on the server's interfaces: (ifindex, IP) -> MAC.
     neigh: HashMap<(u32, Ipv4Addr), Mac>,
+    /// The same for IPv6 neighbours.
+    neigh6: HashMap<(u32, Ipv6Addr), Mac>,
     /// The server's IPv4 addresses: (ifindex, address, prefix).
     addrs: Vec<(u32, ipnetwork::Ipv4Network)>,
+    /// The server's IPv6 addresses: (ifindex, address).
+    addrs6: Vec<(u32, Ipv6Addr)>,
     ports: ports::Ports,
     table: ClientTable,
     steering: Steering,
@@ -287,20 +291,24 @@ impl Daemon {
                 }
                 NlEvent::Neigh(n) => self.on_neigh(n, true),
                 NlEvent::NeighRemoved(n) => self.on_neigh(n, false),
-                NlEvent::Addr(a) | NlEvent::AddrRemoved(a)
-                    if !matches!(a.network, ipnetwork::IpNetwork::V4(_)) => {}
-                NlEvent::Addr(a) => {
-                    if let ipnetwork::IpNetwork::V4(n) = a.network {
+                NlEvent::Addr(a) => match a.network {
+                    ipnetwork::IpNetwork::V4(n) => {
                         if !self.addrs.contains(&(a.ifindex, n)) {
                             self.addrs.push((a.ifindex, n));
                         }
                     }
-                }
-                NlEvent::AddrRemoved(a) => {
-                    if let ipnetwork::IpNetwork::V4(n) = a.network {
-                        self.addrs.retain(|x| *x != (a.ifindex, n));
+                    ipnetwork::IpNetwork::V6(n) => {
+                        if !self.addrs6.contains(&(a.ifindex, n.ip())) {
+                            self.addrs6.push((a.ifindex, n.ip()));
+                        }
                     }
-                }
+                },
+                NlEvent::AddrRemoved(a) => match a.network {
+                    ipnetwork::IpNetwork::V4(n) => self.addrs.retain(|x| *x != (a.ifindex, n)),
+                    ipnetwork::IpNetwork::V6(n) => {
+                        self.addrs6.retain(|x| *x != (a.ifindex, n.ip()))
+                    }
+                },
                 NlEvent::DumpDone => {}
                 NlEvent::Overrun => {
                     warn!("netlink: kernel dropped notifications; dumping links, addresses and neighbours again");
@@ -322,16 +330,19 @@ impl Daemon {
     }
 
     fn on_neigh(&mut self, n: crate::netlink::NeighEntry, present: bool) {
-        let std::net::IpAddr::V4(ip) = n.ip else {
-            return;
-        };
-        let key = (n.ifindex, ip);
-        match (present && n.is_confirmed(), n.mac) {
-            (true, Some(mac)) => {
-                self.neigh.insert(key, mac);
+        let mac = n.mac.filter(|_| present && n.is_confirmed());
+        match (n.ip, mac) {
+            (std::net::IpAddr::V4(ip), Some(mac)) => {
+                self.neigh.insert((n.ifindex, ip), mac);
             }
-            _ => {
-                self.neigh.remove(&key);
+            (std::net::IpAddr::V4(ip), None) => {
+                self.neigh.remove(&(n.ifindex, ip));
+            }
+            (std::net::IpAddr::V6(ip), Some(mac)) => {
+                self.neigh6.insert((n.ifindex, ip), mac);
+            }
+            (std::net::IpAddr::V6(ip), None) => {
+                self.neigh6.remove(&(n.ifindex, ip));
             }
         }
     }
@@ -407,15 +418,27 @@ impl Daemon {
             }) if meta.pkt_type == crate::capture::PACKET_HOST => {
                 table.account(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
             }
-            Some(f @ Frame::Arp { .. }) => {
-                // ARP is rare; a flood of it is bounded by the batch.
+            Some(Frame::Ipv6 {
+                src_mac,
+                src_ip,
+                dst_ip,
+                ..
+            }) if meta.pkt_type == crate::capture::PACKET_HOST => {
+                table.account_v6(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
+            }
+            Some(f @ (Frame::Arp { .. } | Frame::Nd { .. })) => {
+                // ARP and Neighbor Discovery are rare; a flood of them is bounded by the batch.
                 arps.push((f, meta.is_outgoing()));
             }
             _ => {}
         });
         self.capture_ready[i] = n >= CAPTURE_BATCH || cap.pending();
         for (f, outgoing) in arps.drain(..) {
-            self.on_arp(f, outgoing);
+            if matches!(f, Frame::Nd { .. }) {
+                self.on_nd(f, outgoing);
+            } else {
+                self.on_arp(f, outgoing);
+            }
         }
         self.arp_buf = arps;
     }

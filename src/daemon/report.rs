@@ -57,7 +57,7 @@ impl Daemon {
                 .map_or("?", |p| p.name.as_str());
             info!(
                 "  client {} {} on {} {:.2} Mbit/s{}",
-                e.ip,
+                client_addr(e),
                 crate::logging::mac(&e.mac),
                 name,
                 e.rate as f64 * 8.0 / 1e6,
@@ -120,7 +120,7 @@ impl Daemon {
             .table
             .iter()
             .map(|e| ClientStatus {
-                ip: e.ip.to_string(),
+                ip: client_addr(e),
                 mac: crate::logging::mac(&e.mac),
                 port: self
                     .ports
@@ -190,5 +190,13 @@ impl Daemon {
                 table_expirations: self.table.expirations(),
             },
         }
+    }
+}
+
+/// A client's address for people: its IPv4 one, or its IPv6 one while it has sent IPv6 only.
+fn client_addr(e: &crate::capture::ClientEntry) -> String {
+    match e.ip6 {
+        Some(v6) if e.ip.is_unspecified() => v6.to_string(),
+        _ => e.ip.to_string(),
     }
 }

@@ -247,7 +247,9 @@ pub fn build(
         nl,
         links,
         neigh: HashMap::new(),
+        neigh6: HashMap::new(),
         addrs: Vec::new(),
+        addrs6: Vec::new(),
         ports,
         table,
         steering,
@@ -265,8 +267,9 @@ pub fn build(
         settings,
     };
     for a in &snap.addrs {
-        if let ipnetwork::IpNetwork::V4(n) = a.network {
-            d.addrs.push((a.ifindex, n));
+        match a.network {
+            ipnetwork::IpNetwork::V4(n) => d.addrs.push((a.ifindex, n)),
+            ipnetwork::IpNetwork::V6(n) => d.addrs6.push((a.ifindex, n.ip())),
         }
     }
     for n in snap.neighbours {

@@ -1,8 +1,8 @@
 //! Which clients rlbd moved, where, and the sends that keep them there: the first update and its
-//! repeats, re-assertions after the kernel's own ARP, and failover.
+//! repeats, re-assertions after the kernel's own ARP or Neighbor Discovery, and failover.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
@@ -13,13 +13,17 @@ use crate::config::SteeringConfig;
 use crate::logging::mac as fmt_mac;
 use crate::netlink::Mac;
 use crate::policy::{Move, PortView, Reason};
-use crate::steer::{at_risk, steering_update, ArpSeen, Limiter};
+use crate::steer::{
+    at_risk, nd_at_risk, neighbor_advertisement, steering_update, ArpSeen, Limiter, NdSeen,
+};
 
 #[derive(Debug, Clone)]
 pub struct Moved {
     pub port: usize,
-    pub client_ip: Ipv4Addr,
-    pub server_ip: Ipv4Addr,
+    /// The client's address, for the log: IPv4 when it has a confirmed one, else IPv6.
+    pub client_ip: IpAddr,
+    /// The server address claimed toward it with ARP; `None` for a client moved for IPv6 only.
+    pub server_ip: Option<Ipv4Addr>,
     pub at_tick: u64,
     pub reason: Reason,
     pub reasserts: u64,
@@ -168,19 +172,54 @@ impl Daemon {
             .next()
     }
 
+    /// True for one of the server's own IPv6 addresses (on the bond, or on the ports).
+    fn ours6(&self, ip: &Ipv6Addr) -> bool {
+        self.addrs6
+            .iter()
+            .any(|(ifx, a)| a == ip && self.ports.host_ifindex(*ifx))
+    }
+
+    /// The IPv6 side of a client: (its address, the server's) when its latest IPv6 frame went to
+    /// one of the server's own addresses and the kernel's neighbour table confirms its source
+    /// address with this MAC. Only then is it ever sent a Neighbor Advertisement.
+    fn v6_target(&self, mac: &Mac) -> Option<(Ipv6Addr, Ipv6Addr)> {
+        let e = self.table.get(mac)?;
+        let (client, server) = (e.ip6?, e.server_ip6?);
+        if !self.ours6(&server) {
+            return None;
+        }
+        self.neigh6
+            .iter()
+            .any(|((ifx, ip), m)| *ip == client && m == mac && self.ports.host_ifindex(*ifx))
+            .then_some((client, server))
+    }
+
     pub(super) fn apply_move(&mut self, mac: Mac, m: &Move, views: &[PortView]) {
-        let Some(client_ip) = self.confirmed_ip(&mac) else {
-            debug!(
-                "not moving {}: no confirmed neighbour entry for it",
-                fmt_mac(&mac)
-            );
-            return;
+        let v4 = self.confirmed_ip(&mac).and_then(|client_ip| {
+            let talks_to = self.table.get(&mac).map(|e| e.server_ip);
+            match self.server_ip_for(client_ip, talks_to) {
+                Some(server_ip) => Some((client_ip, server_ip)),
+                None => {
+                    debug!("{client_ip}: no server IPv4 address to claim toward it");
+                    None
+                }
+            }
+        });
+        let v6 = self.v6_target(&mac);
+        let (client_ip, server_ip) = match (v4, v6) {
+            (Some((c, s)), _) => (IpAddr::V4(c), Some(s)),
+            (None, Some((c, _))) => (IpAddr::V6(c), None),
+            (None, None) => {
+                debug!(
+                    "not moving {}: no confirmed neighbour entry with a server address to claim",
+                    fmt_mac(&mac)
+                );
+                return;
+            }
         };
-        let talks_to = self.table.get(&mac).map(|e| e.server_ip);
-        let Some(server_ip) = self.server_ip_for(client_ip, talks_to) else {
-            debug!("not moving {client_ip}: no server address to claim toward it");
-            return;
-        };
+        if let (IpAddr::V4(_), Some((c6, s6))) = (client_ip, v6) {
+            debug!("{client_ip} also talks IPv6 ({c6} -> {s6}): moved for both");
+        }
         let (from, to) = (&self.ports.list[m.from], &self.ports.list[m.to]);
         let why = match m.reason {
             Reason::Overload => format!(
@@ -238,28 +277,42 @@ impl Daemon {
         self.steering.schedule(mac, Instant::now(), repeats);
     }
 
-    /// Sends the update that keeps `mac` where rlbd put it, if the limits allow.
+    /// Sends the update that keeps `mac` where rlbd put it, if the limits allow: the ARP reply
+    /// for its IPv4 side and, when it talks IPv6 to one of the server's addresses and is a
+    /// confirmed IPv6 neighbour, a Neighbor Advertisement. Each frame counts against the limits.
     pub(super) fn send_update(&mut self, mac: Mac, now_ms: u64) {
         let Some(m) = self.steering.moved.get(&mac) else {
             return;
         };
-        let Some(port) = self.ports.list.get(m.port).filter(|p| p.usable()) else {
+        let (port_ix, client_ip, server_ip) = (m.port, m.client_ip, m.server_ip);
+        if self.ports.list.get(port_ix).is_none_or(|p| !p.usable()) || self.settings.dry_run {
             return;
+        }
+        let v6 = self.v6_target(&mac);
+        let port = &self.ports.list[port_ix];
+        let limiter = &mut self.steering.limiter;
+        let send = |what: &str, frame: &[u8]| {
+            if let Some(c) = &port.capture {
+                if let Err(e) = c.send(frame) {
+                    warn!("port {}: cannot send {what} to {client_ip}: {e}", port.name);
+                }
+            }
         };
-        if self.settings.dry_run {
-            return;
+        if let Some(server_ip) = server_ip {
+            if limiter.allow(mac, now_ms) {
+                send("update", &steering_update(mac, port.mac, server_ip));
+            } else {
+                debug!("update to {client_ip} suppressed by the rate limit");
+            }
         }
-        if !self.steering.limiter.allow(mac, now_ms) {
-            debug!("update to {} suppressed by the rate limit", m.client_ip);
-            return;
-        }
-        let frame = steering_update(mac, port.mac, m.server_ip);
-        if let Some(c) = &port.capture {
-            if let Err(e) = c.send(&frame) {
-                warn!(
-                    "port {}: cannot send update to {}: {e}",
-                    port.name, m.client_ip
+        if let Some((c6, s6)) = v6 {
+            if limiter.allow(mac, now_ms) {
+                send(
+                    "neighbor advertisement",
+                    &neighbor_advertisement(mac, c6, port.mac, s6),
                 );
+            } else {
+                debug!("neighbor advertisement to {c6} suppressed by the rate limit");
             }
         }
     }
@@ -339,6 +392,58 @@ impl Daemon {
         if risks.len() > 1 {
             debug!(
                 "one ARP frame puts {} moved clients at risk; re-asserting them",
+                risks.len()
+            );
+        }
+        for (mac, why) in risks {
+            self.reassert(mac, why.as_str());
+        }
+    }
+
+    /// Neighbor Discovery seen on a port: the IPv6 counterpart of [`on_arp`](Self::on_arp).
+    pub(super) fn on_nd(&mut self, f: Frame, outgoing: bool) {
+        let Frame::Nd {
+            eth_src,
+            eth_dst,
+            kind,
+            target,
+            lladdr,
+            ..
+        } = f
+        else {
+            return;
+        };
+        let seen = NdSeen {
+            outgoing,
+            kind,
+            eth_src,
+            eth_dst,
+            target,
+            lladdr,
+        };
+        let ports = &self.ports.list;
+        let moved = &self.steering.moved;
+        let table = &self.table;
+        let risks = nd_at_risk(
+            &seen,
+            |ip| self.ours6(ip),
+            |ip| {
+                moved
+                    .keys()
+                    .find(|mac| table.get(mac).is_some_and(|e| e.ip6 == Some(*ip)))
+                    .copied()
+            },
+            |mac| {
+                moved
+                    .get(mac)
+                    .and_then(|m| ports.get(m.port))
+                    .map(|p| p.mac)
+            },
+            moved.keys().copied(),
+        );
+        if risks.len() > 1 {
+            debug!(
+                "one Neighbor Discovery frame puts {} moved clients at risk; re-asserting them",
                 risks.len()
             );
         }

@@ -26,6 +26,24 @@ pub const PORTS: [&str; 2] = ["p0", "p1"];
 pub const CLIENTS: [&str; 4] = ["c1", "c2", "c3", "c4"];
 /// The TCP port the lab sink listens on.
 pub const SINK_PORT: u16 = 5001;
+/// The server's IPv6 address on every port, with [`LabOptions::ipv6`] (documentation prefix).
+pub const SERVER_IP6: &str = "2001:db8:77::1";
+
+/// What a lab is built with beyond the default (IPv4 only).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LabOptions {
+    /// IPv6 on the server's ports and the clients: [`SERVER_IP6`]/64 on both ports, client `cN`
+    /// at 2001:db8:77::1N/64, all without DAD, no router solicitations or autoconfiguration.
+    /// The switch stays IPv6-free (it only bridges).
+    pub ipv6: bool,
+}
+
+/// IPv6 address of client `cN` (`c1` -> 2001:db8:77::11), with [`LabOptions::ipv6`].
+pub fn client_ip6(client: &str) -> LabResult<String> {
+    let v4 = client_ip(client)?;
+    let n = v4.rsplit('.').next().unwrap_or_default();
+    Ok(format!("2001:db8:77::{n}"))
+}
 
 /// Errors are plain messages: every one is meant for a person reading a failed lab run.
 pub type LabResult<T> = Result<T, String>;
@@ -120,11 +138,17 @@ pub struct Lab {
     macs: Vec<String>,
     stop: Arc<AtomicBool>,
     start: Instant,
+    ipv6: bool,
 }
 
 impl Lab {
     /// Builds the whole topology with a per-port cap of `cap_mbit` Mbit/s toward the server.
     pub fn build(cap_mbit: u32) -> LabResult<Lab> {
+        Self::build_with(cap_mbit, LabOptions::default())
+    }
+
+    /// [`Lab::build`] with options (IPv6).
+    pub fn build_with(cap_mbit: u32, opts: LabOptions) -> LabResult<Lab> {
         if !is_root() {
             return Err("the namespace lab needs root (it creates network namespaces)".into());
         }
@@ -141,6 +165,7 @@ impl Lab {
             macs: Vec::new(),
             stop: stop_flag(),
             start: Instant::now(),
+            ipv6: opts.ipv6,
         };
         // On error `lab` is dropped here, which deletes whatever was made.
         lab.create()?;
@@ -156,9 +181,22 @@ impl Lab {
             self.namespaces.push(ns.clone());
             self.check_stop()?;
             self.ip(node, &["link", "set", "lo", "up"])?;
-            // No IPv6 chatter (DAD, MLD, router solicitations) in the rx counters.
             for key in ["all", "default"] {
-                self.sysctl(node, &format!("net/ipv6/conf/{key}/disable_ipv6"), "1")?;
+                if self.ipv6 && node != "sw" {
+                    // IPv6 on, with as little chatter as it takes: no DAD, no router
+                    // solicitations, no autoconfiguration.
+                    for (k, v) in [
+                        ("accept_dad", "0"),
+                        ("accept_ra", "0"),
+                        ("router_solicitations", "0"),
+                        ("autoconf", "0"),
+                    ] {
+                        self.sysctl(node, &format!("net/ipv6/conf/{key}/{k}"), v)?;
+                    }
+                } else {
+                    // No IPv6 chatter (DAD, MLD, router solicitations) in the rx counters.
+                    self.sysctl(node, &format!("net/ipv6/conf/{key}/disable_ipv6"), "1")?;
+                }
             }
         }
         let sw = self.ns("sw");
@@ -173,6 +211,20 @@ impl Lab {
                 "srv",
                 &["addr", "add", &format!("{SERVER_IP}/24"), "dev", port],
             )?;
+            if self.ipv6 {
+                self.ip(
+                    "srv",
+                    &[
+                        "-6",
+                        "addr",
+                        "add",
+                        &format!("{SERVER_IP6}/64"),
+                        "dev",
+                        port,
+                        "nodad",
+                    ],
+                )?;
+            }
             self.ip("srv", &["link", "set", port, "up"])?;
             let rate = format!("{}mbit", self.cap_mbit);
             let burst = burst.to_string();
@@ -194,6 +246,10 @@ impl Lab {
             self.veth(client, "eth0", &mac, &format!("s-{client}"))?;
             let ip = client_ip(client)?;
             self.ip(client, &["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
+            if self.ipv6 {
+                let ip6 = format!("{}/64", client_ip6(client)?);
+                self.ip(client, &["-6", "addr", "add", &ip6, "dev", "eth0", "nodad"])?;
+            }
             self.ip(client, &["link", "set", "eth0", "up"])?;
             // The server never ARPs for a client: a broadcast ARP request from one server port
             // would point every client that hears it at that port and undo the placement.
@@ -212,6 +268,25 @@ impl Lab {
                         "permanent",
                     ],
                 )?;
+                // Nor solicits one over IPv6, for the same reason.
+                if self.ipv6 {
+                    let ip6 = client_ip6(client)?;
+                    self.ip(
+                        "srv",
+                        &[
+                            "-6",
+                            "neigh",
+                            "replace",
+                            &ip6,
+                            "lladdr",
+                            &mac,
+                            "dev",
+                            port,
+                            "nud",
+                            "permanent",
+                        ],
+                    )?;
+                }
             }
         }
         self.macs = PORTS
@@ -258,11 +333,61 @@ impl Lab {
             ],
         )?;
         match self.neigh_mac(client)? {
+            Some(got) if got == mac => {}
+            got => {
+                return Err(format!(
+                    "placing {client} on {port}: its entry for {SERVER_IP} reads {got:?}, not {mac}"
+                ))
+            }
+        }
+        if !self.ipv6 {
+            return Ok(());
+        }
+        self.ip(
+            client,
+            &[
+                "-6",
+                "neigh",
+                "replace",
+                SERVER_IP6,
+                "lladdr",
+                &mac,
+                "dev",
+                "eth0",
+                "nud",
+                "reachable",
+            ],
+        )?;
+        match self.neigh6_mac(client)? {
             Some(got) if got == mac => Ok(()),
             got => Err(format!(
-                "placing {client} on {port}: its entry for {SERVER_IP} reads {got:?}, not {mac}"
+                "placing {client} on {port}: its entry for {SERVER_IP6} reads {got:?}, not {mac}"
             )),
         }
+    }
+
+    /// The MAC `client` currently uses for the server's IPv6 address, if it has an entry.
+    pub fn neigh6_mac(&self, client: &str) -> LabResult<Option<String>> {
+        let out = self.ip(client, &["-6", "neigh", "show", SERVER_IP6, "dev", "eth0"])?;
+        Ok(parse_lladdr(&out))
+    }
+
+    /// The port whose MAC `client` uses for the server's IPv6 address now.
+    pub fn client_port6(&self, client: &str) -> LabResult<Option<&'static str>> {
+        let Some(mac) = self.neigh6_mac(client)? else {
+            return Ok(None);
+        };
+        Ok(PORTS
+            .iter()
+            .zip(&self.macs)
+            .find(|(_, m)| **m == mac)
+            .map(|(p, _)| *p))
+    }
+
+    /// Deletes `client`'s IPv6 neighbour entry for the server.
+    pub fn flush_neigh6(&self, client: &str) -> LabResult<()> {
+        self.ip(client, &["-6", "neigh", "flush", SERVER_IP6, "dev", "eth0"])
+            .map(|_| ())
     }
 
     /// The namespace name of a node (`srv`, `sw`, `c1`..).

@@ -32,7 +32,7 @@ pub enum NlEvent {
         name: String,
     },
     /// RTM_NEWNEIGH: an entry was added or changed state, including to FAILED. Notifications
-    /// cover IPv6 neighbours too; the dump (`request_neighbours`) is IPv4 only.
+    /// and the dump (`request_neighbours`) cover IPv4 and IPv6 neighbours.
     Neigh(NeighEntry),
     NeighRemoved(NeighEntry),
     Addr(AddrEntry),
@@ -192,7 +192,7 @@ impl RouteSocket {
         self.request(DumpKind::Links, true).map(drop)
     }
 
-    /// Requests a dump of the IPv4 neighbour (ARP) table. The dump arrives as `Neigh` events
+    /// Requests a dump of the IPv4 (ARP) and IPv6 neighbour tables. The dump arrives as `Neigh` events
     /// followed by `DumpDone`, interleaved with any notifications.
     pub fn request_neighbours(&mut self) -> io::Result<()> {
         self.request(DumpKind::Neighbours, true).map(drop)
@@ -511,8 +511,9 @@ fn dump_request(dump: Dump) -> Vec<u8> {
     let payload = match dump.kind {
         DumpKind::Links => RouteNetlinkMessage::GetLink(LinkMessage::default()),
         DumpKind::Neighbours => {
+            // AF_UNSPEC: one dump covering the ARP and the IPv6 neighbour tables.
             let mut msg = NeighbourMessage::default();
-            msg.header.family = AddressFamily::Inet;
+            msg.header.family = AddressFamily::Unspec;
             RouteNetlinkMessage::GetNeighbour(msg)
         }
         // AF_UNSPEC: one dump covering IPv4 and IPv6.

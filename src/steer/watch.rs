@@ -1,7 +1,11 @@
-//! Which moved clients an ARP frame on the wire puts at risk. Pure: the daemon hands in the frame
-//! and where each moved client should be, and re-asserts whatever comes back.
+//! Which moved clients an ARP or Neighbor Discovery frame on the wire puts at risk. Pure: the
+//! daemon hands in the frame and where each moved client should be, and re-asserts whatever comes
+//! back.
+
+use std::net::Ipv6Addr;
 
 use super::arp::Mac;
+use crate::capture::NdKind;
 
 const BROADCAST: Mac = [0xff; 6];
 const ARP_REQUEST: u16 = 1;
@@ -19,6 +23,14 @@ pub enum Risk {
     HostAsked,
     /// The client asked for the server's address: the host's answer is on its way.
     ClientAsked,
+    /// The host advertised its IPv6 address to the client with another port's MAC.
+    HostAdvertised,
+    /// The host multicast an advertisement of its IPv6 address with another port's MAC.
+    HostAdvertisedAll,
+    /// The host sent the client a Neighbor Solicitation from another port.
+    HostSolicited,
+    /// The client solicited the server's IPv6 address: the host's answer is on its way.
+    ClientSolicited,
 }
 
 impl Risk {
@@ -28,6 +40,10 @@ impl Risk {
             Risk::HostBroadcast => "the host broadcast an ARP request",
             Risk::HostAsked => "the host sent it an ARP request",
             Risk::ClientAsked => "it asked for the server's address",
+            Risk::HostAdvertised => "the host sent it a Neighbor Advertisement",
+            Risk::HostAdvertisedAll => "the host multicast a Neighbor Advertisement",
+            Risk::HostSolicited => "the host sent it a Neighbor Solicitation",
+            Risk::ClientSolicited => "it solicited the server's IPv6 address",
         }
     }
 }
@@ -62,6 +78,57 @@ pub fn at_risk(
         (true, ARP_REQUEST) if wrong(&f.eth_dst) => vec![(f.eth_dst, Risk::HostAsked)],
         (false, ARP_REQUEST) if assigned(&f.eth_src).is_some() => {
             vec![(f.eth_src, Risk::ClientAsked)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The fields of a Neighbor Solicitation or Advertisement that matter here.
+#[derive(Debug, Clone, Copy)]
+pub struct NdSeen {
+    pub outgoing: bool,
+    pub kind: NdKind,
+    pub eth_src: Mac,
+    pub eth_dst: Mac,
+    pub target: Ipv6Addr,
+    /// The link-layer address option (source for an NS, target for an NA), if any.
+    pub lladdr: Option<Mac>,
+}
+
+/// The IPv6 sibling of [`at_risk`]. `ours(ip)` tells the server's own addresses;
+/// `client_with(ip)` names the moved client using that IPv6 address (resolves a multicast NS to
+/// the client it is for). What the frame tells its hearers to use for the sender (or for the
+/// advertised target) is its link-layer option, else the Ethernet source.
+///
+/// - the host's NA for one of its addresses with another MAC than a moved client's assigned
+///   port's, unicast to that client, or multicast (every moved client elsewhere);
+/// - the host's NS to a moved client (unicast, or multicast for the client's address) from
+///   another port's MAC: the client learns the sender's MAC from it;
+/// - a moved client's own NS for one of the server's addresses.
+pub fn nd_at_risk(
+    f: &NdSeen,
+    ours: impl Fn(&Ipv6Addr) -> bool,
+    client_with: impl Fn(&Ipv6Addr) -> Option<Mac>,
+    assigned: impl Fn(&Mac) -> Option<Mac>,
+    moved: impl Iterator<Item = Mac>,
+) -> Vec<(Mac, Risk)> {
+    let said = f.lladdr.unwrap_or(f.eth_src);
+    let wrong = |client: &Mac| assigned(client).is_some_and(|want| want != said);
+    let multicast = f.eth_dst[0] & 1 != 0;
+    match (f.outgoing, f.kind) {
+        (true, NdKind::Na) if !ours(&f.target) => Vec::new(),
+        (true, NdKind::Na) if multicast => moved
+            .filter(|m| wrong(m))
+            .map(|m| (m, Risk::HostAdvertisedAll))
+            .collect(),
+        (true, NdKind::Na) if wrong(&f.eth_dst) => vec![(f.eth_dst, Risk::HostAdvertised)],
+        (true, NdKind::Ns) if multicast => client_with(&f.target)
+            .filter(|c| wrong(c))
+            .map(|c| vec![(c, Risk::HostSolicited)])
+            .unwrap_or_default(),
+        (true, NdKind::Ns) if wrong(&f.eth_dst) => vec![(f.eth_dst, Risk::HostSolicited)],
+        (false, NdKind::Ns) if ours(&f.target) && assigned(&f.eth_src).is_some() => {
+            vec![(f.eth_src, Risk::ClientSolicited)]
         }
         _ => Vec::new(),
     }
@@ -146,5 +213,123 @@ mod tests {
     fn incoming_replies_and_other_opcodes_risk_nobody() {
         assert!(check(frame(false, ARP_REPLY, A, P0, A)).is_empty());
         assert!(check(frame(true, 3, P0, A, P0)).is_empty());
+    }
+
+    const SERVER6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 1);
+    const OTHER6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0x99);
+    const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0xa);
+    const C6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0xc);
+    const ALL_NODES: Mac = [0x33, 0x33, 0, 0, 0, 1];
+    const SOLICITED_A: Mac = [0x33, 0x33, 0xff, 0, 0, 0xa];
+
+    /// A and B were moved to P1; C was never moved. The server owns SERVER6; A uses A6, C C6.
+    fn check6(f: NdSeen) -> Vec<(Mac, Risk)> {
+        let moved: HashMap<Mac, Mac> = [(A, P1), (B, P1)].into_iter().collect();
+        let mut v = nd_at_risk(
+            &f,
+            |ip| *ip == SERVER6,
+            |ip| {
+                [(A6, A), (C6, C)]
+                    .iter()
+                    .find(|(i, _)| i == ip)
+                    .map(|x| x.1)
+            },
+            |m| moved.get(m).copied(),
+            moved.keys().copied(),
+        );
+        v.sort();
+        v
+    }
+
+    fn nd(
+        outgoing: bool,
+        kind: NdKind,
+        eth_src: Mac,
+        eth_dst: Mac,
+        target: Ipv6Addr,
+        lladdr: Option<Mac>,
+    ) -> NdSeen {
+        NdSeen {
+            outgoing,
+            kind,
+            eth_src,
+            eth_dst,
+            target,
+            lladdr,
+        }
+    }
+
+    #[test]
+    fn host_na_with_another_ports_mac_risks_that_client() {
+        let f = nd(true, NdKind::Na, P0, A, SERVER6, Some(P0));
+        assert_eq!(check6(f), vec![(A, Risk::HostAdvertised)]);
+        // Without the option the Ethernet source counts.
+        let f = nd(true, NdKind::Na, P0, A, SERVER6, None);
+        assert_eq!(check6(f), vec![(A, Risk::HostAdvertised)]);
+        // The option wins over the Ethernet source: P1's MAC sent out of P0 is harmless.
+        assert!(check6(nd(true, NdKind::Na, P0, A, SERVER6, Some(P1))).is_empty());
+    }
+
+    #[test]
+    fn an_na_that_carries_the_assigned_mac_is_harmless() {
+        // rlbd's own NA, or the right port answering.
+        assert!(check6(nd(true, NdKind::Na, P1, A, SERVER6, Some(P1))).is_empty());
+        // Not for a client rlbd moved.
+        assert!(check6(nd(true, NdKind::Na, P0, C, SERVER6, Some(P0))).is_empty());
+    }
+
+    #[test]
+    fn an_na_for_an_address_not_ours_is_not_its_business() {
+        assert!(check6(nd(true, NdKind::Na, P0, A, OTHER6, Some(P0))).is_empty());
+        assert!(check6(nd(true, NdKind::Na, P0, ALL_NODES, OTHER6, Some(P0))).is_empty());
+    }
+
+    #[test]
+    fn a_multicast_na_from_the_host_risks_every_moved_client_elsewhere() {
+        assert_eq!(
+            check6(nd(true, NdKind::Na, P0, ALL_NODES, SERVER6, Some(P0))),
+            vec![(A, Risk::HostAdvertisedAll), (B, Risk::HostAdvertisedAll)]
+        );
+        assert!(check6(nd(true, NdKind::Na, P1, ALL_NODES, SERVER6, Some(P1))).is_empty());
+    }
+
+    #[test]
+    fn a_host_ns_from_another_port_risks_the_client_it_goes_to() {
+        // Unicast (a reachability probe).
+        assert_eq!(
+            check6(nd(true, NdKind::Ns, P0, B, A6, Some(P0))),
+            vec![(B, Risk::HostSolicited)]
+        );
+        // Multicast to A's solicited-node group: resolved to A by its target.
+        assert_eq!(
+            check6(nd(true, NdKind::Ns, P0, SOLICITED_A, A6, Some(P0))),
+            vec![(A, Risk::HostSolicited)]
+        );
+        // From the assigned port, or for a client rlbd did not move: harmless.
+        assert!(check6(nd(true, NdKind::Ns, P1, A, A6, Some(P1))).is_empty());
+        assert!(check6(nd(true, NdKind::Ns, P0, SOLICITED_A, C6, Some(P0))).is_empty());
+        assert!(check6(nd(true, NdKind::Ns, P0, C, C6, None)).is_empty());
+    }
+
+    #[test]
+    fn a_moved_client_soliciting_the_server_is_about_to_be_answered() {
+        assert_eq!(
+            check6(nd(false, NdKind::Ns, A, SOLICITED_A, SERVER6, Some(A))),
+            vec![(A, Risk::ClientSolicited)]
+        );
+        assert_eq!(
+            check6(nd(false, NdKind::Ns, A, P0, SERVER6, None)),
+            vec![(A, Risk::ClientSolicited)],
+            "a unicast probe too"
+        );
+        // Another client, or a target that is not the server's: nothing to do.
+        assert!(check6(nd(false, NdKind::Ns, C, SOLICITED_A, SERVER6, Some(C))).is_empty());
+        assert!(check6(nd(false, NdKind::Ns, A, SOLICITED_A, OTHER6, Some(A))).is_empty());
+    }
+
+    #[test]
+    fn incoming_advertisements_risk_nobody() {
+        assert!(check6(nd(false, NdKind::Na, A, P0, A6, Some(A))).is_empty());
+        assert!(check6(nd(false, NdKind::Na, P0, A, SERVER6, Some(P0))).is_empty());
     }
 }
