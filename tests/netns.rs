@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, root_or_skip};
+use common::{exe, fmt_rates, root_or_skip};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -22,34 +22,6 @@ const BUSY: [&str; 2] = ["c1", "c3"];
 
 /// Lab tests must not overlap (CPU and the figures they measure).
 static LAB: Mutex<()> = Mutex::new(());
-
-fn mbit(bytes: u64, secs: f64) -> f64 {
-    bytes as f64 * 8.0 / secs.max(1e-3) / 1e6
-}
-
-/// Mean rate of each port over `d`, from the rx counters.
-fn measure(lab: &Lab, d: Duration) -> LabResult<Vec<f64>> {
-    let before = lab.rx_bytes_all(&PORTS)?;
-    let t = Instant::now();
-    lab.sleep(d)?;
-    let after = lab.rx_bytes_all(&PORTS)?;
-    let secs = t.elapsed().as_secs_f64();
-    Ok(after
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| mbit(a.saturating_sub(*b), secs))
-        .collect())
-}
-
-fn fmt_rates(r: &[f64]) -> String {
-    format!(
-        "p0 {:.1} Mbit/s, p1 {:.1} Mbit/s, total {:.1} Mbit/s = {:.2} x cap",
-        r[0],
-        r[1],
-        r.iter().sum::<f64>(),
-        r.iter().sum::<f64>() / f64::from(CAP)
-    )
-}
 
 #[test]
 fn lab_rlbd_spreads_two_clients_and_keeps_them_spread() {
@@ -81,8 +53,8 @@ fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
     // (a) Without rlbd, c1 and c3 share p0: the total stays near one cap.
     let mut sources = start_sources(lab, exe(), &BUSY, 7.0)?;
     lab.sleep(Duration::from_secs(1))?;
-    let a = measure(lab, Duration::from_secs(5))?;
-    say!("(a) without rlbd, c1+c3, 5 s: {}", fmt_rates(&a));
+    let a = common::measure(lab, Duration::from_secs(5))?;
+    say!("(a) without rlbd, c1+c3, 5 s: {}", fmt_rates(CAP, &a));
     if a.iter().sum::<f64>() >= 1.3 * cap {
         failures.push(format!(
             "(a) total {:.1} Mbit/s is not < 1.3 x cap",
@@ -136,8 +108,11 @@ fn after_move(
 ) -> LabResult<()> {
     let cap = f64::from(CAP);
     let Some(m) = moved else {
-        let r = measure(lab, Duration::from_secs(2))?;
-        say!("(b) no client left p0 within 5 s; now: {}", fmt_rates(&r));
+        let r = common::measure(lab, Duration::from_secs(2))?;
+        say!(
+            "(b) no client left p0 within 5 s; now: {}",
+            fmt_rates(CAP, &r)
+        );
         failures.push("(b) no client got p1's MAC within 5 s of traffic start".into());
         return Ok(());
     };
@@ -151,8 +126,11 @@ fn after_move(
         failures.push(format!("(b) {} moved to {:?}, not p1", m.client, m.to_port));
         return Ok(());
     }
-    let b = measure(lab, Duration::from_secs(5))?;
-    say!("(b) with rlbd, the 5 s after the move: {}", fmt_rates(&b));
+    let b = common::measure(lab, Duration::from_secs(5))?;
+    say!(
+        "(b) with rlbd, the 5 s after the move: {}",
+        fmt_rates(CAP, &b)
+    );
     if b.iter().sum::<f64>() < 1.8 * cap {
         failures.push(format!(
             "(b) total {:.1} Mbit/s is not >= 1.8 x cap",
@@ -205,7 +183,7 @@ fn after_move(
     }
 
     // (d) p1 fails: rlbd steers the client back to a live port and its bytes flow again.
-    let before = measure(lab, Duration::from_secs(1))?;
+    let before = common::measure(lab, Duration::from_secs(1))?;
     let bytes0 = lab.bytes_from(client)?;
     lab.set_port(PORTS[1], false)?;
     let t = Instant::now();
@@ -220,14 +198,14 @@ fn after_move(
         }
         lab.sleep(Duration::from_millis(100))?;
     }
-    let after = measure(lab, Duration::from_secs(2))?;
+    let after = common::measure(lab, Duration::from_secs(2))?;
     let gained = lab.bytes_from(client)?.saturating_sub(bytes0);
-    say!("(d) before p1 down: {}", fmt_rates(&before));
+    say!("(d) before p1 down: {}", fmt_rates(CAP, &before));
     say!(
         "(d) p1 down: {client} on p0 after {moved_at:?} s, its bytes flowing after {flowing_at:?} s \
          ({:.1} MB since); next 2 s: {}",
         gained as f64 / 1e6,
-        fmt_rates(&after)
+        fmt_rates(CAP, &after)
     );
     if flowing_at.is_none() {
         failures.push(format!(

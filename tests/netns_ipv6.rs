@@ -6,7 +6,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, root_or_skip};
+use common::{exe, fmt_rates, root_or_skip};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -16,33 +16,6 @@ use rlbd::lab::scenario::start_daemon;
 
 const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];
-
-fn mbit(bytes: u64, secs: f64) -> f64 {
-    bytes as f64 * 8.0 / secs.max(1e-3) / 1e6
-}
-
-fn measure(lab: &Lab, d: Duration) -> LabResult<Vec<f64>> {
-    let before = lab.rx_bytes_all(&PORTS)?;
-    let t = Instant::now();
-    lab.sleep(d)?;
-    let after = lab.rx_bytes_all(&PORTS)?;
-    let secs = t.elapsed().as_secs_f64();
-    Ok(after
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| mbit(a.saturating_sub(*b), secs))
-        .collect())
-}
-
-fn fmt_rates(r: &[f64]) -> String {
-    format!(
-        "p0 {:.1} Mbit/s, p1 {:.1} Mbit/s, total {:.1} Mbit/s = {:.2} x cap",
-        r[0],
-        r[1],
-        r.iter().sum::<f64>(),
-        r.iter().sum::<f64>() / f64::from(CAP)
-    )
-}
 
 /// A dual-stack sink on [::]:5001, waited for.
 fn start_sink6(lab: &Lab) -> LabResult<Child> {
@@ -147,10 +120,10 @@ fn moved_and_kept(lab: &Lab, t0: Instant, cap: f64, failures: &mut Vec<String>) 
         lab.sleep(Duration::from_millis(100))?;
     }
     let Some((client, after)) = moved else {
-        let r = measure(lab, Duration::from_secs(2))?;
+        let r = common::measure(lab, Duration::from_secs(2))?;
         say!(
             "(a) no client got p1's MAC for {SERVER_IP6} within 5 s; now: {}",
-            fmt_rates(&r)
+            fmt_rates(CAP, &r)
         );
         failures.push(format!(
             "(a) no client got p1's MAC for {SERVER_IP6} within 5 s of traffic start"
@@ -158,8 +131,11 @@ fn moved_and_kept(lab: &Lab, t0: Instant, cap: f64, failures: &mut Vec<String>) 
         return Ok(());
     };
     say!("(a) {client} moved to p1 for {SERVER_IP6} {after:.1} s after traffic start");
-    let b = measure(lab, Duration::from_secs(4))?;
-    say!("(b) with rlbd, the 4 s after the move: {}", fmt_rates(&b));
+    let b = common::measure(lab, Duration::from_secs(4))?;
+    say!(
+        "(b) with rlbd, the 4 s after the move: {}",
+        fmt_rates(CAP, &b)
+    );
     if b.iter().sum::<f64>() < 1.8 * cap {
         failures.push(format!(
             "(b) total {:.1} Mbit/s is not >= 1.8 x cap",
@@ -218,8 +194,8 @@ fn moved_and_kept(lab: &Lab, t0: Instant, cap: f64, failures: &mut Vec<String>) 
             ));
         }
     }
-    let c = measure(lab, Duration::from_secs(3))?;
-    say!("(c) the 3 s after: {}", fmt_rates(&c));
+    let c = common::measure(lab, Duration::from_secs(3))?;
+    say!("(c) the 3 s after: {}", fmt_rates(CAP, &c));
     if c.iter().sum::<f64>() < 1.8 * cap {
         failures.push(format!(
             "(c) total {:.1} Mbit/s is not >= 1.8 x cap after the flush",

@@ -377,27 +377,12 @@ impl Daemon {
             eth_dst,
             sha,
         };
-        let ports = &self.ports.list;
-        let moved = &self.steering.moved;
         let risks = at_risk(
             &seen,
-            |mac| {
-                moved
-                    .get(mac)
-                    .and_then(|m| ports.get(m.port))
-                    .map(|p| p.mac)
-            },
-            moved.keys().copied(),
+            |mac| self.assigned_port_mac(mac),
+            self.steering.moved.keys().copied(),
         );
-        if risks.len() > 1 {
-            debug!(
-                "one ARP frame puts {} moved clients at risk; re-asserting them",
-                risks.len()
-            );
-        }
-        for (mac, why) in risks {
-            self.reassert(mac, why.as_str());
-        }
+        self.reassert_all("ARP", risks.into_iter().map(|(m, r)| (m, r.as_str())));
     }
 
     /// Neighbor Discovery seen on a port: the IPv6 counterpart of [`on_arp`](Self::on_arp).
@@ -421,7 +406,6 @@ impl Daemon {
             target,
             lladdr,
         };
-        let ports = &self.ports.list;
         let moved = &self.steering.moved;
         let table = &self.table;
         let risks = nd_at_risk(
@@ -433,22 +417,34 @@ impl Daemon {
                     .find(|mac| table.get(mac).is_some_and(|e| e.ip6 == Some(*ip)))
                     .copied()
             },
-            |mac| {
-                moved
-                    .get(mac)
-                    .and_then(|m| ports.get(m.port))
-                    .map(|p| p.mac)
-            },
+            |mac| self.assigned_port_mac(mac),
             moved.keys().copied(),
         );
+        self.reassert_all(
+            "Neighbor Discovery",
+            risks.into_iter().map(|(m, r)| (m, r.as_str())),
+        );
+    }
+
+    /// The current MAC of the port rlbd put `client` on; `None` for a client it did not move.
+    fn assigned_port_mac(&self, client: &Mac) -> Option<Mac> {
+        self.steering
+            .moved
+            .get(client)
+            .and_then(|m| self.ports.list.get(m.port))
+            .map(|p| p.mac)
+    }
+
+    fn reassert_all(&mut self, what: &str, risks: impl Iterator<Item = (Mac, &'static str)>) {
+        let risks: Vec<_> = risks.collect();
         if risks.len() > 1 {
             debug!(
-                "one Neighbor Discovery frame puts {} moved clients at risk; re-asserting them",
+                "one {what} frame puts {} moved clients at risk; re-asserting them",
                 risks.len()
             );
         }
         for (mac, why) in risks {
-            self.reassert(mac, why.as_str());
+            self.reassert(mac, why);
         }
     }
 }

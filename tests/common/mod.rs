@@ -69,3 +69,32 @@ pub fn conclude(what: &str, prefix: &str, log: &Path, result: Result<Vec<String>
         }
     }
 }
+
+/// The lab's per-port receive rates over `d`, Mbit/s, in `PORTS` order.
+pub fn measure(
+    lab: &rlbd::lab::netns::Lab,
+    d: std::time::Duration,
+) -> rlbd::lab::netns::LabResult<Vec<f64>> {
+    use rlbd::lab::netns::PORTS;
+    let before = lab.rx_bytes_all(&PORTS)?;
+    let t = std::time::Instant::now();
+    lab.sleep(d)?;
+    let after = lab.rx_bytes_all(&PORTS)?;
+    let secs = t.elapsed().as_secs_f64().max(1e-3);
+    Ok(after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.saturating_sub(*b) as f64 * 8.0 / secs / 1e6)
+        .collect())
+}
+
+/// `p0 .. Mbit/s, p1 .. Mbit/s, total .. Mbit/s = .. x cap`
+pub fn fmt_rates(cap_mbit: u32, r: &[f64]) -> String {
+    let total: f64 = r.iter().sum();
+    format!(
+        "p0 {:.1} Mbit/s, p1 {:.1} Mbit/s, total {total:.1} Mbit/s = {:.2} x cap",
+        r[0],
+        r[1],
+        total / f64::from(cap_mbit)
+    )
+}
