@@ -171,6 +171,11 @@ fn moved_and_kept(lab: &Lab, t0: Instant, cap: f64, failures: &mut Vec<String>) 
             ));
             return Ok(());
         }
+        // IPv6 has no ARP locktime: each port's solicited NA overrides the entry, the last one
+        // wins, and the first answer seen may be followed by the other port's a few ms later.
+        // rlbd re-asserts ~20 ms after the client's NS (and after any host NA it sees): let the
+        // answers in flight settle before the hold window starts.
+        lab.sleep(Duration::from_millis(300))?;
         let mut off = Vec::new();
         let hold = Instant::now();
         while hold.elapsed() < Duration::from_secs(2) {
