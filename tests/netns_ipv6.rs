@@ -8,42 +8,14 @@ mod common;
 
 use common::{exe, fmt_rates, root_or_skip};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use rlbd::lab::netns::{Lab, LabOptions, LabResult, PORTS, SERVER_IP6, SINK_PORT};
-use rlbd::lab::scenario::start_daemon;
+use rlbd::lab::scenario::{start_daemon, start_sink_on};
 
 const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];
-
-/// A dual-stack sink on [::]:5001, waited for.
-fn start_sink6(lab: &Lab) -> LabResult<Child> {
-    let exe = exe().to_string_lossy();
-    let listen = format!("[::]:{SINK_PORT}");
-    let mut child = lab.spawn_with(
-        "srv",
-        &[&exe, "lab-sink", "--listen", &listen],
-        Stdio::null(),
-        Stdio::inherit(),
-    )?;
-    let end = Instant::now() + Duration::from_secs(3);
-    loop {
-        let out = lab.exec_in("srv", &["ss", "-Htln"])?;
-        if out.contains(&format!(":{SINK_PORT}")) {
-            return Ok(child);
-        }
-        if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
-            return Err(format!("the lab sink exited at once ({st})"));
-        }
-        if Instant::now() >= end {
-            return Err(format!(
-                "the lab sink does not listen on {listen} after 3 s"
-            ));
-        }
-        lab.sleep(Duration::from_millis(50))?;
-    }
-}
 
 fn start_sources6(lab: &Lab, seconds: f64) -> LabResult<Vec<Child>> {
     let exe = exe().to_string_lossy();
@@ -80,7 +52,7 @@ fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
             return Err(format!("{c} is not placed on p0 for {SERVER_IP6}"));
         }
     }
-    let _sink = start_sink6(lab)?;
+    let _sink = start_sink_on(lab, exe(), &format!("[::]:{SINK_PORT}"))?;
     let mut daemon = start_daemon(lab, exe(), log, &["-v"])?;
     lab.sleep(Duration::from_millis(1500))?;
     if let Some(st) = daemon.try_wait().map_err(|e| e.to_string())? {

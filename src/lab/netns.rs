@@ -374,14 +374,7 @@ impl Lab {
 
     /// The port whose MAC `client` uses for the server's IPv6 address now.
     pub fn client_port6(&self, client: &str) -> LabResult<Option<&'static str>> {
-        let Some(mac) = self.neigh6_mac(client)? else {
-            return Ok(None);
-        };
-        Ok(PORTS
-            .iter()
-            .zip(&self.macs)
-            .find(|(_, m)| **m == mac)
-            .map(|(p, _)| *p))
+        Ok(self.port_with_mac(self.neigh6_mac(client)?))
     }
 
     /// Deletes `client`'s IPv6 neighbour entry for the server.
@@ -494,14 +487,17 @@ impl Lab {
     /// The port whose MAC `client` uses now (`None` without an entry or for a foreign MAC;
     /// port MACs as read when the lab was built).
     pub fn client_port(&self, client: &str) -> LabResult<Option<&'static str>> {
-        let Some(mac) = self.neigh_mac(client)? else {
-            return Ok(None);
-        };
-        Ok(PORTS
+        Ok(self.port_with_mac(self.neigh_mac(client)?))
+    }
+
+    /// The server port whose MAC (as read when the lab was built) is `mac`.
+    fn port_with_mac(&self, mac: Option<String>) -> Option<&'static str> {
+        let mac = mac?;
+        PORTS
             .iter()
             .zip(&self.macs)
             .find(|(_, m)| **m == mac)
-            .map(|(p, _)| *p))
+            .map(|(p, _)| *p)
     }
 
     /// Deletes `client`'s neighbour entry for the server, so its next packet re-ARPs.

@@ -7,20 +7,26 @@ use std::time::{Duration, Instant};
 
 use super::netns::{Lab, LabResult, SERVER_IP, SINK_PORT};
 
-/// Starts `EXE lab-sink` in the server namespace and waits until it listens.
+/// Starts `EXE lab-sink` on the server's IPv4 address and waits until it listens.
 pub fn start_sink(lab: &Lab, exe: &Path) -> LabResult<Child> {
+    start_sink_on(lab, exe, &format!("{SERVER_IP}:{SINK_PORT}"))
+}
+
+/// Starts `EXE lab-sink --listen LISTEN` in the server namespace and waits until it listens.
+pub fn start_sink_on(lab: &Lab, exe: &Path, listen: &str) -> LabResult<Child> {
     let exe = exe.to_string_lossy();
-    let listen = format!("{SERVER_IP}:{SINK_PORT}");
     let mut child = lab.spawn_with(
         "srv",
-        &[&exe, "lab-sink", "--listen", &listen],
+        &[&exe, "lab-sink", "--listen", listen],
         Stdio::null(),
         Stdio::inherit(),
     )?;
     let end = Instant::now() + Duration::from_secs(3);
     loop {
         let out = lab.exec_in("srv", &["ss", "-Htln"])?;
-        if out.contains(&listen) {
+        // ss prints a wildcard IPv6 listener as `*:PORT`: match on the port.
+        let port = listen.rsplit(':').next().unwrap_or(listen);
+        if out.contains(&format!(":{port} ")) || out.contains(listen) {
             return Ok(child);
         }
         if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
