@@ -76,7 +76,7 @@ impl Daemon {
             }
         }
         for m in moves {
-            self.apply_move(macs[m.client], &m, &views);
+            self.apply_move(macs[m.client], &m);
         }
         if self.ports.bond_mode == Some(BOND_MODE_TLB) {
             self.place_new_clients(&views);
@@ -114,7 +114,7 @@ impl Daemon {
                 from_util: (before.0, util(&views[from])),
                 to_util: (before.1, util(&views[to])),
             };
-            self.apply_move(mac, &m, &views);
+            self.apply_move(mac, &m);
         }
     }
 
@@ -150,7 +150,7 @@ impl Daemon {
         }
         for m in policy::plan(&self.settings.policy, &views, &clients) {
             if m.reason == Reason::Failover {
-                self.apply_move(macs[m.client], &m, &views);
+                self.apply_move(macs[m.client], &m);
             }
         }
     }

@@ -201,7 +201,7 @@ impl Daemon {
     fn run_timers(&mut self) {
         let now = Instant::now();
         if now >= self.next_tick {
-            self.on_tick(now);
+            self.on_tick();
             self.next_tick += TICK;
             if self.next_tick <= now {
                 // Fell behind (suspended, or a slow machine): skip, do not burst.
@@ -224,7 +224,7 @@ impl Daemon {
         }
     }
 
-    fn on_tick(&mut self, _now: Instant) {
+    fn on_tick(&mut self) {
         self.tick += 1;
         self.table.roll_over(self.tick);
         if let Err(e) = self.nl.request_links() {

@@ -12,7 +12,7 @@ use crate::capture::Frame;
 use crate::config::SteeringConfig;
 use crate::logging::mac as fmt_mac;
 use crate::netlink::Mac;
-use crate::policy::{Move, PortView, Reason};
+use crate::policy::{Move, Reason};
 use crate::steer::{
     at_risk, nd_at_risk, neighbor_advertisement, steering_update, ArpSeen, Limiter, NdSeen,
 };
@@ -194,7 +194,7 @@ impl Daemon {
             .then_some((client, server))
     }
 
-    pub(super) fn apply_move(&mut self, mac: Mac, m: &Move, views: &[PortView]) {
+    pub(super) fn apply_move(&mut self, mac: Mac, m: &Move) {
         let v4 = self.confirmed_ip(&mac).and_then(|client_ip| {
             let talks_to = self.table.get(&mac).map(|e| e.server_ip);
             match self.server_ip_for(client_ip, talks_to) {
@@ -248,7 +248,6 @@ impl Daemon {
             m.to_util.0,
             m.to_util.1,
         );
-        let _ = views;
         *self.moves_total.entry(m.reason).or_default() += 1;
         self.steering.moved.insert(
             mac,
