@@ -39,7 +39,8 @@
 #   PHASES="1 2"     which guest phases to run ("1" = driver-only baseline)
 #   SECONDS_1=8      traffic seconds in phase 1
 #   ACCEL=auto       auto|tcg|kvm; auto tries KVM only when it is not kvm_pvm and boots in time
-#   MIRROR, SECURITY_MIRROR  Debian mirror URLs (default: taken from /etc/apt/sources.list*)
+#   MIRROR, SECURITY_MIRROR  Debian mirror URLs (default: taken from /etc/apt/sources.list*;
+#                    no built-in fallback, see tests/lib/debian.sh)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -54,11 +55,9 @@ PHASES=${PHASES:-1 2}
 SECONDS_1=${SECONDS_1:-8}
 ACCEL=${ACCEL:-auto}
 KVM_PROBE=${KVM_PROBE:-30}
-
-log() { printf '[run.sh %s] %s\n' "$(date +%T)" "$*"; }
-die() { log "error: $*" >&2; exit 2; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+LAB_NAME=run.sh
+# shellcheck source=tests/lib/debian.sh
+. "$HERE/../lib/debian.sh"
 
 [ "$(id -u)" = 0 ] || die "run as root (installs packages, boots a VM)"
 case "$CAP_MBIT" in *[!0-9]* | '') die "CAP_MBIT must be an integer" ;; esac
@@ -69,92 +68,12 @@ T_START=$(now)
 # ---------------------------------------------------------------------------------------------
 # 1. Packages and the kernel
 # ---------------------------------------------------------------------------------------------
-APTDIR="$CACHE/apt"
-mirror_from_etc() { # $1: path suffix regex (debian or debian-security)
-    local f
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        grep -v '^[[:space:]]*#' "$f" | grep -oE "https?://[^ ]+/$1/?( |$)" | head -n1 | tr -d ' '
-    done | head -n1 | sed 's#/$##'
-}
-MIRROR=${MIRROR:-$(mirror_from_etc debian)}
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
-SECURITY_MIRROR=${SECURITY_MIRROR:-$(mirror_from_etc debian-security)}
-SECURITY_MIRROR=${SECURITY_MIRROR:-http://deb.debian.org/debian-security}
-APT_OPTS=(
-    -o "Dir::Etc::sourcelist=$APTDIR/sources.list" -o "Dir::Etc::sourceparts=-"
-    -o "Dir::State::lists=$APTDIR/lists" -o "Dir::Cache::pkgcache=$APTDIR/pkgcache.bin"
-    -o "Dir::Cache::srcpkgcache=$APTDIR/srcpkgcache.bin" -o "APT::Sandbox::User=root"
-)
-APT_READY=0
-private_apt_update() {
-    [ "$APT_READY" = 1 ] && return 0
-    mkdir -p "$APTDIR/lists/partial"
-    local key=/usr/share/keyrings/debian-archive-keyring.gpg
-    cat >"$APTDIR/sources.list" <<EOF
-deb [signed-by=$key] $MIRROR bookworm main
-deb [signed-by=$key] $MIRROR bookworm-updates main
-deb [signed-by=$key] $SECURITY_MIRROR bookworm-security main
-deb [signed-by=$key] $MIRROR bookworm-backports main
-EOF
-    # Refresh the private lists at most once a day.
-    if [ -z "$(find "$APTDIR/lists" -maxdepth 1 -name '*_InRelease' -mmin -1440 2>/dev/null | head -n1)" ]; then
-        log "apt-get update (private lists in $APTDIR)"
-        apt-get -qq "${APT_OPTS[@]}" update >"$APTDIR/update.log" 2>&1 ||
-            { cat "$APTDIR/update.log" >&2; die "apt-get update failed"; }
-    fi
-    APT_READY=1
-}
-private_apt_install() { # args: apt-get install arguments
-    private_apt_update
-    DEBIAN_FRONTEND=noninteractive apt-get -qq -y --no-install-recommends "${APT_OPTS[@]}" \
-        -o Dpkg::Use-Pty=0 install "$@" >"$APTDIR/install.log" 2>&1 ||
-        { cat "$APTDIR/install.log" >&2; die "apt-get install $* failed"; }
-}
-
 T_DL=$(now)
-if ! command -v qemu-system-x86_64 >/dev/null; then
-    log "installing qemu-system-x86 from bookworm-backports"
-    private_apt_install -t bookworm-backports qemu-system-x86
-fi
-if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then
-    log "installing busybox-static"
-    private_apt_install busybox-static
-fi
-BUSYBOX=/bin/busybox
-[ -x "$BUSYBOX" ] || die "no $BUSYBOX after installing busybox-static"
-command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing after install"
-
+ensure_qemu_busybox
 KDIR="$CACHE/kernel"
-kernel_version() { # the version whose vmlinuz and modules.dep are both in the cache
-    local v
-    for v in "$KDIR"/lib/modules/*/; do
-        v=$(basename "$v")
-        [ -f "$KDIR/boot/vmlinuz-$v" ] && [ -s "$KDIR/lib/modules/$v/modules.dep" ] && { echo "$v"; return 0; }
-    done
-    return 1
-}
-if ! KVER=$(kernel_version 2>/dev/null); then
-    private_apt_update
-    KPKG=$(apt-cache "${APT_OPTS[@]}" show --no-all-versions linux-image-amd64 |
-        sed -n 's/^Depends: *//p' | tr ',' '\n' | sed 's/[ (].*//' | grep -m1 '^linux-image-[0-9]') ||
-        die "cannot find the package that linux-image-amd64 depends on"
-    mkdir -p "$CACHE/debs"
-    if ! ls "$CACHE/debs/${KPKG}_"*.deb >/dev/null 2>&1; then
-        log "downloading $KPKG"
-        (cd "$CACHE/debs" && apt-get -qq "${APT_OPTS[@]}" download "$KPKG" >/dev/null)
-    fi
-    DEB=$(ls "$CACHE/debs/${KPKG}_"*.deb | head -n1)
-    log "unpacking $(basename "$DEB")"
-    rm -rf "$KDIR.tmp" && mkdir -p "$KDIR.tmp"
-    dpkg-deb -x "$DEB" "$KDIR.tmp"
-    v=${KPKG#linux-image-}
-    [ -f "$KDIR.tmp/boot/vmlinuz-$v" ] || die "no boot/vmlinuz-$v in $DEB"
-    log "depmod $v"
-    "$BUSYBOX" depmod -b "$KDIR.tmp" "$v"
-    rm -rf "$KDIR" && mv "$KDIR.tmp" "$KDIR"
-    rm -f "$DEB" # the unpacked tree is the cache; the .deb is not needed again
-    KVER=$(kernel_version) || die "kernel cache incomplete"
+if ! KVER=$(kernel_version_in "$KDIR" 2>/dev/null); then
+    KPKG=$(kernel_package_of linux-image-amd64)
+    KVER=$(fetch_kernel "$KPKG" "$KDIR")
 fi
 VMLINUZ="$KDIR/boot/vmlinuz-$KVER"
 T_DL_END=$(elapsed "$T_DL")
