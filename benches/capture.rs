@@ -153,7 +153,7 @@ fn main() {
 }
 
 /// The namespace benchmark. Two namespaces joined by a veth (`tx0` - `rx0`); a sender
-/// (`rlbd lab-flood`, raw AF_PACKET + `sendmmsg`, pre-built frames) pinned to one CPU in the
+/// (`rlbd-lab flood`, raw AF_PACKET + `sendmmsg`, pre-built frames) pinned to one CPU in the
 /// first, and in the second, pinned to the other CPU and one at a time: rlbd's capture path
 /// (`CaptureSocket` with the real filter, `parse`, `ClientTable::account`, a roll-over every
 /// second: the daemon's loop without netlink) or a naive `pnet_datalink` receiver (one
@@ -658,8 +658,8 @@ mod ns {
                 "netns",
                 "exec",
                 &pair.tx,
-                env!("CARGO_BIN_EXE_rlbd"),
-                "lab-flood",
+                env!("CARGO_BIN_EXE_rlbd-lab"),
+                "flood",
             ])
             .args(["--iface", "tx0", "--dst-mac", &mac_str(&RX_MAC)])
             .args(["--count", &FRAMES.to_string()])

@@ -97,35 +97,5 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("demo", e, 1),
         },
-        Command::LabSink { listen } => match rlbd::lab::traffic::run_sink(&listen) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail("lab-sink", e, 1),
-        },
-        Command::LabSource { to, seconds } => match rlbd::lab::traffic::run_source(&to, seconds) {
-            Ok(n) => {
-                println!("{n}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail("lab-source", e, 1),
-        },
-        Command::LabFlood(args) => match rlbd::lab::flood::run(&args) {
-            Ok(r) => {
-                println!("{}", r.to_line());
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail("lab-flood", e, 1),
-        },
-        Command::LabChart {
-            input,
-            output,
-            title,
-            cap,
-        } => match rlbd::lab::labchart::run(&input, &output, title.as_deref(), cap) {
-            Ok(summary) => {
-                println!("{summary}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail("lab-chart", e, 1),
-        },
     }
 }

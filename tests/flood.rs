@@ -11,7 +11,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, root_or_skip};
+use common::{exe, lab_exe, root_or_skip};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -262,7 +262,7 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
     let sampler = rss_sampler(pid, Arc::clone(&stop_rss));
 
     let rx0 = rx_packets(lab, PORTS[0])?;
-    let exe_s = exe().to_string_lossy().into_owned();
+    let exe_s = lab_exe().to_string_lossy().into_owned();
     let dst_mac = lab.port_mac(PORTS[0])?;
     let (count, sources) = (FRAMES.to_string(), SOURCES.to_string());
     let t = Instant::now();
@@ -270,7 +270,7 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         FROM,
         &[
             &exe_s,
-            "lab-flood",
+            "flood",
             "--iface",
             "eth0",
             "--dst-mac",
@@ -289,12 +289,12 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         .is_none()
     {
         lab.stop_child(&mut sender, Duration::from_millis(500))?;
-        return Err("lab-flood did not finish within 120 s".into());
+        return Err("the flooder did not finish within 120 s".into());
     }
     let out = sender.wait_with_output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
     let flood = FloodReport::from_output(&text)
-        .ok_or_else(|| format!("lab-flood printed {:?} ({})", text.trim(), out.status))?;
+        .ok_or_else(|| format!("the flooder printed {:?} ({})", text.trim(), out.status))?;
     say!(
         "flood from {FROM}: {} frames sent ({} refused) from {SOURCES} random sources in {:.2} s \
          ({:.0} frames/s), sender CPU {:.0} ns/frame",

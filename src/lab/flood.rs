@@ -1,5 +1,4 @@
-//! A spoofed-source frame flood for the flood test and the capture benchmark (`rlbd lab-flood`,
-//! hidden): a raw AF_PACKET socket sending pre-built Ethernet/IPv4/UDP frames in `sendmmsg`
+//! A spoofed-source frame flood for the flood test and the capture benchmark (`rlbd-lab flood`): a raw AF_PACKET socket sending pre-built Ethernet/IPv4/UDP frames in `sendmmsg`
 //! batches, as fast as the interface takes them, from many made-up source MACs and addresses.
 //!
 //! Source `s` has its own MAC (`02:52:..`, distinct for every `s`) and an IPv4 address in
@@ -24,6 +23,38 @@ pub const MIN_SIZE: usize = 60;
 pub const MAX_SIZE: usize = 1514;
 /// The UDP port the frames are addressed to (discard).
 pub const DST_PORT: u16 = 9;
+
+/// `rlbd-lab flood`: raw frames from many made-up sources, as fast as the interface takes them.
+#[derive(Debug, clap::Args)]
+pub struct FloodArgs {
+    /// Interface to send on.
+    #[arg(long)]
+    pub iface: String,
+    /// Destination MAC of every frame.
+    #[arg(long, value_name = "MAC")]
+    pub dst_mac: String,
+    /// Destination IPv4 address of every frame.
+    #[arg(long, value_name = "IP", default_value = "198.18.0.1")]
+    pub dst_ip: std::net::Ipv4Addr,
+    /// Frames to send.
+    #[arg(long)]
+    pub count: u64,
+    /// Distinct source MACs (and addresses in 198.18.0.0/15).
+    #[arg(long)]
+    pub sources: u32,
+    /// Frame sizes without FCS, used in turn by the sources (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    pub sizes: Vec<usize>,
+    /// Scramble the source MACs and addresses with a random key.
+    #[arg(long)]
+    pub random: bool,
+    /// Pin the sender to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Frames per sendmmsg call.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+}
 
 /// What to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +117,7 @@ pub struct FloodReport {
 }
 
 impl FloodReport {
-    /// One `key=value` line, as `rlbd lab-flood` prints it.
+    /// One `key=value` line, as `rlbd-lab flood` prints it.
     pub fn to_line(&self) -> String {
         format!(
             "sent={} failed={} bytes={} secs={:.6} cpu_ns={}",
@@ -359,8 +390,8 @@ pub fn parse_mac(s: &str) -> Option<Mac> {
     parts.next().is_none().then_some(mac)
 }
 
-/// `rlbd lab-flood`: sends, then prints the report line.
-pub fn run(args: &crate::cli::LabFloodArgs) -> Result<FloodReport, String> {
+/// `rlbd-lab flood`: sends, then prints the report line.
+pub fn run(args: &FloodArgs) -> Result<FloodReport, String> {
     let dst_mac =
         parse_mac(&args.dst_mac).ok_or_else(|| format!("bad --dst-mac {:?}", args.dst_mac))?;
     if let Some(cpu) = args.cpu {
