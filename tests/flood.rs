@@ -31,7 +31,7 @@ const FRAMES: u64 = 1_000_000;
 const SOURCES: u32 = 1_000_000;
 /// The client the flood comes from.
 const FROM: &str = "c1";
-const FROM_MAC: Mac = [0x02, 0x00, 0xc6, 0x12, 0x00, 0x01];
+const FROM_MAC: Mac = Mac(0x02, 0x00, 0xc6, 0x12, 0x00, 0x01);
 const FROM_IP: [u8; 4] = [198, 18, 0, 11];
 /// Most the daemon's resident memory may grow from before the flood to during or after it.
 const RSS_GROWTH_LIMIT_KB: u64 = 8 * 1024;
@@ -173,10 +173,10 @@ fn arp_watch(
     // The probe: a broadcast "who has SERVER_IP, tell FROM_IP" from the client's MAC.
     let mut req = vec![0u8; 60];
     req[0..6].copy_from_slice(&[0xff; 6]);
-    req[6..12].copy_from_slice(&FROM_MAC);
+    req[6..12].copy_from_slice(&FROM_MAC.octets());
     req[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
     req[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-    req[22..28].copy_from_slice(&FROM_MAC);
+    req[22..28].copy_from_slice(&FROM_MAC.octets());
     req[28..32].copy_from_slice(&FROM_IP);
     let server: std::net::Ipv4Addr = SERVER_IP.parse().expect("server address");
     req[38..42].copy_from_slice(&server.octets());

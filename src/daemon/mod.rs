@@ -362,9 +362,7 @@ impl Daemon {
                 ports::Change::Added(i) => {
                     info!(
                         "port {} (ifindex {}) added, MAC {}",
-                        self.ports.list[i].name,
-                        self.ports.list[i].ifindex,
-                        crate::logging::mac(&self.ports.list[i].mac)
+                        self.ports.list[i].name, self.ports.list[i].ifindex, self.ports.list[i].mac
                     );
                     self.register_capture(i);
                     refilter = true;

@@ -9,7 +9,6 @@ use log::{error, info, warn};
 
 use crate::capture::{CaptureSocket, RingConfig};
 use crate::config::Target;
-use crate::logging::mac as fmt_mac;
 use crate::netlink::{counter_delta, LinkInfo, Mac};
 use crate::policy::Detector;
 
@@ -243,12 +242,7 @@ impl Ports {
             let p = &mut self.list[i];
             if p.mac != mac {
                 let old = p.mac;
-                info!(
-                    "port {}: MAC {} -> {}",
-                    p.name,
-                    fmt_mac(&old),
-                    fmt_mac(&mac)
-                );
+                info!("port {}: MAC {} -> {}", p.name, old, mac);
                 p.mac = mac;
                 changes.push(Change::MacChanged { port: i, old });
             }

@@ -163,7 +163,7 @@ pub fn source(s: u32, seed: Option<u64>) -> (Mac, Ipv4Addr) {
     };
     let b = m.to_be_bytes();
     (
-        [0x02, 0x52, b[0], b[1], b[2], b[3]],
+        Mac::new(0x02, 0x52, b[0], b[1], b[2], b[3]),
         Ipv4Addr::from(FIRST + a % SPAN),
     )
 }
@@ -188,8 +188,8 @@ pub fn header(
     size: usize,
 ) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
-    h[0..6].copy_from_slice(&dst_mac);
-    h[6..12].copy_from_slice(&src_mac);
+    h[0..6].copy_from_slice(&dst_mac.octets());
+    h[6..12].copy_from_slice(&src_mac.octets());
     h[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     let ip_len = (size - 14) as u16;
     let ip = &mut h[14..34];
@@ -382,12 +382,7 @@ pub fn flood(iface: &str, cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<Fl
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
 pub fn parse_mac(s: &str) -> Option<Mac> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
+    s.parse().ok()
 }
 
 /// `rlbd-lab flood`: sends, then prints the report line.
@@ -427,14 +422,14 @@ mod tests {
         assert_eq!(mac, [0x02, 0x52, 0, 0, 0, 7]);
         assert_eq!(ip, Ipv4Addr::new(198, 18, 1, 7));
         let dst = [0x02, 0, 0, 0, 0, 1];
-        let h = header(mac, dst, ip, Ipv4Addr::new(198, 18, 0, 1), 64);
+        let h = header(mac, Mac::from(dst), ip, Ipv4Addr::new(198, 18, 0, 1), 64);
         let mut frame = h.to_vec();
         frame.resize(64, 0);
         assert_eq!(
             parse(&frame),
             Some(Frame::Ipv4 {
                 src_mac: mac,
-                dst_mac: dst,
+                dst_mac: Mac::from(dst),
                 src_ip: ip,
                 dst_ip: Ipv4Addr::new(198, 18, 0, 1)
             })
@@ -474,7 +469,7 @@ mod tests {
         );
         assert_eq!(
             parse_mac("02:52:4c:42:be:01"),
-            Some([2, 0x52, 0x4c, 0x42, 0xbe, 1])
+            Some(Mac(2, 0x52, 0x4c, 0x42, 0xbe, 1))
         );
         assert_eq!(parse_mac("02:52:4c:42:be"), None);
         assert_eq!(parse_mac("02:52:4c:42:be:01:00"), None);
@@ -483,7 +478,7 @@ mod tests {
     #[test]
     fn bad_configs_are_refused() {
         let ok = FloodConfig {
-            dst_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: Mac(2, 0, 0, 0, 0, 1),
             dst_ip: Ipv4Addr::new(198, 18, 0, 1),
             count: 1,
             sources: 1,

@@ -16,8 +16,7 @@ use netlink_packet_route::link::{
 };
 use netlink_packet_route::AddressFamily;
 
-/// An Ethernet hardware address.
-pub type Mac = [u8; 6];
+pub use crate::Mac;
 
 /// One network interface as the kernel describes it in RTM_NEWLINK.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -104,7 +103,7 @@ const IFLA_BOND_SLAVE_PERM_HWADDR: u16 = 4;
 const BOND_STATE_ACTIVE: u8 = 0;
 
 pub(crate) fn mac_from_slice(bytes: &[u8]) -> Option<Mac> {
-    <Mac>::try_from(bytes).ok()
+    <[u8; 6]>::try_from(bytes).ok().map(Mac::from)
 }
 
 /// Decodes the payload (after the netlink header) of an RTM_NEWLINK or RTM_DELLINK.
@@ -354,7 +353,7 @@ mod tests {
         let info = parse_ok(&emit(&msg));
         assert_eq!(info.index, 7);
         assert_eq!(info.name, "eth7");
-        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 7]));
+        assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 7)));
         assert!(info.admin_up);
         assert!(info.oper_up);
         assert_eq!(info.master, Some(3));
@@ -439,16 +438,19 @@ mod tests {
         assert_eq!(info.kind, None, "a slave NIC has only a slave kind");
         assert_eq!(info.master, Some(10));
         assert_eq!(info.slave_state_active, Some(false));
-        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 10]));
+        assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 10)));
         // The bond's saved address wins over IFLA_PERM_ADDRESS.
-        assert_eq!(info.perm_mac, Some([2, 0, 0, 0, 0, 11]));
+        assert_eq!(info.perm_mac, Some(Mac(2, 0, 0, 0, 0, 11)));
     }
 
     #[test]
     fn perm_address_used_when_not_a_bond_slave() {
         let mut msg = LinkMessage::default();
         msg.attributes = vec![LinkAttribute::PermAddress(vec![2, 0, 0, 0, 0, 0xee])];
-        assert_eq!(parse_ok(&emit(&msg)).perm_mac, Some([2, 0, 0, 0, 0, 0xee]));
+        assert_eq!(
+            parse_ok(&emit(&msg)).perm_mac,
+            Some(Mac(2, 0, 0, 0, 0, 0xee))
+        );
     }
 
     /// An IFLA_LINKINFO nest for a balance-alb bond, built byte by byte as the kernel lays it out,
@@ -537,7 +539,7 @@ mod tests {
         let mut info = LinkInfo::default();
         apply_raw_link_info(&mut info, &nest);
         assert_eq!(info.slave_state_active, Some(true));
-        assert_eq!(info.perm_mac, Some([2, 0, 0, 0, 0, 9]));
+        assert_eq!(info.perm_mac, Some(Mac(2, 0, 0, 0, 0, 9)));
         assert_eq!(info.kind, None);
     }
 
@@ -550,7 +552,7 @@ mod tests {
         let info = parse_ok(&ifinfomsg_with(2, &attrs));
         assert_eq!(info.name, "eth0");
         assert_eq!(info.master, None);
-        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 1]));
+        assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 1)));
     }
 
     #[test]
@@ -582,7 +584,7 @@ mod tests {
     fn mac_needs_exactly_six_bytes() {
         assert_eq!(
             mac_from_slice(&[1, 2, 3, 4, 5, 6]),
-            Some([1, 2, 3, 4, 5, 6])
+            Some(Mac(1, 2, 3, 4, 5, 6))
         );
         assert_eq!(mac_from_slice(&[1, 2, 3, 4]), None);
         assert_eq!(
