@@ -144,3 +144,19 @@ pub struct DemoArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<PathBuf>,
 }
+
+impl From<&KnobArgs> for crate::config::Overrides {
+    fn from(k: &KnobArgs) -> Self {
+        crate::config::Overrides {
+            config: k.config.clone(),
+            capacity: k.capacity.clone(),
+            threshold: k.threshold,
+            window: k.window,
+            hits: k.hits,
+            min_rate: k.min_rate,
+            hold_down: k.hold_down,
+            verbose: k.verbose,
+            quiet: k.quiet,
+        }
+    }
+}

@@ -9,7 +9,7 @@ use log::{error, info, warn};
 
 use crate::capture::{CaptureSocket, RingConfig};
 use crate::config::Target;
-use crate::netlink::{counter_delta, LinkInfo, Mac};
+use crate::netlink::{counter_delta, BondMode, LinkInfo, Mac};
 use crate::policy::Detector;
 
 /// Two counter readings closer than this are too noisy to make a rate from: the later one
@@ -84,7 +84,7 @@ pub struct Ports {
     /// The bond's ifindex in bond mode, while it exists.
     pub bond_index: Option<u32>,
     /// The bond's mode (`IFLA_BOND_MODE`), while it exists.
-    pub bond_mode: Option<u8>,
+    pub bond_mode: Option<BondMode>,
     pub capacity_mbps: HashMap<String, f64>,
     pub ring: RingConfig,
     pub window: usize,
