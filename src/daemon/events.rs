@@ -199,10 +199,18 @@ impl Daemon {
         });
         let more = n >= CAPTURE_BATCH || cap.pending();
         self.captures.ready[i] = more;
+        self.watch_frames(&mut arps);
+        self.arp_buf = arps;
+        self.carry_out();
+    }
+
+    /// ARP and Neighbor Discovery frames of one batch, to the steering core (which re-asserts
+    /// the moves they put at risk).
+    fn watch_frames(&mut self, frames: &mut Vec<(Frame, bool)>) {
         let now_ms = self.clock.ms(Instant::now());
         let (steer, out) = (&mut self.steer, &mut self.actions);
         with_ctx(&self.host, &self.ports, |ctx| {
-            for (f, outgoing) in arps.drain(..) {
+            for (f, outgoing) in frames.drain(..) {
                 match f {
                     Frame::Arp {
                         eth_src,
@@ -242,7 +250,5 @@ impl Daemon {
                 }
             }
         });
-        self.arp_buf = arps;
-        self.carry_out();
     }
 }
