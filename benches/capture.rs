@@ -303,7 +303,7 @@ mod ns {
                         dst_ip,
                         ..
                     }) if meta.pkt_type == PACKET_HOST => {
-                        table.account(src_mac, src_ip, dst_ip, 0, meta.orig_len, tick);
+                        table.account(src_mac, src_ip, dst_ip, 0, meta.bytes(), tick);
                         counted += 1;
                     }
                     Some(f @ Frame::Arp { .. }) => arps.push((f, meta.is_outgoing())),

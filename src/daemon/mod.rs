@@ -413,7 +413,7 @@ impl Daemon {
                 dst_ip,
                 ..
             }) if meta.pkt_type == crate::capture::PACKET_HOST => {
-                table.account(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
+                table.account(src_mac, src_ip, dst_ip, port, meta.bytes(), tick);
             }
             Some(Frame::Ipv6 {
                 src_mac,
@@ -421,7 +421,7 @@ impl Daemon {
                 dst_ip,
                 ..
             }) if meta.pkt_type == crate::capture::PACKET_HOST => {
-                table.account_v6(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
+                table.account_v6(src_mac, src_ip, dst_ip, port, meta.bytes(), tick);
             }
             Some(f @ (Frame::Arp { .. } | Frame::Nd { .. })) => {
                 // ARP and Neighbor Discovery are rare; a flood of them is bounded by the batch.
