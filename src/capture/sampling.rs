@@ -1,4 +1,5 @@
-//! Choosing each port's sampling ratio: pure, no I/O and no clock (times are passed in).
+//! Choosing each port's sampling ratio: pure, no I/O and no clock (times are passed in, in
+//! milliseconds on any monotonic clock, e.g. since the daemon started).
 //!
 //! The kernel keeps one IPv4/IPv6 frame in N on a port (see `filter.rs`) and the daemon counts
 //! each kept frame N times, so a busy port hands the daemon at most about
@@ -20,8 +21,6 @@
 //! `f / N` times a second, and its estimated rate has a relative standard error of about
 //! `sqrt(N / f)` (the count of kept frames is binomial); see rlbd(8).
 
-use std::time::{Duration, Instant};
-
 use super::filter::MAX_SAMPLING;
 
 /// Default `[capture] max_frames_per_sec`: frames a second a port hands the daemon at most.
@@ -29,12 +28,12 @@ pub const DEFAULT_MAX_FRAMES_PER_SEC: u32 = 100_000;
 /// Consecutive counter readings that must all allow a lower ratio before it is lowered.
 pub const DOWN_HOLD: u32 = 5;
 /// Counter readings closer than this make no rate (notifications carry counters at odd times).
-const MIN_GAP: Duration = Duration::from_millis(500);
+const MIN_GAP_MS: u64 = 500;
 /// The window over which [`Sampler::on_drained`] counts the frames handed over.
-const FAST_WINDOW: Duration = Duration::from_millis(100);
+const FAST_WINDOW_MS: u64 = 100;
 /// After a raise, how long the fast path waits: the ring is still full of frames kept under the
 /// old ratio (8 MiB by default, tens of thousands of frames), and draining them is no surge.
-const FAST_QUIET: Duration = Duration::from_secs(1);
+const FAST_QUIET_MS: u64 = 1000;
 
 /// The smallest power of two N (at most [`MAX_SAMPLING`]) with `frames_per_sec / N <= limit`.
 pub fn ratio_for(frames_per_sec: f64, limit: f64) -> u32 {
@@ -56,15 +55,15 @@ pub struct Sampler {
     limit: Option<u32>,
     ratio: u32,
     /// The previous counter reading.
-    last: Option<(Instant, u64)>,
+    last: Option<(u64, u64)>,
     /// Consecutive readings that allowed a lower ratio, and the highest ratio they called for.
     calm: u32,
     calm_ratio: u32,
     /// Start of the current `on_drained` window and the frames handed over in it.
-    window: Option<(Instant, u64)>,
+    window: Option<(u64, u64)>,
     /// No fast-path decision before this: right after a change the ring still holds frames kept
     /// under the old ratio, and draining them fast is no surge.
-    fast_after: Option<Instant>,
+    fast_after: Option<u64>,
 }
 
 impl Sampler {
@@ -115,30 +114,30 @@ impl Sampler {
         None
     }
 
-    /// Feeds the port's receive packet counter as read at `at`. Returns the new ratio when it
+    /// Feeds the port's receive packet counter as read at `at_ms`. Returns the new ratio when it
     /// changes. A counter that went backwards (device reset) starts over without a decision.
-    pub fn on_counter(&mut self, at: Instant, rx_packets: u64) -> Option<u32> {
+    pub fn on_counter(&mut self, at_ms: u64, rx_packets: u64) -> Option<u32> {
         let limit = f64::from(self.limit?);
         let Some((t0, p0)) = self.last else {
-            self.last = Some((at, rx_packets));
+            self.last = Some((at_ms, rx_packets));
             return None;
         };
-        let dt = at.saturating_duration_since(t0);
-        if dt < MIN_GAP {
+        let dt = at_ms.saturating_sub(t0);
+        if dt < MIN_GAP_MS {
             return None;
         }
-        self.last = Some((at, rx_packets));
+        self.last = Some((at_ms, rx_packets));
         let delta = rx_packets.checked_sub(p0)?;
-        let pps = delta as f64 / dt.as_secs_f64();
-        self.decide(at, pps, limit)
+        let pps = delta as f64 * 1000.0 / dt as f64;
+        self.decide(at_ms, pps, limit)
     }
 
-    fn decide(&mut self, at: Instant, pps: f64, limit: f64) -> Option<u32> {
+    fn decide(&mut self, at_ms: u64, pps: f64, limit: f64) -> Option<u32> {
         let up = ratio_for(pps, limit);
         if up > self.ratio {
             self.calm = 0;
             self.calm_ratio = 1;
-            self.fast_after = Some(at + FAST_QUIET);
+            self.fast_after = Some(at_ms + FAST_QUIET_MS);
             return self.change(up);
         }
         let down = ratio_for(pps, limit / 2.0);
@@ -165,28 +164,28 @@ impl Sampler {
         })
     }
 
-    /// Counts `frames` handed to the daemon at `at` (call after each drain). When the frames of
-    /// the last tenth of a second, times the ratio, run at more than twice the limit, raises the
-    /// ratio at once and returns it; the next counter readings refine it.
-    pub fn on_drained(&mut self, at: Instant, frames: usize) -> Option<u32> {
+    /// Counts `frames` handed to the daemon at `at_ms` (call after each drain). When the frames
+    /// of the last tenth of a second, times the ratio, run at more than twice the limit, raises
+    /// the ratio at once and returns it; the next counter readings refine it.
+    pub fn on_drained(&mut self, at_ms: u64, frames: usize) -> Option<u32> {
         let limit = f64::from(self.limit?);
-        if self.fast_after.is_some_and(|t| at < t) {
+        if self.fast_after.is_some_and(|t| at_ms < t) {
             self.window = None;
             return None;
         }
         // The frames of a call were drained since the previous one: a window starts empty.
         let Some((start, seen)) = self.window else {
-            self.window = Some((at, 0));
+            self.window = Some((at_ms, 0));
             return None;
         };
         let seen = seen + frames as u64;
-        let elapsed = at.saturating_duration_since(start);
-        if elapsed < FAST_WINDOW {
+        let elapsed = at_ms.saturating_sub(start);
+        if elapsed < FAST_WINDOW_MS {
             self.window = Some((start, seen));
             return None;
         }
-        self.window = Some((at, 0));
-        let handed = seen as f64 / elapsed.as_secs_f64();
+        self.window = Some((at_ms, 0));
+        let handed = seen as f64 * 1000.0 / elapsed as f64;
         if handed <= 2.0 * limit {
             return None;
         }
@@ -194,7 +193,7 @@ impl Sampler {
         self.calm = 0;
         self.calm_ratio = 1;
         if to > self.ratio {
-            self.fast_after = Some(at + FAST_QUIET);
+            self.fast_after = Some(at_ms + FAST_QUIET_MS);
             self.change(to)
         } else {
             None
