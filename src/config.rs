@@ -63,6 +63,11 @@ pub struct CaptureConfig {
     pub idle_timeout_secs: u64,
     pub ring_blocks: u32,
     pub ring_block_kib: u32,
+    /// "auto": a busy port is sampled in the kernel (one IPv4/IPv6 frame in N, N from its packet
+    /// rate); "off": every frame is counted.
+    pub sampling: String,
+    /// With `sampling = "auto"`: frames a second one port hands rlbd at most.
+    pub max_frames_per_sec: u32,
 }
 
 impl Default for CaptureConfig {
@@ -72,8 +77,36 @@ impl Default for CaptureConfig {
             idle_timeout_secs: DEFAULT_IDLE_TIMEOUT_SECS,
             ring_blocks: DEFAULT_RING_BLOCKS,
             ring_block_kib: DEFAULT_RING_BLOCK_KIB,
+            sampling: "auto".into(),
+            max_frames_per_sec: crate::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC,
         }
     }
+}
+
+impl CaptureConfig {
+    /// The frames a second a port may hand over before it is sampled; `None` with sampling off.
+    pub fn sampling_limit(&self) -> Option<u32> {
+        (self.sampling == "auto").then_some(self.max_frames_per_sec)
+    }
+}
+
+/// `[capture] sampling` and `max_frames_per_sec`.
+fn validate_sampling(c: &CaptureConfig) -> Result<(), FieldError> {
+    if !["auto", "off"].contains(&c.sampling.as_str()) {
+        return Err((
+            "sampling",
+            "capture.sampling".into(),
+            format!("{:?} is not \"auto\" or \"off\"", c.sampling),
+        ));
+    }
+    if !(1000..=100_000_000).contains(&c.max_frames_per_sec) {
+        return Err((
+            "max_frames_per_sec",
+            "capture.max_frames_per_sec".into(),
+            "is not in 1000..=100000000".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `[observability]`: the control socket and the metrics file.
@@ -333,6 +366,7 @@ fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
             "is not a multiple of 4 in 4..=65536".into(),
         ));
     }
+    validate_sampling(c)?;
     f.observability
         .validate()
         .map_err(|(key, msg)| (key, format!("observability.{key}"), msg))?;
@@ -571,6 +605,32 @@ mod tests {
         assert!(e.contains("capacity.eth0"), "{e}");
         let e = parse("log_level = \"loud\"\n").unwrap_err().to_string();
         assert!(e.contains("log_level"), "{e}");
+    }
+
+    #[test]
+    fn sampling_knobs_are_validated_and_named() {
+        let f = parse("[capture]\nsampling = \"off\"\nmax_frames_per_sec = 20000\n").unwrap();
+        assert_eq!(f.capture.sampling_limit(), None);
+        let f = parse("[capture]\nmax_frames_per_sec = 20000\n").unwrap();
+        assert_eq!(f.capture.sampling_limit(), Some(20_000));
+        assert_eq!(
+            CaptureConfig::default().sampling_limit(),
+            Some(crate::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC)
+        );
+        let e = parse("[capture]\n\nsampling = \"sometimes\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("capture.sampling") && e.contains("rlbd.toml:3"),
+            "{e}"
+        );
+        let e = parse("[capture]\nmax_frames_per_sec = 10\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("capture.max_frames_per_sec") && e.contains(":2"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -154,6 +154,13 @@ pub fn render(r: &StatusReport) -> String {
     );
     per_port(
         o,
+        "rlbd_port_sampling_ratio",
+        "gauge",
+        "One IPv4/IPv6 frame in this many is counted on the port (1: every frame).",
+        &|p| Some(f64::from(p.sampling)),
+    );
+    per_port(
+        o,
         "rlbd_port_clients",
         "gauge",
         "Tracked clients whose latest frame arrived on the port.",
@@ -312,6 +319,7 @@ pub(crate) mod tests {
             ring_packets: 10,
             ring_drops: 1,
             clients: 1,
+            sampling: 1,
         };
         StatusReport {
             schema: SCHEMA_VERSION,

@@ -226,8 +226,11 @@ impl Daemon {
     fn on_tick(&mut self) {
         self.tick += 1;
         self.table.roll_over(self.tick);
-        if let Err(e) = self.nl.request_links() {
-            warn!("cannot request link counters: {e}");
+        // Only the ports' counters: a dump of every link costs in proportion to the host's links.
+        for p in self.ports.list.iter().filter(|p| p.present) {
+            if let Err(e) = self.nl.request_link(p.ifindex) {
+                warn!("cannot request link counters: {e}");
+            }
         }
         self.eval_at = Some(Instant::now() + EVAL_DELAY);
         for p in self.ports.list.iter_mut().filter(|p| p.present) {
@@ -276,11 +279,15 @@ impl Daemon {
         }
         let mut links_changed = false;
         let now = Instant::now();
+        let now_ms = self.now_ms();
         for ev in events {
             match ev {
                 NlEvent::Link(l) => {
                     if let (Some(i), Some(rx)) = (self.ports.by_ifindex(l.index), l.rx_bytes) {
                         self.ports.list[i].record_counter(now, rx);
+                    }
+                    if let (Some(i), Some(pk)) = (self.ports.by_ifindex(l.index), l.rx_packets) {
+                        self.ports.list[i].sample_from_counter(now_ms, pk);
                     }
                     let old = self.links.insert(l.index, l.clone());
                     links_changed |= old.is_none_or(|o| link_shape_changed(&o, &l));
@@ -430,6 +437,8 @@ impl Daemon {
             _ => {}
         });
         self.capture_ready[i] = n >= CAPTURE_BATCH || cap.pending();
+        let now_ms = self.now_ms();
+        self.ports.list[i].sample_from_drained(now_ms, n);
         for (f, outgoing) in arps.drain(..) {
             if matches!(f, Frame::Nd { .. }) {
                 self.on_nd(f, outgoing);
@@ -477,6 +486,13 @@ impl Daemon {
                     }
                 }
                 self.steering.reconfigure(&new.steering);
+                let limit = new.capture.sampling_limit();
+                self.ports.sampling_limit = limit;
+                for p in self.ports.list.iter_mut() {
+                    if let Some(n) = p.sampler.set_limit(limit) {
+                        p.apply_sampling(n);
+                    }
+                }
                 log::set_max_level(new.log_level.parse().unwrap_or(log::LevelFilter::Info));
                 self.settings = Settings {
                     target: self.settings.target.clone(),

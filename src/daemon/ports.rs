@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use log::{error, info, warn};
 
+use crate::capture::sampling::Sampler;
 use crate::capture::{CaptureSocket, RingConfig};
 use crate::config::Target;
 use crate::netlink::{counter_delta, BondMode, LinkInfo, Mac};
@@ -31,9 +32,41 @@ pub struct Port {
     /// This second's receive rate, bit/s; `None` when there was no usable reading.
     pub rx_bps: Option<f64>,
     pub ring_drops: u64,
+    /// Chooses the capture socket's sampling ratio from the port's packet rate.
+    pub sampler: Sampler,
 }
 
 impl Port {
+    /// Feeds the port's receive packet counter (read at `at_ms`) to its sampler, and applies a
+    /// new sampling ratio to its capture socket.
+    pub fn sample_from_counter(&mut self, at_ms: u64, rx_packets: u64) {
+        if let Some(n) = self.sampler.on_counter(at_ms, rx_packets) {
+            self.apply_sampling(n);
+        }
+    }
+
+    /// Tells the sampler how many frames a drain handed over, so that a surge raises the ratio
+    /// before the next counter reading.
+    pub fn sample_from_drained(&mut self, at_ms: u64, frames: usize) {
+        if let Some(n) = self.sampler.on_drained(at_ms, frames) {
+            self.apply_sampling(n);
+        }
+    }
+
+    pub fn apply_sampling(&mut self, one_in: u32) {
+        let Some(c) = &self.capture else { return };
+        match c.set_sampling(one_in) {
+            Ok(()) if one_in == 1 => info!("port {}: counting every frame", self.name),
+            Ok(()) => info!("port {}: counting one frame in {one_in}", self.name),
+            Err(e) => warn!("port {}: sampling ratio not changed: {e}", self.name),
+        }
+    }
+
+    /// The sampling ratio its capture socket applies (1 without one).
+    pub fn sampling(&self) -> u32 {
+        self.capture.as_ref().map_or(1, |c| c.sampling())
+    }
+
     pub fn record_counter(&mut self, at: Instant, rx_bytes: u64) {
         match self.last {
             Some((t, _)) if at.duration_since(t) < MIN_SAMPLE_GAP => {
@@ -89,6 +122,8 @@ pub struct Ports {
     pub ring: RingConfig,
     pub window: usize,
     pub hits: usize,
+    /// `[capture]` sampling limit for new ports' samplers (`None`: off).
+    pub sampling_limit: Option<u32>,
     bond_missing_logged: bool,
 }
 
@@ -109,6 +144,7 @@ impl Ports {
             ring,
             window,
             hits,
+            sampling_limit: None,
             bond_missing_logged: false,
         }
     }
@@ -211,6 +247,7 @@ impl Ports {
                         last: None,
                         rx_bps: None,
                         ring_drops: 0,
+                        sampler: Sampler::new(self.sampling_limit),
                     });
                     keep.push(false);
                     self.list.len() - 1
@@ -232,6 +269,8 @@ impl Ports {
                 p.last = None;
                 p.detector.reset();
                 p.capacity_bps = capacity.unwrap_or(0.0);
+                // A new capture socket counts exactly.
+                p.sampler.reset();
                 if capacity.is_none() {
                     error!("port {}: no capacity (the link reports no speed); set it with --capacity {}=MBIT", p.name, p.name);
                 }

@@ -38,7 +38,7 @@ impl Daemon {
         info!("state: {}", self.summary());
         for p in &self.ports.list {
             info!(
-                "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {}",
+                "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} sampling 1/{}",
                 p.name,
                 p.ifindex,
                 p.mac,
@@ -46,7 +46,8 @@ impl Daemon {
                 p.capacity_bps / 1e6,
                 p.rx_bps.map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
                 p.detector.window_string(),
-                p.ring_drops
+                p.ring_drops,
+                p.sampling()
             );
         }
         for e in self.table.iter() {
@@ -111,6 +112,7 @@ impl Daemon {
                     overloaded: p.usable() && p.detector.overloaded(),
                     ring_packets: stats.packets,
                     ring_drops: stats.drops.max(p.ring_drops),
+                    sampling: p.sampling(),
                     clients: self.table.iter().filter(|e| e.port as usize == i).count(),
                 }
             })

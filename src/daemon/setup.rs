@@ -192,6 +192,7 @@ pub fn build(
         settings.policy.window,
         settings.policy.hits,
     );
+    ports.sampling_limit = settings.capture.sampling_limit();
     let links: HashMap<u32, crate::netlink::LinkInfo> =
         snap.links.iter().map(|l| (l.index, l.clone())).collect();
     ports.sync(&links);
