@@ -166,7 +166,16 @@ pub fn measure() -> Res<IdleFigures> {
         ])?;
         run_cmd(&["ip", "-n", &ns.0, "link", "set", &q, "netns", &peer.0])?;
         // Ports mode: every port carries the server's address.
-        run_cmd(&["ip", "-n", &ns.0, "addr", "add", "198.18.200.1/24", "dev", p])?;
+        run_cmd(&[
+            "ip",
+            "-n",
+            &ns.0,
+            "addr",
+            "add",
+            "198.18.200.1/24",
+            "dev",
+            p,
+        ])?;
         run_cmd(&["ip", "-n", &ns.0, "link", "set", p, "up"])?;
         run_cmd(&["ip", "-n", &peer.0, "link", "set", &q, "up"])?;
     }

@@ -52,6 +52,11 @@ fn mac(i: u32) -> Mac {
 }
 
 /// A 96-byte capture (snap length) of an IPv4 frame from `src` to the server.
+pub fn frame96(src: Mac) -> Vec<u8> {
+    frame(src)
+}
+
+/// A 96-byte capture (snap length) of an IPv4 frame from `src` to the server.
 fn frame(src: Mac) -> Vec<u8> {
     let mut f = vec![0u8; 96];
     f[0..6].copy_from_slice(&[0x02, 0xaa, 0, 0, 0, 1]);

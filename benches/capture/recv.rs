@@ -76,14 +76,19 @@ pub fn role_main(args: &[String]) -> i32 {
         .and_then(Sampling::parse)
         .unwrap_or(Sampling::Off);
     let per_client = get("per-client") == Some("1");
-    let result = pin_to_cpu(cpu)
-        .map_err(|e| e.to_string())
-        .and_then(|()| match role {
-            "recv-rlbd" => RlbdReceiver::open(&iface, capacity, sampling, per_client)
-                .and_then(RlbdReceiver::run),
-            "recv-pnet" => recv_pnet(&iface),
-            other => Err(format!("unknown role {other:?}")),
-        });
+    let result = if role == "churn" {
+        Ok(())
+    } else {
+        pin_to_cpu(cpu).map_err(|e| e.to_string())
+    };
+    let result = result.and_then(|()| match role {
+        "recv-rlbd" => {
+            RlbdReceiver::open(&iface, capacity, sampling, per_client).and_then(RlbdReceiver::run)
+        }
+        "recv-pnet" => recv_pnet(&iface),
+        "churn" => churn(capacity, &words),
+        other => Err(format!("unknown role {other:?}")),
+    });
     match result {
         Ok(line) => {
             println!("result {line}");
@@ -94,6 +99,39 @@ pub fn role_main(args: &[String]) -> i32 {
             1
         }
     }
+}
+
+/// `churn capacity=C clients=K frames=F`: the daemon's per-frame work without the ring (`parse`
+/// and `ClientTable::account`) for F frames from K sources in turn, for counting instructions,
+/// cache misses and branch mispredictions per frame under valgrind (run it with two values of F:
+/// the difference is the per-frame cost without the set-up).
+fn churn(capacity: usize, words: &[&str]) -> Res<String> {
+    let get = |k: &str| -> Res<u64> {
+        kv(words.iter().copied(), k)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("churn needs {k}=N"))
+    };
+    let (clients, frames) = (get("clients")?, get("frames")?);
+    let captures: Vec<Vec<u8>> = (0..clients as u32)
+        .map(|i| super::frame96(rlbd::lab::flood::source(i, None).0))
+        .collect();
+    let mut table = ClientTable::new(capacity, ClientTable::DEFAULT_IDLE_TICKS);
+    for i in 0..frames as usize {
+        if let Some(Frame::Ipv4 {
+            src_mac,
+            src_ip,
+            dst_ip,
+            ..
+        }) = parse(&captures[i % captures.len()])
+        {
+            table.account(src_mac, src_ip, dst_ip, 0, 1514, (i / 1_000_000) as u64);
+        }
+    }
+    Ok(format!(
+        "clients={} evictions={}",
+        table.len(),
+        table.evictions()
+    ))
 }
 
 /// What the receiver counted since the last `mark`.

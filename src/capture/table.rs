@@ -1,10 +1,13 @@
 //! Per-client receive accounting: a bounded table keyed by the MAC that delivered each frame.
 //!
 //! Storage is allocated once at construction; `account` never allocates. Lookup is an
-//! open-addressing index (linear probing, backward-shift deletion, load factor <= 1/2, randomly
-//! keyed SipHash so remote senders cannot aim at one probe chain) over a slot array whose live
-//! slots form an intrusive doubly linked LRU list (most recently seen at the head). Insert, lookup,
-//! touch, evict and remove are O(1) expected; `roll_over` touches only live entries.
+//! open-addressing index (linear probing, backward-shift deletion, load factor <= 1/4, a keyed
+//! hash with secret per-table keys so remote senders cannot aim at one probe chain) over a slot
+//! array whose live slots form an intrusive doubly linked LRU list (most recently seen at the
+//! head). The list is ordered by the tick (second) each client was last seen: a client moves to
+//! the head on its first frame of a tick, not on every frame, so a hit costs no write to its list
+//! neighbours. Insert, lookup, touch, evict and remove are O(1) expected; `roll_over` touches
+//! only live entries.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -40,6 +43,13 @@ pub struct ClientEntry {
 }
 
 const NIL: u32 = u32::MAX;
+
+/// A MAC as one integer: compared in one instruction, not six.
+#[inline]
+fn key(m: &Mac) -> u64 {
+    let o = m.octets();
+    u64::from_le_bytes([o[0], o[1], o[2], o[3], o[4], o[5], 0, 0])
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -99,7 +109,10 @@ impl ClientTable {
     /// unseen for `idle_ticks` ticks at `roll_over` (0: never expire). Allocates everything now.
     pub fn new(capacity: usize, idle_ticks: u64) -> Self {
         let capacity = capacity.clamp(1, Self::MAX_CAPACITY);
-        let buckets = (capacity * 2).next_power_of_two();
+        // Load factor <= 1/4: short probe runs, so the loops that walk them end after a
+        // bucket or two and the branch that ends them is mostly predicted (this is what a flood
+        // of new sources through a full table costs per frame).
+        let buckets = (capacity * 4).next_power_of_two();
         ClientTable {
             slots: Vec::with_capacity(capacity),
             free: NIL,
@@ -151,10 +164,12 @@ impl ClientTable {
     }
 
     /// Counts `bytes` from `mac` (source IPv4 `src_ip`, destination `dst_ip`) arriving on port
-    /// `port` at tick `now_tick`, and makes `mac` the most recently seen entry. `bytes` is one
-    /// frame's length on the wire, or, on a sampled port, what a kept frame stands for (its
-    /// length times the sampling ratio: [`FrameMeta::bytes`](super::FrameMeta::bytes)). When the
-    /// table is full and `mac` is new, the least recently seen entry is evicted.
+    /// `port` at tick `now_tick`, and makes `mac` the most recently seen entry (to the tick:
+    /// among clients seen in the same tick the order is that of their first frame in it).
+    /// `bytes` is one frame's length on the wire, or, on a sampled port, what a kept frame stands
+    /// for (its length times the sampling ratio:
+    /// [`FrameMeta::bytes`](super::FrameMeta::bytes)). When the table is full and `mac` is new,
+    /// the least recently seen entry is evicted.
     pub fn account(
         &mut self,
         mac: Mac,
@@ -190,24 +205,36 @@ impl ClientTable {
         // A bulk flow sends runs of frames from one sender: the most recent entry is checked
         // first, which skips the hash and the probe for most frames of a busy port.
         let head = self.head;
-        let hit = if head != NIL && self.slots[head as usize].entry.mac == mac {
-            Some(head)
-        } else {
-            self.find(&mac, self.tag(&mac)).map(|(_, s)| s)
-        };
-        if let Some(s) = hit {
-            self.touch(s);
-            let e = &mut self.slots[s as usize].entry;
-            e.port = port;
-            e.bytes_this_second = e.bytes_this_second.saturating_add(bytes);
-            e.last_seen = now_tick;
-            return e;
+        let k = key(&mac);
+        if head != NIL && key(&self.slots[head as usize].entry.mac) == k {
+            return self.hit(head, bytes, port, now_tick);
         }
         let tag = self.tag(&mac);
+        let mask = self.mask;
+        let home = tag as usize & mask;
+        // One probe serves both the lookup and, on a miss, the insertion: it ends at the first
+        // empty bucket of the key's run.
+        let mut at = home;
+        loop {
+            let b = self.index[at];
+            if b.slot == NIL {
+                break;
+            }
+            if b.tag == tag && key(&self.slots[b.slot as usize].entry.mac) == k {
+                return self.hit(b.slot, bytes, port, now_tick);
+            }
+            at = (at + 1) & mask;
+        }
         if self.len == self.capacity {
             let victim = self.tail;
-            let vmac = self.slots[victim as usize].entry.mac;
-            self.remove_slot(&vmac, victim);
+            let vtag = self.tag(&self.slots[victim as usize].entry.mac);
+            // The eviction empties one bucket; if it lies in the new key's run before `at`, the
+            // key belongs there (lookups stop at the first empty bucket), else `at` is still
+            // empty (a backward shift never fills an empty bucket).
+            let hole = self.remove_slot(vtag, victim);
+            if (hole.wrapping_sub(home) & mask) < (at.wrapping_sub(home) & mask) {
+                at = hole;
+            }
             self.evictions += 1;
         }
         let entry = ClientEntry {
@@ -222,14 +249,27 @@ impl ClientTable {
             last_seen: now_tick,
         };
         let s = self.alloc_slot(entry);
-        let mut pos = tag as usize & self.mask;
-        while self.index[pos].slot != NIL {
-            pos = (pos + 1) & self.mask;
-        }
-        self.index[pos] = Bucket { slot: s, tag };
+        debug_assert_eq!(self.index[at].slot, NIL);
+        self.index[at] = Bucket { slot: s, tag };
         self.push_front(s);
         self.len += 1;
         &mut self.slots[s as usize].entry
+    }
+
+    /// Counts a frame for the entry in slot `s`.
+    #[inline]
+    fn hit(&mut self, s: u32, bytes: u64, port: u16, now_tick: u64) -> &mut ClientEntry {
+        // The list is kept in order of the tick last seen, not of every frame: an entry
+        // already seen this tick stays where it is, so a hit touches only its own slot (not
+        // its list neighbours) after its first frame of the second.
+        if self.slots[s as usize].entry.last_seen != now_tick {
+            self.touch(s);
+        }
+        let e = &mut self.slots[s as usize].entry;
+        e.port = port;
+        e.bytes_this_second = e.bytes_this_second.saturating_add(bytes);
+        e.last_seen = now_tick;
+        e
     }
 
     /// Closes the accounting interval at `now_tick` (call once a second): each entry's `rate`
@@ -246,7 +286,7 @@ impl ClientTable {
                 if now_tick.saturating_sub(e.last_seen) < self.idle_ticks {
                     break;
                 }
-                self.remove_slot(&e.mac, t);
+                self.remove_slot(self.tag(&e.mac), t);
                 self.expirations += 1;
             }
         }
@@ -272,9 +312,10 @@ impl ClientTable {
 
     /// Removes and returns the entry for `mac`.
     pub fn remove(&mut self, mac: &Mac) -> Option<ClientEntry> {
-        let (_, s) = self.find(mac, self.tag(mac))?;
+        let tag = self.tag(mac);
+        let (_, s) = self.find(mac, tag)?;
         let e = self.slots[s as usize].entry;
-        self.remove_slot(mac, s);
+        self.remove_slot(tag, s);
         Some(e)
     }
 
@@ -314,21 +355,26 @@ impl ClientTable {
         }
     }
 
-    /// Unlinks slot `s` (holding `mac`) from the index and the LRU list and frees it.
-    fn remove_slot(&mut self, mac: &Mac, s: u32) {
-        let tag = self.tag(mac);
-        let (pos, found) = self.find(mac, tag).expect("live slot is indexed");
-        debug_assert_eq!(found, s);
-        self.index_delete(pos);
+    /// Unlinks slot `s` (whose key hashes to `tag`) from the index and the LRU list and frees
+    /// it. Its bucket is found by slot number: no key comparison, no other slot read.
+    /// Returns the bucket the deletion left empty.
+    fn remove_slot(&mut self, tag: u32, s: u32) -> usize {
+        let mut pos = tag as usize & self.mask;
+        while self.index[pos].slot != s {
+            debug_assert!(self.index[pos].slot != NIL, "live slot is indexed");
+            pos = (pos + 1) & self.mask;
+        }
+        let hole = self.index_delete(pos);
         self.unlink(s);
         self.slots[s as usize].next = self.free;
         self.free = s;
         self.len -= 1;
+        hole
     }
 
     /// Backward-shift deletion: pull later members of the probe run into the hole so that every
-    /// key stays reachable from its home bucket without tombstones.
-    fn index_delete(&mut self, pos: usize) {
+    /// key stays reachable from its home bucket without tombstones. Returns the bucket left empty.
+    fn index_delete(&mut self, pos: usize) -> usize {
         let mask = self.mask;
         let mut hole = pos;
         let mut j = pos;
@@ -346,6 +392,7 @@ impl ClientTable {
             }
         }
         self.index[hole] = EMPTY;
+        hole
     }
 
     fn alloc_slot(&mut self, entry: ClientEntry) -> u32 {

@@ -93,7 +93,14 @@ fn dual_stack_client_is_one_entry() {
     assert_eq!((e.port, e.bytes_this_second, e.last_seen), (1, 175, 2));
     assert_eq!(t.get(&m(2)).unwrap().ip6, None);
     assert_eq!(t.len(), 2);
-    assert_eq!(macs(&t), vec![m(1), m(2)]);
+    // Within a tick the order is that of the first frames: m(2) came after m(1)'s first.
+    assert_eq!(macs(&t), vec![m(2), m(1)]);
+    t.account_v6(m(1), c6, s6, 1, 25, 3);
+    assert_eq!(
+        macs(&t),
+        vec![m(1), m(2)],
+        "a new tick moves it to the front"
+    );
     check(&t);
 }
 
@@ -311,12 +318,17 @@ proptest! {
                     let mac = m(u32::from(k % 24));
                     t.account(mac, cip(u32::from(k)), SIP, u16::from(k), u64::from(len), now);
                     if let Some(i) = model.iter().position(|e| e.mac == mac) {
-                        let mut e = model.remove(i);
+                        // Moved to the front on its first frame of a tick only.
+                        let mut e = if model[i].last_seen == now { model[i] } else { model.remove(i) };
                         e.ip = cip(u32::from(k));
                         e.port = u16::from(k);
                         e.bytes_this_second = e.bytes_this_second.saturating_add(u64::from(len));
-                        e.last_seen = now;
-                        model.insert(0, e);
+                        if e.last_seen == now {
+                            model[i] = e;
+                        } else {
+                            e.last_seen = now;
+                            model.insert(0, e);
+                        }
                     } else {
                         if model.len() == cap {
                             model.pop();
