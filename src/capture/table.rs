@@ -1,13 +1,13 @@
 //! Per-client receive accounting: a bounded table keyed by the MAC that delivered each frame.
 //!
 //! Storage is allocated once at construction; `account` never allocates. Lookup is an
-//! open-addressing index (linear probing, backward-shift deletion, load factor <= 1/4, a keyed
-//! hash with secret per-table keys so remote senders cannot aim at one probe chain) over a slot
-//! array whose live slots form an intrusive doubly linked LRU list (most recently seen at the
-//! head). The list is ordered by the tick (second) each client was last seen: a client moves to
-//! the head on its first frame of a tick, not on every frame, so a hit costs no write to its list
-//! neighbours. Insert, lookup, touch, evict and remove are O(1) expected; `roll_over` touches
-//! only live entries.
+//! open-addressing index (linear probing, backward-shift deletion, load factor <= 1/4, or 1/2
+//! past 16,384 clients, a keyed hash with secret per-table keys so remote senders cannot aim at
+//! one probe chain) over a slot array whose live slots form an intrusive doubly linked LRU list
+//! (most recently seen at the head). The list is ordered by the tick (second) each client was
+//! last seen: a client moves to the head on its first frame of a tick, not on every frame, so a
+//! hit costs no write to its list neighbours. Insert, lookup, touch, evict and remove are O(1)
+//! expected; `roll_over` touches only live entries.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -111,8 +111,10 @@ impl ClientTable {
         let capacity = capacity.clamp(1, Self::MAX_CAPACITY);
         // Load factor <= 1/4: short probe runs, so the loops that walk them end after a
         // bucket or two and the branch that ends them is mostly predicted (this is what a flood
-        // of new sources through a full table costs per frame).
-        let buckets = (capacity * 4).next_power_of_two();
+        // of new sources through a full table costs per frame). Large tables keep 1/2: their
+        // index would otherwise cost 16 bytes per client.
+        let factor = if capacity <= 16_384 { 4 } else { 2 };
+        let buckets = (capacity * factor).next_power_of_two();
         ClientTable {
             slots: Vec::with_capacity(capacity),
             free: NIL,
