@@ -72,16 +72,8 @@ pub fn drop_all() -> [sock_filter; 1] {
     [stmt(RET_K, 0)]
 }
 
-/// Builds the capture program for `macs` (duplicates are ignored), returning at most `snap_len`
-/// bytes of each frame it passes, every IPv4/IPv6 frame (exact counting). Fails with
-/// `InvalidInput` for more than [`MAX_MACS`] distinct MACs or a zero snap length.
-pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
-    sampled_program(macs, snap_len, 1)
-}
-
-/// [`program`] keeping one IPv4/IPv6 frame in `one_in` at random (ARP and Neighbor Discovery
-/// always). `one_in` must be a power of two in 1..=[`MAX_SAMPLING`]; 1 is exact counting.
-pub fn sampled_program(macs: &[Mac], snap_len: u32, one_in: u32) -> io::Result<Vec<sock_filter>> {
+/// The distinct MACs of `macs`, after checking them and the other parameters.
+fn checked_macs(macs: &[Mac], snap_len: u32, one_in: u32) -> io::Result<Vec<Mac>> {
     if snap_len == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -109,6 +101,20 @@ pub fn sampled_program(macs: &[Mac], snap_len: u32, one_in: u32) -> io::Result<V
             ),
         ));
     }
+    Ok(unique)
+}
+
+/// Builds the capture program for `macs` (duplicates are ignored), returning at most `snap_len`
+/// bytes of each frame it passes, every IPv4/IPv6 frame (exact counting). Fails with
+/// `InvalidInput` for more than [`MAX_MACS`] distinct MACs or a zero snap length.
+pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
+    sampled_program(macs, snap_len, 1)
+}
+
+/// [`program`] keeping one IPv4/IPv6 frame in `one_in` at random (ARP and Neighbor Discovery
+/// always). `one_in` must be a power of two in 1..=[`MAX_SAMPLING`]; 1 is exact counting.
+pub fn sampled_program(macs: &[Mac], snap_len: u32, one_in: u32) -> io::Result<Vec<sock_filter>> {
+    let unique = checked_macs(macs, snap_len, one_in)?;
     let n = unique.len();
     // Layout (pc: instruction):
     //   0..=12           EtherType dispatch and the Neighbor Discovery test

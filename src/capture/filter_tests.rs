@@ -55,20 +55,7 @@ pub(crate) fn run_with(prog: &[sock_filter], frame: &[u8], rand: &mut dyn FnMut(
             libc::BPF_STX => mem[ins.k as usize] = x,
             libc::BPF_ALU => {
                 let src = if code & libc::BPF_X != 0 { x } else { ins.k };
-                a = match code & 0xf0 {
-                    0x00 => a.wrapping_add(src),
-                    0x10 => a.wrapping_sub(src),
-                    0x20 => a.wrapping_mul(src),
-                    0x30 => a.checked_div(src).unwrap_or(0),
-                    0x40 => a | src,
-                    0x50 => a & src,
-                    0x60 => a.wrapping_shl(src),
-                    0x70 => a.wrapping_shr(src),
-                    0x80 => a.wrapping_neg(),
-                    0x90 => a.checked_rem(src).unwrap_or(0),
-                    0xa0 => a ^ src,
-                    other => panic!("unsupported ALU op {other:#x}"),
-                };
+                a = alu(code & 0xf0, a, src);
             }
             libc::BPF_JMP => {
                 let src = if code & libc::BPF_X != 0 { x } else { ins.k };
@@ -98,6 +85,24 @@ pub(crate) fn run_with(prog: &[sock_filter], frame: &[u8], rand: &mut dyn FnMut(
             }
             _ => unreachable!(),
         }
+    }
+}
+
+/// A classic-BPF ALU operation `op` on A and `src`.
+fn alu(op: u32, a: u32, src: u32) -> u32 {
+    match op {
+        0x00 => a.wrapping_add(src),
+        0x10 => a.wrapping_sub(src),
+        0x20 => a.wrapping_mul(src),
+        0x30 => a.checked_div(src).unwrap_or(0),
+        0x40 => a | src,
+        0x50 => a & src,
+        0x60 => a.wrapping_shl(src),
+        0x70 => a.wrapping_shr(src),
+        0x80 => a.wrapping_neg(),
+        0x90 => a.checked_rem(src).unwrap_or(0),
+        0xa0 => a ^ src,
+        other => panic!("unsupported ALU op {other:#x}"),
     }
 }
 

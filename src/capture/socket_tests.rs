@@ -190,6 +190,21 @@ fn live() -> Result<(), String> {
     Ok(())
 }
 
+/// Nothing but what the filter passes got through (no IPv6 router solicitations etc.).
+fn only_what_the_filter_passes(got: &Captured) {
+    for (m, d) in got {
+        match parse(d) {
+            Some(Frame::Arp { .. }) => {}
+            Some(Frame::Ipv4 { dst_mac, .. }) | Some(Frame::Ipv6 { dst_mac, .. }) => {
+                assert_eq!(dst_mac, CAP_MAC)
+            }
+            // Neighbor Discovery passes in any direction, like ARP.
+            Some(Frame::Nd { .. }) => {}
+            None => panic!("unexpected frame {m:?} {d:02x?}"),
+        }
+    }
+}
+
 fn filter_and_direction(lab: &mut Lab) {
     let Lab { cap, peer, cap_arp } = lab;
     // 1. From the peer: IPv4 to the listed MAC, IPv4 to another MAC, an IPv6 frame (not
@@ -246,18 +261,7 @@ fn filter_and_direction(lab: &mut Lab) {
             ..
         })
     ));
-    // Nothing else got through the filter either (IPv6 router solicitations etc.).
-    for (m, d) in &got {
-        match parse(d) {
-            Some(Frame::Arp { .. }) => {}
-            Some(Frame::Ipv4 { dst_mac, .. }) | Some(Frame::Ipv6 { dst_mac, .. }) => {
-                assert_eq!(dst_mac, CAP_MAC)
-            }
-            // Neighbor Discovery passes in any direction, like ARP.
-            Some(Frame::Nd { .. }) => {}
-            None => panic!("unexpected frame {m:?} {d:02x?}"),
-        }
-    }
+    only_what_the_filter_passes(&got);
     // The sender never sees its own frames; the ARP-only socket on cap0 saw the request.
     let peer_got = collect(
         peer,

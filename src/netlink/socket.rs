@@ -402,16 +402,8 @@ impl RouteSocket {
             debug!("rtnetlink dump seq {seq} was interrupted by a change");
         }
 
-        let single = (port == self.port)
-            .then(|| self.singles.iter().position(|(s, _, _)| *s == seq))
-            .flatten()
-            .and_then(|i| self.singles.remove(i));
-        if let (Some((_, index, _)), NLMSG_ERROR) = (single, msg_type) {
-            let code = error_code(payload);
-            debug!(
-                "RTM_GETLINK for ifindex {index}: {}",
-                io::Error::from_raw_os_error(code.saturating_neg())
-            );
+        let code = error_code(payload);
+        if port == self.port && single_answer(&mut self.singles, seq, msg_type, code) {
             return Ok(());
         }
         let event = match msg_type {
@@ -481,6 +473,28 @@ fn grow_receive_buffer(socket: &Socket) {
         "could not raise rtnetlink receive buffer: {}",
         io::Error::last_os_error()
     );
+}
+
+/// Takes the answer to a [`RouteSocket::request_link`] off the list of those awaited; true when
+/// it was an error (logged here: nothing more to decode).
+fn single_answer(
+    singles: &mut VecDeque<(u32, u32, Instant)>,
+    seq: u32,
+    msg_type: u16,
+    code: i32,
+) -> bool {
+    let Some(i) = singles.iter().position(|(s, _, _)| *s == seq) else {
+        return false;
+    };
+    let index = singles.remove(i).map_or(0, |(_, index, _)| index);
+    if msg_type != NLMSG_ERROR {
+        return false;
+    }
+    debug!(
+        "RTM_GETLINK for ifindex {index}: {}",
+        io::Error::from_raw_os_error(code.saturating_neg())
+    );
+    true
 }
 
 /// Waits until the socket is readable or `timeout` passes (which is not an error: the caller
