@@ -165,6 +165,11 @@ impl ClientTable {
         self.idle_ticks
     }
 
+    /// A new idle timeout (a reload); applies from the next `roll_over`.
+    pub fn set_idle_ticks(&mut self, idle_ticks: u64) {
+        self.idle_ticks = idle_ticks;
+    }
+
     /// Counts `bytes` from `mac` (source IPv4 `src_ip`, destination `dst_ip`) arriving on port
     /// `port` at tick `now_tick`, and makes `mac` the most recently seen entry (to the tick:
     /// among clients seen in the same tick the order is that of their first frame in it).

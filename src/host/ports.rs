@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use crate::config::Target;
 use crate::netlink::{counter_delta, BondMode, LinkInfo};
 use crate::policy::{Detector, PortView};
+use crate::status::PortState;
 use crate::Mac;
 
 /// Two counter readings closer than this are too noisy to make a rate from: the later one
@@ -91,14 +92,13 @@ impl Port {
             .map(|r| r / self.capacity_bps)
     }
 
-    /// "up", "down" or "absent".
-    pub fn state(&self) -> &'static str {
+    pub fn state(&self) -> PortState {
         if !self.present {
-            "absent"
+            PortState::Absent
         } else if self.up {
-            "up"
+            PortState::Up
         } else {
-            "down"
+            PortState::Down
         }
     }
 }
