@@ -109,6 +109,11 @@ pub struct CaptureConfig {
     pub idle_timeout_secs: u64,
     pub ring_blocks: u32,
     pub ring_block_kib: u32,
+    /// "auto": a busy port is sampled in the kernel (one IPv4/IPv6 frame in N, N from its packet
+    /// rate); "off": every frame is counted.
+    pub sampling: String,
+    /// With `sampling = "auto"`: frames a second one port hands rlbd at most.
+    pub max_frames_per_sec: u32,
 }
 
 impl Default for CaptureConfig {
@@ -118,6 +123,8 @@ impl Default for CaptureConfig {
             idle_timeout_secs: DEFAULT_IDLE_TIMEOUT_SECS,
             ring_blocks: DEFAULT_RING_BLOCKS,
             ring_block_kib: DEFAULT_RING_BLOCK_KIB,
+            sampling: "auto".into(),
+            max_frames_per_sec: crate::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC,
         }
     }
 }
@@ -146,7 +153,22 @@ impl CaptureConfig {
                 (4..=65_536).contains(&self.ring_block_kib) && self.ring_block_kib % 4 == 0,
                 "is not a multiple of 4 in 4..=65536",
             ),
+            (
+                "sampling",
+                ["auto", "off"].contains(&self.sampling.as_str()),
+                "is not \"auto\" or \"off\"",
+            ),
+            (
+                "max_frames_per_sec",
+                (1000..=100_000_000).contains(&self.max_frames_per_sec),
+                "is not in 1000..=100000000",
+            ),
         ])
+    }
+
+    /// The frames a second a port may hand over before it is sampled; `None` with sampling off.
+    pub fn sampling_limit(&self) -> Option<u32> {
+        (self.sampling == "auto").then_some(self.max_frames_per_sec)
     }
 }
 

@@ -50,6 +50,32 @@ fn out_of_range_value_is_named_with_its_line() {
 }
 
 #[test]
+fn sampling_knobs_are_validated_and_named() {
+    let f = parse("[capture]\nsampling = \"off\"\nmax_frames_per_sec = 20000\n").unwrap();
+    assert_eq!(f.capture.sampling_limit(), None);
+    let f = parse("[capture]\nmax_frames_per_sec = 20000\n").unwrap();
+    assert_eq!(f.capture.sampling_limit(), Some(20_000));
+    assert_eq!(
+        CaptureConfig::default().sampling_limit(),
+        Some(crate::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC)
+    );
+    let e = parse("[capture]\n\nsampling = \"sometimes\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("capture.sampling") && e.contains("rlbd.toml:3"),
+        "{e}"
+    );
+    let e = parse("[capture]\nmax_frames_per_sec = 10\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("capture.max_frames_per_sec") && e.contains(":2"),
+        "{e}"
+    );
+}
+
+#[test]
 fn wrong_type_is_reported() {
     let e = parse("[policy]\nwindow = \"three\"\n")
         .unwrap_err()

@@ -304,6 +304,15 @@ fn table(rows: &[Vec<String>], right: &[usize]) -> String {
     out
 }
 
+/// A port's sampling ratio for people: "all" frames counted, or "1/N".
+fn sampled(one_in: u32) -> String {
+    if one_in <= 1 {
+        "all".into()
+    } else {
+        format!("1/{one_in}")
+    }
+}
+
 fn port_row(p: &PortStatus) -> Vec<String> {
     let pct = p
         .utilization
@@ -322,6 +331,7 @@ fn port_row(p: &PortStatus) -> Vec<String> {
             p.window.clone()
         },
         p.ring_drops.to_string(),
+        sampled(p.sampling),
         p.clients.to_string(),
     ]
 }
@@ -376,12 +386,13 @@ fn ports_table(r: &StatusReport) -> String {
         "UTILIZATION",
         "WINDOW",
         "RING DROPS",
+        "SAMPLED",
         "CLIENTS",
     ]
     .map(String::from)
     .to_vec()];
     rows.extend(r.ports.iter().map(port_row));
-    table(&rows, &[3, 4, 7, 8])
+    table(&rows, &[3, 4, 7, 8, 9])
 }
 
 fn clients_table(r: &StatusReport, top: Option<usize>) -> String {

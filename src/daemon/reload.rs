@@ -42,6 +42,8 @@ impl Daemon {
             }
         }
         self.table.set_idle_ticks(new.capture.idle_timeout_secs);
+        self.captures
+            .set_sampling_limit(&self.ports, new.capture.sampling_limit());
         self.steer.reconfigure(super::setup::steer_config(&new));
         crate::logging::set_level(&new.log_level);
         self.settings = Settings {
