@@ -444,15 +444,13 @@ fn overflow(lab: &mut Lab) {
 /// captured on the other.
 #[test]
 fn live_veth_capture() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("live_veth_capture: skipped, needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)");
+    if !crate::test_support::root_or_skip("live_veth_capture") {
         return;
     }
     // A thread of its own: the namespace change must not leak into other tests' threads.
     match std::thread::spawn(live).join() {
         Ok(Ok(())) => {}
-        Ok(Err(reason)) => eprintln!("live_veth_capture: skipped: {reason}"),
+        Ok(Err(reason)) => crate::test_support::skip("live_veth_capture", &reason),
         Err(panic) => std::panic::resume_unwind(panic),
     }
 }

@@ -18,23 +18,19 @@ const WAIT: Duration = Duration::from_secs(2);
 /// Runs `f` on a fresh thread moved into a new network namespace. Sockets that thread opens
 /// and processes it spawns live in that namespace, which disappears with them.
 fn in_private_netns(test: &str, f: impl FnOnce() + Send + 'static) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping {test}: needs root to create a network namespace");
+    if !crate::test_support::root_or_skip(test) {
         return;
     }
     if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipping {test}: iproute2 `ip` not found");
+        crate::test_support::skip(test, "iproute2 `ip` not found");
         return;
     }
     let test = test.to_owned();
     let handle = std::thread::spawn(move || {
         // SAFETY: affects only this thread's namespace membership.
         if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-            eprintln!(
-                "skipping {test}: unshare(CLONE_NEWNET): {}",
-                io::Error::last_os_error()
-            );
+            let e = io::Error::last_os_error();
+            crate::test_support::skip(&test, &format!("unshare(CLONE_NEWNET): {e}"));
             return;
         }
         f();
@@ -272,7 +268,10 @@ fn bridge_port_removal_is_not_link_removal() {
             .status()
             .map_or(true, |s| !s.success())
         {
-            eprintln!("skipping: no bridge support");
+            crate::test_support::skip(
+                "bridge_port_removal_is_not_link_removal",
+                "no bridge support",
+            );
             return;
         }
         ip("link add rlbd-a type veth peer name rlbd-b");
