@@ -51,9 +51,14 @@ impl Daemon {
             ..new
         };
         info!("SIGHUP: configuration reloaded; state kept");
+        // Read back from the parts that hold them, so a test can see the reload reached each.
         debug!(
-            "now: log level {}, {:?}, {:?}",
-            self.settings.log_level, self.settings.policy, self.settings.steering
+            "now: log level {}; client table idle timeout {} s, moves forgotten after {} s idle; {:?}; {:?}",
+            log::max_level(),
+            self.table.idle_ticks(),
+            self.steer.config().idle_ms / 1000,
+            self.settings.policy,
+            self.settings.steering
         );
     }
 }
