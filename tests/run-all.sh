@@ -41,7 +41,7 @@ cargo test --bench policy --bench capture
 step "packages, unit, man pages"
 tests/packaging/run.sh
 
-step "fuzzing the frame parser and accounting"
+step "fuzzing the parsers of untrusted input (frames, netlink, control requests, configuration)"
 tests/fuzz.sh
 
 if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then

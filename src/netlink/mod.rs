@@ -11,6 +11,7 @@ mod event;
 mod link;
 mod neigh;
 mod request;
+mod resync;
 mod socket;
 mod sysfs;
 
@@ -18,6 +19,7 @@ mod sysfs;
 mod netns_tests;
 
 pub use addr::AddrEntry;
+pub use event::decode_datagram;
 pub use link::{counter_delta, BondInfo, BondMode, LinkInfo, Mac};
 pub use neigh::NeighEntry;
 pub use socket::{NlEvent, RouteSocket, Snapshot};
