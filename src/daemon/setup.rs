@@ -231,6 +231,7 @@ pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
         },
         arp_buf: Vec::new(),
         actions: Vec::new(),
+        trouble: Default::default(),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
         settings,
     };

@@ -207,6 +207,14 @@ impl HostView {
             .is_some_and(|set| set.iter().any(|(ifx, i)| *i == ip && self.is_host_if(*ifx)))
     }
 
+    /// Confirmed neighbours (both families) on the server's interfaces, for the status.
+    pub fn confirmed_neighbours(&self) -> usize {
+        self.neigh
+            .keys()
+            .filter(|(ifx, _)| self.is_host_if(*ifx))
+            .count()
+    }
+
     /// True when `mac` is a confirmed neighbour of the server for any address.
     pub fn knows(&self, mac: Mac) -> bool {
         self.by_mac

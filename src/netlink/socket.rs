@@ -88,6 +88,8 @@ pub struct RouteSocket {
     /// Interrupted dumps re-run in a row; capped so a table that never stops changing cannot
     /// keep the socket dumping.
     intr_retries: u32,
+    /// Times the kernel reported lost notifications (ENOBUFS, NLMSG_OVERRUN, truncation).
+    overruns: u64,
 }
 
 impl fmt::Debug for RouteSocket {
@@ -138,7 +140,14 @@ impl RouteSocket {
             mirror: Mirror::default(),
             dump_intr: false,
             intr_retries: 0,
+            overruns: 0,
         })
+    }
+
+    /// Times the kernel reported lost notifications since the socket was opened (each one
+    /// reported as an [`NlEvent::Overrun`], after which the caller re-dumps).
+    pub fn overruns(&self) -> u64 {
+        self.overruns
     }
 
     /// For registration with `mio` (READABLE). The registration is edge-triggered: keep
@@ -339,6 +348,7 @@ impl RouteSocket {
                     Ok(false) => return Ok(false),
                     Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                         debug!("rtnetlink receive buffer overrun; notifications were lost");
+                        self.overruns += 1;
                         sink(Origin::Other, NlEvent::Overrun);
                         done += 1;
                         continue;
@@ -424,7 +434,10 @@ impl RouteSocket {
         }
         let event = match msg_type {
             NLMSG_NOOP => None,
-            NLMSG_OVERRUN => Some(NlEvent::Overrun),
+            NLMSG_OVERRUN => {
+                self.overruns += 1;
+                Some(NlEvent::Overrun)
+            }
             NLMSG_DONE => match ours {
                 Some(dump) => {
                     self.in_flight = None;

@@ -3,6 +3,7 @@
 
 pub mod arp;
 pub mod core;
+pub mod foreign;
 pub mod limiter;
 pub mod nd;
 pub mod watch;
