@@ -210,4 +210,11 @@ pub struct Totals {
     /// Episodes of another host claiming one of the server's addresses on the wire.
     #[serde(default)]
     pub foreign_claims: u64,
+    /// The latest the loop ran a due timer (a repeat, a re-assertion, the second's tick), ms
+    /// after it was due, since start.
+    #[serde(default)]
+    pub timer_late_max_ms: u64,
+    /// Timers run more than 100 ms after they were due, since start.
+    #[serde(default)]
+    pub timers_late: u64,
 }

@@ -211,7 +211,13 @@ impl Daemon {
 
     fn run_timers(&mut self) {
         let now = Instant::now();
+        let now_ms = self.clock.ms(now);
+        if let Some(due) = self.steer.next_due().filter(|d| *d <= now_ms) {
+            self.trouble.timer_ran(due, now_ms);
+        }
         if now >= self.clock.next_tick {
+            let due = self.clock.ms(self.clock.next_tick);
+            self.trouble.timer_ran(due, now_ms);
             self.on_tick();
             self.clock.next_tick += TICK;
             if self.clock.next_tick <= now {

@@ -194,6 +194,8 @@ impl Daemon {
             netlink_resyncs: self.nl.overruns(),
             neighbours: self.host.confirmed_neighbours(),
             foreign_claims: self.trouble.foreign.episodes(),
+            timer_late_max_ms: self.trouble.late_max_ms,
+            timers_late: self.trouble.late,
         }
     }
 

@@ -31,9 +31,21 @@ pub struct Trouble {
     /// The second being evaluated had ring drops: its client rates are incomplete.
     pub rates_unreliable: bool,
     pub unreliable_seconds: u64,
+    /// The most a due timer waited for the loop, ms, and how many waited over 100 ms.
+    pub late_max_ms: u64,
+    pub late: u64,
 }
 
 impl Trouble {
+    /// A timer due at `due_ms` runs at `now_ms`.
+    pub fn timer_ran(&mut self, due_ms: u64, now_ms: u64) {
+        let late = now_ms.saturating_sub(due_ms);
+        self.late_max_ms = self.late_max_ms.max(late);
+        if late > 100 {
+            self.late += 1;
+        }
+    }
+
     /// Warns, once per episode, about a captured frame in which another host claims one of the
     /// server's addresses.
     pub fn note_claim(
