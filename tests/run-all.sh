@@ -4,6 +4,7 @@
 #
 #   sudo tests/run-all.sh            everything
 #   SKIP_KERNEL_LAB=1 tests/run-all.sh   all but the QEMU guest (for a quick local loop)
+#   SKIP_SOAK=1 tests/run-all.sh         all but the 60 s soak (tests/soak/run.sh)
 #
 # Privileged tests are never skipped here: RLBD_REQUIRE_ROOT_TESTS=1 turns "skipped: needs root"
 # into a failure, so a green run means the namespace tests really ran.
@@ -43,6 +44,11 @@ tests/packaging/run.sh
 
 step "fuzzing the parsers of untrusted input (frames, netlink, control requests, configuration)"
 tests/fuzz.sh
+
+if [ "${SKIP_SOAK:-0}" != 1 ]; then
+  step "soak, short form: 200 clients, port failures, a port removed, reloads (60 s)"
+  tests/soak/run.sh
+fi
 
 if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
   step "real bonding driver in a QEMU guest"
