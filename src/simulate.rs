@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{self, ClientView, Detector, PolicyConfig, PortView};
 
+pub mod generate;
+pub mod ideal;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {

@@ -5,6 +5,7 @@ pub mod demo;
 pub mod flood;
 pub mod labchart;
 pub mod netns;
+pub mod packing;
 pub mod sample;
 pub mod scenario;
 pub mod traffic;
