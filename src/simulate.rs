@@ -1,7 +1,14 @@
 //! `rlbd simulate`: replays a scenario through the detector and planner, one tick a second.
 //!
-//! The switch model: each up slave delivers at most its capacity, shared max-min fairly among
-//! the clients sending to it; a down slave delivers nothing; a move takes effect on the next tick.
+//! The switch model: each up slave delivers at most its capacity, shared among the clients
+//! sending to it; a down slave delivers nothing; a move takes effect on the next tick. Demands are
+//! elastic: a client sends its demand when its slave has room, and on a saturated slave it gets
+//! a share of the capacity, max-min fair (water filling), or, with `elastic.unfairness` > 1,
+//! weighted max-min with a weight drawn afresh each time the client lands on a slave, as TCP
+//! flows that ramped up in a different order end up with different shares. With
+//! `elastic.move_lag`, a move takes effect that fraction of a second late, as the daemon's moves
+//! do (it decides a little after the second's counters were read), so the first sample after a
+//! move still shows part of the old placement.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -17,12 +24,20 @@ pub mod ideal;
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub slaves: Vec<SlaveSpec>,
+    #[serde(default)]
     pub clients: Vec<ClientSpec>,
+    #[serde(default)]
     pub ticks: Vec<Tick>,
     #[serde(default)]
     pub events: Vec<Event>,
     #[serde(default)]
     pub config: PolicyConfig,
+    /// Clients and demands drawn from a seed, instead of `clients` and `ticks`.
+    #[serde(default)]
+    pub random_demands: Option<RandomDemands>,
+    /// How a saturated slave shares its capacity, and how late moves take effect.
+    #[serde(default)]
+    pub elastic: Elastic,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,6 +68,65 @@ pub struct Event {
     pub up: bool,
 }
 
+/// `clients` clients, all on `slave`, idle until tick `start`, then each sending a fixed demand
+/// drawn from `seed`, the demands adding up to `load` x the capacity of all slaves.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomDemands {
+    pub seed: u64,
+    pub load: f64,
+    pub clients: usize,
+    pub slave: String,
+    pub ticks: usize,
+    #[serde(default = "default_start")]
+    pub start: usize,
+    /// Smallest demand relative to the largest, in (0, 1].
+    #[serde(default = "default_spread")]
+    pub spread: f64,
+    /// No demand is more than this fraction of the smallest slave's capacity.
+    #[serde(default = "default_max_share")]
+    pub max_share: f64,
+}
+
+fn default_start() -> usize {
+    1
+}
+fn default_spread() -> f64 {
+    0.25
+}
+fn default_max_share() -> f64 {
+    0.6
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Elastic {
+    /// Seed of the share weights.
+    pub seed: u64,
+    /// Largest share weight (the smallest is 1, drawn log-uniformly between): 1 is max-min
+    /// fair, 30 lets one flow get thirty times another's share on a saturated slave (the
+    /// namespace lab's TCP flows through one tbf: some nearly starve for seconds).
+    pub unfairness: f64,
+    /// Fraction of the second after a decision during which the old placement still holds,
+    /// in [0, 1).
+    pub move_lag: f64,
+    /// Share of its capacity a saturated slave delivers, in (0, 1]: a real port's receive
+    /// counter tops out under its nominal speed (framing, gaps; the namespace lab's tbf ports
+    /// read about 0.97), while a client that is not held back reads what it sends.
+    pub efficiency: f64,
+}
+
+impl Default for Elastic {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            unfairness: 1.0,
+            move_lag: 0.0,
+            efficiency: 1.0,
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct SlaveOut {
     pub rx_mbps: f64,
@@ -75,11 +149,19 @@ pub struct TickOut {
     pub slaves: BTreeMap<String, SlaveOut>,
     pub moves: Vec<MoveOut>,
     pub delivered_mbps: f64,
+    /// What the clients wanted this tick, Mbit/s.
+    pub demand_mbps: f64,
+    /// Each client's slave index this tick (before this tick's moves), and its demand: for the
+    /// in-process checks, not printed.
+    #[serde(skip)]
+    pub placement: Vec<usize>,
+    #[serde(skip)]
+    pub demands: Vec<f64>,
 }
 
 /// Parses and checks a scenario; every error names the field at fault.
 pub fn parse(text: &str) -> Result<Scenario, String> {
-    let s: Scenario = serde_json::from_str(text).map_err(|e| format!("scenario: {e}"))?;
+    let mut s: Scenario = serde_json::from_str(text).map_err(|e| format!("scenario: {e}"))?;
     s.config.validate().map_err(|e| format!("config.{e}"))?;
     if s.slaves.is_empty() {
         return Err("slaves: at least one slave is needed".into());
@@ -92,13 +174,32 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
                 sl.capacity_mbps
             ));
         }
-        if !names.insert(sl.name.as_str()) {
+        if !names.insert(sl.name.clone()) {
             return Err(format!("slaves[{i}].name: {:?} appears twice", sl.name));
         }
     }
+    let e = &s.elastic;
+    if !(e.unfairness.is_finite() && e.unfairness >= 1.0) {
+        return Err(format!(
+            "elastic.unfairness: {} is not a number >= 1",
+            e.unfairness
+        ));
+    }
+    if !(e.move_lag >= 0.0 && e.move_lag < 1.0) {
+        return Err(format!("elastic.move_lag: {} is not in [0, 1)", e.move_lag));
+    }
+    if !(e.efficiency > 0.0 && e.efficiency <= 1.0) {
+        return Err(format!(
+            "elastic.efficiency: {} is not in (0, 1]",
+            e.efficiency
+        ));
+    }
+    if let Some(r) = s.random_demands.clone() {
+        expand(&mut s, &r)?;
+    }
     let mut ips = std::collections::HashSet::new();
     for (i, c) in s.clients.iter().enumerate() {
-        if !names.contains(c.slave.as_str()) {
+        if !names.contains(&c.slave) {
             return Err(format!("clients[{i}].slave: unknown slave {:?}", c.slave));
         }
         if !ips.insert(c.ip.as_str()) {
@@ -118,25 +219,136 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         }
     }
     for (i, e) in s.events.iter().enumerate() {
-        if !names.contains(e.slave.as_str()) {
+        if !names.contains(&e.slave) {
             return Err(format!("events[{i}].slave: unknown slave {:?}", e.slave));
         }
     }
     Ok(s)
 }
 
+/// Replaces `random_demands` by the clients and ticks it stands for.
+fn expand(s: &mut Scenario, r: &RandomDemands) -> Result<(), String> {
+    if !s.clients.is_empty() || !s.ticks.is_empty() {
+        return Err("random_demands: give either it or clients and ticks, not both".into());
+    }
+    if !s.slaves.iter().any(|sl| sl.name == r.slave) {
+        return Err(format!("random_demands.slave: unknown slave {:?}", r.slave));
+    }
+    if !(r.load.is_finite() && r.load > 0.0) {
+        return Err(format!("random_demands.load: {} is not positive", r.load));
+    }
+    if !(r.max_share > 0.0 && r.max_share.is_finite()) {
+        return Err(format!(
+            "random_demands.max_share: {} is not positive",
+            r.max_share
+        ));
+    }
+    if r.start >= r.ticks {
+        return Err(format!(
+            "random_demands.start: {} is not before the last tick ({})",
+            r.start, r.ticks
+        ));
+    }
+    let total_cap: f64 = s.slaves.iter().map(|sl| sl.capacity_mbps).sum();
+    let smallest = s
+        .slaves
+        .iter()
+        .map(|sl| sl.capacity_mbps)
+        .fold(f64::INFINITY, f64::min);
+    let d = generate::demands(&generate::DemandSpec {
+        seed: r.seed,
+        clients: r.clients,
+        total: ((r.load * total_cap) * 10.0).round() / 10.0,
+        max_each: r.max_share * smallest,
+        spread: r.spread,
+    })
+    .map_err(|e| format!("random_demands.{e}"))?;
+    s.clients = (0..r.clients)
+        .map(|i| ClientSpec {
+            ip: format!("198.18.{}.{}", 1 + i / 200, 11 + i % 200),
+            slave: r.slave.clone(),
+        })
+        .collect();
+    let zero: BTreeMap<String, f64> = s.clients.iter().map(|c| (c.ip.clone(), 0.0)).collect();
+    let on: BTreeMap<String, f64> = s
+        .clients
+        .iter()
+        .zip(&d)
+        .map(|(c, x)| (c.ip.clone(), *x))
+        .collect();
+    s.ticks = (0..r.ticks)
+        .map(|t| Tick {
+            demand_mbps: match t {
+                0 => Some(zero.clone()),
+                t if t == r.start => Some(on.clone()),
+                _ => None,
+            },
+        })
+        .collect();
+    Ok(())
+}
+
 /// Max-min fair shares of `capacity` among `demands` (water filling).
 pub fn fair_share(capacity: f64, demands: &[f64]) -> Vec<f64> {
+    weighted_share(capacity, demands, &vec![1.0; demands.len()])
+}
+
+/// Weighted max-min shares: the largest level L such that each client gets min(demand,
+/// L x weight) and the shares fit in `capacity`. Weights must be positive.
+pub fn weighted_share(capacity: f64, demands: &[f64], weights: &[f64]) -> Vec<f64> {
     let mut order: Vec<usize> = (0..demands.len()).collect();
-    order.sort_by(|&a, &b| demands[a].total_cmp(&demands[b]));
+    // Clients that are satisfied first (lowest demand per weight) leave room to the others.
+    order.sort_by(|&a, &b| (demands[a] / weights[a]).total_cmp(&(demands[b] / weights[b])));
     let mut out = vec![0.0; demands.len()];
     let mut left = capacity.max(0.0);
-    for (k, &i) in order.iter().enumerate() {
-        let share = left / (order.len() - k) as f64;
-        out[i] = demands[i].min(share);
+    let mut weight_left: f64 = order.iter().map(|&i| weights[i]).sum();
+    for &i in &order {
+        let share = left * weights[i] / weight_left;
+        out[i] = demands[i].max(0.0).min(share);
         left -= out[i];
+        weight_left -= weights[i];
     }
     out
+}
+
+/// The simulated world between ticks.
+struct World {
+    up: Vec<bool>,
+    on: Vec<usize>,
+    demand: Vec<f64>,
+    weight: Vec<f64>,
+    rng: generate::Rng,
+    unfairness: f64,
+    efficiency: f64,
+}
+
+impl World {
+    fn new_weight(&mut self) -> f64 {
+        if self.unfairness > 1.0 {
+            // Log-uniform: as many flows starved to a tenth as favoured tenfold.
+            self.unfairness.powf(self.rng.unit())
+        } else {
+            1.0
+        }
+    }
+
+    /// What each client gets with placement `on`.
+    fn rates(&self, s: &Scenario, on: &[usize]) -> Vec<f64> {
+        let mut rate = vec![0.0; on.len()];
+        for (p, sl) in s.slaves.iter().enumerate() {
+            if !self.up[p] {
+                continue;
+            }
+            let members: Vec<usize> = (0..on.len()).filter(|&c| on[c] == p).collect();
+            let d: Vec<f64> = members.iter().map(|&c| self.demand[c]).collect();
+            let w: Vec<f64> = members.iter().map(|&c| self.weight[c]).collect();
+            let usable = sl.capacity_mbps * self.efficiency;
+            for (k, share) in weighted_share(usable, &d, &w).into_iter().enumerate() {
+                rate[members[k]] = share;
+            }
+        }
+        rate
+    }
 }
 
 /// Runs the scenario; one `TickOut` per tick goes to `emit`.
@@ -148,14 +360,26 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
         .enumerate()
         .map(|(i, sl)| (sl.name.as_str(), i))
         .collect();
-    let mut up = vec![true; s.slaves.len()];
-    let mut on: Vec<usize> = s
-        .clients
-        .iter()
-        .map(|c| slave_ix[c.slave.as_str()])
-        .collect();
-    let mut demand = vec![0.0; s.clients.len()];
-    let mut moved_at: Vec<Option<u64>> = vec![None; s.clients.len()];
+    let n = s.clients.len();
+    let mut w = World {
+        up: vec![true; s.slaves.len()],
+        on: s
+            .clients
+            .iter()
+            .map(|c| slave_ix[c.slave.as_str()])
+            .collect(),
+        demand: vec![0.0; n],
+        weight: vec![1.0; n],
+        // A stream of its own: the same seed in `random_demands` must not tie the shares to the
+        // demands.
+        rng: generate::Rng::new(s.elastic.seed ^ 0xe1a5_71c5_ba5e_d5ee),
+        unfairness: s.elastic.unfairness,
+        efficiency: s.elastic.efficiency,
+    };
+    for c in 0..n {
+        w.weight[c] = w.new_weight();
+    }
+    let mut moved_at: Vec<Option<u64>> = vec![None; n];
     let mut detectors: Vec<Detector> = s
         .slaves
         .iter()
@@ -166,59 +390,67 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
     for (t, tick) in s.ticks.iter().enumerate() {
         let t = t as u64;
         for e in s.events.iter().filter(|e| e.t == t) {
-            up[slave_ix[e.slave.as_str()]] = e.up;
-        }
-        for (c, to) in pending.drain(..) {
-            on[c] = to;
+            w.up[slave_ix[e.slave.as_str()]] = e.up;
         }
         if let Some(d) = &tick.demand_mbps {
             for (i, c) in s.clients.iter().enumerate() {
                 if let Some(v) = d.get(&c.ip) {
-                    demand[i] = *v;
+                    w.demand[i] = *v;
                 }
             }
         }
-        // What each slave delivers this second.
-        let mut rate = vec![0.0; s.clients.len()];
-        for (p, sl) in s.slaves.iter().enumerate() {
-            if !up[p] {
-                continue;
+        let before = w.on.clone();
+        for (c, to) in pending.drain(..) {
+            w.on[c] = to;
+            // A flow arriving on a slave ramps up against the ones already there.
+            w.weight[c] = w.new_weight();
+        }
+        // What each slave delivers this second: the new placement, and for the first
+        // `move_lag` of the second still the old one.
+        let mut rate = w.rates(s, &w.on);
+        let lag = s.elastic.move_lag;
+        let mut rx = vec![0.0; s.slaves.len()];
+        if lag > 0.0 && before != w.on {
+            let old = w.rates(s, &before);
+            for c in 0..n {
+                rx[before[c]] += lag * old[c];
+                rx[w.on[c]] += (1.0 - lag) * rate[c];
+                rate[c] = lag * old[c] + (1.0 - lag) * rate[c];
             }
-            let members: Vec<usize> = (0..s.clients.len()).filter(|&c| on[c] == p).collect();
-            let d: Vec<f64> = members.iter().map(|&c| demand[c]).collect();
-            for (k, share) in fair_share(sl.capacity_mbps, &d).into_iter().enumerate() {
-                rate[members[k]] = share;
+        } else {
+            for c in 0..n {
+                rx[w.on[c]] += rate[c];
             }
         }
         let mut ports = Vec::with_capacity(s.slaves.len());
         for (p, sl) in s.slaves.iter().enumerate() {
-            let rx: f64 = (0..s.clients.len())
-                .filter(|&c| on[c] == p)
-                .map(|c| rate[c])
-                .sum();
-            let util = rx / sl.capacity_mbps;
-            if up[p] {
+            if !w.up[p] {
+                rx[p] = 0.0;
+            }
+            let util = rx[p] / sl.capacity_mbps;
+            if w.up[p] {
                 detectors[p].push(Some(util), cfg.threshold);
             } else {
                 detectors[p].reset();
             }
             ports.push(PortView {
                 capacity_bps: sl.capacity_mbps * 1e6,
-                up: up[p],
-                rx_bps: rx * 1e6,
+                up: w.up[p],
+                rx_bps: rx[p] * 1e6,
                 overloaded: detectors[p].overloaded(),
             });
         }
         // A down slave's clients demand as before; the daemon sees them there (last frames).
-        let clients: Vec<ClientView> = (0..s.clients.len())
+        let clients: Vec<ClientView> = (0..n)
             .map(|c| ClientView {
-                port: on[c],
-                rate_bps: if up[on[c]] {
+                port: w.on[c],
+                rate_bps: if w.up[w.on[c]] {
                     rate[c] * 1e6
                 } else {
-                    demand[c] * 1e6
+                    w.demand[c] * 1e6
                 },
                 held: moved_at[c].is_some_and(|m| t.saturating_sub(m) < cfg.hold_down),
+                since_move: moved_at[c].map(|m| t.saturating_sub(m)),
             })
             .collect();
         let moves = policy::plan(cfg, &ports, &clients);
@@ -254,7 +486,10 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
             t,
             slaves,
             moves: out_moves,
-            delivered_mbps: round(rate.iter().sum()),
+            delivered_mbps: round(rx.iter().sum()),
+            demand_mbps: round(w.demand.iter().sum()),
+            placement: w.on.clone(),
+            demands: w.demand.clone(),
         });
     }
 }
@@ -301,5 +536,22 @@ mod tests {
             vec![100.0, 450.0, 450.0]
         );
         assert!(fair_share(1000.0, &[]).is_empty());
+    }
+
+    #[test]
+    fn weighted_share_gives_by_weight_and_never_more_than_asked() {
+        assert_eq!(
+            weighted_share(30.0, &[100.0, 100.0], &[1.0, 2.0]),
+            vec![10.0, 20.0]
+        );
+        // The small client is satisfied; the rest is split 1:2.
+        assert_eq!(
+            weighted_share(30.0, &[6.0, 100.0, 100.0], &[3.0, 1.0, 2.0]),
+            vec![6.0, 8.0, 16.0]
+        );
+        assert_eq!(
+            weighted_share(30.0, &[5.0, 6.0], &[1.0, 3.0]),
+            vec![5.0, 6.0]
+        );
     }
 }

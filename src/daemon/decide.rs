@@ -47,6 +47,10 @@ impl Daemon {
                 port,
                 rate_bps: e.rate as f64 * 8.0,
                 held: self.steering.held(&e.mac, self.tick, hold),
+                since_move: self
+                    .steering
+                    .moved(&e.mac)
+                    .map(|m| self.tick.saturating_sub(m.at_tick)),
             });
         }
         let moves = policy::plan(&self.settings.policy, &views, &clients);
@@ -145,6 +149,7 @@ impl Daemon {
                     port,
                     rate_bps: e.rate as f64 * 8.0,
                     held: true,
+                    since_move: None,
                 });
             }
         }

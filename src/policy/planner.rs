@@ -1,5 +1,6 @@
 //! Choosing moves: the paper's adjustment rules (section 4.3, as `algorithm.md` reads them) plus
-//! failover, hold-down and a minimum gain.
+//! failover, hold-down, a minimum gain, and (in `packing.rs`) relief of a saturated port beyond
+//! the threshold when the bond as a whole still has room.
 //!
 //! Cost: one sort of the clients, O(n log n), then every client is looked at at most once per
 //! pass, with O(log p) to find the least-loaded port, so a round is O(n log n + n log p) where the
@@ -11,10 +12,10 @@ use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, PortView, Reason};
 
 /// Ports that can take traffic, ordered by utilization (ties by index, for determinism).
-struct Targets {
-    load: Vec<f64>,
-    capacity: Vec<f64>,
-    order: BTreeSet<(u64, PortId)>,
+pub(super) struct Targets {
+    pub(super) load: Vec<f64>,
+    pub(super) capacity: Vec<f64>,
+    pub(super) order: BTreeSet<(u64, PortId)>,
 }
 
 /// Total order on utilizations. Everything not positive (including -0.0, which an empty float
@@ -28,7 +29,7 @@ fn key(u: f64) -> u64 {
 }
 
 /// A rate that is usable as a load: negative, -0.0 and NaN become 0.
-fn nonneg(x: f64) -> f64 {
+pub(super) fn nonneg(x: f64) -> f64 {
     if x > 0.0 {
         x
     } else {
@@ -53,7 +54,7 @@ impl Targets {
         }
     }
 
-    fn util(&self, p: PortId) -> f64 {
+    pub(super) fn util(&self, p: PortId) -> f64 {
         utilization(self.load[p], self.capacity[p])
     }
 
@@ -63,7 +64,7 @@ impl Targets {
 
     /// Moves `rate` of load from `from` to `to`, keeping the ordering right. `from` may be a
     /// down port, which is not in the ordering.
-    fn shift(&mut self, from: PortId, to: PortId, rate: f64) {
+    pub(super) fn shift(&mut self, from: PortId, to: PortId, rate: f64) {
         for (p, delta) in [(from, -rate), (to, rate)] {
             let was = self.order.remove(&(key(self.util(p)), p));
             self.load[p] = nonneg(self.load[p] + delta);
@@ -125,6 +126,16 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
         }
     }
 
+    // A move decided last round took effect a moment after that round's figures were read,
+    // so this round's still show part of the old placement: the target looks emptier and the
+    // moved client smaller than they are. Decide on a clean second.
+    if clients
+        .iter()
+        .any(|c| c.since_move.is_some_and(|s| s < SETTLE_SECS))
+    {
+        return moves;
+    }
+
     // Overload: hottest overloaded port first, so the worst imbalance gets the free room.
     let mut hot: Vec<&(PortId, usize, usize)> = groups
         .iter()
@@ -136,18 +147,31 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
             .total_cmp(&targets.util(a.0))
             .then(a.0.cmp(&b.0))
     });
+    // Ports that took a client off a saturated port this round: its demand shows only next
+    // round, so each takes at most one.
+    let mut took = vec![false; ports.len()];
     for &&(h, start, end) in &hot {
-        relieve(
-            cfg,
-            h,
-            &by_port[start..end],
-            clients,
-            &mut targets,
-            &mut moves,
-        );
+        let on_h = &by_port[start..end];
+        if ports[h].utilization() >= cfg.saturated {
+            super::packing::relieve_saturated(
+                cfg,
+                h,
+                on_h,
+                clients,
+                &mut targets,
+                &mut took,
+                &mut moves,
+            );
+        } else {
+            relieve(cfg, h, on_h, clients, &mut targets, &mut moves);
+        }
     }
     moves
 }
+
+/// Seconds after a move before the figures show only the new placement: the move lands a
+/// moment into a one-second sample, so the sample after it is mixed.
+pub const SETTLE_SECS: u64 = 2;
 
 /// Where a new client should go: the least-utilized live port (ties to the lowest index).
 pub fn place(ports: &[PortView]) -> Option<PortId> {
