@@ -135,8 +135,14 @@ fn evaluate(json: &str) -> Outcome {
         }
         last.insert(c, (*t, from));
     }
+    let fin = &ticks.last().unwrap().2;
+    let over: Vec<String> = ideal::loads(caps.len(), &demands, fin)
+        .iter()
+        .zip(&caps)
+        .map(|(l, c)| format!("{:+.1}", l - c))
+        .collect();
     let log = format!(
-        "demands {:?}\nbest {:?} = {:.1}\nmoves {:?}\nfinal {:?}\ndelivered {:?}",
+        "demands {:?}\nbest {:?} = {:.1}\nmoves {:?}\nfinal {:?} load-cap {over:?}\ndelivered {:?}",
         demands,
         best.port_of,
         best.delivered,

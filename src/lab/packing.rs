@@ -14,14 +14,19 @@
 //!    `judge_from` seconds, as a share of the control's, is the run's figure; the time to 95% is
 //!    when the goodput (one-second means) reached 95% of the control's and stayed there.
 //!
-//! Goodput is what the server's ports receive (their rx counters), sampled every 0.5 s.
+//! Goodput is what the server's ports receive (their rx counters), sampled every 0.5 s from
+//! `/proc/PID/net/dev` of the sink (a process in the server's namespace): no process is spawned
+//! per sample, so a busy machine does not smear the samples' timing.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
 use super::netns::{Lab, LabOptions, LabResult};
-use super::sample::{Sampler, Series};
 use super::scenario::{finish_sources, start_daemon, start_sink, start_sources, tail};
 use crate::simulate::generate::{demands, DemandSpec};
 use crate::simulate::ideal;
@@ -125,7 +130,8 @@ pub fn run(cfg: &BenchConfig, out: &mut dyn Write) -> LabResult<Vec<RunResult>> 
     std::fs::create_dir_all(&cfg.log_dir)
         .map_err(|e| format!("cannot create {}: {e}", cfg.log_dir.display()))?;
     let lab = Lab::build_sized(cfg.cap_mbit, cfg.ports, cfg.clients, LabOptions::default())?;
-    let _sink = start_sink(&lab, &cfg.exe)?;
+    let sink = start_sink(&lab, &cfg.exe)?;
+    let dev = PathBuf::from(format!("/proc/{}/net/dev", sink.id()));
     let mut results = Vec::new();
     for &load in &cfg.loads {
         for &seed in &cfg.seeds {
@@ -144,15 +150,21 @@ pub fn run(cfg: &BenchConfig, out: &mut dyn Write) -> LabResult<Vec<RunResult>> 
                 best.delivered
             );
             for rep in 1..=cfg.reps {
-                let ideal = control(&lab, cfg, &best.port_of)?;
+                let ideal = control(&lab, cfg, &dev, &best.port_of)?;
                 let log = cfg.log_dir.join(format!(
                     "packing-{:.0}-seed{seed}-rep{rep}.log",
                     load * 100.0
                 ));
                 let _ = std::fs::remove_file(&log);
-                let r = with_rlbd(&lab, cfg, &log).map_err(|e| {
+                let r = with_rlbd(&lab, cfg, &dev, &log).map_err(|e| {
                     format!("{e}\ndaemon log {}:\n{}", log.display(), tail(&log, 30))
                 })?;
+                let csv: String = r
+                    .samples
+                    .iter()
+                    .map(|(t, v)| format!("{t:.3},{v:.3}\n"))
+                    .collect();
+                let _ = std::fs::write(log.with_extension("csv"), format!("t,mbit\n{csv}"));
                 let (moves, per_client) = count_moves(&log);
                 let got = r.mean(cfg.judge_from, cfg.run_secs - 0.25);
                 let result = RunResult {
@@ -196,11 +208,11 @@ pub fn run_line(r: &RunResult) -> String {
 }
 
 /// The control: clients pinned to the best placement, no rlbd. Returns the mean goodput.
-fn control(lab: &Lab, cfg: &BenchConfig, port_of: &[usize]) -> LabResult<f64> {
+fn control(lab: &Lab, cfg: &BenchConfig, dev: &Path, port_of: &[usize]) -> LabResult<f64> {
     for (c, &p) in lab.clients().iter().zip(port_of) {
         lab.pin(c, lab.ports()[p])?;
     }
-    let t = traffic(lab, cfg, cfg.control_secs)?;
+    let t = traffic(lab, cfg, dev, cfg.control_secs)?;
     Ok(t.mean(cfg.control_settle, cfg.control_secs - 0.25))
 }
 
@@ -211,16 +223,6 @@ struct Totals {
 }
 
 impl Totals {
-    fn from_series(series: &Series, t0: f64) -> Self {
-        Self {
-            samples: series
-                .samples
-                .iter()
-                .map(|s| (s.t - t0, s.mbit.iter().sum()))
-                .collect(),
-        }
-    }
-
     /// Mean over samples ending in `(from, to]`.
     fn mean(&self, from: f64, to: f64) -> f64 {
         let inside: Vec<f64> = self
@@ -237,13 +239,13 @@ impl Totals {
     }
 
     /// The start of the first one-second window after which every one-second mean up to `end`
-    /// is at least `level`.
+    /// is at least `level` (one-second means: a half-second sample of a few TCP flows is noisy).
     fn time_to(&self, level: f64, end: f64) -> Option<f64> {
         let windows: Vec<(f64, f64)> = self
             .samples
             .iter()
             .filter(|(t, _)| *t >= 1.0 && *t <= end)
-            .map(|(t, _)| (*t - 1.0, self.mean(*t - 1.0 - 1e-9, *t)))
+            .map(|(t, _)| (*t - 1.0, self.mean(*t - 1.0 + 1e-9, *t)))
             .collect();
         let last_low = windows.iter().rposition(|(_, v)| *v < level);
         match last_low {
@@ -254,20 +256,96 @@ impl Totals {
 }
 
 /// Every client sends for `secs`; returns the goodput over time.
-fn traffic(lab: &Lab, cfg: &BenchConfig, secs: f64) -> LabResult<Totals> {
-    let sampler = Sampler::start(lab, Duration::from_millis(500));
-    let t0 = lab.elapsed();
+fn traffic(lab: &Lab, cfg: &BenchConfig, dev: &Path, secs: f64) -> LabResult<Totals> {
+    let sampler = DevSampler::start(dev, lab.ports(), Duration::from_millis(500))?;
+    let t0 = Instant::now();
     let sources = start_sources(lab, &cfg.exe, lab.clients(), secs)?;
     let sent = finish_sources(lab, sources, Duration::from_secs_f64(secs + 10.0));
-    let series = sampler.finish()?;
+    let samples = sampler.finish(t0)?;
     sent?;
     // Let the queues drain before the next phase measures anything.
     lab.sleep(Duration::from_millis(500))?;
-    Ok(Totals::from_series(&series, t0))
+    Ok(Totals { samples })
+}
+
+/// Samples the sum of the ports' rx counters from a `/proc/PID/net/dev` in a thread.
+struct DevSampler {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<LabResult<Vec<(Instant, u64)>>>,
+}
+
+impl DevSampler {
+    fn start(dev: &Path, ports: &[&str], period: Duration) -> LabResult<Self> {
+        let dev = dev.to_path_buf();
+        let ports: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
+        read_dev(&dev, &ports)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let global = super::netns::stop_flag();
+        let handle = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut next = Instant::now();
+            while !flag.load(Ordering::Relaxed) && !global.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                if now < next {
+                    std::thread::sleep((next - now).min(Duration::from_millis(10)));
+                    continue;
+                }
+                next += period;
+                out.push((Instant::now(), read_dev(&dev, &ports)?));
+            }
+            Ok(out)
+        });
+        Ok(Self { stop, handle })
+    }
+
+    /// Stops; returns (seconds after `t0`, Mbit/s over the period ending then).
+    fn finish(self, t0: Instant) -> LabResult<Vec<(f64, f64)>> {
+        self.stop.store(true, Ordering::Relaxed);
+        let raw = self
+            .handle
+            .join()
+            .map_err(|_| "sampler thread panicked".to_string())??;
+        Ok(raw
+            .windows(2)
+            .map(|w| {
+                let dt = w[1].0.duration_since(w[0].0).as_secs_f64().max(1e-6);
+                let mbit = w[1].1.saturating_sub(w[0].1) as f64 * 8.0 / dt / 1e6;
+                (w[1].0.saturating_duration_since(t0).as_secs_f64(), mbit)
+            })
+            .collect())
+    }
+}
+
+/// The sum of the rx bytes of `ports` in a `/proc/net/dev` text.
+fn read_dev(dev: &Path, ports: &[String]) -> LabResult<u64> {
+    let text =
+        std::fs::read_to_string(dev).map_err(|e| format!("cannot read {}: {e}", dev.display()))?;
+    sum_rx(&text, ports).ok_or_else(|| format!("{}: not every one of {ports:?}", dev.display()))
+}
+
+fn sum_rx(text: &str, ports: &[String]) -> Option<u64> {
+    let mut sum = 0;
+    for p in ports {
+        let line = text.lines().find(|l| {
+            l.trim_start()
+                .strip_prefix(p.as_str())
+                .is_some_and(|r| r.starts_with(':'))
+        })?;
+        let rx: u64 = line
+            .split(':')
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        sum += rx;
+    }
+    Some(sum)
 }
 
 /// Every client on `p0`, rlbd started, the clients send for `run_secs`.
-fn with_rlbd(lab: &Lab, cfg: &BenchConfig, log: &Path) -> LabResult<Totals> {
+fn with_rlbd(lab: &Lab, cfg: &BenchConfig, dev: &Path, log: &Path) -> LabResult<Totals> {
     for c in lab.clients() {
         lab.place(c, lab.ports()[0])?;
     }
@@ -278,7 +356,7 @@ fn with_rlbd(lab: &Lab, cfg: &BenchConfig, log: &Path) -> LabResult<Totals> {
     if let Some(st) = daemon.try_wait().map_err(|e| format!("wait: {e}"))? {
         return Err(format!("rlbd run exited before the traffic started ({st})"));
     }
-    let t = traffic(lab, cfg, cfg.run_secs);
+    let t = traffic(lab, cfg, dev, cfg.run_secs);
     let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
     let t = t?;
     if !status.success() {
@@ -382,6 +460,19 @@ mod tests {
         assert_eq!(t.time_to(95.0, 10.0), Some(6.0));
         assert_eq!(t.time_to(10.0, 10.0), Some(0.0));
         assert_eq!(t.mean(6.0, 10.0), 100.0);
+    }
+
+    #[test]
+    fn net_dev_is_summed_over_the_ports() {
+        let text = "Inter-|   Receive  |  Transmit\n face |bytes    packets\n\
+                        lo:     100       1    0    0\n\
+                        p0: 1000 10 0 0 0 0 0 0 5 1\n\
+                        p1:2000 20 0 0 0 0 0 0 5 1\n\
+                        p10: 9 1 0 0\n";
+        let ports = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(sum_rx(text, &ports(&["p0", "p1"])), Some(3000));
+        assert_eq!(sum_rx(text, &ports(&["p1"])), Some(2000));
+        assert_eq!(sum_rx(text, &ports(&["p2"])), None);
     }
 
     #[test]

@@ -8,22 +8,26 @@
 //! - **Past the threshold.** The threshold stays the trigger, but a target may be filled up to
 //!   `max_fill` (93%), not only up to the threshold: when the whole bond is over 80% busy no
 //!   placement keeps every port under 80%, and the saturated port loses everything its clients
-//!   want beyond its capacity. The target must still end below where the saturated port was.
+//!   want beyond its capacity. The target still ends below the saturated port, which counts as
+//!   full: the peak does not rise.
 //! - **One client of unknown demand per target per round.** A client's rate on a saturated port
 //!   is only a lower bound of its demand, so each target takes at most one such client a round;
 //!   the next clean second shows what the client really draws there (its demand, on a port with
 //!   room) and how much room is left, before the target takes another.
 //! - **The smallest client when nothing fits.** When the saturated port keeps clients that fit
-//!   nowhere under `max_fill`, its least-served client goes to the port with the most room as
-//!   long as what it draws now leaves that port no busier than the saturated one: the saturated
-//!   port sheds that much for certain, and the target at worst fills up as the saturated port
-//!   is. The next round learns from what it then draws.
+//!   nowhere under `max_fill`, its least-served client (that TCP did not starve) goes to the port
+//!   with the most room as long as what it draws now fits under that port's capacity: the
+//!   saturated port sheds that much for certain, and the target at worst ends as full as the
+//!   saturated port. The next round learns from what it then draws.
 //!
 //! As in the paper, a single biggest flow never moves, and without one at least one client stays.
 
 use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::planner::Targets;
+
+/// Under this part of its port's mean share a client counts as starved by TCP.
+const STARVED_SHARE: f64 = 0.25;
 
 /// Walks the clients of the saturated port `h` (`on_h`, largest first) and moves each that fits
 /// to the least-loaded port that has not taken one this round (`took`).
@@ -57,7 +61,20 @@ pub(super) fn relieve_saturated(
     } else {
         eligible.len() - 1
     };
-    let movable = |c: usize| clients[c].rate_bps < elephant_rate && !clients[c].held;
+    // A client drawing a small part of the port's mean share is one that TCP starved: what it
+    // draws says nothing of its demand, and it may stay starved for seconds on its new port,
+    // hiding what it will take there. It waits until it draws more (or others have left).
+    // (The mean of the others than an elephant: beside one, a small client is all there is.)
+    let small: Vec<f64> = eligible
+        .iter()
+        .map(|&c| clients[c].rate_bps)
+        .filter(|&r| r < elephant_rate)
+        .collect();
+    let share = small.iter().sum::<f64>() / small.len().max(1) as f64;
+    let movable = |c: usize| {
+        let rate = clients[c].rate_bps;
+        rate < elephant_rate && rate >= STARVED_SHARE * share && !clients[c].held
+    };
     let fill = cfg.max_fill.max(cfg.threshold);
     let mut moved = 0;
     for &c in eligible.iter().filter(|&&c| movable(c)) {
@@ -69,6 +86,12 @@ pub(super) fn relieve_saturated(
         };
         let rate = clients[c].rate_bps;
         let after = utilization(targets.load[best] + rate, targets.capacity[best]);
+        // The saturated port counts down by what each client drew there: after a few moves the
+        // rest of it may look no busier than this target would be, and the smaller clients left
+        // to try are the ones TCP starved. Stop there; the next round shows where things stand.
+        if after >= targets.util(h) && moved > 0 {
+            break;
+        }
         if after <= fill && after < targets.util(h) {
             shift(h, best, c, rate, targets, took, moves);
             moved += 1;
@@ -78,8 +101,8 @@ pub(super) fn relieve_saturated(
     if moved > 0 || cfg.max_fill <= cfg.threshold {
         return;
     }
-    // Nothing fitted: the least-served client to the emptiest port, if what it draws now leaves
-    // that port no busier than the saturated one (so the peak does not rise).
+    // Nothing fitted: the least-served client to the emptiest port, if what it draws now fits
+    // under that port's capacity.
     let (Some(best), Some(&c)) = (
         emptiest_free(cfg, targets, took, h),
         eligible.iter().rev().find(|&&c| movable(c)),
@@ -87,12 +110,12 @@ pub(super) fn relieve_saturated(
         return;
     };
     let rate = clients[c].rate_bps;
-    if utilization(targets.load[best] + rate, targets.capacity[best]) <= targets.util(h) {
+    if utilization(targets.load[best] + rate, targets.capacity[best]) <= 1.0 {
         shift(h, best, c, rate, targets, took, moves);
     }
 }
 
-/// Records the move of client `c` from `h` to `to`.
+/// Records the move of client `c` from `h` to `to`, what it draws now going with it.
 fn shift(
     h: PortId,
     to: PortId,
@@ -102,7 +125,8 @@ fn shift(
     took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
-    let before = (targets.util(h), targets.util(to));
+    let from = targets.util(h);
+    let before = targets.util(to);
     targets.shift(h, to, rate);
     took[to] = true;
     moves.push(Move {
@@ -111,8 +135,8 @@ fn shift(
         to,
         rate_bps: rate,
         reason: Reason::Overload,
-        from_util: (before.0, targets.util(h)),
-        to_util: (before.1, targets.util(to)),
+        from_util: (from, targets.util(h)),
+        to_util: (before, targets.util(to)),
     });
 }
 
@@ -124,11 +148,10 @@ fn emptiest_free(
     took: &[bool],
     h: PortId,
 ) -> Option<PortId> {
-    let hot = targets.util(h);
     targets
         .order
         .iter()
         .map(|&(_, p)| p)
         .find(|&p| p != h && !took[p] && targets.util(p) < cfg.saturated)
-        .filter(|&p| targets.util(p) < hot)
+        .filter(|&p| targets.util(p) < targets.util(h))
 }
