@@ -8,17 +8,17 @@
 //! - **Past the threshold.** The threshold stays the trigger, but a target may be filled up to
 //!   `max_fill` (93%), not only up to the threshold: when the whole bond is over 80% busy no
 //!   placement keeps every port under 80%, and the saturated port loses everything its clients
-//!   want beyond its capacity. The target still ends below the saturated port, which counts as
-//!   full: the peak does not rise.
+//!   want beyond its capacity. The target still ends below the saturated port: the peak does
+//!   not rise.
 //! - **One client of unknown demand per target per round.** A client's rate on a saturated port
 //!   is only a lower bound of its demand, so each target takes at most one such client a round;
 //!   the next clean second shows what the client really draws there (its demand, on a port with
 //!   room) and how much room is left, before the target takes another.
 //! - **The smallest client when nothing fits.** When the saturated port keeps clients that fit
 //!   nowhere under `max_fill`, its least-served client (that TCP did not starve) goes to the port
-//!   with the most room as long as what it draws now fits under that port's capacity: the
-//!   saturated port sheds that much for certain, and the target at worst ends as full as the
-//!   saturated port. The next round learns from what it then draws.
+//!   with the most room as long as what it draws now leaves that port no busier than the
+//!   saturated one: the saturated port sheds that much for certain, and the target at worst ends
+//!   as full as the saturated port is. The next round learns from what it then draws.
 //!
 //! As in the paper, a single biggest flow never moves, and without one at least one client stays.
 
@@ -101,8 +101,8 @@ pub(super) fn relieve_saturated(
     if moved > 0 || cfg.max_fill <= cfg.threshold {
         return;
     }
-    // Nothing fitted: the least-served client to the emptiest port, if what it draws now fits
-    // under that port's capacity.
+    // Nothing fitted: the least-served client to the emptiest port, if what it draws now leaves
+    // that port no busier than the saturated one reads (a full port reads about that much).
     let (Some(best), Some(&c)) = (
         emptiest_free(cfg, targets, took, h),
         eligible.iter().rev().find(|&&c| movable(c)),
@@ -110,7 +110,7 @@ pub(super) fn relieve_saturated(
         return;
     };
     let rate = clients[c].rate_bps;
-    if utilization(targets.load[best] + rate, targets.capacity[best]) <= 1.0 {
+    if utilization(targets.load[best] + rate, targets.capacity[best]) <= targets.util(h) {
         shift(h, best, c, rate, targets, took, moves);
     }
 }

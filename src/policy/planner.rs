@@ -62,6 +62,11 @@ impl Targets {
         self.order.first().map(|&(_, p)| p)
     }
 
+    /// The least-loaded port that has not taken a client this round.
+    fn least_loaded_free(&self, took: &[bool]) -> Option<PortId> {
+        self.order.iter().map(|&(_, p)| p).find(|&p| !took[p])
+    }
+
     /// Moves `rate` of load from `from` to `to`, keeping the ordering right. `from` may be a
     /// down port, which is not in the ordering.
     pub(super) fn shift(&mut self, from: PortId, to: PortId, rate: f64) {
@@ -147,8 +152,9 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
             .total_cmp(&targets.util(a.0))
             .then(a.0.cmp(&b.0))
     });
-    // Ports that took a client off a saturated port this round: its demand shows only next
-    // round, so each takes at most one.
+    // Each port takes at most one client per round: a reading can be wrong (a port ramping up
+    // reads under its saturation for a second, and then its clients' rates look like their
+    // demands), and the next clean second shows what the client really draws there.
     let mut took = vec![false; ports.len()];
     for &&(h, start, end) in &hot {
         let on_h = &by_port[start..end];
@@ -163,7 +169,7 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
                 &mut moves,
             );
         } else {
-            relieve(cfg, h, on_h, clients, &mut targets, &mut moves);
+            relieve(cfg, h, on_h, clients, &mut targets, &mut took, &mut moves);
         }
     }
     moves
@@ -200,6 +206,7 @@ fn relieve(
     on_h: &[usize],
     clients: &[ClientView],
     targets: &mut Targets,
+    took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
     let floor = cfg.min_rate_bps();
@@ -232,7 +239,7 @@ fn relieve(
         }
         // Rule 3(a): the best port is the currently least-loaded one. Rule 4: if that is the hot
         // port itself, the load is already as even as it gets.
-        let Some(best) = targets.least_loaded() else {
+        let Some(best) = targets.least_loaded_free(took) else {
             return;
         };
         if best == h {
@@ -256,6 +263,7 @@ fn relieve(
         }
         debug_assert!(h_after < h_before);
         targets.shift(h, best, rate);
+        took[best] = true;
         moves.push(Move {
             client: c,
             from: h,

@@ -41,6 +41,16 @@ pub fn loads(ports: usize, demands: &[f64], port_of: &[usize]) -> Vec<f64> {
 /// The best placement of `demands` on ports of capacities `caps` (all positive). With no port,
 /// every client is placed on port 0 and nothing is delivered.
 pub fn best(caps: &[f64], demands: &[f64]) -> Placement {
+    search(caps, demands, true)
+}
+
+/// What the best placement delivers, without the tie-break on the peak (much faster when every
+/// demand fits: the first placement that delivers all of it ends the search).
+pub fn best_delivered(caps: &[f64], demands: &[f64]) -> f64 {
+    search(caps, demands, false).delivered
+}
+
+fn search(caps: &[f64], demands: &[f64], tie_break: bool) -> Placement {
     let n = demands.len();
     if caps.is_empty() {
         return Placement {
@@ -66,7 +76,21 @@ pub fn best(caps: &[f64], demands: &[f64]) -> Placement {
         best_peak: f64::INFINITY,
         best_assign: vec![0; n],
         ceiling: caps.iter().sum::<f64>().min(suffix[0]),
+        tie_break,
     };
+    // A first answer to beat: largest first, each to the least utilized port.
+    let mut greedy = vec![0; n];
+    for (k, &x) in d.iter().enumerate() {
+        let p = (0..caps.len())
+            .min_by(|&a, &b| ((s.load[a] + x) / caps[a]).total_cmp(&((s.load[b] + x) / caps[b])))
+            .unwrap_or(0);
+        s.load[p] += x;
+        greedy[k] = p;
+    }
+    s.best_value = s.value();
+    s.best_peak = s.peak();
+    s.best_assign = greedy;
+    s.load.iter_mut().for_each(|l| *l = 0.0);
     s.go(0);
     let mut port_of = vec![0; n];
     for (k, &i) in order.iter().enumerate() {
@@ -102,6 +126,8 @@ struct Search<'a> {
     best_assign: Vec<usize>,
     /// No placement delivers more than this: every demand, or every port full.
     ceiling: f64,
+    /// Among the placements that deliver the most, look for the lowest peak.
+    tie_break: bool,
 }
 
 impl Search<'_> {
@@ -146,10 +172,18 @@ impl Search<'_> {
         if bound < self.best_value - tol {
             return;
         }
-        // The peak only grows as clients are added: a partial placement already as peaked as
-        // the best complete one cannot win on the tie-break.
-        if bound < self.best_value + tol && self.peak() >= self.best_peak {
+        // The peak only grows as clients are added, and at best the rest spreads evenly: a
+        // partial placement that cannot get under the best complete one's peak cannot win the
+        // tie-break.
+        if bound < self.best_value + tol && !self.tie_break {
             return;
+        }
+        if bound < self.best_value + tol {
+            let cap_sum: f64 = self.caps.iter().sum();
+            let spread = (self.load.iter().sum::<f64>() + self.suffix[k]) / cap_sum;
+            if self.peak().max(spread) >= self.best_peak {
+                return;
+            }
         }
         for p in 0..self.caps.len() {
             let same_as_earlier =
@@ -161,8 +195,10 @@ impl Search<'_> {
             self.assign[k] = p;
             self.go(k + 1);
             self.load[p] -= self.d[k];
-            // Reached the ceiling with the lowest peak there can be: done.
-            if self.best_value >= self.ceiling - tol && self.best_peak <= self.lowest_peak() {
+            // Reached the ceiling (with the lowest peak there can be, if that counts): done.
+            if self.best_value >= self.ceiling - tol
+                && (!self.tie_break || self.best_peak <= self.lowest_peak())
+            {
                 return;
             }
         }
@@ -226,6 +262,7 @@ mod tests {
             let demands: Vec<f64> = (0..n).map(|_| (next() % 150) as f64 / 10.0).collect();
             let got = best(&caps, &demands);
             let want = exhaustive(&caps, &demands);
+            assert!((best_delivered(&caps, &demands) - want.0).abs() < 1e-6);
             assert!(
                 (got.delivered - want.0).abs() < 1e-6 && (got.peak - want.1).abs() < 1e-9,
                 "caps {caps:?} demands {demands:?}: got {got:?}, want {want:?}"
