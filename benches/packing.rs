@@ -3,7 +3,7 @@
 //! level; exits non-zero when any run stays under the goal (97% of the control's goodput).
 //!
 //!   cargo bench --bench packing                      the full bench (~25 min)
-//!   cargo bench --bench packing -- --short           the CI form (~3 min)
+//!   cargo bench --bench packing -- --short           the CI form (~1 min)
 //!   cargo bench --bench packing -- --loads 0.92 --seeds 4,5 --reps 2 --clients 12
 //!
 //! Without root it says "skipped: needs root" and succeeds, unless RLBD_REQUIRE_ROOT_TESTS=1.
