@@ -239,8 +239,8 @@ fn packing_scenarios_reach_97_percent_of_the_best_placement() {
                 parsed
                     .ticks
                     .iter()
-                    .filter_map(|t| t.demand_mbps.as_ref()?.get(&c.ip).copied())
-                    .last()
+                    .rev()
+                    .find_map(|t| t.demand_mbps.as_ref()?.get(&c.ip).copied())
                     .unwrap()
             })
             .collect();
