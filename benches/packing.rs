@@ -5,6 +5,7 @@
 //!   cargo bench --bench packing                      the full bench (~25 min)
 //!   cargo bench --bench packing -- --short           the CI form (~1 min)
 //!   cargo bench --bench packing -- --loads 0.92 --seeds 4,5 --reps 2 --clients 12
+//!   cargo bench --bench packing -- --daemon-exe OLD/rlbd   an older build's planner, same lab
 //!
 //! Without root it says "skipped: needs root" and succeeds, unless RLBD_REQUIRE_ROOT_TESTS=1.
 
@@ -50,6 +51,11 @@ fn config() -> Result<BenchConfig, String> {
             "--run-secs" => cfg.run_secs = one(&a, args.next())?,
             "--judge-from" => cfg.judge_from = one(&a, args.next())?,
             "--goal" => cfg.goal = one(&a, args.next())?,
+            "--daemon-exe" => {
+                cfg.daemon_exe = Some(PathBuf::from(
+                    args.next().ok_or("--daemon-exe needs a value")?,
+                ))
+            }
             "--daemon-arg" => cfg
                 .daemon_args
                 .push(args.next().ok_or("--daemon-arg needs a value")?),

@@ -36,6 +36,8 @@ use crate::simulate::ideal;
 pub struct BenchConfig {
     /// The `rlbd` binary: the daemon, and the lab's traffic sink and sources.
     pub exe: PathBuf,
+    /// The daemon, when it is to be another build than `exe` (to measure an older planner).
+    pub daemon_exe: Option<PathBuf>,
     /// Where the daemon logs go, one per run.
     pub log_dir: PathBuf,
     pub ports: usize,
@@ -64,6 +66,7 @@ impl BenchConfig {
     pub fn full(exe: PathBuf, log_dir: PathBuf) -> Self {
         Self {
             exe,
+            daemon_exe: None,
             log_dir,
             ports: 4,
             cap_mbit: 20,
@@ -352,7 +355,8 @@ fn with_rlbd(lab: &Lab, cfg: &BenchConfig, dev: &Path, log: &Path) -> LabResult<
     }
     let mut args: Vec<&str> = vec!["-v"];
     args.extend(cfg.daemon_args.iter().map(String::as_str));
-    let mut daemon = start_daemon(lab, &cfg.exe, log, &args)?;
+    let exe = cfg.daemon_exe.as_ref().unwrap_or(&cfg.exe);
+    let mut daemon = start_daemon(lab, exe, log, &args)?;
     lab.sleep(Duration::from_millis(1500))?;
     if let Some(st) = daemon.try_wait().map_err(|e| format!("wait: {e}"))? {
         return Err(format!("rlbd run exited before the traffic started ({st})"));
