@@ -33,12 +33,13 @@ fn one<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String>
 
 fn config() -> Result<BenchConfig, String> {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_rlbd"));
+    let lab_exe = PathBuf::from(env!("CARGO_BIN_EXE_rlbd-lab"));
     let logs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("packing");
     let mut args = std::env::args().skip(1).peekable();
     let mut cfg = if std::env::args().any(|a| a == "--short") {
-        BenchConfig::short(exe, logs)
+        BenchConfig::short(exe, lab_exe, logs)
     } else {
-        BenchConfig::full(exe, logs)
+        BenchConfig::full(exe, lab_exe, logs)
     };
     while let Some(a) = args.next() {
         match a.as_str() {

@@ -34,8 +34,9 @@ use crate::simulate::ideal;
 /// Everything a bench run is made of.
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
-    /// The `rlbd` binary: the daemon, and the lab's traffic sink and sources.
+    /// The `rlbd` binary (the daemon) and the `rlbd-lab` binary (the traffic sink and sources).
     pub exe: PathBuf,
+    pub lab_exe: PathBuf,
     /// The daemon, when it is to be another build than `exe` (to measure an older planner).
     pub daemon_exe: Option<PathBuf>,
     /// Where the daemon logs go, one per run.
@@ -63,9 +64,10 @@ pub struct BenchConfig {
 
 impl BenchConfig {
     /// The full bench: 4 ports of 20 Mbit/s, 11 clients, 70% to 95% load, 3 seeds, 3 runs each.
-    pub fn full(exe: PathBuf, log_dir: PathBuf) -> Self {
+    pub fn full(exe: PathBuf, lab_exe: PathBuf, log_dir: PathBuf) -> Self {
         Self {
             exe,
+            lab_exe,
             daemon_exe: None,
             log_dir,
             ports: 4,
@@ -85,14 +87,14 @@ impl BenchConfig {
 
     /// The form CI runs: 85% load (where every run reaches the goal), two seeds, one run
     /// each, shorter phases. (At 92% and 95% some runs stay under 97%: see the full bench.)
-    pub fn short(exe: PathBuf, log_dir: PathBuf) -> Self {
+    pub fn short(exe: PathBuf, lab_exe: PathBuf, log_dir: PathBuf) -> Self {
         Self {
             loads: vec![0.85],
             seeds: vec![1, 2],
             reps: 1,
             run_secs: 15.0,
             control_secs: 6.0,
-            ..Self::full(exe, log_dir)
+            ..Self::full(exe, lab_exe, log_dir)
         }
     }
 
@@ -134,7 +136,7 @@ pub fn run(cfg: &BenchConfig, out: &mut dyn Write) -> LabResult<Vec<RunResult>> 
     std::fs::create_dir_all(&cfg.log_dir)
         .map_err(|e| format!("cannot create {}: {e}", cfg.log_dir.display()))?;
     let lab = Lab::build_sized(cfg.cap_mbit, cfg.ports, cfg.clients, LabOptions::default())?;
-    let sink = start_sink(&lab, &cfg.exe)?;
+    let sink = start_sink(&lab, &cfg.lab_exe)?;
     let dev = PathBuf::from(format!("/proc/{}/net/dev", sink.id()));
     let mut results = Vec::new();
     for &load in &cfg.loads {
@@ -263,7 +265,7 @@ impl Totals {
 fn traffic(lab: &Lab, cfg: &BenchConfig, dev: &Path, secs: f64) -> LabResult<Totals> {
     let sampler = DevSampler::start(dev, lab.ports(), Duration::from_millis(500))?;
     let t0 = Instant::now();
-    let sources = start_sources(lab, &cfg.exe, lab.clients(), secs)?;
+    let sources = start_sources(lab, &cfg.lab_exe, lab.clients(), secs)?;
     let sent = finish_sources(lab, sources, Duration::from_secs_f64(secs + 10.0));
     let samples = sampler.finish(t0)?;
     sent?;
@@ -500,7 +502,11 @@ mod tests {
 
     #[test]
     fn bench_demands_are_the_load_of_the_bond() {
-        let cfg = BenchConfig::full(PathBuf::from("rlbd"), PathBuf::from("."));
+        let cfg = BenchConfig::full(
+            PathBuf::from("rlbd"),
+            PathBuf::from("rlbd-lab"),
+            PathBuf::from("."),
+        );
         for &load in &cfg.loads {
             for &seed in &cfg.seeds {
                 let d = cfg.demands(load, seed).unwrap();
