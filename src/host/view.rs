@@ -275,6 +275,8 @@ fn shape_changed(a: &LinkInfo, b: &LinkInfo) -> bool {
         || a.master != b.master
         || a.kind != b.kind
         || a.bond != b.bond
+        || a.parent != b.parent
+        || a.vlan != b.vlan
 }
 
 #[cfg(test)]
