@@ -196,86 +196,24 @@ mod tests {
 
     #[test]
     fn each_bad_knob_is_named() {
-        let cases: [(PolicyConfig, &str); 11] = [
-            (
-                PolicyConfig {
-                    threshold: 0.0,
-                    ..Default::default()
-                },
-                "threshold",
-            ),
-            (
-                PolicyConfig {
-                    threshold: 1.5,
-                    ..Default::default()
-                },
-                "threshold",
-            ),
-            (
-                PolicyConfig {
-                    window: 0,
-                    ..Default::default()
-                },
-                "window",
-            ),
-            (
-                PolicyConfig {
-                    hits: 4,
-                    ..Default::default()
-                },
-                "hits",
-            ),
-            (
-                PolicyConfig {
-                    min_rate: f64::NAN,
-                    ..Default::default()
-                },
-                "min_rate",
-            ),
-            (
-                PolicyConfig {
-                    hold_down: 100_000,
-                    ..Default::default()
-                },
-                "hold_down",
-            ),
-            (
-                PolicyConfig {
-                    min_gain: 1.0,
-                    ..Default::default()
-                },
-                "min_gain",
-            ),
-            (
-                PolicyConfig {
-                    saturated: 0.0,
-                    ..Default::default()
-                },
-                "saturated",
-            ),
-            (
-                PolicyConfig {
-                    saturated: 1.01,
-                    ..Default::default()
-                },
-                "saturated",
-            ),
-            (
-                PolicyConfig {
-                    max_fill: f64::NAN,
-                    ..Default::default()
-                },
-                "max_fill",
-            ),
-            (
-                PolicyConfig {
-                    max_fill: 0.95,
-                    ..Default::default()
-                },
-                "max_fill",
-            ),
+        type Edit = fn(&mut PolicyConfig);
+        let cases: [(Edit, &str); 11] = [
+            (|c| c.threshold = 0.0, "threshold"),
+            (|c| c.threshold = 1.5, "threshold"),
+            (|c| c.window = 0, "window"),
+            (|c| c.hits = 4, "hits"),
+            (|c| c.min_rate = f64::NAN, "min_rate"),
+            (|c| c.hold_down = 100_000, "hold_down"),
+            (|c| c.min_gain = 1.0, "min_gain"),
+            (|c| c.saturated = 0.0, "saturated"),
+            (|c| c.saturated = 1.01, "saturated"),
+            (|c| c.max_fill = f64::NAN, "max_fill"),
+            // At or over `saturated`: a port filled that far would itself count as saturated.
+            (|c| c.max_fill = 0.95, "max_fill"),
         ];
-        for (cfg, field) in cases {
+        for (edit, field) in cases {
+            let mut cfg = PolicyConfig::default();
+            edit(&mut cfg);
             assert_eq!(cfg.validate().unwrap_err().key, field, "{cfg:?}");
         }
     }

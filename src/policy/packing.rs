@@ -61,19 +61,10 @@ pub(super) fn relieve_saturated(
     } else {
         eligible.len() - 1
     };
-    // A client drawing a small part of the port's mean share is one that TCP starved: what it
-    // draws says nothing of its demand, and it may stay starved for seconds on its new port,
-    // hiding what it will take there. It waits until it draws more (or others have left).
-    // (The mean of the others than an elephant: beside one, a small client is all there is.)
-    let small: Vec<f64> = eligible
-        .iter()
-        .map(|&c| clients[c].rate_bps)
-        .filter(|&r| r < elephant_rate)
-        .collect();
-    let share = small.iter().sum::<f64>() / small.len().max(1) as f64;
+    let starved = starved_under(clients, &eligible, elephant_rate);
     let movable = |c: usize| {
         let rate = clients[c].rate_bps;
-        rate < elephant_rate && rate >= STARVED_SHARE * share && !clients[c].held
+        rate < elephant_rate && rate >= starved && !clients[c].held
     };
     let fill = cfg.max_fill.max(cfg.threshold);
     let mut moved = 0;
@@ -101,12 +92,39 @@ pub(super) fn relieve_saturated(
     if moved > 0 || cfg.max_fill <= cfg.threshold {
         return;
     }
-    // Nothing fitted: the least-served client to the emptiest port, if what it draws now leaves
-    // that port no busier than the saturated one reads (a full port reads about that much).
-    let (Some(best), Some(&c)) = (
-        emptiest_free(cfg, targets, took, h),
-        eligible.iter().rev().find(|&&c| movable(c)),
-    ) else {
+    // Nothing fitted: the least-served client (the walk is largest first).
+    if let Some(&c) = eligible.iter().rev().find(|&&c| movable(c)) {
+        least_served(cfg, h, c, clients, targets, took, moves);
+    }
+}
+
+/// The rate under which a client of the saturated port counts as starved by TCP: a small part
+/// of the port's mean share. What such a client draws says nothing of its demand, and it may
+/// stay starved for seconds on its new port, hiding what it will take there; it waits until it
+/// draws more (or others have left). The mean is over the clients other than an elephant:
+/// beside one, a small client is all there is.
+fn starved_under(clients: &[ClientView], eligible: &[usize], elephant_rate: f64) -> f64 {
+    let small: Vec<f64> = eligible
+        .iter()
+        .map(|&c| clients[c].rate_bps)
+        .filter(|&r| r < elephant_rate)
+        .collect();
+    STARVED_SHARE * small.iter().sum::<f64>() / small.len().max(1) as f64
+}
+
+/// Moves client `c` off the saturated port `h` to the emptiest port, if what it draws now
+/// leaves that port no busier than `h` reads (a full port reads about that much): `h` sheds
+/// that much for certain, and the next round learns from what `c` then draws.
+fn least_served(
+    cfg: &PolicyConfig,
+    h: PortId,
+    c: usize,
+    clients: &[ClientView],
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) {
+    let Some(best) = emptiest_free(cfg, targets, took, h) else {
         return;
     };
     let rate = clients[c].rate_bps;

@@ -105,31 +105,7 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
     let by_port: Vec<usize> = packed.iter().map(|k| (*k as u32) as usize).collect();
     let groups = group_bounds(&by_port, clients);
 
-    // Failover: a down port delivers nothing, so every client seen there goes, hold-down or
-    // not, each to the port that is least loaded at that moment.
-    for &(port, start, end) in &groups {
-        if ports[port].up {
-            continue;
-        }
-        for &c in &by_port[start..end] {
-            let Some(to) = targets.least_loaded() else {
-                break;
-            };
-            let rate = nonneg(clients[c].rate_bps);
-            let from_before = targets.util(port);
-            let to_before = targets.util(to);
-            targets.shift(port, to, rate);
-            moves.push(Move {
-                client: c,
-                from: port,
-                to,
-                rate_bps: rate,
-                reason: Reason::Failover,
-                from_util: (from_before, targets.util(port)),
-                to_util: (to_before, targets.util(to)),
-            });
-        }
-    }
+    failover(ports, clients, &groups, &by_port, &mut targets, &mut moves);
 
     // A move decided last round took effect a moment after that round's figures were read,
     // so this round's still show part of the old placement: the target looks emptier and the
@@ -141,37 +117,15 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
         return moves;
     }
 
-    // Overload: hottest overloaded port first, so the worst imbalance gets the free room.
-    let mut hot: Vec<&(PortId, usize, usize)> = groups
-        .iter()
-        .filter(|(p, _, _)| ports[*p].up && ports[*p].overloaded && ports[*p].capacity_bps > 0.0)
-        .collect();
-    hot.sort_by(|a, b| {
-        targets
-            .util(b.0)
-            .total_cmp(&targets.util(a.0))
-            .then(a.0.cmp(&b.0))
-    });
-    // Each port takes at most one client per round: a reading can be wrong (a port ramping up
-    // reads under its saturation for a second, and then its clients' rates look like their
-    // demands), and the next clean second shows what the client really draws there.
-    let mut took = vec![false; ports.len()];
-    for &&(h, start, end) in &hot {
-        let on_h = &by_port[start..end];
-        if ports[h].utilization() >= cfg.saturated {
-            super::packing::relieve_saturated(
-                cfg,
-                h,
-                on_h,
-                clients,
-                &mut targets,
-                &mut took,
-                &mut moves,
-            );
-        } else {
-            relieve(cfg, h, on_h, clients, &mut targets, &mut took, &mut moves);
-        }
-    }
+    overload(
+        cfg,
+        ports,
+        clients,
+        &groups,
+        &by_port,
+        &mut targets,
+        &mut moves,
+    );
     moves
 }
 
@@ -213,6 +167,75 @@ pub fn place_new(cfg: &PolicyConfig, ports: &[PortView], new: &[ClientView]) -> 
         });
     }
     moves
+}
+
+/// Failover: a down port delivers nothing, so every client seen there goes, hold-down or not,
+/// each to the port that is least loaded at that moment.
+fn failover(
+    ports: &[PortView],
+    clients: &[ClientView],
+    groups: &[(PortId, usize, usize)],
+    by_port: &[usize],
+    targets: &mut Targets,
+    moves: &mut Vec<Move>,
+) {
+    for &(port, start, end) in groups {
+        if ports[port].up {
+            continue;
+        }
+        for &c in &by_port[start..end] {
+            let Some(to) = targets.least_loaded() else {
+                break;
+            };
+            let rate = nonneg(clients[c].rate_bps);
+            let from_before = targets.util(port);
+            let to_before = targets.util(to);
+            targets.shift(port, to, rate);
+            moves.push(Move {
+                client: c,
+                from: port,
+                to,
+                rate_bps: rate,
+                reason: Reason::Failover,
+                from_util: (from_before, targets.util(port)),
+                to_util: (to_before, targets.util(to)),
+            });
+        }
+    }
+}
+
+/// Overload relief, hottest overloaded port first so the worst imbalance gets the free room.
+fn overload(
+    cfg: &PolicyConfig,
+    ports: &[PortView],
+    clients: &[ClientView],
+    groups: &[(PortId, usize, usize)],
+    by_port: &[usize],
+    targets: &mut Targets,
+    moves: &mut Vec<Move>,
+) {
+    let mut hot: Vec<&(PortId, usize, usize)> = groups
+        .iter()
+        .filter(|(p, _, _)| ports[*p].up && ports[*p].overloaded && ports[*p].capacity_bps > 0.0)
+        .collect();
+    hot.sort_by(|a, b| {
+        targets
+            .util(b.0)
+            .total_cmp(&targets.util(a.0))
+            .then(a.0.cmp(&b.0))
+    });
+    // Each port takes at most one client per round: a reading can be wrong (a port ramping up
+    // reads under its saturation for a second, and then its clients' rates look like their
+    // demands), and the next clean second shows what the client really draws there.
+    let mut took = vec![false; ports.len()];
+    for &&(h, start, end) in &hot {
+        let on_h = &by_port[start..end];
+        if ports[h].utilization() >= cfg.saturated {
+            super::packing::relieve_saturated(cfg, h, on_h, clients, targets, &mut took, moves);
+        } else {
+            relieve(cfg, h, on_h, clients, targets, &mut took, moves);
+        }
+    }
 }
 
 /// (port, start, end) ranges of `sorted` (clients sorted by port).
