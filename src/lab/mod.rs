@@ -2,6 +2,7 @@
 
 pub mod chart;
 pub mod demo;
+mod devsample;
 pub mod flood;
 pub mod labchart;
 pub mod netns;
