@@ -2,8 +2,8 @@
 //! nearly full bond of namespace ports. Root only. Prints a line per run and a table per load
 //! level; exits non-zero when any run stays under the goal (97% of the control's goodput).
 //!
-//!   cargo bench --bench packing                      the full bench (~25 min)
-//!   cargo bench --bench packing -- --short           the CI form (~1 min)
+//!   cargo bench --bench packing                      the full bench (~20 min)
+//!   cargo bench --bench packing -- --short           the CI form (~50 s once built)
 //!   cargo bench --bench packing -- --loads 0.92 --seeds 4,5 --reps 2 --clients 12
 //!   cargo bench --bench packing -- --daemon-exe OLD/rlbd   an older build's planner, same lab
 //!

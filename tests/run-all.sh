@@ -44,7 +44,7 @@ tests/packaging/run.sh
 
 if [ "${SKIP_PACKING_BENCH:-0}" != 1 ]; then
   # Issue 15: rlbd against the best placement on a nearly full bond of namespace ports. The
-  # short form (85% load, two demand sets, ~1 min once built) fails when any run stays under
+  # short form (85% load, two demand sets, ~50 s once built) fails when any run stays under
   # 97% of the pinned best placement; `cargo bench --bench packing` is the full bench.
   step "packing bench, short form"
   cargo bench --bench packing -- --short
