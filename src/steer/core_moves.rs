@@ -139,7 +139,7 @@ impl Steerer {
 
     /// The once-a-second decision: the planner's moves for overloaded ports, with the clients
     /// rlbd moved less than the hold-down ago held where they are. `why(move)` says, for the log,
-    /// why the source port counts as overloaded. Returns the number of moves made.
+    /// why the source port counts as overloaded. Returns the ports moves were made off.
     #[allow(clippy::too_many_arguments)]
     pub fn rebalance(
         &mut self,
@@ -149,7 +149,7 @@ impl Steerer {
         why: &dyn Fn(&Move) -> String,
         ctx: &Ctx,
         out: &mut Vec<Action>,
-    ) -> usize {
+    ) -> Vec<PortId> {
         // A client that cannot be moved whole is not offered to the planner: it would pick it,
         // the move would be refused, and a client that could have gone would stay.
         let views: Vec<ClientView> = clients
@@ -160,12 +160,57 @@ impl Steerer {
                 held: self.held(&c.key, now) || ctx.host.claims_for(c.key, &c.talk).is_err(),
             })
             .collect();
-        let mut made = 0;
+        let mut made = Vec::new();
         for mv in policy::plan(&self.cfg.policy, ports, &views) {
             let c = clients[mv.client];
-            made += usize::from(self.apply_move(now, c.key, &c.talk, &mv, &why(&mv), ctx, out));
+            if self.apply_move(now, c.key, &c.talk, &mv, &why(&mv), ctx, out) {
+                made.push(mv.from);
+            }
         }
         made
+    }
+
+    /// Claims the addresses a moved client started to talk to since its move (an NFS client
+    /// that mounts a second export, a dual-stack client's first IPv6 frame), so that all of its
+    /// traffic stays where rlbd put it. What can no longer be claimed stays as it was.
+    pub fn refresh_claims(
+        &mut self,
+        now: u64,
+        clients: &[ClientSnap],
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        for c in clients {
+            let Some(m) = self.moved.get_mut(&c.key) else {
+                continue;
+            };
+            let Ok(claims) = ctx.host.claims_for(c.key, &c.talk) else {
+                continue;
+            };
+            let new: Vec<Claim> = claims
+                .into_iter()
+                .filter(|n| !m.claims.contains(n))
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            let list: Vec<String> = new.iter().map(|n| n.server().to_string()).collect();
+            log(
+                out,
+                Level::Info,
+                format!(
+                    "{} ({}) now also talks to {}: claimed on {}",
+                    new[0].client(),
+                    c.key,
+                    list.join(", "),
+                    ctx.port_name(m.port)
+                ),
+            );
+            m.claims.extend(new);
+            let repeats = self.cfg.repeats;
+            self.schedule(c.key, now, repeats, out);
+        }
+        self.on_timer(now, ctx, out);
     }
 
     /// balance-tlb: the first placement of each new client (one rlbd has not moved), since the
