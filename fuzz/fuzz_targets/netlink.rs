@@ -5,7 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use rlbd::config::Target;
-use rlbd::host::HostView;
+use rlbd::client::ClientKey;
+use rlbd::host::{HostView, Talk};
 use rlbd::netlink::{decode_datagram, NlEvent};
 
 fuzz_target!(|data: &[u8]| {
@@ -13,19 +14,13 @@ fuzz_target!(|data: &[u8]| {
     let mut view = HostView::new(Target::Ports(vec!["p0".into(), "p1".into()]));
     for ev in &events {
         view.apply(ev);
-        if let NlEvent::Neigh(n) = ev {
-            // The view holds a neighbour only when the kernel confirmed it on a host interface.
+        if let NlEvent::Neigh(n) | NlEvent::NeighRemoved(n) = ev {
             if let Some(mac) = n.mac {
-                if view.confirms(mac, n.ip) {
-                    assert!(n.is_confirmed());
-                    assert!(view.is_host_if(n.ifindex) || view.knows(mac));
-                }
-            }
-        }
-        if let NlEvent::NeighRemoved(n) = ev {
-            if let Some(mac) = n.mac {
-                // Removed on this interface; another interface may still hold it.
-                let _ = view.confirms(mac, n.ip);
+                // The lookups the steering core makes must answer, whatever the table holds.
+                let key = ClientKey::untagged(mac);
+                let confirmed = view.confirms(key, n.ip);
+                assert!(!confirmed || view.knows(key));
+                let _ = view.claims_for(key, &Talk::default());
             }
         }
     }

@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::Mac;
+use crate::client::ClientKey;
 
 /// Delay before each retry, ms: about 1.5 s in all, longer than a queue takes to drain.
 pub const DELAYS_MS: [u64; 5] = [50, 100, 200, 400, 800];
@@ -89,7 +89,7 @@ pub struct Pending {
     /// Tries made so far (1 after the first refusal).
     pub tries: usize,
     pub port: usize,
-    pub client: Mac,
+    pub client: ClientKey,
     pub frame: Vec<u8>,
 }
 
@@ -113,7 +113,7 @@ pub struct Retries {
 
 impl Retries {
     /// A newer frame for `client` is about to go out: older retries for it are void.
-    pub fn supersede(&mut self, client: Mac) {
+    pub fn supersede(&mut self, client: ClientKey) {
         self.queue.retain(|p| p.client != client);
     }
 
@@ -124,7 +124,7 @@ impl Retries {
         &mut self,
         now_ms: u64,
         port: usize,
-        client: Mac,
+        client: ClientKey,
         frame: Vec<u8>,
         tries: usize,
         errno: Option<i32>,
@@ -202,8 +202,10 @@ impl Retries {
 mod tests {
     use super::*;
 
-    const C: Mac = Mac(2, 0, 0, 0, 0, 1);
-    const D: Mac = Mac(2, 0, 0, 0, 0, 2);
+    use crate::Mac;
+
+    const C: ClientKey = ClientKey::untagged(Mac(2, 0, 0, 0, 0, 1));
+    const D: ClientKey = ClientKey::new(Mac(2, 0, 0, 0, 0, 2), 100);
 
     #[test]
     fn transient_refusals_back_off_then_give_up() {
