@@ -3,7 +3,7 @@
 # Run as root on a fresh Debian/Ubuntu machine with the Rust toolchain: it installs what it needs.
 #
 #   sudo tests/run-all.sh            everything
-#   SKIP_KERNEL_LAB=1 tests/run-all.sh   all but the QEMU guest (for a quick local loop)
+#   SKIP_KERNEL_LAB=1 SKIP_SYSTEM_LAB=1 tests/run-all.sh   all but the QEMU guests (a quick local loop)
 #
 # Privileged tests are never skipped here: RLBD_REQUIRE_ROOT_TESTS=1 turns "skipped: needs root"
 # into a failure, so a green run means the namespace tests really ran.
@@ -41,12 +41,20 @@ cargo test --bench policy --bench capture
 step "packages, unit, man pages"
 tests/packaging/run.sh
 
+step "Prometheus rules and Grafana dashboard"
+tests/monitoring/run.sh
+
 step "fuzzing the frame parser and accounting"
 tests/fuzz.sh
 
 if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
   step "real bonding driver in a QEMU guest"
   tests/kernel-lab/run.sh
+fi
+
+if [ "${SKIP_SYSTEM_LAB:-0}" != 1 ]; then
+  step "installed from the .deb on Debian under systemd, bond by networkd and by ifupdown (QEMU)"
+  tests/system-lab/run.sh
 fi
 
 step "done"
