@@ -22,7 +22,11 @@ impl Daemon {
         };
         format!(
             "{what}: {}; {} clients, {} moved, {} updates sent{}",
-            ports.join(" "),
+            if ports.is_empty() {
+                "no ports".to_string()
+            } else {
+                ports.join(" ")
+            },
             self.table.len(),
             self.steering.moved_count(),
             self.steering.limiter.sent,

@@ -216,8 +216,10 @@ pub fn build(
         snap.links.iter().map(|l| (l.index, l.clone())).collect();
     ports.sync(&links);
     if let Target::Bond(name) = &target {
+        // At boot the bond's device appears before the network manager enslaves its slaves
+        // (systemd-networkd does it moments later): wait for them, as for a bond that returns.
         if !ports.list.iter().any(|p| p.present) {
-            return Err(Fatal::config(format!("bond {name} has no slaves")));
+            info!("bond {name} has no slaves yet; waiting for them");
         }
     }
     for p in ports.list.iter().filter(|p| p.present) {
