@@ -219,6 +219,10 @@ check "unit: WatchdogSec= set" grep -qE '^WatchdogSec=[1-9]' "$unit"
 check "unit: PrivateNetwork= not set" bash -c "! grep -q '^PrivateNetwork' '$unit'"
 check "unit: CapabilityBoundingSet=CAP_NET_RAW" grep -qx 'CapabilityBoundingSet=CAP_NET_RAW' "$unit"
 check "unit: runs as the package's user and group rlbd" bash -c "grep -qx 'User=rlbd' '$unit' && grep -qx 'Group=rlbd' '$unit'"
+# DynamicUser= would put /run/rlbd under /run/private (root only): no operator could ask rlbd.
+check "unit: no DynamicUser= (operators reach /run/rlbd)" bash -c "! grep -q '^DynamicUser=yes' '$unit'"
+check "unit: enabled instances start when their bond appears" \
+  bash -c "grep -qx 'WantedBy=sys-subsystem-net-devices-%i.device' '$unit' && grep -qx 'After=sys-subsystem-net-devices-%i.device' '$unit'"
 check "unit: ExecStart runs /usr/sbin/rlbd run --bond" grep -qE '^ExecStart=.*/usr/sbin/rlbd run --bond' "$unit"
 # verify loads the template as instance rlbd@i, needs no running systemd, checks the ExecStart
 # binaries and the man pages of Documentation= (installed above).
