@@ -596,14 +596,16 @@ purge() {
         ip link set "d$i" up
     done
     t0=$(ts)
+    local ports1=""
     while fcmp "$(since "$t0")" '<' 10; do
-        [[ "$(prop StatusText rlbd@bond1.service)" == "bond bond1: d0 d1;"* ]] && break
+        ports1=$(rlbd status --json bond1 2>/dev/null | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
+        [ "$ports1" = "d0 d1" ] && break
         sleep 1
     done
     [ $rc = 0 ] && [[ "$st1" == "active/running: bond bond1: no ports;"* ]] &&
-        [[ "$(prop StatusText rlbd@bond1.service)" == "bond bond1: d0 d1;"* ]] && [ "$(prop NRestarts rlbd@bond1.service)" = 0 ]
+        [ "$ports1" = "d0 d1" ] && [ "$(prop NRestarts rlbd@bond1.service)" = 0 ]
     check $? "started on a bond without slaves yet, rlbd waits for them and takes them up" \
-        "start exit $rc; before the slaves: $st1; $(since "$t0")s after they were enslaved: $(prop StatusText rlbd@bond1.service); NRestarts $(prop NRestarts rlbd@bond1.service)"
+        "start exit $rc; before the slaves: $st1; ports up $(since "$t0")s after they were enslaved: '$ports1'; NRestarts $(prop NRestarts rlbd@bond1.service)"
     running=$(systemctl list-units --no-legend --state=running 'rlbd@*' | awk '{ print $1 }' | tr '\n' ' ')
     DEBIAN_FRONTEND=noninteractive apt-get purge -y rlbd >"$OUT/apt-purge.log" 2>&1
     rc=$?
