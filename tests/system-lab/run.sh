@@ -38,8 +38,9 @@
 # Environment overrides:
 #   CAP_MBIT=20        per-port tbf cap toward the server, Mbit/s (20-50)
 #   GUEST_TIMEOUT=900  seconds the guest may run (all three boots) before it is killed
-#   INIT_PROBE=45      seconds a boot may take to reach the initramfs's /init before it is retried
-#                      (under TCG the kernel sometimes hangs before /init; normal: under 10 s)
+#   INIT_PROBE=60      seconds a boot may take to reach the initramfs's /init before it is retried
+#                      (under TCG the kernel sometimes hangs before /init, usually with an RCU
+#                      stall report, on which the boot is retried at once; normal: 15-40 s)
 #   BOOT_PROBE=150     seconds a boot may take to reach the lab's wiring unit before it is retried
 #   BOOT_TRIES=3       tries per boot
 #   IMAGE_MAX_DAYS=7   rebuild the image when it is older than this
@@ -56,7 +57,7 @@ CACHE="$HERE/cache"
 # a busy host (the caps, not the emulator, must be what is measured).
 CAP_MBIT=${CAP_MBIT:-20}
 GUEST_TIMEOUT=${GUEST_TIMEOUT:-900}
-INIT_PROBE=${INIT_PROBE:-45}
+INIT_PROBE=${INIT_PROBE:-60}
 BOOT_PROBE=${BOOT_PROBE:-150}
 BOOT_TRIES=${BOOT_TRIES:-3}
 IMAGE_MAX_DAYS=${IMAGE_MAX_DAYS:-7}
@@ -287,7 +288,7 @@ make_run_disk() { # $1: image file
         echo "DEB=/lab/$(basename "$DEB")"
     } >"$d/env"
     rm -f "$1"
-    mkfs.ext4 -q -F -L lab -d "$d" "$1" 256M
+    mkfs.ext4 -q -F -L lab -d "$d" "$1" 256M >/dev/null
     rm -rf "$d"
 }
 
@@ -302,7 +303,7 @@ secs() { elapsed "$1" | cut -d. -f1; }
 # them, so the counts stay in step across retries.)
 run_guest() {
     local overlay="$RUN/system.qcow2" disk="$RUN/run.img" raw="$RUN/console.raw" log="$RUN/console.log"
-    local t0 boot_t tries=0 shown=0 reboots seen_reboots=0 wires inits hung n
+    local t0 boot_t tries=0 shown=0 reboots=0 seen_reboots=0 wires inits=0 hung n boot_off why
     make_run_disk "$disk"
     rm -f "$overlay" && qemu-img create -q -f qcow2 -b "$IMAGE_DIR/system.qcow2" -F qcow2 "$overlay"
     : >"$raw"
@@ -316,6 +317,8 @@ run_guest() {
     while :; do
         tries=$((tries + 1))
         boot_t=$(now)
+        strip_console <"$raw" >"$log"
+        boot_off=$(wc -c <"$log")
         "${qemu[@]}" </dev/null >>"$raw" 2>&1 &
         QPID=$!
         hung=0
@@ -333,10 +336,22 @@ run_guest() {
             if [ "$reboots" -gt "$seen_reboots" ]; then
                 seen_reboots=$reboots
                 boot_t=$(now)
+                boot_off=$(grep -ab '^SLAB-REBOOT' "$log" | tail -n1 | cut -d: -f1)
                 tries=1
             fi
-            if { [ "$inits" -le "$reboots" ] && [ "$(secs "$boot_t")" -gt "$INIT_PROBE" ]; } ||
-                { [ "$wires" -le "$reboots" ] && [ "$(secs "$boot_t")" -gt "$BOOT_PROBE" ]; }; then
+            why=""
+            if [ "$inits" -le "$reboots" ]; then
+                # The kernel's RCU stall report before /init: this boot is stuck (a vCPU's timer
+                # never fires), and waiting out INIT_PROBE would only cost time.
+                if tail -c +"$((boot_off + 1))" "$log" | grep -aq 'rcu: INFO: .*detected stall'; then
+                    why="an RCU stall before /init"
+                elif [ "$(secs "$boot_t")" -gt "$INIT_PROBE" ]; then
+                    why="no /init within ${INIT_PROBE}s"
+                fi
+            elif [ "$wires" -le "$reboots" ] && [ "$(secs "$boot_t")" -gt "$BOOT_PROBE" ]; then
+                why="no units within ${BOOT_PROBE}s"
+            fi
+            if [ -n "$why" ]; then
                 hung=1
                 break
             fi
@@ -353,7 +368,7 @@ run_guest() {
         wait "$QPID" 2>/dev/null || true
         QPID=""
         if [ "$hung" = 1 ]; then
-            log "boot $((reboots + 1)) hung: $([ "$inits" -gt "$reboots" ] && echo "no units within ${BOOT_PROBE}s" || echo "no /init within ${INIT_PROBE}s") (try $tries of $BOOT_TRIES)"
+            log "boot $((reboots + 1)) hung: $why (try $tries of $BOOT_TRIES)"
             [ "$tries" -lt "$BOOT_TRIES" ] && continue
         fi
         break

@@ -42,6 +42,12 @@ check() { # $1: 0 = pass, $2: name, $3: figures
     echo "  (at guest uptime $(ts) s)"
 }
 ts() { cut -d' ' -f1 /proc/uptime; }
+# NOW = uptime in hundredths of a second, without starting a process (for loops that poll)
+tick() {
+    local u
+    read -r u _ </proc/uptime
+    NOW=$((${u%.*} * 100 + 10#${u#*.}))
+}
 fcmp() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; } # fcmp A '>=' B
 fcalc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
 since() { fcalc "$(ts) - $1"; }
@@ -66,27 +72,36 @@ rates() {
     echo "$1 $2" | awk '{ dt = $4 - $1; a = ($5 - $2) * 8 / dt / 1e6; b = ($6 - $3) * 8 / dt / 1e6;
         printf "%.1f %.1f %.1f %.1f\n", a, b, a + b, dt }'
 }
-# (These run often while traffic flows: one process each at most, since every process start
+# (These run often while traffic flows: as few processes as may be, since every process start
 # costs the emulated guest dearly.)
-# the server's MAC in client $1's neighbour table (empty when none)
-nmac() {
-    local l
+# The slave client $1 sends to (its neighbour entry for the server carries that slave's MAC):
+# sl0, sl1, none (no entry or no MAC) or other.
+on() {
+    local l m0="" m1=""
     l=$(ip -n "$1" neigh show "$SERVER")
-    [[ "$l" =~ lladdr\ ([0-9a-f:]+) ]] && echo "${BASH_REMATCH[1]}"
-}
-# the slave whose MAC is $1
-sname() {
-    local m0="" m1=""
+    [[ "$l" =~ lladdr\ ([0-9a-f:]+) ]] || { echo none; return; }
     read -r m0 2>/dev/null </sys/class/net/sl0/address
     read -r m1 2>/dev/null </sys/class/net/sl1/address
-    case "$1" in
-    "") echo none ;;
+    case "${BASH_REMATCH[1]}" in
     "$m0") echo sl0 ;;
     "$m1") echo sl1 ;;
     *) echo other ;;
     esac
 }
-on() { sname "$(nmac "$1")"; } # the slave client $1 sends to
+# The same for every client given (default c1..c4), on one line: "sl1 sl0 sl1 sl0".
+where_all() {
+    local m0="" m1="" c
+    read -r m0 2>/dev/null </sys/class/net/sl0/address
+    read -r m1 2>/dev/null </sys/class/net/sl1/address
+    [ $# -gt 0 ] || set -- c1 c2 c3 c4
+    for c in "$@"; do
+        echo @
+        ip -n "$c" neigh show "$SERVER"
+    done | awk -v a="$m0" -v b="$m1" '
+        /^@/ { if (n++) printf "%s ", w; w = "none"; next }
+        { for (i = 1; i < NF; i++) if ($i == "lladdr") w = ($(i + 1) == a ? "sl0" : $(i + 1) == b ? "sl1" : "other") }
+        END { print w }'
+}
 cip() { echo "198.18.0.1${1#c}"; }
 # bytes the server received from each given client IP (its TCP sockets on $PORT), in order
 cbytes() {
@@ -145,28 +160,33 @@ bond_desc() {
 # shuffle them: wait (up to 10 s) until two readings a second apart agree and show two pairs,
 # then take the pair with c1 as the busy one. Sets PAIR.
 placements() {
-    local i got="" now prev="" same=0 t0 p
+    local i got now prev="" same=0 t0 p x n0 n1
     for i in 1 2 3 4; do
         ip -n "c$i" neigh flush all 2>/dev/null
         ip netns exec "c$i" ping -c 1 -W 3 "$SERVER" >/dev/null 2>&1 || say "c$i: ping failed"
     done
-    for i in 1 2 3 4; do got="$got $(on "c$i")"; done
-    t0=$(ts)
+    got=$(where_all)
+    tick
+    t0=$NOW
     PAIR=""
     sleep 1
-    while fcmp "$(since "$t0")" '<' 10; do
+    while tick && [ $((NOW - t0)) -lt 1000 ]; do
         sleep 1
-        now=$(for i in 1 2 3 4; do printf '%s ' "$(on "c$i")"; done)
+        now=$(where_all)
         if [ "$now" = "$prev" ]; then same=$((same + 1)); else same=1; fi
         prev=$now
         read -ra p <<<"$now"
-        # two clients on each slave
-        if [ "$same" -ge 2 ] && [ "${p[0]}" != none ] && [ "$(printf '%s\n' "${p[@]}" | sort | uniq -c | awk '{ print $1 }' | tr '\n' ' ')" = "2 2 " ]; then
+        n0=0 n1=0
+        for x in "${p[@]}"; do
+            case "$x" in sl0) n0=$((n0 + 1)) ;; sl1) n1=$((n1 + 1)) ;; esac
+        done
+        # two clients on each slave, the same in two readings
+        if [ "$same" -ge 2 ] && [ "$n0" = 2 ] && [ "$n1" = 2 ]; then
             for i in 2 3 4; do [ "${p[i - 1]}" = "${p[0]}" ] && PAIR="c1 c$i"; done
             break
         fi
     done
-    say "driver's placement, c1..c4 ->$got; settled: $now($(since "$t0")s); busy pair: ${PAIR:-none}"
+    say "driver's placement, c1..c4 -> $got; settled: $now ($(since "$(fcalc "$t0 / 100")")s); busy pair: ${PAIR:-none}"
     [ -n "$PAIR" ] || PAIR="c1 c3"
 }
 
@@ -191,11 +211,16 @@ move_and_measure() {
     from=$(on "$a")
     start_sources "${2:-400}" "$a" "$b"
     t0=$(ts)
+    tick
+    local t0cs=$NOW pa pb
     MOVED=""
-    while fcmp "$(since "$t0")" '<=' 10; do
-        for c in "$a" "$b"; do
-            [ "$(on "$c")" != "$from" ] && [ "$(on "$c")" != none ] && MOVED=$c && break
-        done
+    while tick && [ $((NOW - t0cs)) -le 1000 ]; do
+        read -r pa pb <<<"$(where_all "$a" "$b")"
+        if [ "$pa" != "$from" ] && [ "$pa" != none ]; then
+            MOVED=$a
+        elif [ "$pb" != "$from" ] && [ "$pb" != none ]; then
+            MOVED=$b
+        fi
         [ -n "$MOVED" ] && break
         sleep 0.5
     done
@@ -514,7 +539,11 @@ boot1() {
     t0=$(ts)
     systemctl restart "$UNIT" >/dev/null 2>&1
     rc=$?
-    sleep 12 # longer than RestartSec=10s: a restart loop would have started again by now
+    # Longer than the unit's RestartSec: a restart loop would have started it again by then.
+    local rs wait=13
+    rs=$(prop RestartUSec)
+    case "${rs%s}" in '' | *[!0-9]*) ;; *) wait=$((${rs%s} + 3)) ;; esac
+    sleep "$wait"
     out=$(systemctl status --no-pager -n 20 "$UNIT" 2>&1)
     printf '%s\n' "$out" >"$OUT/status-badconfig.txt"
     n_start=$(journal_since "$t0" debug | grep -c 'Starting .*Receive load balancing')
@@ -523,7 +552,7 @@ boot1() {
         grep -q "$CONF:$bad_line" <<<"$out" && grep -q 'policy.threshold' <<<"$out" &&
         [ "$n_start" = 1 ] && [ "$fails" = 1 ]
     check $? "a bad $CONF: the unit fails once, naming file, line and key in systemctl status, and is not restarted" \
-        "restart exit $rc; $(prop ActiveState) ($(prop Result)), exit status $(prop ExecMainStatus); starts in 12 s: $n_start, failures: $fails; status says: $(grep -o "${CONF}[^ ]*: [^ ]*" <<<"$out" | head -n1)"
+        "restart exit $rc; $(prop ActiveState) ($(prop Result)), exit status $(prop ExecMainStatus); starts in $wait s (RestartSec $rs): $n_start, failures: $fails; status says: $(grep -o "${CONF}[^ ]*: [^ ]*" <<<"$out" | head -n1)"
     cp "$STATE/bond0.toml.good" "$CONF"
     systemctl restart "$UNIT"
 
