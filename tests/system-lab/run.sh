@@ -36,8 +36,8 @@
 # (the guest's log, journals and status files, copied back from the run disk).
 #
 # Environment overrides:
-#   CAP_MBIT=20        per-port tbf cap toward the server, Mbit/s (20-50)
-#   GUEST_TIMEOUT=900  seconds the guest may run (all three boots) before it is killed
+#   CAP_MBIT=10        per-port tbf cap toward the server, Mbit/s (10-50)
+#   GUEST_TIMEOUT=1200 seconds the guest may run (all three boots) before it is killed
 #   INIT_PROBE=60      seconds a boot may take to reach the initramfs's /init before it is retried
 #                      (under TCG the kernel sometimes hangs before /init, usually with an RCU
 #                      stall report, on which the boot is retried at once; normal: 15-40 s)
@@ -53,10 +53,12 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE="$HERE/cache"
-# 20 Mbit/s per port: 1.8x is then 36 Mbit/s, well inside what the emulated guest moves even on
-# a busy host (the caps, not the emulator, must be what is measured).
-CAP_MBIT=${CAP_MBIT:-20}
-GUEST_TIMEOUT=${GUEST_TIMEOUT:-900}
+# 10 Mbit/s per port: the caps, not the emulator, must be what the 1.8x check measures. The
+# emulated guest moves ~39 of 40 Mbit/s at 20 Mbit/s caps on a quiet host, but only 29-33 on a
+# host busy with other work (load 13 on 2 cores, measured): the two ports then carried equal
+# shares below their caps, so the check failed on the emulator, not on rlbd. 1.8x of 10 is 18.
+CAP_MBIT=${CAP_MBIT:-10}
+GUEST_TIMEOUT=${GUEST_TIMEOUT:-1200}
 INIT_PROBE=${INIT_PROBE:-60}
 BOOT_PROBE=${BOOT_PROBE:-150}
 BOOT_TRIES=${BOOT_TRIES:-3}
@@ -77,7 +79,7 @@ INITRD_MODULES=(virtio_pci virtio_blk crc32c_generic ext4)
 
 [ "$(id -u)" = 0 ] || die "run as root (builds a Debian image, boots a VM)"
 case "$CAP_MBIT" in *[!0-9]* | '') die "CAP_MBIT must be an integer" ;; esac
-{ [ "$CAP_MBIT" -ge 20 ] && [ "$CAP_MBIT" -le 50 ]; } || die "CAP_MBIT must be within 20-50"
+{ [ "$CAP_MBIT" -ge 10 ] && [ "$CAP_MBIT" -le 50 ]; } || die "CAP_MBIT must be within 10-50"
 mkdir -p "$CACHE"
 T_START=$(now)
 
