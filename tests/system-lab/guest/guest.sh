@@ -510,7 +510,7 @@ boot1() {
     ) >"$OUT/kill9-ss" &
     local fpid=$!
     kill -9 "$pid2"
-    while fcmp "$(since "$t0")" '<' 30; do
+    while fcmp "$(since "$t0")" '<' 45; do
         [ "$(mainpid)" != "$pid2" ] && [ "$(mainpid)" != 0 ] && active && break
         sleep 1
     done
