@@ -4,6 +4,7 @@
 #
 #   sudo tests/run-all.sh            everything
 #   SKIP_KERNEL_LAB=1 tests/run-all.sh   all but the QEMU guest (for a quick local loop)
+#   SKIP_PACKING_BENCH=1 ...             and without the packing bench's short form
 #
 # Privileged tests are never skipped here: RLBD_REQUIRE_ROOT_TESTS=1 turns "skipped: needs root"
 # into a failure, so a green run means the namespace tests really ran.
@@ -40,6 +41,14 @@ cargo test --bench policy --bench capture
 
 step "packages, unit, man pages"
 tests/packaging/run.sh
+
+if [ "${SKIP_PACKING_BENCH:-0}" != 1 ]; then
+  # Issue 15: rlbd against the best placement on a nearly full bond of namespace ports. The
+  # short form (85% load, two demand sets, ~50 s once built) fails when any run stays under
+  # 97% of the pinned best placement; `cargo bench --bench packing` is the full bench.
+  step "packing bench, short form"
+  cargo bench --bench packing -- --short
+fi
 
 step "fuzzing the frame parser and accounting"
 tests/fuzz.sh

@@ -33,10 +33,17 @@ pub use topology::{kernel_hz, tbf_burst_bytes};
 
 /// The server's address on every port.
 pub const SERVER_IP: &str = "198.18.0.1";
-/// The ports of the server, in order.
+/// The ports of the server in the default lab, in order.
 pub const PORTS: [&str; 2] = ["p0", "p1"];
-/// The clients, in order; client `cN` has address 198.18.0.(10+N).
+/// The clients of the default lab, in order; client `cN` has address 198.18.0.(10+N).
 pub const CLIENTS: [&str; 4] = ["c1", "c2", "c3", "c4"];
+/// Every port name a lab can have ([`Lab::build_sized`]); a lab with `n` ports has the first `n`.
+pub const ALL_PORTS: [&str; 8] = ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"];
+/// Every client name a lab can have; a lab with `n` clients has the first `n`.
+pub const ALL_CLIENTS: [&str; 16] = [
+    "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12", "c13", "c14", "c15",
+    "c16",
+];
 /// The TCP port the lab sink listens on.
 pub const SINK_PORT: u16 = 5001;
 /// The server's IPv6 address on every port, with [`LabOptions::ipv6`] (documentation prefix).
@@ -68,17 +75,23 @@ pub fn client_ip(client: &str) -> LabResult<String> {
     let n: u8 = client
         .strip_prefix('c')
         .and_then(|n| n.parse().ok())
-        .filter(|n| (1..=CLIENTS.len() as u8).contains(n))
+        .filter(|n| (1..=ALL_CLIENTS.len() as u8).contains(n))
         .ok_or_else(|| format!("no such client {client}"))?;
     Ok(format!("198.18.0.{}", 10 + n))
 }
 
-/// The port a client is placed on when the lab is built: c1, c3 on p0; c2, c4 on p1.
+/// The port a client is placed on when the default lab is built: c1, c3 on p0; c2, c4 on p1.
 pub fn initial_port(client: &str) -> &'static str {
-    match client {
-        "c2" | "c4" => PORTS[1],
-        _ => PORTS[0],
-    }
+    initial_port_of(client, PORTS.len())
+}
+
+/// Round robin over `ports` ports by client number: c1 on p0, c2 on p1, ...
+fn initial_port_of(client: &str, ports: usize) -> &'static str {
+    let n: usize = client
+        .strip_prefix('c')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    ALL_PORTS[(n.max(1) - 1) % ports.clamp(1, ALL_PORTS.len())]
 }
 
 /// The built lab. Node names (`srv`, `sw`, `c1`..`c4`) map to namespaces `PREFIX-node`.
@@ -91,6 +104,8 @@ pub struct Lab {
     stop: Arc<AtomicBool>,
     start: Instant,
     ipv6: bool,
+    ports: &'static [&'static str],
+    clients: &'static [&'static str],
 }
 
 impl Lab {
@@ -101,6 +116,29 @@ impl Lab {
 
     /// [`Lab::build`] with options (IPv6).
     pub fn build_with(cap_mbit: u32, opts: LabOptions) -> LabResult<Lab> {
+        Self::build_sized(cap_mbit, PORTS.len(), CLIENTS.len(), opts)
+    }
+
+    /// A lab with `ports` server ports (`p0`.., at most 8) and `clients` clients (`c1`.., at
+    /// most 16), each port capped at `cap_mbit`; client `cN` starts on port `(N-1) % ports`.
+    pub fn build_sized(
+        cap_mbit: u32,
+        ports: usize,
+        clients: usize,
+        opts: LabOptions,
+    ) -> LabResult<Lab> {
+        if !(1..=ALL_PORTS.len()).contains(&ports) {
+            return Err(format!(
+                "a lab has 1 to {} ports, not {ports}",
+                ALL_PORTS.len()
+            ));
+        }
+        if !(1..=ALL_CLIENTS.len()).contains(&clients) {
+            return Err(format!(
+                "a lab has 1 to {} clients, not {clients}",
+                ALL_CLIENTS.len()
+            ));
+        }
         if !is_root() {
             return Err("the namespace lab needs root (it creates network namespaces)".into());
         }
@@ -118,6 +156,8 @@ impl Lab {
             stop: stop_flag(),
             start: Instant::now(),
             ipv6: opts.ipv6,
+            ports: &ALL_PORTS[..ports],
+            clients: &ALL_CLIENTS[..clients],
         };
         // On error `lab` is dropped here, which deletes whatever was made.
         lab.create()?;
@@ -137,6 +177,16 @@ impl Lab {
     /// The per-port cap in Mbit/s.
     pub fn cap_mbit(&self) -> u32 {
         self.cap_mbit
+    }
+
+    /// The server's ports, in order.
+    pub fn ports(&self) -> &'static [&'static str] {
+        self.ports
+    }
+
+    /// The clients, in order.
+    pub fn clients(&self) -> &'static [&'static str] {
+        self.clients
     }
 
     /// Seconds since the lab was built (the time base of samples and events).
@@ -185,7 +235,11 @@ mod tests {
     #[test]
     fn clients() {
         assert_eq!(client_ip("c3").unwrap(), "198.18.0.13");
-        assert!(client_ip("c5").is_err());
+        assert_eq!(client_ip("c16").unwrap(), "198.18.0.26");
+        assert!(client_ip("c17").is_err());
         assert_eq!(initial_port("c4"), "p1");
+        assert_eq!(initial_port("c3"), "p0");
+        assert_eq!(initial_port_of("c6", 4), "p1");
+        assert_eq!(initial_port_of("c4", 4), "p3");
     }
 }

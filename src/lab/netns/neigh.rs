@@ -1,6 +1,6 @@
 //! Where each client sends: its neighbour entry for the server, set (placement) and read back.
 
-use super::{Lab, LabResult, PORTS, SERVER_IP, SERVER_IP6};
+use super::{Lab, LabResult, SERVER_IP, SERVER_IP6};
 
 impl Lab {
     /// Points `client`'s neighbour entry for the server at `port`'s MAC (a dynamic, reachable
@@ -56,6 +56,33 @@ impl Lab {
         }
     }
 
+    /// Pins `client`'s neighbour entry for the server to `port`'s MAC (`nud permanent`): no ARP
+    /// changes it, rlbd's updates included. The control runs of a placement use this; `place`
+    /// makes the entry dynamic again.
+    pub fn pin(&self, client: &str, port: &str) -> LabResult<()> {
+        let mac = self.port_mac(port)?;
+        self.ip(
+            client,
+            &[
+                "neigh",
+                "replace",
+                SERVER_IP,
+                "lladdr",
+                &mac,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
+            ],
+        )?;
+        match self.neigh_mac(client)? {
+            Some(got) if got == mac => Ok(()),
+            got => Err(format!(
+                "pinning {client} on {port}: its entry for {SERVER_IP} reads {got:?}, not {mac}"
+            )),
+        }
+    }
+
     /// The MAC `client` currently uses for the server's IPv6 address, if it has an entry.
     pub fn neigh6_mac(&self, client: &str) -> LabResult<Option<String>> {
         let out = self.ip(client, &["-6", "neigh", "show", SERVER_IP6, "dev", "eth0"])?;
@@ -88,7 +115,7 @@ impl Lab {
     /// The server port whose MAC (as read when the lab was built) is `mac`.
     fn port_with_mac(&self, mac: Option<String>) -> Option<&'static str> {
         let mac = mac?;
-        PORTS
+        self.ports
             .iter()
             .zip(&self.macs)
             .find(|(_, m)| **m == mac)

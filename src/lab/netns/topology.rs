@@ -1,10 +1,10 @@
-//! Building the topology: namespaces, the switch, the server's capped ports, the clients.
+//! Building the topology: namespaces, the switch, the server's capped ports, the clients; and
+//! capping what a client sends.
 
 use std::process::{Command, Stdio};
 
 use super::{
-    client_ip, client_ip6, initial_port, run_cmd, Lab, LabResult, CLIENTS, PORTS, SERVER_IP,
-    SERVER_IP6,
+    client_ip, client_ip6, initial_port_of, run_cmd, Lab, LabResult, SERVER_IP, SERVER_IP6,
 };
 
 impl Lab {
@@ -12,7 +12,7 @@ impl Lab {
     /// its initial port.
     pub(super) fn create(&mut self) -> LabResult<()> {
         let mut nodes = vec!["srv", "sw"];
-        nodes.extend(CLIENTS);
+        nodes.extend(self.clients);
         for node in nodes {
             self.add_node(node)?;
         }
@@ -20,22 +20,23 @@ impl Lab {
         self.ip("sw", &["link", "add", "br0", "type", "bridge"])?;
         self.ip("sw", &["link", "set", "br0", "up"])?;
         let burst = tbf_burst_bytes(self.cap_mbit, kernel_hz());
-        for (i, port) in PORTS.iter().enumerate() {
+        for (i, port) in self.ports.iter().enumerate() {
             self.add_port(&sw, i, port, burst)?;
         }
-        for key in ["all", "default", "p0", "p1"] {
+        for key in ["all", "default"].iter().chain(self.ports) {
             self.sysctl("srv", &format!("net/ipv4/conf/{key}/rp_filter"), "0")?;
         }
-        for (i, client) in CLIENTS.iter().enumerate() {
+        for (i, client) in self.clients.iter().enumerate() {
             let mac = format!("02:00:c6:12:00:{:02x}", i + 1);
             self.add_client(client, &mac)?;
         }
-        self.macs = PORTS
+        self.macs = self
+            .ports
             .iter()
             .map(|p| self.port_mac(p))
             .collect::<LabResult<_>>()?;
-        for client in CLIENTS {
-            self.place(client, initial_port(client))?;
+        for client in self.clients {
+            self.place(client, initial_port_of(client, self.ports.len()))?;
         }
         Ok(())
     }
@@ -118,7 +119,7 @@ impl Lab {
         self.ip(client, &["link", "set", "eth0", "up"])?;
         // The server never ARPs for a client: a broadcast ARP request from one server port
         // would point every client that hears it at that port and undo the placement.
-        for port in PORTS {
+        for port in self.ports {
             self.ip(
                 "srv",
                 &[
@@ -154,6 +155,40 @@ impl Lab {
             }
         }
         Ok(())
+    }
+
+    /// Caps what `client` sends at `mbit` Mbit/s (`tc tbf` on its egress): its demand, as a
+    /// rate-limited application would have one. `None` removes the cap.
+    pub fn cap_client(&self, client: &str, mbit: Option<f64>) -> LabResult<()> {
+        let ns = self.ns(client);
+        let Some(mbit) = mbit else {
+            // Deleting a root qdisc that is not there fails; nothing to undo then.
+            let _ = run_cmd(&["tc", "-n", &ns, "qdisc", "del", "dev", "eth0", "root"]);
+            return Ok(());
+        };
+        if !(mbit.is_finite() && mbit > 0.0) {
+            return Err(format!("cap for {client}: {mbit} is not a positive rate"));
+        }
+        let kbit = (mbit * 1000.0).round().max(1.0) as u64;
+        let burst = tbf_burst_bytes(mbit.ceil() as u32, kernel_hz()).to_string();
+        run_cmd(&[
+            "tc",
+            "-n",
+            &ns,
+            "qdisc",
+            "replace",
+            "dev",
+            "eth0",
+            "root",
+            "tbf",
+            "rate",
+            &format!("{kbit}kbit"),
+            "burst",
+            &burst,
+            "latency",
+            "50ms",
+        ])
+        .map(|_| ())
     }
 
     /// Makes a veth pair: `inner` (with `mac`) in `node`, `outer` in the switch on br0.
