@@ -14,14 +14,14 @@ use rlbd::capture::{parse, ClientTable, Frame, Mac};
 
 fn mac(i: u32) -> Mac {
     let b = i.to_be_bytes();
-    [0x02, 0x00, b[0], b[1], b[2], b[3]]
+    Mac::from([0x02, 0x00, b[0], b[1], b[2], b[3]])
 }
 
 /// A 96-byte capture (snap length) of an IPv4 frame from `src` to the server.
 fn frame(src: Mac) -> Vec<u8> {
     let mut f = vec![0u8; 96];
     f[0..6].copy_from_slice(&[0x02, 0xaa, 0, 0, 0, 1]);
-    f[6..12].copy_from_slice(&src);
+    f[6..12].copy_from_slice(&src.octets());
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     f[14] = 0x45;
     f[26..30].copy_from_slice(&[198, 18, 1, 2]);
@@ -153,7 +153,7 @@ fn main() {
 }
 
 /// The namespace benchmark. Two namespaces joined by a veth (`tx0` - `rx0`); a sender
-/// (`rlbd lab-flood`, raw AF_PACKET + `sendmmsg`, pre-built frames) pinned to one CPU in the
+/// (`rlbd-lab flood`, raw AF_PACKET + `sendmmsg`, pre-built frames) pinned to one CPU in the
 /// first, and in the second, pinned to the other CPU and one at a time: rlbd's capture path
 /// (`CaptureSocket` with the real filter, `parse`, `ClientTable::account`, a roll-over every
 /// second: the daemon's loop without netlink) or a naive `pnet_datalink` receiver (one
@@ -178,7 +178,7 @@ mod ns {
 
     pub const ROLE_ARG: &str = "--rlbd-ns-role";
     const TX_MAC: &str = "02:52:4c:42:be:01";
-    const RX_MAC: Mac = [0x02, 0x52, 0x4c, 0x42, 0xbe, 0x02];
+    const RX_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0xbe, 0x02);
     const FRAMES: u64 = 2_000_000;
     const SOURCES: u32 = 10_000;
     const SIZES: &str = "64,1500";
@@ -190,10 +190,7 @@ mod ns {
     type Res<T> = Result<T, String>;
 
     fn mac_str(m: &Mac) -> String {
-        m.iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":")
+        m.to_string()
     }
 
     /// `key=value` arguments and result lines.
@@ -391,10 +388,13 @@ mod ns {
             match rx.next() {
                 Ok(bytes) => {
                     let frame = bytes.to_vec();
-                    if frame.len() >= 14 && frame[0..6] == RX_MAC && frame[12..14] == [8, 0] {
+                    if frame.len() >= 14
+                        && frame[0..6] == RX_MAC.octets()
+                        && frame[12..14] == [8, 0]
+                    {
                         let mut src = [0u8; 6];
                         src.copy_from_slice(&frame[6..12]);
-                        *per_sender.entry(src).or_insert(0) += 1;
+                        *per_sender.entry(Mac::from(src)).or_insert(0) += 1;
                         counted += 1;
                     }
                 }
@@ -658,8 +658,8 @@ mod ns {
                 "netns",
                 "exec",
                 &pair.tx,
-                env!("CARGO_BIN_EXE_rlbd"),
-                "lab-flood",
+                env!("CARGO_BIN_EXE_rlbd-lab"),
+                "flood",
             ])
             .args(["--iface", "tx0", "--dst-mac", &mac_str(&RX_MAC)])
             .args(["--count", &FRAMES.to_string()])

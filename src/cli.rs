@@ -38,76 +38,6 @@ pub enum Command {
     Metrics(MetricsArgs),
     /// Build a throwaway namespace lab and show rlbd fixing an unbalanced bond (root).
     Demo(DemoArgs),
-    /// Traffic sink used by the labs: accept TCP connections and discard what arrives.
-    #[command(hide = true)]
-    LabSink {
-        /// Address to listen on, e.g. 198.18.0.1:5001.
-        #[arg(long)]
-        listen: String,
-    },
-    /// Traffic source used by the labs: send as fast as TCP allows for a bounded time.
-    #[command(hide = true)]
-    LabSource {
-        /// Address to connect to, e.g. 198.18.0.1:5001.
-        #[arg(long)]
-        to: String,
-        /// Stop after this many seconds.
-        #[arg(long, default_value_t = 10.0)]
-        seconds: f64,
-    },
-    /// Spoofed-source frame flood used by the flood test and the capture benchmark (root).
-    #[command(hide = true)]
-    LabFlood(LabFloodArgs),
-    /// Chart of a kernel-lab console log: per-port receive rate from its `KLAB-SAMPLE <t>
-    /// <name>=<rx_bytes>...` lines, with its `KLAB-MARK <t> <label>` lines marked (see
-    /// src/lab/labchart.rs).
-    #[command(hide = true)]
-    LabChart {
-        /// Console log to read; other lines and escape codes are ignored.
-        #[arg(long, value_name = "FILE")]
-        input: PathBuf,
-        /// SVG file to write.
-        #[arg(long, value_name = "FILE.svg")]
-        output: PathBuf,
-        /// Chart title.
-        #[arg(long, value_name = "T")]
-        title: Option<String>,
-        /// Per-port cap in Mbit/s, drawn as a dashed line (0: none known).
-        #[arg(long, value_name = "MBIT", default_value_t = 0.0)]
-        cap: f64,
-    },
-}
-
-/// `rlbd lab-flood`: raw frames from many made-up sources, as fast as the interface takes them.
-#[derive(Debug, Args)]
-pub struct LabFloodArgs {
-    /// Interface to send on.
-    #[arg(long)]
-    pub iface: String,
-    /// Destination MAC of every frame.
-    #[arg(long, value_name = "MAC")]
-    pub dst_mac: String,
-    /// Destination IPv4 address of every frame.
-    #[arg(long, value_name = "IP", default_value = "198.18.0.1")]
-    pub dst_ip: std::net::Ipv4Addr,
-    /// Frames to send.
-    #[arg(long)]
-    pub count: u64,
-    /// Distinct source MACs (and addresses in 198.18.0.0/15).
-    #[arg(long)]
-    pub sources: u32,
-    /// Frame sizes without FCS, used in turn by the sources (comma separated).
-    #[arg(long, value_delimiter = ',', default_value = "64")]
-    pub sizes: Vec<usize>,
-    /// Scramble the source MACs and addresses with a random key.
-    #[arg(long)]
-    pub random: bool,
-    /// Pin the sender to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Frames per sendmmsg call.
-    #[arg(long, default_value_t = 256)]
-    pub batch: usize,
 }
 
 #[derive(Debug, Args)]
@@ -213,4 +143,20 @@ pub struct DemoArgs {
     /// Write an SVG chart of per-port receive rate with the moves marked.
     #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<PathBuf>,
+}
+
+impl From<&KnobArgs> for crate::config::Overrides {
+    fn from(k: &KnobArgs) -> Self {
+        crate::config::Overrides {
+            config: k.config.clone(),
+            capacity: k.capacity.clone(),
+            threshold: k.threshold,
+            window: k.window,
+            hits: k.hits,
+            min_rate: k.min_rate,
+            hold_down: k.hold_down,
+            verbose: k.verbose,
+            quiet: k.quiet,
+        }
+    }
 }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::KnobArgs;
 use crate::policy::PolicyConfig;
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/rlbd/rlbd.toml";
@@ -140,7 +139,7 @@ impl ObservabilityConfig {
         match &self.control_socket {
             Some(p) if p.as_os_str().is_empty() => None,
             Some(p) => Some(p.clone()),
-            None => Some(crate::statusview::default_socket(name)),
+            None => Some(crate::protocol::default_socket(name)),
         }
     }
 }
@@ -186,17 +185,7 @@ pub struct Settings {
     pub config_path: Option<PathBuf>,
 }
 
-/// A configuration error; the daemon exits with 78 (EX_CONFIG) on it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use crate::policy::ConfigError;
 
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
@@ -219,9 +208,14 @@ fn at(
     full_key: &str,
     msg: impl std::fmt::Display,
 ) -> ConfigError {
-    match line_of(text, key) {
-        Some(line) => ConfigError(format!("{}:{line}: {full_key}: {msg}", path.display())),
-        None => ConfigError(format!("{}: {full_key}: {msg}", path.display())),
+    let place = match line_of(text, key) {
+        Some(line) => format!("{}:{line}", path.display()),
+        None => path.display().to_string(),
+    };
+    ConfigError {
+        place: Some(place),
+        key: full_key.to_string(),
+        message: msg.to_string(),
     }
 }
 
@@ -233,19 +227,13 @@ pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         match line {
-            Some(l) => ConfigError(format!("{}:{l}: {msg}", path.display())),
-            None => ConfigError(format!("{}: {msg}", path.display())),
+            Some(l) => ConfigError::file(format!("{}:{l}", path.display()), msg),
+            None => ConfigError::file(path.display().to_string(), msg),
         }
     })?;
-    file.policy.validate().map_err(|e| {
-        at(
-            path,
-            text,
-            e.field,
-            &format!("policy.{}", e.field),
-            &e.message,
-        )
-    })?;
+    file.policy
+        .validate()
+        .map_err(|e| at(path, text, &e.key, &format!("policy.{}", e.key), &e.message))?;
     validate_sections(&file).map_err(|(key, full, msg)| at(path, text, key, &full, msg))?;
     Ok(file)
 }
@@ -378,7 +366,12 @@ pub fn load_file(
         match std::fs::read_to_string(&path) {
             Ok(text) => return Ok((parse_file(&path, &text)?, Some(path))),
             Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(ConfigError(format!("{}: cannot read: {e}", path.display()))),
+            Err(e) => {
+                return Err(ConfigError::file(
+                    path.display().to_string(),
+                    format!("cannot read: {e}"),
+                ))
+            }
         }
     }
     Ok((FileConfig::default(), None))
@@ -387,9 +380,10 @@ pub fn load_file(
 /// `IF=MBIT` from `--capacity`.
 fn parse_capacity(arg: &str) -> Result<(String, f64), ConfigError> {
     let bad = || {
-        ConfigError(format!(
-            "--capacity {arg:?}: expected IF=MBIT, e.g. eth0=1000"
-        ))
+        ConfigError::key(
+            "--capacity",
+            format!("{arg:?}: expected IF=MBIT, e.g. eth0=1000"),
+        )
     };
     let (name, mbit) = arg.split_once('=').ok_or_else(bad)?;
     let mbit: f64 = mbit.trim().parse().map_err(|_| bad())?;
@@ -399,9 +393,27 @@ fn parse_capacity(arg: &str) -> Result<(String, f64), ConfigError> {
     Ok((name.to_string(), mbit))
 }
 
+/// The command line's settings that override the file's (`rlbd run` and `rlbd check-config`
+/// fill it from their flags). Plain data, so the configuration does not depend on the CLI.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// The file to read instead of the default ones.
+    pub config: Option<PathBuf>,
+    /// `IF=MBIT` strings, as given.
+    pub capacity: Vec<String>,
+    pub threshold: Option<f64>,
+    pub window: Option<usize>,
+    pub hits: Option<usize>,
+    pub min_rate: Option<f64>,
+    pub hold_down: Option<u64>,
+    /// Log levels above (verbose) or below (quiet) the configured one.
+    pub verbose: u8,
+    pub quiet: u8,
+}
+
 /// File first, command line on top; `target` comes from the command line when it names one.
 pub fn resolve(
-    knobs: &KnobArgs,
+    knobs: &Overrides,
     cli_target: Option<Target>,
     cli_dry_run: bool,
 ) -> Result<Settings, ConfigError> {
@@ -424,7 +436,7 @@ pub fn resolve(
     }
     policy
         .validate()
-        .map_err(|e| ConfigError(format!("--{}: {}", e.field.replace('_', "-"), e.message)))?;
+        .map_err(|e| ConfigError::key(format!("--{}", e.key.replace('_', "-")), e.message))?;
     let mut capacity_mbps = file.capacity.clone();
     for arg in &knobs.capacity {
         let (name, mbit) = parse_capacity(arg)?;
@@ -478,7 +490,7 @@ impl Settings {
                 "metrics_interval_secs" => "metrics-interval",
                 other => &other.replace('_', "-"),
             };
-            ConfigError(format!("--{flag}: {msg}"))
+            ConfigError::key(format!("--{flag}"), msg)
         })?;
         self.observability = o;
         Ok(())
@@ -540,28 +552,32 @@ mod tests {
     fn unknown_key_is_named_with_its_line() {
         let e = parse("bond = \"bond0\"\n[policy]\nthreshhold = 0.7\n")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("threshhold") && e.contains("rlbd.toml:3"), "{e}");
     }
 
     #[test]
     fn out_of_range_value_is_named_with_its_line() {
-        let e = parse("\n[policy]\nthreshold = 1.5\n").unwrap_err().0;
+        let e = parse("\n[policy]\nthreshold = 1.5\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("policy.threshold") && e.contains("rlbd.toml:3"),
             "{e}"
         );
-        let e = parse("[steering]\nrepeats = 0\n").unwrap_err().0;
+        let e = parse("[steering]\nrepeats = 0\n").unwrap_err().to_string();
         assert!(e.contains("steering.repeats") && e.contains(":2"), "{e}");
-        let e = parse("[capacity]\neth0 = -1\n").unwrap_err().0;
+        let e = parse("[capacity]\neth0 = -1\n").unwrap_err().to_string();
         assert!(e.contains("capacity.eth0"), "{e}");
-        let e = parse("log_level = \"loud\"\n").unwrap_err().0;
+        let e = parse("log_level = \"loud\"\n").unwrap_err().to_string();
         assert!(e.contains("log_level"), "{e}");
     }
 
     #[test]
     fn wrong_type_is_reported() {
-        let e = parse("[policy]\nwindow = \"three\"\n").unwrap_err().0;
+        let e = parse("[policy]\nwindow = \"three\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("rlbd.toml:2"), "{e}");
     }
 
@@ -575,7 +591,7 @@ mod tests {
             "ports = [\"p0\", \"p1\"]\n[policy]\nthreshold = 0.7\n[capacity]\np0 = 10\n",
         )
         .unwrap();
-        let knobs = KnobArgs {
+        let knobs = Overrides {
             config: Some(path.clone()),
             capacity: vec!["p0=100".into()],
             hits: Some(3),
@@ -591,28 +607,31 @@ mod tests {
         assert_eq!(s.policy.hits, 3);
         assert_eq!(s.capacity_mbps["p0"], 100.0);
         assert_eq!(s.log_level, "debug");
-        let bad = KnobArgs {
+        let bad = Overrides {
             config: Some(path.clone()),
             hits: Some(9),
             ..Default::default()
         };
-        assert!(resolve(&bad, None, false).unwrap_err().0.contains("--hits"));
-        let bad = KnobArgs {
+        assert!(resolve(&bad, None, false)
+            .unwrap_err()
+            .to_string()
+            .contains("--hits"));
+        let bad = Overrides {
             config: Some(path),
             capacity: vec!["p0".into()],
             ..Default::default()
         };
         assert!(resolve(&bad, None, false)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("--capacity"));
-        let missing = KnobArgs {
+        let missing = Overrides {
             config: Some(dir.join("nope.toml")),
             ..Default::default()
         };
         assert!(resolve(&missing, None, false)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("nope.toml"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -637,28 +656,28 @@ mod tests {
         assert_eq!(off.observability.control_socket_for("bond0"), None);
         let e = parse("[observability]\n\nmetrics_interval_secs = 0\n")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.contains("observability.metrics_interval_secs") && e.contains(":3"),
             "{e}"
         );
         let e = parse("[observability]\ncontrol_socket = \"rel.sock\"\n")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("observability.control_socket"), "{e}");
         let long = format!("/{}", "a".repeat(120));
         let e = parse(&format!("[observability]\ncontrol_socket = \"{long}\"\n"))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("107 bytes"), "{e}");
         let e = parse("[observability]\nmetrics_file = \"/var/lib/\"\n")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("observability.metrics_file"), "{e}");
         assert!(parse("[observability]\nmetrics = 1\n").is_err());
 
         let mut s = resolve(
-            &KnobArgs {
+            &Overrides {
                 config: Some("/dev/null".into()),
                 ..Default::default()
             },
@@ -674,7 +693,10 @@ mod tests {
             s.observability.control_socket,
             Some(PathBuf::from("/tmp/c.sock"))
         );
-        let e = s.override_observability(None, None, Some(0)).unwrap_err().0;
+        let e = s
+            .override_observability(None, None, Some(0))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--metrics-interval"), "{e}");
         let again = parse(&s.to_toml()).unwrap();
         assert_eq!(
@@ -706,7 +728,7 @@ mod tests {
     #[test]
     fn effective_settings_round_trip_as_toml() {
         let s = resolve(
-            &KnobArgs {
+            &Overrides {
                 config: Some("/dev/null".into()),
                 ..Default::default()
             },

@@ -4,15 +4,21 @@
 //! plain snapshots once a second, `policy` (pure) turns them into moves, `steer` puts the moves on
 //! the wire. `policy` imports nothing from the edge modules.
 
+/// An Ethernet MAC address: the one type for it everywhere (prints as `aa:bb:cc:dd:ee:ff`,
+/// parses from the same).
+pub use pnet_base::MacAddr as Mac;
+
 pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod exit;
 pub mod lab;
 pub mod logging;
 pub mod metrics;
 pub mod netlink;
 pub mod policy;
+pub mod protocol;
 pub mod simulate;
 pub mod status;
 pub mod statusview;

@@ -34,11 +34,3 @@ pub fn init(level: &str) {
     }
     let _ = b.try_init();
 }
-
-/// `aa:bb:cc:dd:ee:ff`
-pub fn mac(m: &[u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
-}

@@ -5,10 +5,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use rlbd::cli::{Cli, Command, RunArgs};
 use rlbd::config::{self, Target};
-use rlbd::daemon::{Daemon, EX_CONFIG};
-
-/// sysexits.h EX_DATAERR: the input data (a scenario) is at fault.
-const EX_DATAERR: u8 = 65;
+use rlbd::daemon::Daemon;
+use rlbd::exit::{EX_CONFIG, EX_DATAERR};
 
 fn fail(what: &str, e: impl std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("rlbd {what}: {e}");
@@ -22,7 +20,7 @@ fn run(args: RunArgs) -> ExitCode {
         (None, true) => None,
     };
     let make = {
-        let knobs = args.knobs.clone();
+        let knobs = rlbd::config::Overrides::from(&args.knobs);
         let target = target.clone();
         let dry_run = args.dry_run;
         let (socket, metrics, interval) = (
@@ -38,7 +36,7 @@ fn run(args: RunArgs) -> ExitCode {
     };
     let settings = match make() {
         Ok(s) => s,
-        Err(e) => return fail("run", e, EX_CONFIG as u8),
+        Err(e) => return fail("run", e, EX_CONFIG),
     };
     rlbd::logging::init(&settings.log_level);
     let result = Daemon::new(settings, Box::new(make)).and_then(Daemon::run);
@@ -50,13 +48,13 @@ fn run(args: RunArgs) -> ExitCode {
             if !log::log_enabled!(log::Level::Error) {
                 eprintln!("rlbd run: {e}");
             }
-            ExitCode::from(e.code as u8)
+            ExitCode::from(e.code)
         }
     }
 }
 
 fn check_config(file: Option<std::path::PathBuf>) -> ExitCode {
-    let knobs = rlbd::cli::KnobArgs {
+    let knobs = config::Overrides {
         config: file,
         ..Default::default()
     };
@@ -72,7 +70,7 @@ fn check_config(file: Option<std::path::PathBuf>) -> ExitCode {
             print!("{}", s.to_toml());
             ExitCode::SUCCESS
         }
-        Err(e) => fail("check-config", e, EX_CONFIG as u8),
+        Err(e) => fail("check-config", e, EX_CONFIG),
     }
 }
 
@@ -96,36 +94,6 @@ fn main() -> ExitCode {
         Command::Demo(args) => match rlbd::lab::demo::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("demo", e, 1),
-        },
-        Command::LabSink { listen } => match rlbd::lab::traffic::run_sink(&listen) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail("lab-sink", e, 1),
-        },
-        Command::LabSource { to, seconds } => match rlbd::lab::traffic::run_source(&to, seconds) {
-            Ok(n) => {
-                println!("{n}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail("lab-source", e, 1),
-        },
-        Command::LabFlood(args) => match rlbd::lab::flood::run(&args) {
-            Ok(r) => {
-                println!("{}", r.to_line());
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail("lab-flood", e, 1),
-        },
-        Command::LabChart {
-            input,
-            output,
-            title,
-            cap,
-        } => match rlbd::lab::labchart::run(&input, &output, title.as_deref(), cap) {
-            Ok(summary) => {
-                println!("{summary}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail("lab-chart", e, 1),
         },
     }
 }

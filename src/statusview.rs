@@ -1,10 +1,5 @@
-//! The client side of the control socket: `rlbd status` and `rlbd metrics`.
-//!
-//! Protocol (the daemon's side is `daemon::control`): connect to the Unix stream socket, send one
-//! line, `status` or `metrics` (at most [`MAX_REQUEST`] bytes with its `\n`), read to end of file.
-//! `status` answers with the [`StatusReport`] as one line of JSON, `metrics` with the Prometheus
-//! text exposition format; anything wrong is answered with one line `error: ...`. The daemon
-//! closes the connection after one answer.
+//! The client side of the control socket: `rlbd status` and `rlbd metrics` (the protocol is in
+//! `crate::protocol`, the daemon's side in `daemon::control`).
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -14,17 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::{MetricsArgs, StatusArgs};
+use crate::exit::EX_UNAVAILABLE;
+use crate::protocol::{Request, CONTROL_DIR, MAX_RESPONSE};
 use crate::status::{PortStatus, StatusReport};
 
-/// Where the daemons' control sockets live by default: `/run/rlbd/NAME.sock`.
-pub const CONTROL_DIR: &str = "/run/rlbd";
-/// Longest request line the daemon reads, newline included.
-pub const MAX_REQUEST: usize = 256;
-/// Longest answer the client reads (a full table of 16 M clients would not fit; 4096 does).
-const MAX_RESPONSE: usize = 256 << 20;
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-/// sysexits.h EX_UNAVAILABLE: no daemon to ask.
-pub const EX_UNAVAILABLE: u8 = 69;
 
 /// A failed query: the message and the exit code it maps to.
 #[derive(Debug)]
@@ -52,11 +41,6 @@ impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
     }
-}
-
-/// The default control socket of the daemon for bond (or first port) `name`.
-pub fn default_socket(name: &str) -> PathBuf {
-    Path::new(CONTROL_DIR).join(format!("{name}.sock"))
 }
 
 /// The socket to ask: `explicit` if given, else `dir/NAME.sock`, else the only socket in `dir`.
@@ -126,8 +110,8 @@ fn sockets_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Sends one request line and returns the whole answer (an `error:` answer is an error).
-pub fn request(path: &Path, what: &str) -> Result<String, ClientError> {
+/// Sends one request and returns the whole answer (an `error:` answer is an error).
+pub fn request(path: &Path, what: Request) -> Result<String, ClientError> {
     let mut s = UnixStream::connect(path).map_err(|e| {
         let msg = format!("cannot connect to {}: {e}", path.display());
         match e.kind() {
@@ -143,7 +127,7 @@ pub fn request(path: &Path, what: &str) -> Result<String, ClientError> {
     let io = |e: std::io::Error| ClientError::other(format!("{}: {e}", path.display()));
     s.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
     s.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
-    s.write_all(format!("{what}\n").as_bytes()).map_err(io)?;
+    s.write_all(what.line().as_bytes()).map_err(io)?;
     let buf = read_answer(&mut s, MAX_RESPONSE + 1).map_err(io)?;
     if buf.len() > MAX_RESPONSE {
         return Err(ClientError::other(format!(
@@ -187,9 +171,13 @@ pub fn read_answer(s: &mut impl Read, limit: usize) -> std::io::Result<Vec<u8>> 
     Ok(buf)
 }
 
-/// Asks for the status; returns the parsed report and the JSON as the daemon sent it.
-pub fn fetch_status(path: &Path) -> Result<(StatusReport, String), ClientError> {
-    let text = request(path, "status")?;
+/// Asks for the status (the busiest `top` clients, or all); returns the parsed report and the
+/// JSON as the daemon sent it.
+pub fn fetch_status(
+    path: &Path,
+    top: Option<usize>,
+) -> Result<(StatusReport, String), ClientError> {
+    let text = request(path, Request::Status { top })?;
     let report = serde_json::from_str(&text)
         .map_err(|e| ClientError::other(format!("{}: not a status report: {e}", path.display())))?;
     Ok((report, text))
@@ -212,11 +200,11 @@ pub fn main_status(args: &StatusArgs) -> Result<(), ClientError> {
         }
     };
     if !args.watch {
-        show(fetch_status(&path)?);
+        show(fetch_status(&path, top)?);
         return Ok(());
     }
     loop {
-        let got = fetch_status(&path);
+        let got = fetch_status(&path, top);
         if !args.json {
             // Home, clear screen: redraw in place.
             print!("\x1b[H\x1b[2J");
@@ -241,7 +229,7 @@ pub fn main_metrics(args: &MetricsArgs) -> Result<(), ClientError> {
         args.name.as_deref(),
         args.socket.as_deref(),
     )?;
-    print!("{}", request(&path, "metrics")?);
+    print!("{}", request(&path, Request::Metrics)?);
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, root_or_skip};
+use common::{exe, lab_exe, root_or_skip};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ const FRAMES: u64 = 1_000_000;
 const SOURCES: u32 = 1_000_000;
 /// The client the flood comes from.
 const FROM: &str = "c1";
-const FROM_MAC: Mac = [0x02, 0x00, 0xc6, 0x12, 0x00, 0x01];
+const FROM_MAC: Mac = Mac(0x02, 0x00, 0xc6, 0x12, 0x00, 0x01);
 const FROM_IP: [u8; 4] = [198, 18, 0, 11];
 /// Most the daemon's resident memory may grow from before the flood to during or after it.
 const RSS_GROWTH_LIMIT_KB: u64 = 8 * 1024;
@@ -173,10 +173,10 @@ fn arp_watch(
     // The probe: a broadcast "who has SERVER_IP, tell FROM_IP" from the client's MAC.
     let mut req = vec![0u8; 60];
     req[0..6].copy_from_slice(&[0xff; 6]);
-    req[6..12].copy_from_slice(&FROM_MAC);
+    req[6..12].copy_from_slice(&FROM_MAC.octets());
     req[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
     req[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-    req[22..28].copy_from_slice(&FROM_MAC);
+    req[22..28].copy_from_slice(&FROM_MAC.octets());
     req[28..32].copy_from_slice(&FROM_IP);
     let server: std::net::Ipv4Addr = SERVER_IP.parse().expect("server address");
     req[38..42].copy_from_slice(&server.octets());
@@ -262,7 +262,7 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
     let sampler = rss_sampler(pid, Arc::clone(&stop_rss));
 
     let rx0 = rx_packets(lab, PORTS[0])?;
-    let exe_s = exe().to_string_lossy().into_owned();
+    let exe_s = lab_exe().to_string_lossy().into_owned();
     let dst_mac = lab.port_mac(PORTS[0])?;
     let (count, sources) = (FRAMES.to_string(), SOURCES.to_string());
     let t = Instant::now();
@@ -270,7 +270,7 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         FROM,
         &[
             &exe_s,
-            "lab-flood",
+            "flood",
             "--iface",
             "eth0",
             "--dst-mac",
@@ -289,12 +289,12 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         .is_none()
     {
         lab.stop_child(&mut sender, Duration::from_millis(500))?;
-        return Err("lab-flood did not finish within 120 s".into());
+        return Err("the flooder did not finish within 120 s".into());
     }
     let out = sender.wait_with_output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
     let flood = FloodReport::from_output(&text)
-        .ok_or_else(|| format!("lab-flood printed {:?} ({})", text.trim(), out.status))?;
+        .ok_or_else(|| format!("the flooder printed {:?} ({})", text.trim(), out.status))?;
     say!(
         "flood from {FROM}: {} frames sent ({} refused) from {SOURCES} random sources in {:.2} s \
          ({:.0} frames/s), sender CPU {:.0} ns/frame",

@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, fmt_rates, root_or_skip};
+use common::{exe, fmt_rates, lab_exe, root_or_skip};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -42,7 +42,7 @@ fn lab_rlbd_spreads_two_clients_and_keeps_them_spread() {
 fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
     let mut failures = Vec::new();
     let cap = f64::from(CAP);
-    let _sink = start_sink(lab, exe())?;
+    let _sink = start_sink(lab, lab_exe())?;
     for c in ["c1", "c2", "c3", "c4"] {
         say!(
             "placement: {c} uses {:?} for 198.18.0.1",
@@ -51,7 +51,7 @@ fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
     }
 
     // (a) Without rlbd, c1 and c3 share p0: the total stays near one cap.
-    let mut sources = start_sources(lab, exe(), &BUSY, 7.0)?;
+    let mut sources = start_sources(lab, lab_exe(), &BUSY, 7.0)?;
     lab.sleep(Duration::from_secs(1))?;
     let a = common::measure(lab, Duration::from_secs(5))?;
     say!("(a) without rlbd, c1+c3, 5 s: {}", fmt_rates(CAP, &a));
@@ -77,7 +77,7 @@ fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
     let sampler = Sampler::start(lab, Duration::from_secs(1));
     let t0 = Instant::now();
     let t0_lab = lab.elapsed();
-    let mut sources = start_sources(lab, exe(), &BUSY, 30.0)?;
+    let mut sources = start_sources(lab, lab_exe(), &BUSY, 30.0)?;
     let moved = watch_move(lab, &BUSY, PORTS[0], t0 + Duration::from_secs(5), || true)?;
     let outcome = after_move(lab, moved, t0_lab, &mut failures);
     for s in &mut sources {

@@ -6,7 +6,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, fmt_rates, root_or_skip};
+use common::{exe, fmt_rates, lab_exe, root_or_skip};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -18,11 +18,11 @@ const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];
 
 fn start_sources6(lab: &Lab, seconds: f64) -> LabResult<Vec<Child>> {
-    let exe = exe().to_string_lossy();
+    let exe = lab_exe().to_string_lossy();
     let to = format!("[{SERVER_IP6}]:{SINK_PORT}");
     let secs = format!("{seconds}");
     BUSY.iter()
-        .map(|c| lab.spawn_in(c, &[&exe, "lab-source", "--to", &to, "--seconds", &secs]))
+        .map(|c| lab.spawn_in(c, &[&exe, "source", "--to", &to, "--seconds", &secs]))
         .collect()
 }
 
@@ -52,7 +52,7 @@ fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
             return Err(format!("{c} is not placed on p0 for {SERVER_IP6}"));
         }
     }
-    let _sink = start_sink_on(lab, exe(), &format!("[::]:{SINK_PORT}"))?;
+    let _sink = start_sink_on(lab, lab_exe(), &format!("[::]:{SINK_PORT}"))?;
     let mut daemon = start_daemon(lab, exe(), log, &["-v"])?;
     lab.sleep(Duration::from_millis(1500))?;
     if let Some(st) = daemon.try_wait().map_err(|e| e.to_string())? {

@@ -11,7 +11,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, root_or_skip};
+use common::{exe, lab_exe, root_or_skip};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -426,7 +426,7 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
     let sock_s = sock.to_string_lossy().into_owned();
     let prom = dir.join("rlbd.prom");
     let prom_s = prom.to_string_lossy().into_owned();
-    let _sink = start_sink(lab, exe())?;
+    let _sink = start_sink(lab, lab_exe())?;
     let mut daemon = start_daemon(
         lab,
         exe(),
@@ -469,7 +469,7 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
 
         // c1 and c3 send; rlbd moves one of them to p1.
         let t0 = Instant::now();
-        let mut sources = start_sources(lab, exe(), &BUSY, 14.0)?;
+        let mut sources = start_sources(lab, lab_exe(), &BUSY, 14.0)?;
         let moved = watch_move(lab, &BUSY, PORTS[0], t0 + Duration::from_secs(6), || true)?;
         let Some(m) = moved else {
             check(

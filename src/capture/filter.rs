@@ -125,6 +125,7 @@ pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
     // mismatch on either half simply falls through to the next block, and the last one to drop).
     for (i, m) in unique.iter().enumerate() {
         let pc = macs_at + 4 * i;
+        let m = m.octets();
         let lo = u32::from_be_bytes([m[2], m[3], m[4], m[5]]);
         let hi = u32::from(u16::from_be_bytes([m[0], m[1]]));
         p.push(stmt(LD_W_ABS, 2)); // A = dst MAC bytes 2..6
@@ -235,15 +236,15 @@ pub(crate) mod tests {
         }
     }
 
-    const PORT_A: Mac = [0x02, 0xaa, 0x00, 0x00, 0x00, 0x01];
-    const PORT_B: Mac = [0x02, 0xaa, 0x00, 0x00, 0x00, 0x02];
-    const OTHER: Mac = [0x02, 0xbb, 0x00, 0x00, 0x00, 0x01];
-    const CLIENT: Mac = [0x02, 0xcc, 0x00, 0x00, 0x00, 0x09];
+    const PORT_A: Mac = Mac(0x02, 0xaa, 0x00, 0x00, 0x00, 0x01);
+    const PORT_B: Mac = Mac(0x02, 0xaa, 0x00, 0x00, 0x00, 0x02);
+    const OTHER: Mac = Mac(0x02, 0xbb, 0x00, 0x00, 0x00, 0x01);
+    const CLIENT: Mac = Mac(0x02, 0xcc, 0x00, 0x00, 0x00, 0x09);
 
     fn eth(dst: Mac, ethertype: u16, vlan: bool, len: usize) -> Vec<u8> {
         let mut f = Vec::new();
-        f.extend_from_slice(&dst);
-        f.extend_from_slice(&CLIENT);
+        f.extend_from_slice(&dst.octets());
+        f.extend_from_slice(&CLIENT.octets());
         if vlan {
             f.extend_from_slice(&0x8100u16.to_be_bytes());
             f.extend_from_slice(&0x0005u16.to_be_bytes());
@@ -261,18 +262,30 @@ pub(crate) mod tests {
         assert_eq!(run(&p, &eth(OTHER, 0x0800, false, 1514)), 0);
         // Same low 4 bytes as PORT_A, different high 2 bytes; and the reverse.
         let mut near = PORT_A;
-        near[0] = 0x06;
+        near.0 = 0x06;
         assert_eq!(run(&p, &eth(near, 0x0800, false, 100)), 0);
         let mut near = PORT_A;
-        near[5] = 0x7f;
+        near.5 = 0x7f;
         assert_eq!(run(&p, &eth(near, 0x0800, false, 100)), 0);
-        assert_eq!(run(&p, &eth([0xff; 6], 0x0800, false, 100)), 0);
+        assert_eq!(
+            run(
+                &p,
+                &eth(Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff), 0x0800, false, 100)
+            ),
+            0
+        );
     }
 
     #[test]
     fn passes_arp_any_destination() {
         let p = program(&[PORT_A], 96).unwrap();
-        assert_eq!(run(&p, &eth([0xff; 6], 0x0806, false, 42)), 42);
+        assert_eq!(
+            run(
+                &p,
+                &eth(Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff), 0x0806, false, 42)
+            ),
+            42
+        );
         assert_eq!(run(&p, &eth(OTHER, 0x0806, false, 60)), 60);
         assert_eq!(run(&p, &eth(OTHER, 0x0806, true, 64)), 64);
         // No MACs at all: ARP still passes, IPv4 never does.
@@ -303,7 +316,7 @@ pub(crate) mod tests {
         // Shorter than the snap length: kept whole.
         assert_eq!(run(&p, &eth(PORT_A, 0x0800, false, 34)), 34);
         // Too short to hold an EtherType: out-of-bounds load drops it.
-        assert_eq!(run(&p, &PORT_A[..]), 0);
+        assert_eq!(run(&p, &PORT_A.octets()), 0);
         assert_eq!(run(&p, &[]), 0);
         // Tagged but too short for the inner EtherType.
         let f = eth(PORT_A, 0x0800, true, 0);
@@ -320,7 +333,7 @@ pub(crate) mod tests {
     #[test]
     fn max_macs_all_match_and_jumps_fit() {
         let macs: Vec<Mac> = (0..MAX_MACS as u8)
-            .map(|i| [0x02, i, 0x10, 0x20, i, 0x30])
+            .map(|i| Mac(0x02, i, 0x10, 0x20, i, 0x30))
             .collect();
         let p = program(&macs, 96).unwrap();
         assert_eq!(p.len(), 15 + 4 * MAX_MACS);
@@ -360,7 +373,7 @@ pub(crate) mod tests {
             assert_eq!(run(&p, &ipv6(PORT_A, vlan, 58, 128, 200)), 96);
             assert_eq!(run(&p, &ipv6(OTHER, vlan, 58, 128, 200)), 0);
             assert_eq!(
-                run(&p, &ipv6([0x33, 0x33, 0, 0, 0, 1], vlan, 58, 134, 200)),
+                run(&p, &ipv6(Mac(0x33, 0x33, 0, 0, 0, 1), vlan, 58, 134, 200)),
                 0
             );
         }
@@ -374,7 +387,10 @@ pub(crate) mod tests {
             for ty in [135u8, 136] {
                 // Ethernet [+ tag] + IPv6 + NS/NA + one option: whole within the snap length.
                 let len = if vlan { 90 } else { 86 };
-                assert_eq!(run(&p, &ipv6(mcast, vlan, 58, ty, len)), len as u32);
+                assert_eq!(
+                    run(&p, &ipv6(Mac::from(mcast), vlan, 58, ty, len)),
+                    len as u32
+                );
                 assert_eq!(run(&p, &ipv6(OTHER, vlan, 58, ty, len)), len as u32);
                 assert_eq!(run(&p, &ipv6(PORT_A, vlan, 58, ty, len)), len as u32);
                 // The same type behind another next header is not ND.
@@ -386,7 +402,11 @@ pub(crate) mod tests {
                 );
             }
             for ty in [133u8, 134, 137, 1] {
-                assert_eq!(run(&p, &ipv6(mcast, vlan, 58, ty, 90)), 0, "type {ty}");
+                assert_eq!(
+                    run(&p, &ipv6(Mac::from(mcast), vlan, 58, ty, 90)),
+                    0,
+                    "type {ty}"
+                );
             }
         }
         // No MACs at all: ND still passes, other IPv6 never does.

@@ -8,8 +8,7 @@ use pnet_packet::ipv4::Ipv4Packet;
 use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::vlan::VlanPacket;
 
-/// An Ethernet MAC address, most significant byte first.
-pub type Mac = [u8; 6];
+pub use crate::Mac;
 
 /// The fields of one captured frame that the daemon uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,8 +84,8 @@ const VLAN_HDR: usize = 4;
 /// (snap length). Never panics.
 pub fn parse(frame: &[u8]) -> Option<Frame> {
     let eth = EthernetPacket::new(frame)?;
-    let src = eth.get_source().octets();
-    let dst = eth.get_destination().octets();
+    let src = eth.get_source();
+    let dst = eth.get_destination();
     let (ethertype, payload): (EtherType, &[u8]) = if eth.get_ethertype() == EtherTypes::Vlan {
         let tag = VlanPacket::new(frame.get(ETH_HDR..)?)?;
         (tag.get_ethertype(), frame.get(ETH_HDR + VLAN_HDR..)?)
@@ -120,9 +119,9 @@ pub fn parse(frame: &[u8]) -> Option<Frame> {
                 eth_src: src,
                 eth_dst: dst,
                 op: arp.get_operation().0,
-                sha: arp.get_sender_hw_addr().octets(),
+                sha: arp.get_sender_hw_addr(),
                 spa: arp.get_sender_proto_addr(),
-                tha: arp.get_target_hw_addr().octets(),
+                tha: arp.get_target_hw_addr(),
                 tpa: arp.get_target_proto_addr(),
             })
         }
@@ -171,9 +170,7 @@ fn parse_ipv6(src: Mac, dst: Mac, payload: &[u8]) -> Option<Frame> {
         }
         if ty == want && len == 1 {
             if let Some(m) = opts.get(2..8) {
-                let mut mac = [0u8; 6];
-                mac.copy_from_slice(m);
-                lladdr = Some(mac);
+                lladdr = <[u8; 6]>::try_from(m).ok().map(Mac::from);
             }
             break;
         }
@@ -195,28 +192,23 @@ fn parse_ipv6(src: Mac, dst: Mac, payload: &[u8]) -> Option<Frame> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use pnet_base::MacAddr;
     use pnet_packet::arp::{ArpOperations, MutableArpPacket};
     use pnet_packet::ethernet::MutableEthernetPacket;
     use pnet_packet::ipv4::MutableIpv4Packet;
     use pnet_packet::vlan::MutableVlanPacket;
 
-    pub(crate) const CLIENT_MAC: Mac = [0x02, 0xcc, 0, 0, 0, 0x09];
-    pub(crate) const SERVER_MAC: Mac = [0x02, 0xaa, 0, 0, 0, 0x01];
+    pub(crate) const CLIENT_MAC: Mac = Mac(0x02, 0xcc, 0, 0, 0, 0x09);
+    pub(crate) const SERVER_MAC: Mac = Mac(0x02, 0xaa, 0, 0, 0, 0x01);
     pub(crate) const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 9);
     pub(crate) const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-
-    fn mac(m: Mac) -> MacAddr {
-        MacAddr::from(m)
-    }
 
     /// Builds Ethernet [+ 802.1Q] + `body`, padded to `len` bytes.
     fn ethernet(src: Mac, dst: Mac, et: EtherType, vlan: bool, body: &[u8], len: usize) -> Vec<u8> {
         let hdr = if vlan { 18 } else { 14 };
         let mut buf = vec![0u8; (hdr + body.len()).max(len)];
         let mut e = MutableEthernetPacket::new(&mut buf).unwrap();
-        e.set_source(mac(src));
-        e.set_destination(mac(dst));
+        e.set_source(src);
+        e.set_destination(dst);
         if vlan {
             e.set_ethertype(EtherTypes::Vlan);
             let mut t = MutableVlanPacket::new(&mut buf[14..]).unwrap();
@@ -268,9 +260,9 @@ pub(crate) mod tests {
         a.set_hw_addr_len(6);
         a.set_proto_addr_len(4);
         a.set_operation(pnet_packet::arp::ArpOperation(op));
-        a.set_sender_hw_addr(mac(sha));
+        a.set_sender_hw_addr(sha);
         a.set_sender_proto_addr(spa);
-        a.set_target_hw_addr(mac(tha));
+        a.set_target_hw_addr(tha);
         a.set_target_proto_addr(tpa);
         ethernet(src, dst, EtherTypes::Arp, vlan, &body, 60)
     }
@@ -310,11 +302,11 @@ pub(crate) mod tests {
     fn arp_request_and_reply() {
         let req = arp_frame(
             CLIENT_MAC,
-            [0xff; 6],
+            Mac::broadcast(),
             ArpOperations::Request.0,
             CLIENT_MAC,
             CLIENT_IP,
-            [0; 6],
+            Mac::zero(),
             SERVER_IP,
             false,
         );
@@ -322,11 +314,11 @@ pub(crate) mod tests {
             parse(&req),
             Some(Frame::Arp {
                 eth_src: CLIENT_MAC,
-                eth_dst: [0xff; 6],
+                eth_dst: Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
                 op: 1,
                 sha: CLIENT_MAC,
                 spa: CLIENT_IP,
-                tha: [0; 6],
+                tha: Mac(0, 0, 0, 0, 0, 0),
                 tpa: SERVER_IP,
             })
         );
@@ -345,7 +337,14 @@ pub(crate) mod tests {
     #[test]
     fn arp_wrong_types_rejected() {
         let good = arp_frame(
-            CLIENT_MAC, [0xff; 6], 1, CLIENT_MAC, CLIENT_IP, [0; 6], SERVER_IP, false,
+            CLIENT_MAC,
+            Mac::broadcast(),
+            1,
+            CLIENT_MAC,
+            CLIENT_IP,
+            Mac::zero(),
+            SERVER_IP,
+            false,
         );
         for (off, val) in [(14, 1u8), (15, 6), (16, 0x86), (18, 8), (19, 16)] {
             let mut f = good.clone();

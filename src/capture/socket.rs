@@ -672,10 +672,10 @@ mod tests {
     }
 
     // Test addresses: 198.18.0.0/15 only; locally administered MACs.
-    const CAP_MAC: Mac = [0x02, 0x52, 0x4c, 0x42, 0x00, 0x01];
-    const PEER_MAC: Mac = [0x02, 0x52, 0x4c, 0x42, 0x00, 0x02];
-    const CLIENT: Mac = [0x02, 0x52, 0x4c, 0x42, 0x00, 0x09];
-    const OTHER: Mac = [0x02, 0x52, 0x4c, 0x42, 0x00, 0x77];
+    const CAP_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x01);
+    const PEER_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x02);
+    const CLIENT: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x09);
+    const OTHER: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x77);
     const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
     const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 9);
     const OTHER_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 7);
@@ -750,7 +750,9 @@ mod tests {
 
     fn ours(got: &Captured) -> Vec<(FrameMeta, Option<Frame>, usize)> {
         got.iter()
-            .filter(|(_, d)| d.len() >= 12 && (d[6..12] == CLIENT || d[6..12] == CAP_MAC))
+            .filter(|(_, d)| {
+                d.len() >= 12 && (d[6..12] == CLIENT.octets() || d[6..12] == CAP_MAC.octets())
+            })
             .map(|(m, d)| (*m, parse(d), d.len()))
             .collect()
     }
@@ -791,7 +793,14 @@ mod tests {
         let mut v6 = to_other.clone();
         v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
         let req = arp_frame(
-            CLIENT, [0xff; 6], 1, CLIENT, CLIENT_IP, [0; 6], SERVER_IP, false,
+            CLIENT,
+            Mac::broadcast(),
+            1,
+            CLIENT,
+            CLIENT_IP,
+            Mac::zero(),
+            SERVER_IP,
+            false,
         );
         for f in [&to_us, &to_other, &v6, &req] {
             peer.send(f).unwrap();

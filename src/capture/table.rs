@@ -287,7 +287,8 @@ impl ClientTable {
     /// A keyed multiply-xorshift mix: several times cheaper than SipHash on this per-frame path,
     /// and with secret per-table keys a flood cannot aim its sources at one probe chain.
     fn tag(&self, mac: &Mac) -> u32 {
-        let x = u64::from_be_bytes([0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
+        let m = mac.octets();
+        let x = u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]);
         let mut h = (x ^ self.keys.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         h ^= h >> 29;
         h = h.wrapping_mul(self.keys.1);
@@ -447,7 +448,7 @@ mod tests {
 
     fn m(i: u32) -> Mac {
         let b = i.to_be_bytes();
-        [0x02, 0x00, b[0], b[1], b[2], b[3]]
+        Mac::from([0x02, 0x00, b[0], b[1], b[2], b[3]])
     }
 
     fn cip(i: u32) -> Ipv4Addr {

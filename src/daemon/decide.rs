@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use log::debug;
 
-use super::{Daemon, BOND_MODE_TLB, EVAL_DELAY};
+use super::{Daemon, EVAL_DELAY};
+use crate::netlink::BondMode;
 use crate::netlink::Mac;
 use crate::policy::{self, ClientView, PortView, Reason};
 
@@ -78,7 +79,7 @@ impl Daemon {
         for m in moves {
             self.apply_move(macs[m.client], &m);
         }
-        if self.ports.bond_mode == Some(BOND_MODE_TLB) {
+        if self.ports.bond_mode == Some(BondMode::BalanceTlb) {
             self.place_new_clients(&views);
         }
     }

@@ -25,7 +25,7 @@ use crate::capture::{parse, ClientTable, Frame};
 use crate::config::{Settings, Target};
 use crate::netlink::{LinkInfo, Mac, NlEvent, RouteSocket};
 use crate::policy::{self, Reason};
-pub use setup::{Fatal, EX_CONFIG, EX_UNAVAILABLE};
+pub use setup::Fatal;
 use steering::Steering;
 
 const SIGNALS: Token = Token(0);
@@ -35,7 +35,6 @@ const NETLINK: Token = Token(1);
 const CONTROL: Token = Token(2);
 const CONTROL_CONN_BASE: usize = 1 << 30;
 const CAPTURE_BASE: usize = 16;
-const BOND_MODE_TLB: u8 = 5;
 
 /// Frames handled per capture socket per wakeup, and netlink messages per wakeup.
 const CAPTURE_BATCH: usize = 4096;
@@ -362,9 +361,7 @@ impl Daemon {
                 ports::Change::Added(i) => {
                     info!(
                         "port {} (ifindex {}) added, MAC {}",
-                        self.ports.list[i].name,
-                        self.ports.list[i].ifindex,
-                        crate::logging::mac(&self.ports.list[i].mac)
+                        self.ports.list[i].name, self.ports.list[i].ifindex, self.ports.list[i].mac
                     );
                     self.register_capture(i);
                     refilter = true;

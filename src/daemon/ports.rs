@@ -9,8 +9,7 @@ use log::{error, info, warn};
 
 use crate::capture::{CaptureSocket, RingConfig};
 use crate::config::Target;
-use crate::logging::mac as fmt_mac;
-use crate::netlink::{counter_delta, LinkInfo, Mac};
+use crate::netlink::{counter_delta, BondMode, LinkInfo, Mac};
 use crate::policy::Detector;
 
 /// Two counter readings closer than this are too noisy to make a rate from: the later one
@@ -85,7 +84,7 @@ pub struct Ports {
     /// The bond's ifindex in bond mode, while it exists.
     pub bond_index: Option<u32>,
     /// The bond's mode (`IFLA_BOND_MODE`), while it exists.
-    pub bond_mode: Option<u8>,
+    pub bond_mode: Option<BondMode>,
     pub capacity_mbps: HashMap<String, f64>,
     pub ring: RingConfig,
     pub window: usize,
@@ -243,12 +242,7 @@ impl Ports {
             let p = &mut self.list[i];
             if p.mac != mac {
                 let old = p.mac;
-                info!(
-                    "port {}: MAC {} -> {}",
-                    p.name,
-                    fmt_mac(&old),
-                    fmt_mac(&mac)
-                );
+                info!("port {}: MAC {} -> {}", p.name, old, mac);
                 p.mac = mac;
                 changes.push(Change::MacChanged { port: i, old });
             }

@@ -41,7 +41,7 @@ impl Daemon {
                 "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {}",
                 p.name,
                 p.ifindex,
-                crate::logging::mac(&p.mac),
+                p.mac,
                 if !p.present { "absent" } else if p.up { "up" } else { "down" },
                 p.capacity_bps / 1e6,
                 p.rx_bps.map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
@@ -58,7 +58,7 @@ impl Daemon {
             info!(
                 "  client {} {} on {} {:.2} Mbit/s{}",
                 client_addr(e),
-                crate::logging::mac(&e.mac),
+                e.mac,
                 name,
                 e.rate as f64 * 8.0 / 1e6,
                 self.steering.describe(&e.mac, self.tick)
@@ -91,7 +91,7 @@ impl Daemon {
                 PortStatus {
                     name: p.name.clone(),
                     ifindex: p.ifindex,
-                    mac: crate::logging::mac(&p.mac),
+                    mac: p.mac.to_string(),
                     state: if !p.present {
                         "absent"
                     } else if p.up {
@@ -121,7 +121,7 @@ impl Daemon {
             .iter()
             .map(|e| ClientStatus {
                 ip: client_addr(e),
-                mac: crate::logging::mac(&e.mac),
+                mac: e.mac.to_string(),
                 port: self
                     .ports
                     .list

@@ -12,31 +12,14 @@ use super::steering::Steering;
 use super::Daemon;
 use crate::capture::{ClientTable, RingConfig};
 use crate::config::{ConfigError, Settings, Target};
-use crate::netlink::RouteSocket;
+use crate::netlink::{BondMode, RouteSocket};
 
-/// sysexits.h: a configuration error; systemd's unit does not restart on it.
-pub const EX_CONFIG: i32 = 78;
-/// sysexits.h: a needed interface is missing (it may appear later; systemd may retry).
-pub const EX_UNAVAILABLE: i32 = 69;
-/// sysexits.h: an operating-system error (socket, permission).
-pub const EX_OSERR: i32 = 71;
-
-const BOND_MODE_TLB: u8 = 5;
-const BOND_MODE_ALB: u8 = 6;
-const BOND_MODES: [&str; 7] = [
-    "balance-rr",
-    "active-backup",
-    "balance-xor",
-    "broadcast",
-    "802.3ad",
-    "balance-tlb",
-    "balance-alb",
-];
+use crate::exit::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE};
 
 /// An error that ends the daemon, with the exit code it maps to.
 #[derive(Debug)]
 pub struct Fatal {
-    pub code: i32,
+    pub code: u8,
     pub message: String,
 }
 
@@ -69,7 +52,7 @@ impl std::fmt::Display for Fatal {
 
 impl From<ConfigError> for Fatal {
     fn from(e: ConfigError) -> Self {
-        Fatal::config(e.0)
+        Fatal::config(e.to_string())
     }
 }
 
@@ -95,7 +78,7 @@ pub fn sd_notify(state: &str) {
     }
 }
 
-fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<u8, Fatal> {
+fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<BondMode, Fatal> {
     let Some(link) = snap.links.iter().find(|l| l.name == name) else {
         return Err(Fatal::unavailable(format!(
             "bond {name} does not exist (ip link show {name})"
@@ -112,18 +95,15 @@ fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<u8, Fatal> 
             "bond {name}: the kernel reported no bonding mode"
         )));
     };
-    let mode_name = BOND_MODES
-        .get(usize::from(info.mode))
-        .copied()
-        .unwrap_or("unknown");
     match info.mode {
-        BOND_MODE_ALB => Ok(info.mode),
-        BOND_MODE_TLB if info.all_slaves_active == Some(true) => Ok(info.mode),
-        BOND_MODE_TLB => Err(Fatal::config(format!(
+        BondMode::BalanceAlb => Ok(info.mode),
+        BondMode::BalanceTlb if info.all_slaves_active == Some(true) => Ok(info.mode),
+        BondMode::BalanceTlb => Err(Fatal::config(format!(
             "bond {name} is in balance-tlb with all_slaves_active=0: the driver drops frames that arrive on inactive slaves, so clients cannot be moved; set it with `ip link set {name} type bond all_slaves_active 1`, or use balance-alb"
         ))),
         _ => Err(Fatal::config(format!(
-            "bond {name} is in mode {mode_name}: rlbd steers receive traffic by ARP, which only balance-alb (mode 6), or balance-tlb (mode 5) with all_slaves_active=1, deliver on every slave; set `mode balance-alb`"
+            "bond {name} is in mode {}: rlbd steers receive traffic by ARP, which only balance-alb (mode 6), or balance-tlb (mode 5) with all_slaves_active=1, deliver on every slave; set `mode balance-alb`",
+            info.mode
         ))),
     }
 }
@@ -166,7 +146,7 @@ pub fn build(
     match &target {
         Target::Bond(name) => {
             let mode = check_bond(name, &snap)?;
-            info!("bond {name}: mode {}", BOND_MODES[usize::from(mode)]);
+            info!("bond {name}: mode {mode}");
         }
         Target::Ports(names) => {
             for name in names {

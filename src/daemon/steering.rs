@@ -10,7 +10,6 @@ use log::{debug, info, warn};
 use super::Daemon;
 use crate::capture::Frame;
 use crate::config::SteeringConfig;
-use crate::logging::mac as fmt_mac;
 use crate::netlink::Mac;
 use crate::policy::{Move, Reason};
 use crate::steer::{
@@ -100,10 +99,7 @@ impl Steering {
         let step = Duration::from_millis(self.cfg.repeat_interval_ms);
         for k in 0..count {
             if self.pending.len() >= MAX_PENDING {
-                warn!(
-                    "steering queue full; dropping updates for {}",
-                    fmt_mac(&mac)
-                );
+                warn!("steering queue full; dropping updates for {}", mac);
                 return;
             }
             self.pending.push((first + step * k, mac));
@@ -132,11 +128,7 @@ impl Steering {
         self.moved.retain(|mac, m| {
             let keep = in_table(mac) || tick.saturating_sub(m.at_tick) < idle;
             if !keep {
-                debug!(
-                    "forgetting the move of {} ({}): idle",
-                    m.client_ip,
-                    fmt_mac(mac)
-                );
+                debug!("forgetting the move of {} ({}): idle", m.client_ip, mac);
             }
             keep
         });
@@ -212,7 +204,7 @@ impl Daemon {
             (None, None) => {
                 debug!(
                     "not moving {}: no confirmed neighbour entry with a server address to claim",
-                    fmt_mac(&mac)
+                    mac
                 );
                 return;
             }
@@ -237,7 +229,7 @@ impl Daemon {
         info!(
             "{}move {client_ip} ({}) {} -> {}: {:.1} Mbit/s; {} {:.2}->{:.2}, {} {:.2}->{:.2}; {why}",
             if self.settings.dry_run { "dry run: would " } else { "" },
-            fmt_mac(&mac),
+            mac,
             from.name,
             to.name,
             m.rate_bps / 1e6,

@@ -1,15 +1,16 @@
 //! `rlbd demo`: builds the namespace lab, shows two busy clients stuck on one port, then runs
 //! rlbd and shows it spreading them.
 
-use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::chart::{svg, Mark};
-use super::netns::{check_tools, is_root, Lab, LabResult, PORTS};
+use super::netns::{check_tools, is_root, Lab, LabResult, PORTS, SERVER_IP, SINK_PORT};
 use super::sample::{Sampler, Series};
-use super::scenario::{
-    finish_sources, start_daemon, start_sink, start_sources, tail, watch_move, Move,
-};
+use super::scenario::{start_daemon, tail, wait_listening, watch_move, Move};
+use super::traffic::{run_sink, run_source, spawn_in_netns};
 use crate::cli::DemoArgs;
 
 /// The two clients the lab puts on p0 and sends from.
@@ -36,27 +37,92 @@ impl Phase {
     }
 }
 
+/// The demo's traffic sink: a thread in the server namespace, stopped when dropped.
+struct Sink {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Sink {
+    fn start(lab: &Lab) -> LabResult<Sink> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let listen = format!("{SERVER_IP}:{SINK_PORT}");
+        let flag = stop.clone();
+        let at = listen.clone();
+        let thread = spawn_in_netns(&lab.ns("srv"), move || run_sink(&at, Some(flag)))
+            .map_err(|e| format!("cannot start the sink: {e}"))?;
+        let mut sink = Sink {
+            stop,
+            thread: Some(thread),
+        };
+        wait_listening(lab, &listen, || Ok(sink.failure()))?;
+        Ok(sink)
+    }
+
+    /// Why the sink thread ended, if it has.
+    fn failure(&mut self) -> Option<String> {
+        if !self.thread.as_ref()?.is_finished() {
+            return None;
+        }
+        Some(match self.thread.take()?.join() {
+            Ok(Err(e)) => e.to_string(),
+            _ => "the sink thread ended".into(),
+        })
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Each client's traffic source as a thread in its namespace; returns (client, bytes sent).
+fn send_from(lab: &Lab, clients: &[&str], seconds: u32) -> LabResult<Vec<(String, u64)>> {
+    let to = format!("{SERVER_IP}:{SINK_PORT}");
+    let threads = clients
+        .iter()
+        .map(|c| {
+            let to = to.clone();
+            spawn_in_netns(&lab.ns(c), move || run_source(&to, f64::from(seconds)))
+                .map(|t| (c.to_string(), t))
+                .map_err(|e| format!("cannot start the source in {c}: {e}"))
+        })
+        .collect::<LabResult<Vec<_>>>()?;
+    threads
+        .into_iter()
+        .map(|(c, t)| match t.join() {
+            Ok(Ok(n)) => Ok((c, n)),
+            Ok(Err(e)) => Err(format!("the source in {c}: {e}")),
+            Err(_) => Err(format!("the source in {c} panicked")),
+        })
+        .collect()
+}
+
 /// Runs `clients` for `seconds` while sampling the ports every 250 ms; with `watch`, polls the
 /// clients' neighbour entries every 100 ms for the first move off p0.
-pub fn run_phase(
-    lab: &Lab,
-    exe: &Path,
-    clients: &[&str],
-    seconds: u32,
-    watch: bool,
-) -> LabResult<Phase> {
+pub fn run_phase(lab: &Lab, clients: &[&str], seconds: u32, watch: bool) -> LabResult<Phase> {
     let sampler = Sampler::start(lab, Duration::from_millis(250));
     let before = lab.rx_bytes_all(&PORTS)?;
     let t0 = lab.elapsed();
     let started = Instant::now();
-    let sources = start_sources(lab, exe, clients, f64::from(seconds))?;
     let deadline = started + Duration::from_secs(u64::from(seconds));
-    let moved = if watch {
-        watch_move(lab, clients, PORTS[0], deadline, || true)?
-    } else {
-        None
-    };
-    let sent = finish_sources(lab, sources, Duration::from_secs(u64::from(seconds) + 10))?;
+    let (moved, sent) = std::thread::scope(|s| {
+        let sources = s.spawn(|| send_from(lab, clients, seconds));
+        let moved = if watch {
+            watch_move(lab, clients, PORTS[0], deadline, || true)
+        } else {
+            Ok(None)
+        };
+        let sent = sources
+            .join()
+            .unwrap_or_else(|_| Err("the sources panicked".into()));
+        (moved, sent)
+    });
+    let (moved, sent) = (moved?, sent?);
     let after = lab.rx_bytes_all(&PORTS)?;
     let t1 = lab.elapsed();
     let series = sampler.finish()?;
@@ -95,13 +161,13 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         lab.prefix(),
         args.cap_mbit
     );
-    let _sink = start_sink(&lab, &exe)?;
+    let _sink = Sink::start(&lab)?;
 
     eprintln!(
         "phase A: c1 and c3 send for {} s without rlbd",
         args.seconds
     );
-    let a = run_phase(&lab, &exe, &BUSY, args.seconds, false)?;
+    let a = run_phase(&lab, &BUSY, args.seconds, false)?;
     print_table(cap, &[("A: without rlbd", a.port_mbit.clone())]);
 
     let log = std::env::temp_dir().join(format!("rlbd-demo-{}.log", std::process::id()));
@@ -123,7 +189,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         "phase B: c1 and c3 send for {} s with rlbd running",
         args.seconds
     );
-    let b = run_phase(&lab, &exe, &BUSY, args.seconds, true);
+    let b = run_phase(&lab, &BUSY, args.seconds, true);
     let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
     let b = b?;
 

@@ -1,5 +1,4 @@
-//! A spoofed-source frame flood for the flood test and the capture benchmark (`rlbd lab-flood`,
-//! hidden): a raw AF_PACKET socket sending pre-built Ethernet/IPv4/UDP frames in `sendmmsg`
+//! A spoofed-source frame flood for the flood test and the capture benchmark (`rlbd-lab flood`): a raw AF_PACKET socket sending pre-built Ethernet/IPv4/UDP frames in `sendmmsg`
 //! batches, as fast as the interface takes them, from many made-up source MACs and addresses.
 //!
 //! Source `s` has its own MAC (`02:52:..`, distinct for every `s`) and an IPv4 address in
@@ -24,6 +23,38 @@ pub const MIN_SIZE: usize = 60;
 pub const MAX_SIZE: usize = 1514;
 /// The UDP port the frames are addressed to (discard).
 pub const DST_PORT: u16 = 9;
+
+/// `rlbd-lab flood`: raw frames from many made-up sources, as fast as the interface takes them.
+#[derive(Debug, clap::Args)]
+pub struct FloodArgs {
+    /// Interface to send on.
+    #[arg(long)]
+    pub iface: String,
+    /// Destination MAC of every frame.
+    #[arg(long, value_name = "MAC")]
+    pub dst_mac: String,
+    /// Destination IPv4 address of every frame.
+    #[arg(long, value_name = "IP", default_value = "198.18.0.1")]
+    pub dst_ip: std::net::Ipv4Addr,
+    /// Frames to send.
+    #[arg(long)]
+    pub count: u64,
+    /// Distinct source MACs (and addresses in 198.18.0.0/15).
+    #[arg(long)]
+    pub sources: u32,
+    /// Frame sizes without FCS, used in turn by the sources (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    pub sizes: Vec<usize>,
+    /// Scramble the source MACs and addresses with a random key.
+    #[arg(long)]
+    pub random: bool,
+    /// Pin the sender to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Frames per sendmmsg call.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+}
 
 /// What to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +117,7 @@ pub struct FloodReport {
 }
 
 impl FloodReport {
-    /// One `key=value` line, as `rlbd lab-flood` prints it.
+    /// One `key=value` line, as `rlbd-lab flood` prints it.
     pub fn to_line(&self) -> String {
         format!(
             "sent={} failed={} bytes={} secs={:.6} cpu_ns={}",
@@ -132,7 +163,7 @@ pub fn source(s: u32, seed: Option<u64>) -> (Mac, Ipv4Addr) {
     };
     let b = m.to_be_bytes();
     (
-        [0x02, 0x52, b[0], b[1], b[2], b[3]],
+        Mac::new(0x02, 0x52, b[0], b[1], b[2], b[3]),
         Ipv4Addr::from(FIRST + a % SPAN),
     )
 }
@@ -157,8 +188,8 @@ pub fn header(
     size: usize,
 ) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
-    h[0..6].copy_from_slice(&dst_mac);
-    h[6..12].copy_from_slice(&src_mac);
+    h[0..6].copy_from_slice(&dst_mac.octets());
+    h[6..12].copy_from_slice(&src_mac.octets());
     h[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     let ip_len = (size - 14) as u16;
     let ip = &mut h[14..34];
@@ -351,16 +382,11 @@ pub fn flood(iface: &str, cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<Fl
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
 pub fn parse_mac(s: &str) -> Option<Mac> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
+    s.parse().ok()
 }
 
-/// `rlbd lab-flood`: sends, then prints the report line.
-pub fn run(args: &crate::cli::LabFloodArgs) -> Result<FloodReport, String> {
+/// `rlbd-lab flood`: sends, then prints the report line.
+pub fn run(args: &FloodArgs) -> Result<FloodReport, String> {
     let dst_mac =
         parse_mac(&args.dst_mac).ok_or_else(|| format!("bad --dst-mac {:?}", args.dst_mac))?;
     if let Some(cpu) = args.cpu {
@@ -396,14 +422,14 @@ mod tests {
         assert_eq!(mac, [0x02, 0x52, 0, 0, 0, 7]);
         assert_eq!(ip, Ipv4Addr::new(198, 18, 1, 7));
         let dst = [0x02, 0, 0, 0, 0, 1];
-        let h = header(mac, dst, ip, Ipv4Addr::new(198, 18, 0, 1), 64);
+        let h = header(mac, Mac::from(dst), ip, Ipv4Addr::new(198, 18, 0, 1), 64);
         let mut frame = h.to_vec();
         frame.resize(64, 0);
         assert_eq!(
             parse(&frame),
             Some(Frame::Ipv4 {
                 src_mac: mac,
-                dst_mac: dst,
+                dst_mac: Mac::from(dst),
                 src_ip: ip,
                 dst_ip: Ipv4Addr::new(198, 18, 0, 1)
             })
@@ -443,7 +469,7 @@ mod tests {
         );
         assert_eq!(
             parse_mac("02:52:4c:42:be:01"),
-            Some([2, 0x52, 0x4c, 0x42, 0xbe, 1])
+            Some(Mac(2, 0x52, 0x4c, 0x42, 0xbe, 1))
         );
         assert_eq!(parse_mac("02:52:4c:42:be"), None);
         assert_eq!(parse_mac("02:52:4c:42:be:01:00"), None);
@@ -452,7 +478,7 @@ mod tests {
     #[test]
     fn bad_configs_are_refused() {
         let ok = FloodConfig {
-            dst_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: Mac(2, 0, 0, 0, 0, 1),
             dst_ip: Ipv4Addr::new(198, 18, 0, 1),
             count: 1,
             sources: 1,

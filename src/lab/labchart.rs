@@ -1,4 +1,4 @@
-//! `rlbd lab-chart`: the kernel lab's chart, drawn from its console log.
+//! `rlbd-lab chart`: the kernel lab's chart, drawn from its console log.
 //!
 //! tests/kernel-lab/guest-test.sh prints two kinds of lines on the guest console (anywhere in a
 //! line, after any junk such as terminal escape codes or a kernel message fragment):
@@ -137,7 +137,7 @@ impl LabChart {
     }
 }
 
-/// `rlbd lab-chart`: reads `input`, writes the SVG to `output`; returns a one-line summary.
+/// `rlbd-lab chart`: reads `input`, writes the SVG to `output`; returns a one-line summary.
 pub fn run(input: &Path, output: &Path, title: Option<&str>, cap: f64) -> Result<String, String> {
     let bytes = std::fs::read(input).map_err(|e| format!("{}: {e}", input.display()))?;
     let chart =

@@ -7,29 +7,46 @@ use std::time::{Duration, Instant};
 
 use super::netns::{Lab, LabResult, SERVER_IP, SINK_PORT};
 
-/// Starts `EXE lab-sink` on the server's IPv4 address and waits until it listens.
-pub fn start_sink(lab: &Lab, exe: &Path) -> LabResult<Child> {
-    start_sink_on(lab, exe, &format!("{SERVER_IP}:{SINK_PORT}"))
+/// Starts `LAB_EXE sink` (the `rlbd-lab` binary) on the server's IPv4 address and waits until it
+/// listens.
+pub fn start_sink(lab: &Lab, lab_exe: &Path) -> LabResult<Child> {
+    start_sink_on(lab, lab_exe, &format!("{SERVER_IP}:{SINK_PORT}"))
 }
 
-/// Starts `EXE lab-sink --listen LISTEN` in the server namespace and waits until it listens.
-pub fn start_sink_on(lab: &Lab, exe: &Path, listen: &str) -> LabResult<Child> {
-    let exe = exe.to_string_lossy();
+/// Starts `LAB_EXE sink --listen LISTEN` in the server namespace and waits until it listens.
+pub fn start_sink_on(lab: &Lab, lab_exe: &Path, listen: &str) -> LabResult<Child> {
+    let exe = lab_exe.to_string_lossy();
     let mut child = lab.spawn_with(
         "srv",
-        &[&exe, "lab-sink", "--listen", listen],
+        &[&exe, "sink", "--listen", listen],
         Stdio::null(),
         Stdio::inherit(),
     )?;
+    wait_listening(lab, listen, || {
+        child
+            .try_wait()
+            .map_err(|e| format!("wait: {e}"))
+            .map(|s| s.map(|s| s.to_string()))
+    })?;
+    Ok(child)
+}
+
+/// Waits (at most 3 s) until something in the server namespace listens on `listen`;
+/// `exited()` tells when the listener died first.
+pub fn wait_listening(
+    lab: &Lab,
+    listen: &str,
+    mut exited: impl FnMut() -> LabResult<Option<String>>,
+) -> LabResult<()> {
     let end = Instant::now() + Duration::from_secs(3);
+    // ss prints a wildcard IPv6 listener as `*:PORT`: match on the port.
+    let port = listen.rsplit(':').next().unwrap_or(listen);
     loop {
         let out = lab.exec_in("srv", &["ss", "-Htln"])?;
-        // ss prints a wildcard IPv6 listener as `*:PORT`: match on the port.
-        let port = listen.rsplit(':').next().unwrap_or(listen);
         if out.contains(&format!(":{port} ")) || out.contains(listen) {
-            return Ok(child);
+            return Ok(());
         }
-        if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
+        if let Some(st) = exited()? {
             return Err(format!("the lab sink exited at once ({st})"));
         }
         if Instant::now() >= end {
@@ -41,26 +58,26 @@ pub fn start_sink_on(lab: &Lab, exe: &Path, listen: &str) -> LabResult<Child> {
     }
 }
 
-/// A running `lab-source` in one client.
+/// A running `rlbd-lab source` in one client.
 pub struct Source {
     pub client: String,
     pub child: Child,
 }
 
-/// Starts `EXE lab-source` in each client, all at once, for `seconds`.
+/// Starts `LAB_EXE source` in each client, all at once, for `seconds`.
 pub fn start_sources(
     lab: &Lab,
-    exe: &Path,
+    lab_exe: &Path,
     clients: &[&str],
     seconds: f64,
 ) -> LabResult<Vec<Source>> {
-    let exe = exe.to_string_lossy();
+    let exe = lab_exe.to_string_lossy();
     let to = format!("{SERVER_IP}:{SINK_PORT}");
     let secs = format!("{seconds}");
     clients
         .iter()
         .map(|c| {
-            let child = lab.spawn_in(c, &[&exe, "lab-source", "--to", &to, "--seconds", &secs])?;
+            let child = lab.spawn_in(c, &[&exe, "source", "--to", &to, "--seconds", &secs])?;
             Ok(Source {
                 client: c.to_string(),
                 child,
@@ -81,7 +98,7 @@ pub fn finish_sources(
         let left = end.saturating_duration_since(Instant::now());
         if lab.wait_child(&mut s.child, left)?.is_none() {
             lab.stop_child(&mut s.child, Duration::from_millis(500))?;
-            return Err(format!("lab-source in {} did not finish in time", s.client));
+            return Err(format!("the source in {} did not finish in time", s.client));
         }
         let out = s
             .child
@@ -90,7 +107,7 @@ pub fn finish_sources(
         let text = String::from_utf8_lossy(&out.stdout);
         let bytes = text.trim().parse::<u64>().map_err(|_| {
             format!(
-                "lab-source in {} printed {:?} ({})",
+                "the source in {} printed {:?} ({})",
                 s.client,
                 text.trim(),
                 out.status

@@ -7,17 +7,17 @@
 
 use log::debug;
 use netlink_packet_core::{
-    parse_string, parse_u32, parse_u8, DecodeError, NlaBuffer, NlasIterator, ParseableParametrized,
+    parse_string, parse_u8, DecodeError, NlaBuffer, NlasIterator, ParseableParametrized,
     NLA_HEADER_SIZE,
 };
+pub use netlink_packet_route::link::BondMode;
 use netlink_packet_route::link::{
-    BondAllPortActive, BondPortState, InfoBond, InfoBondPort, InfoData, InfoPortData,
-    LinkAttribute, LinkFlags, LinkHeader, LinkInfo as NlLinkInfo, State,
+    BondAllPortActive, InfoBond, InfoData, LinkAttribute, LinkFlags, LinkHeader,
+    LinkInfo as NlLinkInfo, State,
 };
 use netlink_packet_route::AddressFamily;
 
-/// An Ethernet hardware address.
-pub type Mac = [u8; 6];
+pub use crate::Mac;
 
 /// One network interface as the kernel describes it in RTM_NEWLINK.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -40,24 +40,14 @@ pub struct LinkInfo {
     pub rx_packets: Option<u64>,
     /// Present when `kind` is "bond" and the kernel sent IFLA_INFO_DATA.
     pub bond: Option<BondInfo>,
-    /// IFLA_BOND_SLAVE_STATE of a bond slave: `Some(true)` active, `Some(false)` backup.
-    pub slave_state_active: Option<bool>,
-    /// The slave's own hardware address as the bond saved it at enslave time
-    /// (IFLA_BOND_SLAVE_PERM_HWADDR), else the device's permanent address (IFLA_PERM_ADDRESS).
-    /// In balance-alb the bond rewrites slaves' current addresses, so `mac` alone cannot tell
-    /// slaves apart after a failover.
-    pub perm_mac: Option<Mac>,
 }
 
 /// Bond master settings from IFLA_INFO_DATA of a "bond" link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BondInfo {
-    /// BOND_MODE_*: 0 balance-rr .. 5 balance-tlb, 6 balance-alb.
-    pub mode: u8,
-    pub miimon: Option<u32>,
+    pub mode: BondMode,
+    /// IFLA_BOND_ALL_SLAVES_ACTIVE: balance-tlb delivers what arrives on every slave only with it.
     pub all_slaves_active: Option<bool>,
-    /// Only sent for modes that have a current active slave, and only while one is set.
-    pub active_slave: Option<u32>,
 }
 
 /// The change in a monotonically increasing counter between two samples.
@@ -87,24 +77,15 @@ const IFLA_MASTER: u16 = 10;
 const IFLA_OPERSTATE: u16 = 16;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_STATS64: u16 = 23;
-const IFLA_PERM_ADDRESS: u16 = 54;
 
 const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
-const IFLA_INFO_SLAVE_KIND: u16 = 4;
-const IFLA_INFO_SLAVE_DATA: u16 = 5;
 
 const IFLA_BOND_MODE: u16 = 1;
-const IFLA_BOND_ACTIVE_SLAVE: u16 = 2;
-const IFLA_BOND_MIIMON: u16 = 3;
 const IFLA_BOND_ALL_SLAVES_ACTIVE: u16 = 17;
 
-const IFLA_BOND_SLAVE_STATE: u16 = 1;
-const IFLA_BOND_SLAVE_PERM_HWADDR: u16 = 4;
-const BOND_STATE_ACTIVE: u8 = 0;
-
 pub(crate) fn mac_from_slice(bytes: &[u8]) -> Option<Mac> {
-    <Mac>::try_from(bytes).ok()
+    <[u8; 6]>::try_from(bytes).ok().map(Mac::from)
 }
 
 /// Decodes the payload (after the netlink header) of an RTM_NEWLINK or RTM_DELLINK.
@@ -120,7 +101,6 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
         ..LinkInfo::default()
     };
     let mut operstate = None;
-    let mut device_perm_mac = None;
 
     let attrs = payload.get(IFINFOMSG_LEN..).unwrap_or_default();
     for nla in NlasIterator::new(attrs) {
@@ -141,14 +121,12 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
                 | IFLA_OPERSTATE
                 | IFLA_LINKINFO
                 | IFLA_STATS64
-                | IFLA_PERM_ADDRESS
         ) {
             continue;
         }
         match LinkAttribute::parse_with_param(&nla, family) {
             Ok(LinkAttribute::IfName(name)) => info.name = name,
             Ok(LinkAttribute::Address(bytes)) => info.mac = mac_from_slice(&bytes),
-            Ok(LinkAttribute::PermAddress(bytes)) => device_perm_mac = mac_from_slice(&bytes),
             // The crate calls IFLA_MASTER "Controller".
             Ok(LinkAttribute::Controller(master)) => info.master = (master != 0).then_some(master),
             Ok(LinkAttribute::OperState(state)) => operstate = Some(state),
@@ -176,9 +154,6 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
         Some(State::Unknown) | None => header.flags.contains(LinkFlags::LowerUp),
         Some(_) => false,
     };
-    if info.perm_mac.is_none() {
-        info.perm_mac = device_perm_mac;
-    }
     Ok(LinkMsg::Link(info))
 }
 
@@ -187,18 +162,6 @@ fn apply_link_info(info: &mut LinkInfo, infos: &[NlLinkInfo]) {
         match item {
             NlLinkInfo::Kind(kind) => info.kind = Some(kind.to_string()),
             NlLinkInfo::Data(InfoData::Bond(attrs)) => info.bond = bond_info(attrs),
-            // "Port" is the crate's word for the kernel's IFLA_INFO_SLAVE_*.
-            NlLinkInfo::PortData(InfoPortData::BondPort(attrs)) => {
-                for attr in attrs {
-                    match attr {
-                        InfoBondPort::BondPortState(state) => {
-                            info.slave_state_active = Some(*state == BondPortState::Active)
-                        }
-                        InfoBondPort::PermHwaddr(bytes) => info.perm_mac = mac_from_slice(bytes),
-                        _ => {}
-                    }
-                }
-            }
             _ => {}
         }
     }
@@ -206,22 +169,21 @@ fn apply_link_info(info: &mut LinkInfo, infos: &[NlLinkInfo]) {
 
 fn bond_info(attrs: &[InfoBond]) -> Option<BondInfo> {
     let mut mode = None;
-    let mut bond = BondInfo::default();
+    let mut all_slaves_active = None;
     for attr in attrs {
         match attr {
-            InfoBond::Mode(m) => mode = Some(u8::from(*m)),
-            InfoBond::MiiMon(ms) => bond.miimon = Some(*ms),
+            InfoBond::Mode(m) => mode = Some(*m),
             InfoBond::AllPortsActive(v) => {
-                bond.all_slaves_active = Some(*v == BondAllPortActive::Delivered)
+                all_slaves_active = Some(*v == BondAllPortActive::Delivered)
             }
-            InfoBond::ActivePort(index) => bond.active_slave = Some(*index),
             _ => {}
         }
     }
-    // Without the mode the rest is useless to the caller; a zero default would claim
-    // balance-rr.
-    bond.mode = mode?;
-    Some(bond)
+    // Without the mode the rest is useless to the caller; a default would claim balance-rr.
+    Some(BondInfo {
+        mode: mode?,
+        all_slaves_active,
+    })
 }
 
 /// Decodes the few IFLA_LINKINFO fields we need straight from the wire, one attribute at a
@@ -229,33 +191,16 @@ fn bond_info(attrs: &[InfoBond]) -> Option<BondInfo> {
 /// more strictly than the running kernel encodes it).
 fn apply_raw_link_info(info: &mut LinkInfo, nest: &[u8]) {
     let mut kind = None;
-    let mut slave_kind = None;
     let mut data = None;
-    let mut slave_data = None;
     for nla in NlasIterator::new(nest).map_while(Result::ok) {
         match nla.kind() {
             IFLA_INFO_KIND => kind = parse_string(nla.value()).ok(),
-            IFLA_INFO_SLAVE_KIND => slave_kind = parse_string(nla.value()).ok(),
             IFLA_INFO_DATA => data = Some(owned_value(nla)),
-            IFLA_INFO_SLAVE_DATA => slave_data = Some(owned_value(nla)),
             _ => {}
         }
     }
     if let (Some("bond"), Some(data)) = (kind.as_deref(), data) {
         info.bond = raw_bond_info(data);
-    }
-    if let (Some("bond"), Some(data)) = (slave_kind.as_deref(), slave_data) {
-        for nla in NlasIterator::new(data).map_while(Result::ok) {
-            match nla.kind() {
-                IFLA_BOND_SLAVE_STATE => {
-                    if let Ok(state) = parse_u8(nla.value()) {
-                        info.slave_state_active = Some(state == BOND_STATE_ACTIVE);
-                    }
-                }
-                IFLA_BOND_SLAVE_PERM_HWADDR => info.perm_mac = mac_from_slice(nla.value()),
-                _ => {}
-            }
-        }
     }
     info.kind = kind;
 }
@@ -270,30 +215,29 @@ fn owned_value(nla: NlaBuffer<&[u8]>) -> &[u8] {
 
 fn raw_bond_info(data: &[u8]) -> Option<BondInfo> {
     let mut mode = None;
-    let mut bond = BondInfo::default();
+    let mut all_slaves_active = None;
     for nla in NlasIterator::new(data).map_while(Result::ok) {
         let value = nla.value();
         match nla.kind() {
-            IFLA_BOND_MODE => mode = parse_u8(value).ok(),
-            IFLA_BOND_ACTIVE_SLAVE => bond.active_slave = parse_u32(value).ok(),
-            IFLA_BOND_MIIMON => bond.miimon = parse_u32(value).ok(),
-            IFLA_BOND_ALL_SLAVES_ACTIVE => {
-                bond.all_slaves_active = parse_u8(value).ok().map(|v| v != 0)
-            }
+            IFLA_BOND_MODE => mode = parse_u8(value).ok().map(BondMode::from),
+            IFLA_BOND_ALL_SLAVES_ACTIVE => all_slaves_active = parse_u8(value).ok().map(|v| v != 0),
             _ => {}
         }
     }
-    // Without the mode the rest is useless to the caller; a zero default would claim
-    // balance-rr.
-    bond.mode = mode?;
-    Some(bond)
+    // Without the mode the rest is useless to the caller; a default would claim balance-rr.
+    Some(BondInfo {
+        mode: mode?,
+        all_slaves_active,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use netlink_packet_core::Emitable;
-    use netlink_packet_route::link::{BondMode, InfoKind, InfoPortKind, LinkMessage, Stats64};
+    use netlink_packet_route::link::{
+        BondPortState, InfoBondPort, InfoKind, InfoPortData, InfoPortKind, LinkMessage, Stats64,
+    };
 
     fn emit(msg: &LinkMessage) -> Vec<u8> {
         let mut buf = vec![0u8; msg.buffer_len()];
@@ -354,7 +298,7 @@ mod tests {
         let info = parse_ok(&emit(&msg));
         assert_eq!(info.index, 7);
         assert_eq!(info.name, "eth7");
-        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 7]));
+        assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 7)));
         assert!(info.admin_up);
         assert!(info.oper_up);
         assert_eq!(info.master, Some(3));
@@ -362,8 +306,6 @@ mod tests {
         assert_eq!(info.rx_bytes, Some(123_456));
         assert_eq!(info.rx_packets, Some(789));
         assert_eq!(info.bond, None);
-        assert_eq!(info.slave_state_active, None);
-        assert_eq!(info.perm_mac, None);
     }
 
     #[test]
@@ -410,22 +352,19 @@ mod tests {
         assert_eq!(
             info.bond,
             Some(BondInfo {
-                mode: 6,
-                miimon: Some(100),
+                mode: BondMode::BalanceAlb,
                 all_slaves_active: Some(false),
-                active_slave: Some(11),
             })
         );
     }
 
     #[test]
-    fn bond_slave_info_from_crate_types() {
+    fn bond_slave_is_known_by_its_master_not_its_kind() {
         let mut msg = LinkMessage::default();
         msg.header.index = 11;
         msg.attributes = vec![
             LinkAttribute::IfName("eth0".into()),
             LinkAttribute::Address(vec![2, 0, 0, 0, 0, 10]),
-            LinkAttribute::PermAddress(vec![2, 0, 0, 0, 0, 0xee]),
             LinkAttribute::Controller(10),
             LinkAttribute::LinkInfo(vec![
                 NlLinkInfo::PortKind(InfoPortKind::Bond),
@@ -438,22 +377,15 @@ mod tests {
         let info = parse_ok(&emit(&msg));
         assert_eq!(info.kind, None, "a slave NIC has only a slave kind");
         assert_eq!(info.master, Some(10));
-        assert_eq!(info.slave_state_active, Some(false));
-        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 10]));
-        // The bond's saved address wins over IFLA_PERM_ADDRESS.
-        assert_eq!(info.perm_mac, Some([2, 0, 0, 0, 0, 11]));
-    }
-
-    #[test]
-    fn perm_address_used_when_not_a_bond_slave() {
-        let mut msg = LinkMessage::default();
-        msg.attributes = vec![LinkAttribute::PermAddress(vec![2, 0, 0, 0, 0, 0xee])];
-        assert_eq!(parse_ok(&emit(&msg)).perm_mac, Some([2, 0, 0, 0, 0, 0xee]));
+        assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 10)));
     }
 
     /// An IFLA_LINKINFO nest for a balance-alb bond, built byte by byte as the kernel lays it out,
     /// with IFLA_BOND_MIIMON given a 2-byte value that the crate rejects.
     fn hand_built_bond_linkinfo(miimon: &[u8]) -> Vec<u8> {
+        // Options rlbd does not read, but the crate validates.
+        const IFLA_BOND_ACTIVE_SLAVE: u16 = 2;
+        const IFLA_BOND_MIIMON: u16 = 3;
         let mut data = Vec::new();
         nla(&mut data, IFLA_BOND_MODE, &[6]);
         nla(&mut data, IFLA_BOND_ACTIVE_SLAVE, &4u32.to_ne_bytes());
@@ -493,10 +425,8 @@ mod tests {
         assert_eq!(
             info.bond,
             Some(BondInfo {
-                mode: 6,
-                miimon: Some(100),
+                mode: BondMode::BalanceAlb,
                 all_slaves_active: Some(true),
-                active_slave: Some(4),
             })
         );
     }
@@ -520,25 +450,8 @@ mod tests {
         let info = parse_ok(&ifinfomsg_with(5, &attrs));
         assert_eq!(info.kind.as_deref(), Some("bond"));
         let bond = info.bond.expect("bond info from the raw decoder");
-        assert_eq!(bond.mode, 6);
-        assert_eq!(bond.active_slave, Some(4));
-        assert_eq!(bond.miimon, None);
+        assert_eq!(bond.mode, BondMode::BalanceAlb);
         assert_eq!(bond.all_slaves_active, Some(true));
-    }
-
-    #[test]
-    fn raw_slave_data() {
-        let mut slave = Vec::new();
-        nla(&mut slave, IFLA_BOND_SLAVE_STATE, &[0]);
-        nla(&mut slave, IFLA_BOND_SLAVE_PERM_HWADDR, &[2, 0, 0, 0, 0, 9]);
-        let mut nest = Vec::new();
-        nla(&mut nest, IFLA_INFO_SLAVE_KIND, b"bond\0");
-        nla(&mut nest, IFLA_INFO_SLAVE_DATA, &slave);
-        let mut info = LinkInfo::default();
-        apply_raw_link_info(&mut info, &nest);
-        assert_eq!(info.slave_state_active, Some(true));
-        assert_eq!(info.perm_mac, Some([2, 0, 0, 0, 0, 9]));
-        assert_eq!(info.kind, None);
     }
 
     #[test]
@@ -550,7 +463,7 @@ mod tests {
         let info = parse_ok(&ifinfomsg_with(2, &attrs));
         assert_eq!(info.name, "eth0");
         assert_eq!(info.master, None);
-        assert_eq!(info.mac, Some([2, 0, 0, 0, 0, 1]));
+        assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 1)));
     }
 
     #[test]
@@ -582,7 +495,7 @@ mod tests {
     fn mac_needs_exactly_six_bytes() {
         assert_eq!(
             mac_from_slice(&[1, 2, 3, 4, 5, 6]),
-            Some([1, 2, 3, 4, 5, 6])
+            Some(Mac(1, 2, 3, 4, 5, 6))
         );
         assert_eq!(mac_from_slice(&[1, 2, 3, 4]), None);
         assert_eq!(

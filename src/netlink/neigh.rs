@@ -35,7 +35,7 @@ impl NeighEntry {
     /// and point-to-point devices carry such "MACs", and nothing may be sent to them as a host.
     pub fn is_confirmed(&self) -> bool {
         let Some(mac) = self.mac else { return false };
-        let unicast = mac[0] & 1 == 0 && mac != [0; 6];
+        let unicast = mac.is_unicast() && !mac.is_zero();
         unicast && self.state & CONFIRMED != 0 && self.state & UNRESOLVED == 0
     }
 }
@@ -116,7 +116,7 @@ mod tests {
         }
     }
 
-    const M: Option<Mac> = Some([2, 0, 0, 0, 0, 2]);
+    const M: Option<Mac> = Some(Mac(2, 0, 0, 0, 0, 2));
 
     #[test]
     fn confirmed_states() {
@@ -135,9 +135,13 @@ mod tests {
         }
         assert!(!entry(M, libc::NUD_STALE | libc::NUD_FAILED).is_confirmed());
         assert!(!entry(None, libc::NUD_REACHABLE).is_confirmed());
-        assert!(!entry(Some([0; 6]), libc::NUD_NOARP).is_confirmed());
-        assert!(!entry(Some([1, 0, 0x5e, 0, 0, 1]), libc::NUD_NOARP).is_confirmed());
-        assert!(!entry(Some([0xff; 6]), libc::NUD_PERMANENT).is_confirmed());
+        assert!(!entry(Some(Mac(0, 0, 0, 0, 0, 0)), libc::NUD_NOARP).is_confirmed());
+        assert!(!entry(Some(Mac(1, 0, 0x5e, 0, 0, 1)), libc::NUD_NOARP).is_confirmed());
+        assert!(!entry(
+            Some(Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff)),
+            libc::NUD_PERMANENT
+        )
+        .is_confirmed());
     }
 
     fn emit(msg: &NeighbourMessage) -> Vec<u8> {

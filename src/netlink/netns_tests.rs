@@ -179,7 +179,7 @@ fn snapshot_lists_veth_pair() {
             .find(|n| n.ip == "198.18.0.2".parse::<std::net::IpAddr>().unwrap())
             .expect("neighbour 198.18.0.2");
         assert_eq!(n.ifindex, a.index);
-        assert_eq!(n.mac, Some([2, 0, 0, 0, 0, 2]));
+        assert_eq!(n.mac, Some(Mac(2, 0, 0, 0, 0, 2)));
         assert_eq!(n.state, libc::NUD_PERMANENT);
         assert!(n.is_confirmed());
         assert!(
@@ -238,7 +238,7 @@ fn events_follow_ip_commands() {
             unreachable!()
         };
         assert_eq!(n.ip, "198.18.0.2".parse::<std::net::IpAddr>().unwrap());
-        assert_eq!(n.mac, Some([2, 0, 0, 0, 0, 2]));
+        assert_eq!(n.mac, Some(Mac(2, 0, 0, 0, 0, 2)));
         assert!(n.is_confirmed(), "{n:?}");
 
         ip("neigh del 198.18.0.2 dev rlbd-a");

@@ -51,26 +51,56 @@ impl Default for PolicyConfig {
     }
 }
 
-/// A knob out of range: `field` is the name the user wrote it under.
+/// A configuration error, for every setting rlbd reads (the policy's knobs here, the file and the
+/// command line in `crate::config`): where the setting came from (`file:line`, when it was a
+/// file), the key as the user wrote it, and what is wrong. Shown as one line,
+/// `where: key: message`; the daemon exits with 78 (EX_CONFIG) on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError {
-    pub field: &'static str,
+    /// `path:line` or `path`, when the setting came from a file.
+    pub place: Option<String>,
+    /// The key at fault (`threshold`, `policy.threshold`, `--threshold`); empty when the error is
+    /// about the file as a whole.
+    pub key: String,
     pub message: String,
+}
+
+impl ConfigError {
+    /// An error about `key`, not yet tied to a file.
+    pub fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            place: None,
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    /// An error about a whole file (unreadable, not TOML).
+    pub fn file(place: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            place: Some(place.into()),
+            key: String::new(),
+            message: message.into(),
+        }
+    }
 }
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
+        if let Some(p) = &self.place {
+            write!(f, "{p}: ")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)
     }
 }
 
 impl std::error::Error for ConfigError {}
 
 fn bad(field: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field,
-        message: message.into(),
-    }
+    ConfigError::key(field, message)
 }
 
 impl PolicyConfig {
@@ -189,7 +219,7 @@ mod tests {
             ),
         ];
         for (cfg, field) in cases {
-            assert_eq!(cfg.validate().unwrap_err().field, field, "{cfg:?}");
+            assert_eq!(cfg.validate().unwrap_err().key, field, "{cfg:?}");
         }
     }
 }

@@ -3,11 +3,10 @@
 
 use std::net::Ipv4Addr;
 
-use pnet_base::MacAddr;
 use pnet_packet::arp::{ArpHardwareTypes, ArpOperations, MutableArpPacket};
 use pnet_packet::ethernet::{EtherType, EtherTypes, MutableEthernetPacket};
 
-pub type Mac = [u8; 6];
+pub use crate::Mac;
 
 const ETH_HDR: usize = 14;
 const ARP_LEN: usize = 28;
@@ -16,10 +15,6 @@ pub const MIN_FRAME: usize = 60;
 /// IEEE 802.3 "loopback" (configuration testing protocol), as the bonding driver's learning
 /// frames use: every switch forwards it, no host stack acts on it.
 const ETHERTYPE_LOOPBACK: u16 = 0x9000;
-
-fn mac(m: Mac) -> MacAddr {
-    MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5])
-}
 
 /// The update that moves `client` to the port with MAC `port_mac`: a unicast ARP reply in the
 /// gratuitous form (sender IP = target IP = the server's, sender MAC = target MAC = the port's).
@@ -30,8 +25,8 @@ pub fn steering_update(client: Mac, port_mac: Mac, server_ip: Ipv4Addr) -> [u8; 
     {
         let mut eth =
             MutableEthernetPacket::new(&mut buf[..]).expect("60 bytes hold an Ethernet header");
-        eth.set_destination(mac(client));
-        eth.set_source(mac(port_mac));
+        eth.set_destination(client);
+        eth.set_source(port_mac);
         eth.set_ethertype(EtherTypes::Arp);
     }
     let mut arp = MutableArpPacket::new(&mut buf[ETH_HDR..ETH_HDR + ARP_LEN])
@@ -41,9 +36,9 @@ pub fn steering_update(client: Mac, port_mac: Mac, server_ip: Ipv4Addr) -> [u8; 
     arp.set_hw_addr_len(6);
     arp.set_proto_addr_len(4);
     arp.set_operation(ArpOperations::Reply);
-    arp.set_sender_hw_addr(mac(port_mac));
+    arp.set_sender_hw_addr(port_mac);
     arp.set_sender_proto_addr(server_ip);
-    arp.set_target_hw_addr(mac(port_mac));
+    arp.set_target_hw_addr(port_mac);
     arp.set_target_proto_addr(server_ip);
     buf
 }
@@ -54,8 +49,8 @@ pub fn learning_frame(port_mac: Mac) -> [u8; MIN_FRAME] {
     let mut buf = [0u8; MIN_FRAME];
     let mut eth =
         MutableEthernetPacket::new(&mut buf[..]).expect("60 bytes hold an Ethernet header");
-    eth.set_destination(mac(port_mac));
-    eth.set_source(mac(port_mac));
+    eth.set_destination(port_mac);
+    eth.set_source(port_mac);
     eth.set_ethertype(EtherType(ETHERTYPE_LOOPBACK));
     buf
 }
@@ -65,8 +60,8 @@ mod tests {
     use super::*;
     use crate::capture::{parse, Frame};
 
-    const CLIENT: Mac = [0x02, 0, 0, 0, 0, 0x0b];
-    const PORT: Mac = [0x02, 0, 0, 0, 1, 0x01];
+    const CLIENT: Mac = Mac(0x02, 0, 0, 0, 0, 0x0b);
+    const PORT: Mac = Mac(0x02, 0, 0, 0, 1, 0x01);
 
     #[test]
     fn update_is_the_unicast_gratuitous_form() {
@@ -100,8 +95,8 @@ mod tests {
     #[test]
     fn learning_frame_is_from_and_to_the_port() {
         let f = learning_frame(PORT);
-        assert_eq!(&f[0..6], &PORT);
-        assert_eq!(&f[6..12], &PORT);
+        assert_eq!(f[0..6], PORT.octets());
+        assert_eq!(f[6..12], PORT.octets());
         assert_eq!(&f[12..14], &[0x90, 0x00]);
         assert!(parse(&f).is_none(), "not IPv4 nor ARP: no host acts on it");
     }

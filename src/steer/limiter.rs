@@ -99,9 +99,12 @@ mod tests {
     fn per_client_burst_then_refill() {
         let mut l = Limiter::new(4, 1000, 100);
         let c = [2, 0, 0, 0, 0, 1];
-        assert_eq!((0..10).filter(|_| l.allow(c, 0)).count(), 4);
-        assert!(!l.allow(c, 100));
-        assert!(l.allow(c, 300), "a quarter second buys one more at 4/s");
+        assert_eq!((0..10).filter(|_| l.allow(Mac::from(c), 0)).count(), 4);
+        assert!(!l.allow(Mac::from(c), 100));
+        assert!(
+            l.allow(Mac::from(c), 300),
+            "a quarter second buys one more at 4/s"
+        );
         assert_eq!(l.suppressed, 7);
     }
 
@@ -109,7 +112,7 @@ mod tests {
     fn total_budget_caps_many_clients() {
         let mut l = Limiter::new(4, 10, 1000);
         let ok = (0..100u8)
-            .filter(|i| l.allow([2, 0, 0, 0, 0, *i], 0))
+            .filter(|i| l.allow(Mac(2, 0, 0, 0, 0, *i), 0))
             .count();
         assert_eq!(ok, 10);
     }
@@ -119,12 +122,15 @@ mod tests {
         let mut l = Limiter::new(4, 1_000_000, 64);
         for i in 0..10_000u32 {
             let b = i.to_be_bytes();
-            l.allow([2, 0, b[0], b[1], b[2], b[3]], u64::from(i) * 1000);
+            l.allow(
+                Mac::from([2, 0, b[0], b[1], b[2], b[3]]),
+                u64::from(i) * 1000,
+            );
             assert!(l.tracked() <= 64);
         }
         let mut l = Limiter::new(4, 1_000_000, 8);
         let sent = (0..100u8)
-            .filter(|i| l.allow([2, 0, 0, 0, 0, *i], 0))
+            .filter(|i| l.allow(Mac(2, 0, 0, 0, 0, *i), 0))
             .count();
         assert_eq!(
             (sent, l.tracked()),

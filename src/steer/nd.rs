@@ -3,7 +3,6 @@
 
 use std::net::Ipv6Addr;
 
-use pnet_base::MacAddr;
 use pnet_packet::ethernet::{EtherTypes, MutableEthernetPacket};
 use pnet_packet::icmpv6::ndp::{
     MutableNdpOptionPacket, MutableNeighborAdvertPacket, NdpOptionTypes, NeighborAdvertFlags,
@@ -21,10 +20,6 @@ const NA_LEN: usize = 32;
 /// The whole frame: 86 bytes, above Ethernet's minimum, so no padding.
 pub const NA_FRAME: usize = ETH_HDR + IPV6_HDR + NA_LEN;
 
-fn mac(m: Mac) -> MacAddr {
-    MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5])
-}
-
 /// The update that moves `client` (MAC `client_mac`, address `client_ip`) to the port with MAC
 /// `port_mac` for the server's `server_ip`: an unsolicited NA (Override = 1, Solicited = 0,
 /// Router = 0, hop limit 255) for target `server_ip` with `port_mac` as the Target Link-Layer
@@ -39,8 +34,8 @@ pub fn neighbor_advertisement(
     let mut buf = [0u8; NA_FRAME];
     {
         let mut eth = MutableEthernetPacket::new(&mut buf[..]).expect("room for Ethernet");
-        eth.set_destination(mac(client_mac));
-        eth.set_source(mac(port_mac));
+        eth.set_destination(client_mac);
+        eth.set_source(port_mac);
         eth.set_ethertype(EtherTypes::Ipv6);
     }
     {
@@ -69,7 +64,7 @@ pub fn neighbor_advertisement(
             MutableNdpOptionPacket::new(&mut icmp[24..]).expect("room for the TLLA option");
         opt.set_option_type(NdpOptionTypes::TargetLLAddr);
         opt.set_length(1);
-        opt.set_data(&port_mac);
+        opt.set_data(&port_mac.octets());
     }
     let sum = checksum(
         &Icmpv6Packet::new(&icmp[..]).expect("room for ICMPv6"),
@@ -86,8 +81,8 @@ mod tests {
     use crate::capture::frame::NdKind;
     use crate::capture::{parse, Frame};
 
-    const CLIENT: Mac = [0x02, 0, 0, 0, 0, 0x0b];
-    const PORT: Mac = [0x02, 0, 0, 0, 1, 0x01];
+    const CLIENT: Mac = Mac(0x02, 0, 0, 0, 0, 0x0b);
+    const PORT: Mac = Mac(0x02, 0, 0, 0, 1, 0x01);
 
     /// RFC 1071 over the IPv6 pseudo-header and the ICMPv6 message, written out here so the
     /// test does not trust pnet's own checksum.
@@ -142,7 +137,7 @@ mod tests {
         assert_eq!(&icmp[5..8], &[0, 0, 0]);
         assert_eq!(&icmp[8..24], &server.octets());
         assert_eq!(&icmp[24..26], &[2, 1], "Target Link-Layer Address, 8 bytes");
-        assert_eq!(&icmp[26..32], &PORT);
+        assert_eq!(icmp[26..32], PORT.octets());
         // The checksum verifies: summing the message with its checksum in gives 0xffff.
         assert_eq!(ones_complement_sum(server, client, icmp), 0xffff);
         let mut zeroed = icmp.to_vec();

@@ -7,7 +7,7 @@ use std::net::Ipv6Addr;
 use super::arp::Mac;
 use crate::capture::NdKind;
 
-const BROADCAST: Mac = [0xff; 6];
+const BROADCAST: Mac = Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
 const ARP_REQUEST: u16 = 1;
 const ARP_REPLY: u16 = 2;
 
@@ -114,7 +114,7 @@ pub fn nd_at_risk(
 ) -> Vec<(Mac, Risk)> {
     let said = f.lladdr.unwrap_or(f.eth_src);
     let wrong = |client: &Mac| assigned(client).is_some_and(|want| want != said);
-    let multicast = f.eth_dst[0] & 1 != 0;
+    let multicast = f.eth_dst.is_multicast();
     match (f.outgoing, f.kind) {
         (true, NdKind::Na) if !ours(&f.target) => Vec::new(),
         (true, NdKind::Na) if multicast => moved
@@ -139,11 +139,11 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    const P0: Mac = [2, 0, 0, 0, 1, 0];
-    const P1: Mac = [2, 0, 0, 0, 1, 1];
-    const A: Mac = [2, 0, 0, 0, 0, 0xa];
-    const B: Mac = [2, 0, 0, 0, 0, 0xb];
-    const C: Mac = [2, 0, 0, 0, 0, 0xc];
+    const P0: Mac = Mac(2, 0, 0, 0, 1, 0);
+    const P1: Mac = Mac(2, 0, 0, 0, 1, 1);
+    const A: Mac = Mac(2, 0, 0, 0, 0, 0xa);
+    const B: Mac = Mac(2, 0, 0, 0, 0, 0xb);
+    const C: Mac = Mac(2, 0, 0, 0, 0, 0xc);
 
     /// A and B were moved to P1; C was never moved.
     fn check(f: ArpSeen) -> Vec<(Mac, Risk)> {
@@ -219,8 +219,8 @@ mod tests {
     const OTHER6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0x99);
     const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0xa);
     const C6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0xc);
-    const ALL_NODES: Mac = [0x33, 0x33, 0, 0, 0, 1];
-    const SOLICITED_A: Mac = [0x33, 0x33, 0xff, 0, 0, 0xa];
+    const ALL_NODES: Mac = Mac(0x33, 0x33, 0, 0, 0, 1);
+    const SOLICITED_A: Mac = Mac(0x33, 0x33, 0xff, 0, 0, 0xa);
 
     /// A and B were moved to P1; C was never moved. The server owns SERVER6; A uses A6, C C6.
     fn check6(f: NdSeen) -> Vec<(Mac, Risk)> {

@@ -17,6 +17,11 @@ pub fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_rlbd"))
 }
 
+/// The test-only tooling binary: traffic sink and source, the flooder.
+pub fn lab_exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rlbd-lab"))
+}
+
 /// True when the test may run; false (after saying so) when it is skipped. Under CI, or with
 /// `RLBD_REQUIRE_ROOT_TESTS=1`, not being root fails the test instead: a green run must mean the
 /// privileged tests really ran.

@@ -16,6 +16,7 @@ IP=/usr/sbin/ip
 TC=/usr/sbin/tc
 SS=/usr/sbin/ss
 RLBD=/usr/bin/rlbd
+RLBD_LAB=/usr/bin/rlbd-lab # test-only tooling: traffic sink and source
 CAP=${CAP_MBIT:-30}
 PHASES=${PHASES:-1 2}
 S1=${SECONDS_1:-8}
@@ -73,7 +74,7 @@ print_table() { # $1: title, $2: "m0 m1 total dt"
     printf '    total                     %9s  (%.2fx cap)\n' "$4" "$(fcalc "$4 / $CAP")"
 }
 
-# ---- chart lines (tests/kernel-lab/run.sh draws cache/chart.svg from them with rlbd lab-chart)
+# ---- chart lines (tests/kernel-lab/run.sh draws cache/chart.svg from them with rlbd-lab chart)
 # KLAB-SAMPLE <uptime> sl0=<rx_bytes> sl1=<rx_bytes>  every 0.5 s from phase 1's traffic to the
 #   end of phase 2; one shell in the server's namespace reads the clock and both counters with
 #   builtins (no process per sample but sleep); an unreadable counter prints as "sl1=".
@@ -95,7 +96,7 @@ sampler_stop() {
 mark() { read _mark_t _ </proc/uptime; echo "KLAB-MARK $_mark_t $*"; }
 
 start_source() { # $1: client, $2: seconds; call it directly (not in $(...)) and take $!
-    $IP netns exec "$1" $RLBD lab-source --to "$SERVER:$PORT" --seconds "$2" >"/tmp/src-$1.out" 2>&1 &
+    $IP netns exec "$1" $RLBD_LAB source --to "$SERVER:$PORT" --seconds "$2" >"/tmp/src-$1.out" 2>&1 &
 }
 
 setup() {
@@ -134,7 +135,7 @@ setup() {
     say "slave mii status: $s; $(srv cat /sys/class/net/bond0/bonding/mode)"
     slave_macs
     say "bond0 $(srv cat /sys/class/net/bond0/address), sl0 $MAC0, sl1 $MAC1"
-    srv $RLBD lab-sink --listen "$SERVER:$PORT" >/tmp/sink.log 2>&1 &
+    srv $RLBD_LAB sink --listen "$SERVER:$PORT" >/tmp/sink.log 2>&1 &
     SINK_PID=$!
     return 0
 }
@@ -168,7 +169,7 @@ phase1() {
     b=$(snap)
     wait "$p1" "$p3"
     r=$(rates "$a" "$b")
-    say "lab-source bytes sent: c1 $(cat /tmp/src-c1.out) c3 $(cat /tmp/src-c3.out)"
+    say "source bytes sent: c1 $(cat /tmp/src-c1.out) c3 $(cat /tmp/src-c3.out)"
     print_table "phase 1, c1 + c3, no rlbd" "$r"
     set -- $r
     P1_TOTAL=$3

@@ -23,7 +23,7 @@
 #   2. rlbd built (cargo build --release), initramfs cache/lab.cpio built.
 #   3. the guest booted; its console is streamed here (without its KLAB-SAMPLE lines) and kept in
 #      cache/console.log.
-#   4. (always, pass or fail) cache/chart.svg drawn from the console log with `rlbd lab-chart`:
+#   4. (always, pass or fail) cache/chart.svg drawn from the console log with `rlbd-lab chart`:
 #      the receive rate of sl0 and sl1 over time from the guest's `KLAB-SAMPLE <uptime>
 #      sl0=<rx_bytes> sl1=<rx_bytes>` lines (every 0.5 s through phases 1 and 2), with the
 #      moments of its `KLAB-MARK <uptime> <label>` lines marked. A chart that cannot be made is a
@@ -34,7 +34,8 @@
 #   TIMEOUT=300      seconds for the whole guest run before qemu is killed
 #   TCG_PROBE=60     seconds a TCG boot may take to reach /init before it is killed and retried
 #   BOOT_TRIES=3     TCG boots tried (a boot that hangs before /init is retried)
-#   RLBD_BIN=PATH    use this rlbd binary instead of building one with cargo
+#   RLBD_BIN=PATH    use this rlbd binary instead of building one with cargo (rlbd-lab, the test
+#                    tooling, is then taken from beside it)
 #   KEEP_CACHE=1     0 removes the downloaded/unpacked kernel and the initramfs after the run
 #   PHASES="1 2"     which guest phases to run ("1" = driver-only baseline)
 #   SECONDS_1=8      traffic seconds in phase 1
@@ -88,7 +89,7 @@ if [ -n "${RLBD_BIN:-}" ]; then
 else
     log "cargo build --release"
     T_CARGO=$(now)
-    (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
+    (cd "$REPO" && cargo build --release --quiet --bin rlbd --bin rlbd-lab) || die "cargo build --release failed"
     RLBD_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/rlbd"
     [ -x "$RLBD_BIN" ] || die "no $RLBD_BIN after cargo build"
     T_BUILD_END="$(elapsed "$T_CARGO")s"
@@ -122,6 +123,9 @@ for b in ip tc bridge ss; do
     copy_with_libs "$src" "/usr/sbin/$b"
 done
 copy_with_libs "$RLBD_BIN" /usr/bin/rlbd
+RLBD_LAB_BIN="$(dirname "$RLBD_BIN")/rlbd-lab"
+[ -x "$RLBD_LAB_BIN" ] || die "no $RLBD_LAB_BIN (the labs' traffic tooling) beside $RLBD_BIN"
+copy_with_libs "$RLBD_LAB_BIN" /usr/bin/rlbd-lab
 
 # modules, dependencies first (from modules.dep); bonding without a default bond0
 declare -A MOD_SEEN=()
@@ -294,11 +298,11 @@ log "timings: packages+kernel ${T_DL_END}s, cargo build ${T_BUILD_END}, initramf
 # ---------------------------------------------------------------------------------------------
 CHART="$CACHE/chart.svg"
 rm -f "$CHART"
-if CHART_OUT=$("$RLBD_BIN" lab-chart --input "$CONSOLE" --output "$CHART" --cap "$CAP_MBIT" \
+if CHART_OUT=$("$RLBD_LAB_BIN" chart --input "$CONSOLE" --output "$CHART" --cap "$CAP_MBIT" \
     --title "kernel lab: receive rate per bond slave (Linux $KVER, balance-alb, tbf $CAP_MBIT Mbit/s per port)" 2>&1); then
     log "chart: $CHART (${CHART_OUT% -> *})"
 else
-    log "warning: no chart made: ${CHART_OUT:-$RLBD_BIN lab-chart gave no reason}"
+    log "warning: no chart made: ${CHART_OUT:-$RLBD_LAB_BIN chart gave no reason}"
 fi
 RESULT=$(grep -a '^KLAB-RESULT:' "$CONSOLE" | tail -n1 || true)
 log "console log: $CONSOLE"

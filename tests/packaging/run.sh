@@ -82,7 +82,7 @@ for page in man/rlbd.8 man/rlbd.toml.5; do
 done
 
 step "man pages: every subcommand and long option of rlbd appears in rlbd.8"
-# Visible subcommands, from the "Commands:" block of `rlbd --help` (clap hides the lab ones).
+# Visible subcommands, from the "Commands:" block of `rlbd --help`.
 mapfile -t subs < <("$bin" --help | awk '/^Commands:/ {on=1; next} on && /^$/ {on=0} on {print $1}' | grep -vx help)
 echo "subcommands: ${subs[*]}"
 check "rlbd --help lists subcommands" test ${#subs[@]} -ge 4
@@ -159,6 +159,14 @@ for f in "${deb_files[@]}"; do
   check "installed $f" test -f "$f"
 done
 check "/usr/sbin/rlbd is executable" test -x /usr/sbin/rlbd
+# The product ships only the product: the labs' tooling lives in the test-only rlbd-lab binary.
+check "installed rlbd has exactly the product's subcommands" test \
+  "$(/usr/sbin/rlbd --help | awk '/^Commands:/ {on=1; next} on && /^$/ {on=0} on {print $1}' | grep -vx help | sort | tr '\n' ' ')" = \
+  "check-config demo metrics run simulate status "
+for sub in lab-sink lab-source lab-flood lab-chart sink source flood chart; do
+  check "installed rlbd refuses lab subcommand $sub" bash -c "! /usr/sbin/rlbd $sub --help >/dev/null 2>&1"
+done
+check "the deb installs no rlbd-lab" bash -c "! dpkg -L rlbd | grep -q rlbd-lab"
 check "/etc/rlbd/rlbd.toml is a conffile" grep -q '^ /etc/rlbd/rlbd.toml ' <(dpkg-query -W -f='${Conffiles}\n' rlbd)
 got_version=$(/usr/sbin/rlbd --version)
 echo "rlbd --version: $got_version"
