@@ -54,11 +54,19 @@ verdict() { # $1: 0 = pass, $2: check id, $3: what, $4: figures
 fig() { eval "F_$1=\"\${F_$1:+\$F_$1/}$2\""; }
 
 # ---- rates -------------------------------------------------------------------------------------
-# "uptime rx_sl0 rx_sl1" from the server's namespace, one process (its start-up cost under TCG
-# would otherwise blur the interval)
+# "uptime rx_sl0 rx_sl1": the server's slave counters from /proc/<pid>/net/dev of its anchor
+# (see anchor), read with builtins right after the clock, so that neither a process start-up
+# under TCG blurs the interval nor the reading loads the CPUs it measures
 snap() {
-    srv cat /proc/uptime /sys/class/net/sl0/statistics/rx_bytes /sys/class/net/sl1/statistics/rx_bytes |
-        awk 'NR == 1 { t = $1 } NR > 1 { r = r " " $1 } END { print t r }'
+    read -r _u _ </proc/uptime
+    _r0=""; _r1=""
+    while read -r _l; do
+        case "$_l" in
+        sl0:*) set -- ${_l#*:}; _r0=$1 ;;
+        sl1:*) set -- ${_l#*:}; _r1=$1 ;;
+        esac
+    done <"/proc/$ANCHOR_srv/net/dev"
+    echo "$_u $_r0 $_r1"
 }
 # rates between two snaps: "mbit_sl0 mbit_sl1 mbit_total seconds"
 rates() {
@@ -91,42 +99,55 @@ fbytes() {
 }
 
 # ---- where a client sends ----------------------------------------------------------------------
-# server MAC in client $1's neighbour table for address $2 (empty when none)
-nmac() {
-    set -- $($IP -n "$1" neigh show "$2")
-    while [ $# -gt 1 ]; do
-        [ "$1" = lladdr ] && { echo "$2"; return; }
-        shift
-    done
+# Where a client sends is read from its ARP table through /proc/<pid>/net/arp of a process
+# anchored in its namespace (anchor), with shell builtins: the loops below sample every 0.2 s,
+# and a process per reading would load the emulated CPUs they measure. The *_v forms set a
+# variable; the plain forms print it (for use outside the loops).
+ANCHORS=""
+anchor() { # $1: namespace
+    $IP netns exec "$1" sleep 1000000 &
+    eval "ANCHOR_$1=$!"
+    ANCHORS="$ANCHORS $!"
 }
+# NMAC: the MAC in client $1's ARP table for address $2 (empty when none or incomplete)
+nmac_v() {
+    NMAC=""
+    eval "_pid=\$ANCHOR_$1"
+    while read -r _ip _hw _fl _mac _rest; do
+        [ "$_ip" = "$2" ] && [ "$_fl" != 0x0 ] && NMAC=$_mac
+    done <"/proc/$_pid/net/arp"
+}
+nmac() { nmac_v "$@"; echo "$NMAC"; }
 slave_macs() { set -- $(srv cat /sys/class/net/sl0/address /sys/class/net/sl1/address); MAC0=$1; MAC1=$2; }
-# EXTRA_MACS: "MAC=name ..." for the scenario's other server MACs (a macvlan's)
-sname() {
+# SNAME: the name of server MAC $1 (sl0, sl1, a name from EXTRA_MACS "MAC=name ...", other, none)
+sname_v() {
     case "$1" in
-    "") echo none; return ;;
-    "$MAC0") echo sl0; return ;;
-    "$MAC1") echo sl1; return ;;
+    "") SNAME=none; return ;;
+    "$MAC0") SNAME=sl0; return ;;
+    "$MAC1") SNAME=sl1; return ;;
     esac
+    SNAME=other
     for _e in $EXTRA_MACS; do
-        [ "${_e%%=*}" = "$1" ] && { echo "${_e#*=}"; return; }
+        [ "${_e%%=*}" = "$1" ] && SNAME=${_e#*=}
     done
-    echo other
 }
-# the port client $1 sends to for all of the addresses $2..: that port's name, or "mixed(a,b)"
-cstate() {
+sname() { sname_v "$1"; echo "$SNAME"; }
+# CSTATE: the port client $1 sends to for all of the addresses $2..: its name, or "mixed(a,b)"
+cstate_v() {
     _c=$1
     shift
-    _st=""
+    CSTATE=""
     _all=""
     for _a in "$@"; do
-        _n=$(sname "$(nmac "$_c" "$_a")")
-        _all="${_all:+$_all,}$_n"
-        [ -z "$_st" ] && _st=$_n
-        [ "$_st" != "$_n" ] && _st=mixed
+        nmac_v "$_c" "$_a"
+        sname_v "$NMAC"
+        _all="${_all:+$_all,}$SNAME"
+        [ -z "$CSTATE" ] && CSTATE=$SNAME
+        [ "$CSTATE" != "$SNAME" ] && CSTATE=mixed
     done
-    [ "$_st" = mixed ] && _st="mixed($_all)"
-    echo "$_st"
+    [ "$CSTATE" = mixed ] && CSTATE="mixed($_all)"
 }
+cstate() { cstate_v "$@"; echo "$CSTATE"; }
 
 # The guest's uptime in centiseconds, in CS, from builtins only: the loops below sample every
 # 0.2 s, and a process per clock reading would load the emulated CPUs they measure.
@@ -148,7 +169,8 @@ track() {
         cs_now
         _rel=$((CS - _t0))
         [ "$_rel" -gt "$_dur" ] && break
-        _s=$(cstate "$_c" "$@")
+        cstate_v "$_c" "$@"
+        _s=$CSTATE
         [ "$_s" != "$_prev" ] && TRACE="$TRACE $(secs $_rel)s:$_s" && _prev=$_s
         if [ "$_s" = "$_want" ]; then
             if [ -n "$_dev" ]; then
@@ -249,6 +271,7 @@ base_topology() {
         $IP netns add $ns || return 1
         NSES="$NSES $ns"
         $IP -n $ns link set lo up
+        anchor $ns
     done
     $IP -n sw link add br0 type bridge stp_state 0 forward_delay 0 || return 1
     $IP -n sw link set br0 up
@@ -277,6 +300,8 @@ base_topology() {
     say "slave mii status: $s; $(srv cat /sys/class/net/bond0/bonding/mode)"
     slave_macs
     say "bond0 $(srv cat /sys/class/net/bond0/address), sl0 $MAC0, sl1 $MAC1"
+    sampler_start
+    sniff_start
 }
 # client addresses: $1 = interface suffix ("" or ".100"), $2 = net ("198.18.100"), VLAN id in $3
 client_net() {
@@ -321,6 +346,8 @@ teardown() {
     SNIFF_PID=""
     [ -n "${SINK_PID:-}" ] && kill "$SINK_PID" 2>/dev/null && wait "$SINK_PID" 2>/dev/null
     SINK_PID=""
+    [ -n "$ANCHORS" ] && kill $ANCHORS 2>/dev/null && wait $ANCHORS 2>/dev/null
+    ANCHORS=""
     for ns in $NSES; do $IP netns del "$ns" 2>/dev/null; done
     NSES=""
 }

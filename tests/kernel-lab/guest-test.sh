@@ -42,24 +42,34 @@ sc_flat() {
 }
 
 # The driver keeps one entry per client address: a client's ARP for a second server address
-# sends the entry of its first to the active slave (sl0) and takes the next slave of the round
-# robin for the second. Clients $1 ARP for $3 (their first: $2), again while the answer is not
-# sl0 (at most 4 times; the round robin alternates), so that both addresses start on sl0; the
-# answers are figures, the end state is a check.
+# sends the entry of its first to the active slave (sl0, with an update to the client) and takes
+# the next slave of the round robin for the second; ARPing the same address again changes
+# nothing. Clients $1 ARP alternately for $3 and $2 until both entries name sl0 (at most 6
+# times); when two steps have not done it, c4 ARPs once to shift the round robin by one. The
+# answers are figures; the end state is a check.
 second_address() {
     _got=""
     _ok=0
+    _by=$2
     for _c in $1; do
         _ans=""
-        for _try in 1 2 3 4; do
-            $IP -n "$_c" neigh flush to "$3" 2>/dev/null
-            $IP netns exec "$_c" ping -c 1 -W 3 "$3" >/dev/null 2>&1 || say "$_c: ping $3 failed"
+        _a=$3
+        for _step in 1 2 3 4 5 6; do
+            $IP -n "$_c" neigh flush to "$_a" 2>/dev/null
+            $IP netns exec "$_c" ping -c 1 -W 3 "$_a" >/dev/null 2>&1 || say "$_c: ping $_a failed"
+            _s1=$(sname "$(nmac "$_c" "$2")")
             _s2=$(sname "$(nmac "$_c" "$3")")
-            _ans="$_ans${_ans:+,}$_s2"
-            [ "$_s2" = sl0 ] && break
+            _ans="$_ans${_ans:+, }${_a##*.}:$_s1/$_s2"
+            [ "$_s1" = sl0 ] && [ "$_s2" = sl0 ] && break
+            [ "$_a" = "$3" ] && _a=$2 || _a=$3
+            if [ $((_step % 2)) = 0 ]; then
+                [ "$_by" = "$2" ] && _by=$3 || _by=$2
+                $IP -n c4 neigh flush to "$_by" 2>/dev/null
+                $IP netns exec c4 ping -c 1 -W 3 "$_by" >/dev/null 2>&1
+                _ans="$_ans, c4"
+            fi
         done
-        _s1=$(sname "$(nmac "$_c" "$2")")
-        _got="$_got $_c: answers for $3 $_ans, then $2->$_s1 $3->$_s2;"
+        _got="$_got $_c: after ARP for (.1/.2 entries) $_ans;"
         [ "$_s1" = sl0 ] && [ "$_s2" = sl0 ] || _ok=1
     done
     verdict $_ok place2 "after ARPing a second address, $1 send to sl0 for both" "$_got"
@@ -204,7 +214,8 @@ stage_steer() {
     MOVED=""
     while :; do
         for c in $PAIR; do
-            [ "$(cstate "$c" $TARGETS)" = sl1 ] && MOVED=$c && break
+            cstate_v "$c" $TARGETS
+            [ "$CSTATE" = sl1 ] && MOVED=$c && break
         done
         cs_now
         [ -n "$MOVED" ] || [ $((CS - T0)) -gt 500 ] && break
@@ -371,8 +382,6 @@ run_scenario() { # $1: scenario name
     if ! "sc_$(echo "$SC" | tr - _)"; then
         verdict 1 setup "lab setup" "a command failed"
     else
-        sampler_start
-        sniff_start
         for st in $STAGES; do stage_baseline "$st"; done
         steer_start
         for st in $STAGES; do
