@@ -3,7 +3,8 @@
 # Run as root on a fresh Debian/Ubuntu machine with the Rust toolchain: it installs what it needs.
 #
 #   sudo tests/run-all.sh            everything
-#   SKIP_KERNEL_LAB=1 tests/run-all.sh   all but the QEMU guest (for a quick local loop)
+#   SKIP_KERNEL_LAB=1 tests/run-all.sh   all but the QEMU guests (for a quick local loop)
+#   KERNELS=6.1 tests/run-all.sh         the kernel lab on one kernel only (tests/kernel-lab/run.sh)
 #
 # Privileged tests are never skipped here: RLBD_REQUIRE_ROOT_TESTS=1 turns "skipped: needs root"
 # into a failure, so a green run means the namespace tests really ran.
@@ -45,7 +46,7 @@ step "fuzzing the frame parser and accounting"
 tests/fuzz.sh
 
 if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
-  step "real bonding driver in a QEMU guest"
+  step "real bonding driver in QEMU guests (kernels: ${KERNELS:-5.10 6.1 6.12})"
   tests/kernel-lab/run.sh
 fi
 

@@ -32,6 +32,11 @@ fcmp() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; } # fcmp A '>=' B
 fcalc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
 fcalc2() { awk "BEGIN { printf \"%.2f\", $1 }"; }
 srv() { $IP netns exec srv "$@"; }
+kernel_before() { # $1 $2: major minor; true when the running kernel is older
+    _r=$(uname -r)
+    _maj=${_r%%.*}; _r=${_r#*.}; _min=${_r%%[!0-9]*}
+    [ "$_maj" -lt "$1" ] || { [ "$_maj" = "$1" ] && [ "$_min" -lt "$2" ]; }
+}
 
 # ---- verdicts ----------------------------------------------------------------------------------
 # Each check prints "PASS: <scenario>/<id>: <what> -- <figures>" (or FAIL). Counts are kept per
