@@ -31,6 +31,8 @@ say() { echo "[$(ts)] $*"; }
 fcmp() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; } # fcmp A '>=' B
 fcalc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
 fcalc2() { awk "BEGIN { printf \"%.2f\", $1 }"; }
+# In the server's namespace. Not for a background job that is killed later: `srv cmd &` forks a
+# subshell, and killing it (its $!) would leave cmd running.
 srv() { $IP netns exec srv "$@"; }
 kernel_before() { # $1 $2: major minor; true when the running kernel is older
     _r=$(uname -r)
@@ -233,7 +235,7 @@ flow_show() {
 SAMPLER_PID=""
 sampler_start() {
     [ -n "$SAMPLER_PID" ] && return 0
-    srv sh -c 'd=/sys/class/net; while :; do
+    $IP netns exec srv sh -c 'd=/sys/class/net; while :; do
         a=; b=; read t _ </proc/uptime; read a <$d/sl0/statistics/rx_bytes; read b <$d/sl1/statistics/rx_bytes
         echo "KLAB-SAMPLE $t sl0=$a sl1=$b"; sleep 0.5; done' 2>/dev/null &
     SAMPLER_PID=$!
@@ -321,7 +323,7 @@ client_net() {
     done
 }
 start_sink() {
-    srv $LAB_SINK --listen "0.0.0.0:$PORT" >/tmp/sink.log 2>&1 &
+    $IP netns exec srv $LAB_SINK --listen "0.0.0.0:$PORT" >/tmp/sink.log 2>&1 &
     SINK_PID=$!
 }
 # "c1:ADDR=sl0 c2:ADDR=sl1 ...": each client pings ADDR in that order (the driver assigns ports
@@ -353,7 +355,16 @@ teardown() {
     SINK_PID=""
     [ -n "$ANCHORS" ] && kill $ANCHORS 2>/dev/null && wait $ANCHORS 2>/dev/null
     ANCHORS=""
-    for ns in $NSES; do $IP netns del "$ns" 2>/dev/null; done
+    # a process left in a namespace keeps it, its devices and its CPU use alive into the next
+    # scenario: say so and end it
+    for ns in $NSES; do
+        _left=$($IP netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+        if [ -n "$_left" ]; then
+            say "teardown: processes left in $ns: $(for _p in $_left; do printf '%s(%s) ' "$_p" "$(cat /proc/$_p/comm 2>/dev/null)"; done)"
+            kill $_left 2>/dev/null
+        fi
+        $IP netns del "$ns" 2>/dev/null
+    done
     NSES=""
 }
 
@@ -365,7 +376,7 @@ teardown() {
 #   request the host's ARP requests
 SNIFF_PID=""
 sniff_start() {
-    srv $KARP sniff 100000 sl0 sl1 >/tmp/arp.log 2>/tmp/arp.err &
+    $IP netns exec srv $KARP sniff 100000 sl0 sl1 >/tmp/arp.log 2>/tmp/arp.err &
     SNIFF_PID=$!
 }
 wire_summary() {
@@ -386,7 +397,7 @@ RLBD_PID=""
 steer_start() { # rlbd on bond0 for the scenario (nothing in stand-in mode)
     [ "$STANDIN" = 1 ] && return 0
     mark "rlbd started"
-    srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
+    $IP netns exec srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
     RLBD_PID=$!
     sleep 1
     if rlbd_alive; then
@@ -423,7 +434,7 @@ standin_start() { # $1: targets "c1/198.18.0.1/ c1/198.18.100.1/100 ..."
         _c=${_t%%/*}; _r=${_t#*/}; _a=${_r%%/*}; _v=${_r#*/}
         _sargs="$_sargs $(cmac "$_c")/$_a/$_v"
     done
-    srv sh -c 'd=/sys/class/net; while :; do
+    $IP netns exec srv sh -c 'd=/sys/class/net; while :; do
         read st <$d/sl1/operstate
         if [ "$st" = up ]; then p=sl1; else p=sl0; fi
         read m <$d/$p/address

@@ -299,7 +299,7 @@ stage_steer() {
     # followed for 4 s, each revert must be repaired within 2 s.
     apids=""
     for p in $ARPING; do
-        srv arping -I "${p%%:*}" -s "${p#*:}" -c 1 -w 1 "$NET.99" >/dev/null 2>&1 &
+        $IP netns exec srv arping -I "${p%%:*}" -s "${p#*:}" -c 1 -w 1 "$NET.99" >/dev/null 2>&1 &
         apids="$apids $!"
     done
     mark "host ARP request"
