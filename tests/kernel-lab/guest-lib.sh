@@ -20,8 +20,8 @@ LAB_SOURCE="$RLBD_LAB source"
 CAP=${CAP_MBIT:-30}
 PORT=5001
 STANDIN=${STANDIN:-0}
-BASE_SECONDS=${BASE_SECONDS:-4}
-HOLD_SECONDS=${HOLD_SECONDS:-5}
+BASE_SECONDS=${BASE_SECONDS:-3}
+HOLD_SECONDS=${HOLD_SECONDS:-4}
 # The issue's bar for "the two heavy clients reach two ports' worth".
 TOTAL_X=${TOTAL_X:-1.9}
 WIRE=${WIRE:-0}

@@ -47,8 +47,8 @@
 #                    scenario measures what it should; its results say STAND-IN, not rlbd
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
 #   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT
-#   BASE_SECONDS=4   traffic seconds per stage without steering
-#   HOLD_SECONDS=5   seconds a re-ARPed move must hold
+#   BASE_SECONDS=3   traffic seconds per stage without steering
+#   HOLD_SECONDS=4   seconds a re-ARPed move must hold
 #   WIRE=0           1: print every ARP frame that crossed the slaves (KLAB-ARP lines)
 #   TIMEOUT          seconds a guest may run before qemu is killed (default from the scenarios)
 #   TCG_PROBE=60     seconds a TCG boot may take to reach /init before it is killed and retried
@@ -72,8 +72,8 @@ SCENARIOS=${SCENARIOS:-flat}
 STANDIN=${STANDIN:-0}
 CAP_MBIT=${CAP_MBIT:-30}
 TOTAL_X=${TOTAL_X:-1.9}
-BASE_SECONDS=${BASE_SECONDS:-4}
-HOLD_SECONDS=${HOLD_SECONDS:-5}
+BASE_SECONDS=${BASE_SECONDS:-3}
+HOLD_SECONDS=${HOLD_SECONDS:-4}
 WIRE=${WIRE:-0}
 TCG_PROBE=${TCG_PROBE:-60}
 BOOT_TRIES=${BOOT_TRIES:-3}
