@@ -11,10 +11,11 @@
  *
  *   klab-arp sniff SECONDS IFACE [IFACE...]
  *       Prints every ARP frame sent or received on the interfaces for SECONDS, one line each:
- *         ARP <uptime> <iface> <in|out> vlan=<id|-> <eth src> > <eth dst> <request|reply>
- *             sha=<mac> spa=<ip> tha=<mac> tpa=<ip>
- *       A tag is read from the frame or, when the kernel took it out (VLAN offload), from the
- *       packet's auxiliary data, so the driver's tagged ARPs show with their VLAN either way.
+ *         ARP <uptime> <iface> <in|out> vlan=<id/frame|id/aux|-> <eth src> > <eth dst>
+ *             <request|reply> sha=<mac> spa=<ip> tha=<mac> tpa=<ip>
+ *       A tag is read from the frame ("/frame") or, when the kernel took it out (VLAN offload),
+ *       from the packet's auxiliary data ("/aux"), so the driver's tagged ARPs show with their
+ *       VLAN either way, and which way it came is seen.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -151,10 +152,11 @@ static void show(const char *ifname, const unsigned char *f, size_t n, const str
     if (n < 14)
         return;
     size_t o = 12;
-    int vlan = -1;
+    int vlan = -1, in_frame = 0;
     unsigned type = (unsigned)(f[o] << 8 | f[o + 1]);
     if (type == 0x8100 && n >= 18) {
         vlan = (f[14] << 8 | f[15]) & 0x0fff;
+        in_frame = 1;
         o += 4;
         type = (unsigned)(f[o] << 8 | f[o + 1]);
     }
@@ -164,7 +166,7 @@ static void show(const char *ifname, const unsigned char *f, size_t n, const str
     if (type != 0x0806 || n < o + 28)
         return;
     const unsigned char *a = f + o;
-    char src[18], dst[18], sha[18], tha[18], spa[16], tpa[16], vl[8];
+    char src[18], dst[18], sha[18], tha[18], spa[16], tpa[16], vl[16];
     fmt_mac(dst, f);
     fmt_mac(src, f + 6);
     fmt_mac(sha, a + 8);
@@ -172,7 +174,7 @@ static void show(const char *ifname, const unsigned char *f, size_t n, const str
     inet_ntop(AF_INET, a + 14, spa, sizeof spa);
     inet_ntop(AF_INET, a + 24, tpa, sizeof tpa);
     if (vlan >= 0)
-        snprintf(vl, sizeof vl, "%d", vlan);
+        snprintf(vl, sizeof vl, "%d/%s", vlan, in_frame ? "frame" : "aux");
     else
         strcpy(vl, "-");
     int op = a[6] << 8 | a[7];
