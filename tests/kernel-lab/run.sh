@@ -387,7 +387,7 @@ done
 {
     echo "kernel lab: $( [ "$STANDIN" = 1 ] && echo 'STAND-IN MODE (not rlbd: proves the scenarios measure what they should)' || echo "rlbd $("$RLBD_BIN" --version 2>/dev/null | head -n1)"), cap $CAP_MBIT Mbit/s per slave, total needs ${TOTAL_X}x"
     echo "  base: the pair without steering, x cap; move: s after traffic start; total: best 2 s window, x cap; mean: 5 s mean, x cap;"
-    echo "  arrive: sl1 frame bytes / moved client's payload bytes (>= 0.95: all of it on sl1); failover: s until the moved client receives again"
+    echo "  arrive: sl1 frame rate / moved client's payload rate (>= 0.95: all of it on sl1); failover: s until the moved client receives again"
     echo "  (two-vlans: one figure per VLAN stage, 100/200; macvlan facts: the moved client's Mbit/s per rp_filter setting)"
     for s in $SCENARIOS; do
         for K in $KERNELS; do
