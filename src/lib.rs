@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod exit;
+pub mod host;
 pub mod lab;
 pub mod logging;
 pub mod metrics;

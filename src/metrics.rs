@@ -12,244 +12,226 @@ use crate::status::StatusReport;
 /// `Content-Type` of the rendered text, should it ever be served over HTTP.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// One metric family: its HELP and TYPE lines, then its samples.
-struct Family<'a> {
-    out: &'a mut String,
+use crate::status::{PortState, PortStatus};
+
+/// A family with one sample per port, labelled `port`; a port without a value has no sample.
+struct PortFamily {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: fn(&PortStatus) -> Option<f64>,
 }
 
-impl<'a> Family<'a> {
-    fn new(out: &'a mut String, name: &str, kind: &str, help: &str) -> Self {
-        let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        Family { out }
-    }
+/// A family with one unlabelled sample.
+struct Scalar {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: fn(&StatusReport) -> f64,
+}
 
-    /// A sample of `name` with `labels` (name, unescaped value).
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) -> &mut Self {
-        self.out.push_str(name);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                let _ = write!(self.out, "{k}=\"{}\"", escape_label(v));
+const PORT_FAMILIES: &[PortFamily] = &[
+    PortFamily {
+        name: "rlbd_port_up",
+        kind: "gauge",
+        help: "1 when the port is present and up, 0 when it is down or absent.",
+        value: |p| Some(bool01(p.state == PortState::Up)),
+    },
+    PortFamily {
+        name: "rlbd_port_capacity_bits_per_second",
+        kind: "gauge",
+        help: "Capacity of the port used for its utilization, bit/s.",
+        value: |p| Some(p.capacity_bps),
+    },
+    PortFamily {
+        name: "rlbd_port_rx_bits_per_second",
+        kind: "gauge",
+        help: "Receive rate of the port over the last second, bit/s.",
+        value: |p| p.rx_bps,
+    },
+    PortFamily {
+        name: "rlbd_port_utilization_ratio",
+        kind: "gauge",
+        help: "Receive rate over the last second as a fraction of the port's capacity.",
+        value: |p| p.utilization,
+    },
+    PortFamily {
+        name: "rlbd_port_rx_bytes_total",
+        kind: "counter",
+        help: "Bytes received by the port, as last read from the kernel's link counters.",
+        value: |p| p.rx_bytes.map(|b| b as f64),
+    },
+    PortFamily {
+        name: "rlbd_port_overloaded",
+        kind: "gauge",
+        help: "1 while the port's overload detector holds it overloaded.",
+        value: |p| Some(bool01(p.overloaded)),
+    },
+    PortFamily {
+        name: "rlbd_port_ring_packets_total",
+        kind: "counter",
+        help: "Frames the port's capture ring delivered to rlbd.",
+        value: |p| Some(p.ring_packets as f64),
+    },
+    PortFamily {
+        name: "rlbd_port_ring_drops_total",
+        kind: "counter",
+        help: "Frames the port's capture ring dropped because rlbd fell behind.",
+        value: |p| Some(p.ring_drops as f64),
+    },
+    PortFamily {
+        name: "rlbd_port_clients",
+        kind: "gauge",
+        help: "Tracked clients whose latest frame arrived on the port.",
+        value: |p| Some(p.clients as f64),
+    },
+];
+
+const HEAD: &[Scalar] = &[
+    Scalar {
+        name: "rlbd_dry_run",
+        kind: "gauge",
+        help: "1 when the daemon decides and logs but sends nothing.",
+        value: |r| bool01(r.dry_run),
+    },
+    Scalar {
+        name: "rlbd_uptime_seconds",
+        kind: "gauge",
+        help: "Seconds since the daemon started.",
+        value: |r| r.uptime_secs as f64,
+    },
+    Scalar {
+        name: "rlbd_threshold_ratio",
+        kind: "gauge",
+        help: "Overload threshold as a fraction of a port's capacity.",
+        value: |r| r.threshold,
+    },
+];
+
+const TOTALS: &[Scalar] = &[
+    Scalar {
+        name: "rlbd_clients_tracked",
+        kind: "gauge",
+        help: "Clients in the rate table.",
+        value: |r| r.totals.clients_tracked as f64,
+    },
+    Scalar {
+        name: "rlbd_clients_moved",
+        kind: "gauge",
+        help: "Tracked clients that rlbd has moved and still steers.",
+        value: |r| r.totals.clients_moved as f64,
+    },
+    Scalar {
+        name: "rlbd_table_capacity",
+        kind: "gauge",
+        help: "Clients the rate table holds at most.",
+        value: |r| r.totals.table_capacity as f64,
+    },
+    Scalar {
+        name: "rlbd_table_evictions_total",
+        kind: "counter",
+        help: "Clients evicted from the full rate table (least recently seen first).",
+        value: |r| r.totals.table_evictions as f64,
+    },
+    Scalar {
+        name: "rlbd_table_expirations_total",
+        kind: "counter",
+        help: "Clients forgotten after the idle timeout.",
+        value: |r| r.totals.table_expirations as f64,
+    },
+];
+
+const TAIL: &[Scalar] = &[
+    Scalar {
+        name: "rlbd_reasserts_total",
+        kind: "counter",
+        help: "Updates re-sent because the kernel's own ARP would have undone a move.",
+        value: |r| r.totals.reasserts as f64,
+    },
+    Scalar {
+        name: "rlbd_updates_sent_total",
+        kind: "counter",
+        help: "ARP updates sent (first sends, repeats and re-assertions).",
+        value: |r| r.totals.updates_sent as f64,
+    },
+    Scalar {
+        name: "rlbd_updates_suppressed_total",
+        kind: "counter",
+        help: "ARP updates not sent because a rate limit held them back.",
+        value: |r| r.totals.updates_suppressed as f64,
+    },
+];
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// One sample of `name` with `labels` (name, unescaped value).
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
             }
-            self.out.push('}');
+            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
         }
-        let _ = writeln!(self.out, " {}", number(value));
-        self
+        out.push('}');
+    }
+    let _ = writeln!(out, " {}", number(value));
+}
+
+fn scalars(out: &mut String, r: &StatusReport, list: &[Scalar]) {
+    for s in list {
+        family(out, s.name, s.kind, s.help);
+        sample(out, s.name, &[], (s.value)(r));
     }
 }
 
-/// Renders every family. Pure: the same report gives the same text.
+/// Renders every family from the report's ports and totals (its client list is not read, so
+/// the daemon builds none for a scrape). Pure: the same report gives the same text.
 pub fn render(r: &StatusReport) -> String {
     let mut out = String::with_capacity(4096);
     let o = &mut out;
-
-    Family::new(
+    family(
         o,
         "rlbd_info",
         "gauge",
         "Constant 1, labelled with the daemon's version, mode (bond or ports) and name.",
-    )
-    .sample(
-        "rlbd_info",
-        &[
-            ("version", &r.version),
-            ("mode", &r.mode),
-            ("name", &r.name),
-        ],
-        1.0,
     );
-    Family::new(
-        o,
-        "rlbd_dry_run",
-        "gauge",
-        "1 when the daemon decides and logs but sends nothing.",
-    )
-    .sample("rlbd_dry_run", &[], bool01(r.dry_run));
-    Family::new(
-        o,
-        "rlbd_uptime_seconds",
-        "gauge",
-        "Seconds since the daemon started.",
-    )
-    .sample("rlbd_uptime_seconds", &[], r.uptime_secs as f64);
-    Family::new(
-        o,
-        "rlbd_threshold_ratio",
-        "gauge",
-        "Overload threshold as a fraction of a port's capacity.",
-    )
-    .sample("rlbd_threshold_ratio", &[], r.threshold);
-
-    let per_port = |o: &mut String,
-                    name: &str,
-                    kind: &str,
-                    help: &str,
-                    value: &dyn Fn(&crate::status::PortStatus) -> Option<f64>| {
-        let mut f = Family::new(o, name, kind, help);
+    let labels = [
+        ("version", r.version.as_str()),
+        ("mode", r.mode.as_str()),
+        ("name", r.name.as_str()),
+    ];
+    sample(o, "rlbd_info", &labels, 1.0);
+    scalars(o, r, HEAD);
+    for f in PORT_FAMILIES {
+        family(o, f.name, f.kind, f.help);
         for p in &r.ports {
-            if let Some(v) = value(p) {
-                f.sample(name, &[("port", &p.name)], v);
+            if let Some(v) = (f.value)(p) {
+                sample(o, f.name, &[("port", &p.name)], v);
             }
         }
-    };
-    per_port(
-        o,
-        "rlbd_port_up",
-        "gauge",
-        "1 when the port is present and up, 0 when it is down or absent.",
-        &|p| Some(bool01(p.state == "up")),
-    );
-    per_port(
-        o,
-        "rlbd_port_capacity_bits_per_second",
-        "gauge",
-        "Capacity of the port used for its utilization, bit/s.",
-        &|p| Some(p.capacity_bps),
-    );
-    per_port(
-        o,
-        "rlbd_port_rx_bits_per_second",
-        "gauge",
-        "Receive rate of the port over the last second, bit/s.",
-        &|p| p.rx_bps,
-    );
-    per_port(
-        o,
-        "rlbd_port_utilization_ratio",
-        "gauge",
-        "Receive rate over the last second as a fraction of the port's capacity.",
-        &|p| p.utilization,
-    );
-    per_port(
-        o,
-        "rlbd_port_rx_bytes_total",
-        "counter",
-        "Bytes received by the port, as last read from the kernel's link counters.",
-        &|p| p.rx_bytes.map(|b| b as f64),
-    );
-    per_port(
-        o,
-        "rlbd_port_overloaded",
-        "gauge",
-        "1 while the port's overload detector holds it overloaded.",
-        &|p| Some(bool01(p.overloaded)),
-    );
-    per_port(
-        o,
-        "rlbd_port_ring_packets_total",
-        "counter",
-        "Frames the port's capture ring delivered to rlbd.",
-        &|p| Some(p.ring_packets as f64),
-    );
-    per_port(
-        o,
-        "rlbd_port_ring_drops_total",
-        "counter",
-        "Frames the port's capture ring dropped because rlbd fell behind.",
-        &|p| Some(p.ring_drops as f64),
-    );
-    per_port(
-        o,
-        "rlbd_port_clients",
-        "gauge",
-        "Tracked clients whose latest frame arrived on the port.",
-        &|p| Some(p.clients as f64),
-    );
-
-    let t = &r.totals;
-    Family::new(
-        o,
-        "rlbd_clients_tracked",
-        "gauge",
-        "Clients in the rate table.",
-    )
-    .sample("rlbd_clients_tracked", &[], t.clients_tracked as f64);
-    Family::new(
-        o,
-        "rlbd_clients_moved",
-        "gauge",
-        "Tracked clients that rlbd has moved and still steers.",
-    )
-    .sample(
-        "rlbd_clients_moved",
-        &[],
-        r.clients.iter().filter(|c| c.moved.is_some()).count() as f64,
-    );
-    Family::new(
-        o,
-        "rlbd_table_capacity",
-        "gauge",
-        "Clients the rate table holds at most.",
-    )
-    .sample("rlbd_table_capacity", &[], t.table_capacity as f64);
-    Family::new(
-        o,
-        "rlbd_table_evictions_total",
-        "counter",
-        "Clients evicted from the full rate table (least recently seen first).",
-    )
-    .sample("rlbd_table_evictions_total", &[], t.table_evictions as f64);
-    Family::new(
-        o,
-        "rlbd_table_expirations_total",
-        "counter",
-        "Clients forgotten after the idle timeout.",
-    )
-    .sample(
-        "rlbd_table_expirations_total",
-        &[],
-        t.table_expirations as f64,
-    );
-    Family::new(
+    }
+    scalars(o, r, TOTALS);
+    family(
         o,
         "rlbd_moves_total",
         "counter",
         "Clients moved to another port, by reason.",
-    )
-    .sample(
-        "rlbd_moves_total",
-        &[("reason", "overload")],
-        t.moves_overload as f64,
-    )
-    .sample(
-        "rlbd_moves_total",
-        &[("reason", "failover")],
-        t.moves_failover as f64,
-    )
-    .sample(
-        "rlbd_moves_total",
-        &[("reason", "placement")],
-        t.moves_placement as f64,
     );
-    Family::new(
-        o,
-        "rlbd_reasserts_total",
-        "counter",
-        "Updates re-sent because the kernel's own ARP would have undone a move.",
-    )
-    .sample("rlbd_reasserts_total", &[], t.reasserts as f64);
-    Family::new(
-        o,
-        "rlbd_updates_sent_total",
-        "counter",
-        "ARP updates sent (first sends, repeats and re-assertions).",
-    )
-    .sample("rlbd_updates_sent_total", &[], t.updates_sent as f64);
-    Family::new(
-        o,
-        "rlbd_updates_suppressed_total",
-        "counter",
-        "ARP updates not sent because a rate limit held them back.",
-    )
-    .sample(
-        "rlbd_updates_suppressed_total",
-        &[],
-        t.updates_suppressed as f64,
-    );
+    let t = &r.totals;
+    for (reason, n) in [
+        ("overload", t.moves_overload),
+        ("failover", t.moves_failover),
+        ("placement", t.moves_placement),
+    ] {
+        sample(o, "rlbd_moves_total", &[("reason", reason)], n as f64);
+    }
+    scalars(o, r, TAIL);
     out
 }
 
@@ -295,14 +277,14 @@ fn escape_help(s: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::status::{ClientStatus, MoveStatus, PortStatus, Totals, SCHEMA_VERSION};
+    use crate::status::{ClientStatus, MoveStatus, Totals, SCHEMA_VERSION};
 
     pub(crate) fn sample_report() -> StatusReport {
         let port = |name: &str, rx: Option<f64>| PortStatus {
             name: name.into(),
             ifindex: 2,
             mac: "02:00:00:00:00:01".into(),
-            state: "up".into(),
+            state: PortState::Up,
             capacity_bps: 1e8,
             rx_bps: rx,
             utilization: rx.map(|r| r / 1e8),
@@ -316,7 +298,7 @@ pub(crate) mod tests {
         StatusReport {
             schema: SCHEMA_VERSION,
             version: "0.1.0".into(),
-            mode: "ports".into(),
+            mode: crate::status::Mode::Ports,
             name: "we\"ird\\na\nme".into(),
             dry_run: false,
             uptime_secs: 42,
@@ -335,7 +317,7 @@ pub(crate) mod tests {
                 moved: Some(MoveStatus {
                     to: "p1".into(),
                     secs_ago: 3,
-                    reason: "overload".into(),
+                    reason: crate::status::Reason::Overload,
                     hold_down_left_secs: 27,
                     reasserts: 2,
                 }),
@@ -344,6 +326,7 @@ pub(crate) mod tests {
                 moves_overload: 1,
                 updates_sent: 5,
                 clients_tracked: 1,
+                clients_moved: 1,
                 table_capacity: 4096,
                 ..Default::default()
             },

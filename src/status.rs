@@ -3,11 +3,53 @@
 //!
 //! On the wire (the control socket's `status` answer) the report is one JSON object on one
 //! line. Rates are bit/s as floating-point numbers, counters and ages are non-negative integers,
-//! MAC addresses are lower-case `aa:bb:cc:dd:ee:ff`, IP addresses dotted quads. A field marked
+//! MAC addresses are lower-case `aa:bb:cc:dd:ee:ff`, IP addresses dotted quads (IPv4) or RFC 5952
+//! text (IPv6). A field marked
 //! "null when" is JSON `null` in that case; every other field is always present. Readers should
 //! ignore fields they do not know: later versions may add some without changing `schema`.
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::policy::Reason;
+
+/// What rlbd steers among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A bond's slaves.
+    Bond,
+    /// Plain ports that share the server's address.
+    Ports,
+}
+
+/// A port's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortState {
+    Up,
+    Down,
+    /// Gone from the kernel (removed, or released from the bond); kept so its index stays.
+    Absent,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Bond => "bond",
+            Mode::Ports => "ports",
+        }
+    }
+}
+
+impl PortState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortState::Up => "up",
+            PortState::Down => "down",
+            PortState::Absent => "absent",
+        }
+    }
+}
 
 /// Bumped only on an incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -20,7 +62,7 @@ pub struct StatusReport {
     /// rlbd's version, e.g. "0.1.0".
     pub version: String,
     /// "bond" (steering among a bond's slaves) or "ports" (plain ports sharing an address).
-    pub mode: String,
+    pub mode: Mode,
     /// The bond's name, or the first port's.
     pub name: String,
     /// True when rlbd decides and logs but sends nothing (`--dry-run`).
@@ -39,7 +81,8 @@ pub struct StatusReport {
     pub hold_down_secs: u64,
     /// Every port rlbd steers among or has seen (an absent one is kept with state "absent").
     pub ports: Vec<PortStatus>,
-    /// Every tracked client, largest rate first (ties by IP).
+    /// The tracked clients, largest rate first (ties by IP): every one, or the busiest N when the
+    /// request asked for `top=N` (`totals.clients_tracked` counts them all).
     pub clients: Vec<ClientStatus>,
     /// Counters since start, and the client table's size.
     pub totals: Totals,
@@ -55,7 +98,7 @@ pub struct PortStatus {
     /// The port's own MAC: the one rlbd tells clients to use to land on this port.
     pub mac: String,
     /// "up", "down" or "absent".
-    pub state: String,
+    pub state: PortState,
     /// Capacity used for utilization, bit/s: `--capacity`/`[capacity]`, else the link speed.
     pub capacity_bps: f64,
     /// Receive rate over the last second, bit/s; null when there was no usable reading.
@@ -77,10 +120,10 @@ pub struct PortStatus {
     pub clients: usize,
 }
 
-/// One tracked client (a MAC and IPv4 address sending to the server).
+/// One tracked client (a MAC and its address sending to the server).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientStatus {
-    /// The client's IPv4 address.
+    /// The client's address: IPv4, or IPv6 for a client that has sent only IPv6.
     pub ip: String,
     /// The client's MAC.
     pub mac: String,
@@ -101,8 +144,8 @@ pub struct MoveStatus {
     pub to: String,
     /// Seconds since the move.
     pub secs_ago: u64,
-    /// "overload" or "failover".
-    pub reason: String,
+    /// "overload", "failover" or "placement" (a new client's first placement, balance-tlb).
+    pub reason: Reason,
     /// Seconds before it may be moved again for overload (0 when free to move).
     pub hold_down_left_secs: u64,
     /// Times rlbd re-sent the update because the kernel's own ARP would have undone the move.
@@ -128,6 +171,9 @@ pub struct Totals {
     pub updates_suppressed: u64,
     /// Clients in the rate table now.
     pub clients_tracked: usize,
+    /// Clients rlbd has moved and still steers. Added after schema 1's first release.
+    #[serde(default)]
+    pub clients_moved: usize,
     /// Clients the table holds at most (`capture.table_size`).
     pub table_capacity: usize,
     /// Clients evicted from the full table (least recently seen first).

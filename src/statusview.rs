@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::cli::{MetricsArgs, StatusArgs};
 use crate::exit::EX_UNAVAILABLE;
 use crate::protocol::{Request, CONTROL_DIR, MAX_RESPONSE};
-use crate::status::{PortStatus, StatusReport};
+use crate::status::{Mode, PortStatus, StatusReport};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -312,7 +312,7 @@ fn port_row(p: &PortStatus) -> Vec<String> {
     vec![
         p.name.clone(),
         p.mac.clone(),
-        p.state.clone(),
+        p.state.as_str().to_string(),
         rate(p.capacity_bps),
         p.rx_bps.map_or_else(|| "-".into(), rate),
         format!("{} {pct:>4}", bar(p.utilization, 10)),
@@ -333,7 +333,11 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
         out,
         "rlbd {} on {} {} (up {}{})",
         r.version,
-        if r.mode == "bond" { "bond" } else { "ports of" },
+        if r.mode == Mode::Bond {
+            "bond"
+        } else {
+            "ports of"
+        },
         r.name,
         duration(r.uptime_secs),
         if r.dry_run {
@@ -368,12 +372,14 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
     out.push_str(&table(&rows, &[3, 4, 7, 8]));
 
     out.push('\n');
+    // The daemon may have sent only the busiest (status top=N); the totals count them all.
+    let tracked = r.totals.clients_tracked.max(r.clients.len());
     let shown = top.unwrap_or(usize::MAX).min(r.clients.len());
     let _ = writeln!(
         out,
         "CLIENTS: {} tracked{}",
-        r.clients.len(),
-        if shown < r.clients.len() {
+        tracked,
+        if shown < tracked {
             format!(", the {shown} busiest shown (--all for every one)")
         } else {
             String::new()
@@ -387,7 +393,12 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
             let moved = match &c.moved {
                 None => "-".to_string(),
                 Some(m) => {
-                    let mut s = format!("to {} {} ago ({})", m.to, duration(m.secs_ago), m.reason);
+                    let mut s = format!(
+                        "to {} {} ago ({})",
+                        m.to,
+                        duration(m.secs_ago),
+                        m.reason.as_str()
+                    );
                     if m.hold_down_left_secs > 0 {
                         let _ = write!(s, ", held {} more", duration(m.hold_down_left_secs));
                     }

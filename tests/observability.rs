@@ -23,7 +23,10 @@ use rlbd::lab::chart::{svg, Mark};
 use rlbd::lab::netns::{client_ip, Lab, LabResult, PORTS};
 use rlbd::lab::sample::{Sample, Series};
 use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, watch_move};
-use rlbd::status::{ClientStatus, MoveStatus, PortStatus, StatusReport, Totals, SCHEMA_VERSION};
+use rlbd::status::{
+    ClientStatus, Mode, MoveStatus, PortState, PortStatus, Reason, StatusReport, Totals,
+    SCHEMA_VERSION,
+};
 
 const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];
@@ -155,11 +158,11 @@ fn family_type(f: &Families, family: &str) -> Option<String> {
 // --- No root ---------------------------------------------------------------------------------
 
 fn synthetic_report() -> StatusReport {
-    let port = |name: &str, rx: Option<f64>, state: &str| PortStatus {
+    let port = |name: &str, rx: Option<f64>, state: PortState| PortStatus {
         name: name.into(),
         ifindex: 3,
         mac: "02:00:c6:12:01:00".into(),
-        state: state.into(),
+        state,
         capacity_bps: 1e9,
         rx_bps: rx,
         utilization: rx.map(|r| r / 1e9),
@@ -173,7 +176,7 @@ fn synthetic_report() -> StatusReport {
     StatusReport {
         schema: SCHEMA_VERSION,
         version: "9.9.9".into(),
-        mode: "bond".into(),
+        mode: Mode::Bond,
         // Every character the label syntax must escape.
         name: "bond\"0\\x\ny".into(),
         dry_run: true,
@@ -184,9 +187,9 @@ fn synthetic_report() -> StatusReport {
         hits: 2,
         hold_down_secs: 30,
         ports: vec![
-            port("eth0", Some(9.5e8), "up"),
-            port("eth1", Some(1.25e8), "up"),
-            port("eth2", None, "down"),
+            port("eth0", Some(9.5e8), PortState::Up),
+            port("eth1", Some(1.25e8), PortState::Up),
+            port("eth2", None, PortState::Down),
         ],
         clients: vec![ClientStatus {
             ip: "192.0.2.7".into(),
@@ -197,7 +200,7 @@ fn synthetic_report() -> StatusReport {
             moved: Some(MoveStatus {
                 to: "eth1".into(),
                 secs_ago: 5,
-                reason: "failover".into(),
+                reason: Reason::Failover,
                 hold_down_left_secs: 25,
                 reasserts: 1,
             }),
@@ -210,6 +213,7 @@ fn synthetic_report() -> StatusReport {
             updates_sent: 31,
             updates_suppressed: 3,
             clients_tracked: 1,
+            clients_moved: 1,
             table_capacity: 4096,
             table_evictions: 11,
             table_expirations: 12,
@@ -449,7 +453,7 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
         // Before any traffic: the ports as configured.
         let r = status_json(lab, &sock_s)?;
         check(
-            r.mode == "ports" && r.name == "p0" && r.schema == SCHEMA_VERSION,
+            r.mode == Mode::Ports && r.name == "p0" && r.schema == SCHEMA_VERSION,
             format!(
                 "idle: mode {:?}, name {:?}, schema {}",
                 r.mode, r.name, r.schema
@@ -459,10 +463,13 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
         check(names == PORTS, format!("idle: ports {names:?}"));
         for p in &r.ports {
             check(
-                p.state == "up" && p.capacity_bps == cap_bps && !p.overloaded,
+                p.state == PortState::Up && p.capacity_bps == cap_bps && !p.overloaded,
                 format!(
                     "idle: {} state {}, capacity {} bit/s, overloaded {}",
-                    p.name, p.state, p.capacity_bps, p.overloaded
+                    p.name,
+                    p.state.as_str(),
+                    p.capacity_bps,
+                    p.overloaded
                 ),
             );
         }
@@ -496,7 +503,7 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
         let mc = r.clients.iter().find(|x| x.ip == moved_ip);
         let mv = mc.and_then(|c| c.moved.as_ref());
         check(
-            mv.is_some_and(|mv| mv.to == "p1" && mv.reason == "overload"),
+            mv.is_some_and(|mv| mv.to == "p1" && mv.reason == Reason::Overload),
             format!(
                 "busy: {} ({moved_ip}) moved to p1 for overload: {mc:?}",
                 m.client
@@ -530,7 +537,7 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
                 .utilization
                 .is_some_and(|u| (u - rx / p.capacity_bps).abs() < 1e-9);
             check(
-                p.state == "up" && rx > 0.5 * cap_bps && util_ok,
+                p.state == PortState::Up && rx > 0.5 * cap_bps && util_ok,
                 format!(
                     "busy: {} receives {:.1} Mbit/s, utilization {:?}",
                     p.name,

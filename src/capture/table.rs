@@ -149,6 +149,11 @@ impl ClientTable {
         self.idle_ticks
     }
 
+    /// A new idle timeout (a reload); applies from the next `roll_over`.
+    pub fn set_idle_ticks(&mut self, idle_ticks: u64) {
+        self.idle_ticks = idle_ticks;
+    }
+
     /// Counts one frame of `len` bytes from `mac` (source IPv4 `src_ip`, destination `dst_ip`)
     /// arriving on port `port` at tick `now_tick`, and makes `mac` the most recently seen entry.
     /// When the table is full and `mac` is new, the least recently seen entry is evicted.

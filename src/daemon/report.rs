@@ -1,11 +1,25 @@
 //! What the daemon tells about itself: the one-line summary (log, systemd STATUS=), the full
-//! state in the log (SIGUSR1), and the status report behind `rlbd status` and the metrics.
+//! state in the log (SIGUSR1), and the answers of the control socket. Each answer costs what it
+//! shows: a metrics scrape builds the ports and the totals, never the client list; `status
+//! top=N` sorts the clients once and renders N of them.
 
 use log::info;
 
+use super::control::Responder;
 use super::Daemon;
+use crate::capture::ClientEntry;
 use crate::config::Target;
-use crate::policy::Reason;
+use crate::status::{
+    ClientStatus, Mode, MoveStatus, PortStatus, StatusReport, Totals, SCHEMA_VERSION,
+};
+
+/// A client's address for people: its IPv4 one, or its IPv6 one while it has sent IPv6 only.
+fn client_addr(e: &ClientEntry) -> String {
+    match e.ip6 {
+        Some(v6) if e.ip.is_unspecified() => v6.to_string(),
+        _ => e.ip.to_string(),
+    }
+}
 
 impl Daemon {
     pub(super) fn summary(&self) -> String {
@@ -24,8 +38,8 @@ impl Daemon {
             "{what}: {}; {} clients, {} moved, {} updates sent{}",
             ports.join(" "),
             self.table.len(),
-            self.steering.moved_count(),
-            self.steering.limiter.sent,
+            self.steer.moved_count(),
+            self.steer.counters().sent,
             if self.settings.dry_run {
                 " (dry run)"
             } else {
@@ -42,103 +56,110 @@ impl Daemon {
                 p.name,
                 p.ifindex,
                 p.mac,
-                if !p.present { "absent" } else if p.up { "up" } else { "down" },
+                p.state().as_str(),
                 p.capacity_bps / 1e6,
-                p.rx_bps.map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
+                p.rx_bps
+                    .map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
                 p.detector.window_string(),
                 p.ring_drops
             );
         }
-        for e in self.table.iter() {
-            let name = self
-                .ports
-                .list
-                .get(e.port as usize)
-                .map_or("?", |p| p.name.as_str());
+        for c in self.client_list(None) {
+            let moved = c.moved.map_or(String::new(), |m| {
+                format!(
+                    ", moved {}s ago ({}), re-asserted {}x",
+                    m.secs_ago,
+                    m.reason.as_str(),
+                    m.reasserts
+                )
+            });
             info!(
-                "  client {} {} on {} {:.2} Mbit/s{}",
-                client_addr(e),
-                e.mac,
-                name,
-                e.rate as f64 * 8.0 / 1e6,
-                self.steering.describe(&e.mac, self.tick)
+                "  client {} {} on {} {:.2} Mbit/s{moved}",
+                c.ip,
+                c.mac,
+                c.port,
+                c.rate_bps / 1e6
             );
         }
+        let t = self.totals();
         info!(
-            "  totals: moves {:?}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
-            self.moves_total,
-            self.steering.reasserts,
-            self.steering.limiter.sent,
-            self.steering.limiter.suppressed,
-            self.table.evictions()
+            "  totals: moves overload {} failover {} placement {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
+            t.moves_overload,
+            t.moves_failover,
+            t.moves_placement,
+            t.reasserts,
+            t.updates_sent,
+            t.updates_suppressed,
+            t.table_evictions
         );
     }
 
-    /// The state as plain data, for the control socket and the metrics.
-    pub fn status(&self) -> crate::status::StatusReport {
-        use crate::status::*;
-        let ports: Vec<PortStatus> = self
-            .ports
+    fn port_statuses(&self) -> Vec<PortStatus> {
+        let mut per_port = vec![0usize; self.ports.list.len()];
+        for e in self.table.iter() {
+            if let Some(n) = per_port.get_mut(e.port as usize) {
+                *n += 1;
+            }
+        }
+        self.ports
             .list
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let stats = p
-                    .capture
-                    .as_ref()
-                    .and_then(|c| c.stats().ok())
-                    .unwrap_or_default();
+                let (ring_packets, drops) = self.captures.ring_counts(i);
                 PortStatus {
                     name: p.name.clone(),
                     ifindex: p.ifindex,
                     mac: p.mac.to_string(),
-                    state: if !p.present {
-                        "absent"
-                    } else if p.up {
-                        "up"
-                    } else {
-                        "down"
-                    }
-                    .into(),
+                    state: p.state(),
                     capacity_bps: p.capacity_bps,
                     rx_bps: p.rx_bps,
-                    utilization: p
-                        .rx_bps
-                        .filter(|_| p.capacity_bps > 0.0)
-                        .map(|r| r / p.capacity_bps),
+                    utilization: p.utilization(),
                     rx_bytes: p.rx_bytes(),
                     window: p.detector.window_string(),
                     overloaded: p.usable() && p.detector.overloaded(),
-                    ring_packets: stats.packets,
-                    ring_drops: stats.drops.max(p.ring_drops),
-                    clients: self.table.iter().filter(|e| e.port as usize == i).count(),
+                    ring_packets,
+                    ring_drops: drops.max(p.ring_drops),
+                    clients: per_port[i],
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// The busiest `top` clients (all with `None`), largest rate first, ties by address.
+    fn client_list(&self, top: Option<usize>) -> Vec<ClientStatus> {
+        let mut entries: Vec<&ClientEntry> = self.table.iter().collect();
+        let by_rate = |a: &&ClientEntry, b: &&ClientEntry| b.rate.cmp(&a.rate);
+        if let Some(n) = top.filter(|n| *n < entries.len()) {
+            // Partial selection: only the N shown are sorted (and rendered).
+            entries.select_nth_unstable_by(n, by_rate);
+            entries.truncate(n);
+        }
+        let now_ms = self.now_ms();
         let hold = self.settings.policy.hold_down;
-        let mut clients: Vec<ClientStatus> = self
-            .table
-            .iter()
+        let port_name = |i: usize| {
+            self.ports
+                .list
+                .get(i)
+                .map_or_else(|| "?".into(), |p| p.name.clone())
+        };
+        let mut clients: Vec<ClientStatus> = entries
+            .into_iter()
             .map(|e| ClientStatus {
                 ip: client_addr(e),
                 mac: e.mac.to_string(),
-                port: self
-                    .ports
-                    .list
-                    .get(e.port as usize)
-                    .map_or_else(|| "?".into(), |p| p.name.clone()),
+                port: port_name(e.port as usize),
                 rate_bps: e.rate as f64 * 8.0,
-                last_seen_secs_ago: self.tick.saturating_sub(e.last_seen),
-                moved: self.steering.moved(&e.mac).map(|m| MoveStatus {
-                    to: self
-                        .ports
-                        .list
-                        .get(m.port)
-                        .map_or_else(|| "?".into(), |p| p.name.clone()),
-                    secs_ago: self.tick.saturating_sub(m.at_tick),
-                    reason: m.reason.as_str().into(),
-                    hold_down_left_secs: (m.at_tick + hold).saturating_sub(self.tick),
-                    reasserts: m.reasserts,
+                last_seen_secs_ago: self.clock.tick.saturating_sub(e.last_seen),
+                moved: self.steer.moved(&e.mac).map(|m| {
+                    let ago = now_ms.saturating_sub(m.at_ms) / 1000;
+                    MoveStatus {
+                        to: port_name(m.port),
+                        secs_ago: ago,
+                        reason: m.reason,
+                        hold_down_left_secs: hold.saturating_sub(ago),
+                        reasserts: m.reasserts,
+                    }
                 }),
             })
             .collect();
@@ -147,56 +168,57 @@ impl Daemon {
                 .total_cmp(&a.rate_bps)
                 .then_with(|| a.ip.cmp(&b.ip))
         });
+        clients
+    }
+
+    fn totals(&self) -> Totals {
+        let c = self.steer.counters();
+        Totals {
+            moves_overload: c.moves_overload,
+            moves_failover: c.moves_failover,
+            moves_placement: c.moves_placement,
+            reasserts: c.reasserts,
+            updates_sent: c.sent,
+            updates_suppressed: c.suppressed,
+            clients_tracked: self.table.len(),
+            clients_moved: self.steer.moved_count(),
+            table_capacity: self.table.capacity(),
+            table_evictions: self.table.evictions(),
+            table_expirations: self.table.expirations(),
+        }
+    }
+
+    /// The report with the clients of `clients` (none for the metrics).
+    fn report(&self, clients: Vec<ClientStatus>) -> StatusReport {
         let (mode, name) = match &self.ports.target {
-            Target::Bond(b) => ("bond", b.clone()),
-            Target::Ports(p) => ("ports", p.first().cloned().unwrap_or_default()),
+            Target::Bond(b) => (Mode::Bond, b.clone()),
+            Target::Ports(p) => (Mode::Ports, p.first().cloned().unwrap_or_default()),
         };
         StatusReport {
             schema: SCHEMA_VERSION,
             version: env!("CARGO_PKG_VERSION").into(),
-            mode: mode.into(),
+            mode,
             name,
             dry_run: self.settings.dry_run,
-            uptime_secs: self.start.elapsed().as_secs(),
-            tick: self.tick,
+            uptime_secs: self.clock.start.elapsed().as_secs(),
+            tick: self.clock.tick,
             threshold: self.settings.policy.threshold,
             window: self.settings.policy.window,
             hits: self.settings.policy.hits,
-            hold_down_secs: hold,
-            ports,
+            hold_down_secs: self.settings.policy.hold_down,
+            ports: self.port_statuses(),
             clients,
-            totals: Totals {
-                moves_overload: self
-                    .moves_total
-                    .get(&Reason::Overload)
-                    .copied()
-                    .unwrap_or(0),
-                moves_failover: self
-                    .moves_total
-                    .get(&Reason::Failover)
-                    .copied()
-                    .unwrap_or(0),
-                moves_placement: self
-                    .moves_total
-                    .get(&Reason::Placement)
-                    .copied()
-                    .unwrap_or(0),
-                reasserts: self.steering.reasserts,
-                updates_sent: self.steering.limiter.sent,
-                updates_suppressed: self.steering.limiter.suppressed,
-                clients_tracked: self.table.len(),
-                table_capacity: self.table.capacity(),
-                table_evictions: self.table.evictions(),
-                table_expirations: self.table.expirations(),
-            },
+            totals: self.totals(),
         }
     }
 }
 
-/// A client's address for people: its IPv4 one, or its IPv6 one while it has sent IPv6 only.
-fn client_addr(e: &crate::capture::ClientEntry) -> String {
-    match e.ip6 {
-        Some(v6) if e.ip.is_unspecified() => v6.to_string(),
-        _ => e.ip.to_string(),
+impl Responder for Daemon {
+    fn status(&self, top: Option<usize>) -> StatusReport {
+        self.report(self.client_list(top))
+    }
+
+    fn metrics(&self) -> String {
+        crate::metrics::render(&self.report(Vec::new()))
     }
 }

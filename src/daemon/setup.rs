@@ -1,20 +1,19 @@
 //! Start-up: find the bond or ports, check what would make rlbd useless or harmful (and say
 //! which sysctl or option to change), open the sockets. Also `sd_notify`, which needs no crate.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
 use mio::Poll;
 
-use super::ports::Ports;
-use super::steering::Steering;
-use super::Daemon;
+use super::captures::Captures;
+use super::{Clock, Daemon, Reload, CAPTURE_BASE};
 use crate::capture::{ClientTable, RingConfig};
 use crate::config::{ConfigError, Settings, Target};
-use crate::netlink::{BondMode, RouteSocket};
-
 use crate::exit::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE};
+use crate::host::{HostView, PortTable};
+use crate::netlink::{BondMode, RouteSocket, Snapshot};
+use crate::steer::{SteerConfig, Steerer};
 
 /// An error that ends the daemon, with the exit code it maps to.
 #[derive(Debug)]
@@ -131,10 +130,51 @@ fn check_port_sysctls(name: &str) -> Result<(), Fatal> {
     Ok(())
 }
 
-pub fn build(
-    settings: Settings,
-    reload: Box<dyn Fn() -> Result<Settings, ConfigError>>,
-) -> Result<Daemon, Fatal> {
+/// Ports mode: every port exists, carries an IPv4 address and passes the sysctl checks.
+fn check_ports(names: &[String], snap: &Snapshot) -> Result<(), Fatal> {
+    for name in names {
+        let Some(link) = snap.links.iter().find(|l| &l.name == name) else {
+            return Err(Fatal::unavailable(format!("unknown interface {name}")));
+        };
+        let has_v4 = snap
+            .addrs
+            .iter()
+            .any(|a| a.ifindex == link.index && a.network.is_ipv4());
+        if !has_v4 {
+            return Err(Fatal::config(format!("port {name} has no IPv4 address: in ports mode every port carries the server's address")));
+        }
+        check_port_sysctls(name)?;
+    }
+    if let Some(dup) = names
+        .iter()
+        .enumerate()
+        .find(|(i, n)| names[..*i].contains(n))
+        .map(|(_, n)| n)
+    {
+        return Err(Fatal::config(format!("--ports names {dup} twice")));
+    }
+    if names.len() < 2 {
+        return Err(Fatal::config("--ports needs at least two interfaces"));
+    }
+    Ok(())
+}
+
+/// The steering core's settings, from the daemon's.
+pub(super) fn steer_config(s: &Settings) -> SteerConfig {
+    SteerConfig {
+        policy: s.policy.clone(),
+        repeats: s.steering.repeats,
+        repeat_interval_ms: s.steering.repeat_interval_ms,
+        reassert_delay_ms: s.steering.reassert_delay_ms,
+        per_client_per_sec: s.steering.per_client_per_sec,
+        total_per_sec: s.steering.total_per_sec,
+        idle_ms: s.capture.idle_timeout_secs.saturating_mul(1000),
+        dry_run: s.dry_run,
+        max_moved: s.capture.table_size,
+    }
+}
+
+pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
     let Some(target) = settings.target.clone() else {
         return Err(Fatal::config("nothing to steer: give --bond NAME or --ports IF,IF (or bond/ports in the configuration file)"));
     };
@@ -148,116 +188,100 @@ pub fn build(
             let mode = check_bond(name, &snap)?;
             info!("bond {name}: mode {mode}");
         }
-        Target::Ports(names) => {
-            for name in names {
-                let Some(link) = snap.links.iter().find(|l| &l.name == name) else {
-                    return Err(Fatal::unavailable(format!("unknown interface {name}")));
-                };
-                let has_v4 = snap
-                    .addrs
-                    .iter()
-                    .any(|a| a.ifindex == link.index && a.network.is_ipv4());
-                if !has_v4 {
-                    return Err(Fatal::config(format!("port {name} has no IPv4 address: in ports mode every port carries the server's address")));
-                }
-                check_port_sysctls(name)?;
-            }
-            if let Some(dup) = names
-                .iter()
-                .enumerate()
-                .find(|(i, n)| names[..*i].contains(n))
-                .map(|(_, n)| n)
-            {
-                return Err(Fatal::config(format!("--ports names {dup} twice")));
-            }
-            if names.len() < 2 {
-                return Err(Fatal::config("--ports needs at least two interfaces"));
-            }
-        }
+        Target::Ports(names) => check_ports(names, &snap)?,
     }
     let ring = RingConfig {
         block_size: settings.capture.ring_block_kib * 1024,
         block_count: settings.capture.ring_blocks,
         ..RingConfig::default()
     };
-    let capacity: HashMap<String, f64> = settings
+    let capacity = settings
         .capacity_mbps
         .iter()
         .map(|(k, v)| (k.clone(), *v))
         .collect();
-    let mut ports = Ports::new(
+    let ports = PortTable::new(
         target.clone(),
         capacity,
-        ring,
         settings.policy.window,
         settings.policy.hits,
     );
-    let links: HashMap<u32, crate::netlink::LinkInfo> =
-        snap.links.iter().map(|l| (l.index, l.clone())).collect();
-    ports.sync(&links);
-    if let Target::Bond(name) = &target {
-        if !ports.list.iter().any(|p| p.present) {
-            return Err(Fatal::config(format!("bond {name} has no slaves")));
-        }
-    }
-    for p in ports.list.iter().filter(|p| p.present) {
-        if p.capacity_bps <= 0.0 {
-            return Err(Fatal::config(format!("port {}: no usable link speed; give its capacity with --capacity {}=MBIT or [capacity] in the configuration file", p.name, p.name)));
-        }
-    }
-    if let Some((i, e)) = ports.open_captures().into_iter().next() {
-        return Err(Fatal::io(
-            &format!(
-                "port {}: cannot open capture socket (needs CAP_NET_RAW)",
-                ports.list[i].name
-            ),
-            e,
-        ));
-    }
     let poll = Poll::new().map_err(|e| Fatal::io("cannot create the event loop", e))?;
-    let table = ClientTable::new(
-        settings.capture.table_size,
-        settings.capture.idle_timeout_secs,
-    );
-    let steering = Steering::new(&settings.steering, settings.capture.table_size);
     let now = Instant::now();
     let mut d = Daemon {
         reload,
         poll,
         nl,
-        links,
-        neigh: HashMap::new(),
-        neigh6: HashMap::new(),
-        addrs: Vec::new(),
-        addrs6: Vec::new(),
-        ports,
-        table,
-        steering,
-        tick: 0,
-        start: now,
-        next_tick: now + Duration::from_secs(1),
-        eval_at: None,
-        next_learning: now,
         nl_ready: true,
         nl_errors: 0,
-        capture_ready: Vec::new(),
+        host: HostView::new(target.clone()),
+        ports,
+        captures: Captures::new(ring, CAPTURE_BASE),
+        table: ClientTable::new(
+            settings.capture.table_size,
+            settings.capture.idle_timeout_secs,
+        ),
+        steer: Steerer::new(steer_config(&settings)),
+        clock: Clock {
+            start: now,
+            tick: 0,
+            next_tick: now + Duration::from_secs(1),
+            eval_at: None,
+            next_learning: now,
+        },
         arp_buf: Vec::new(),
-        moves_total: HashMap::new(),
+        actions: Vec::new(),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
         settings,
     };
-    for a in &snap.addrs {
-        match a.network {
-            ipnetwork::IpNetwork::V4(n) => d.addrs.push((a.ifindex, n)),
-            ipnetwork::IpNetwork::V6(n) => d.addrs6.push((a.ifindex, n.ip())),
-        }
-    }
-    for n in snap.neighbours {
-        d.on_neigh(n, true);
-    }
-    // First counters now, so the first evaluation has a rate.
-    if let Err(e) = d.nl.request_links() {
-        warn!("cannot request link counters: {e}");
-    }
+    d.start(snap, &target)?;
     Ok(d)
+}
+
+impl Daemon {
+    /// The start-up snapshot into the host view, the ports found, checked and captured.
+    fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Fatal> {
+        use crate::netlink::NlEvent;
+        for l in snap.links {
+            self.host.apply(&NlEvent::Link(l));
+        }
+        for a in snap.addrs {
+            self.host.apply(&NlEvent::Addr(a));
+        }
+        for n in snap.neighbours {
+            self.host.apply(&NlEvent::Neigh(n));
+        }
+        for c in self.ports.sync(self.host.links()) {
+            if let crate::host::Change::Added(i) = c {
+                self.start_port(i)?;
+            }
+        }
+        if let Target::Bond(name) = target {
+            if !self.ports.list.iter().any(|p| p.present) {
+                return Err(Fatal::config(format!("bond {name} has no slaves")));
+            }
+        }
+        // First counters now, so the first evaluation has a rate.
+        if let Err(e) = self.nl.request_links() {
+            warn!("cannot request link counters: {e}");
+        }
+        Ok(())
+    }
+
+    /// A port present at start: without a capacity or a capture socket rlbd cannot run.
+    fn start_port(&mut self, i: usize) -> Result<(), Fatal> {
+        let name = self.ports.list[i].name.clone();
+        let Some(capacity) = self.capacity_of(&name) else {
+            return Err(Fatal::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
+        };
+        self.ports.list[i].capacity_bps = capacity;
+        self.captures
+            .open(&self.ports, i, self.poll.registry())
+            .map_err(|e| {
+                Fatal::io(
+                    &format!("port {name}: cannot open capture socket (needs CAP_NET_RAW)"),
+                    e,
+                )
+            })
+    }
 }

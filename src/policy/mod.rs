@@ -13,4 +13,4 @@ pub mod planner;
 pub use config::{ConfigError, PolicyConfig};
 pub use detector::Detector;
 pub use model::{ClientView, Move, PortView, Reason};
-pub use planner::{place, plan};
+pub use planner::{place, place_new, plan};

@@ -1,7 +1,7 @@
 //! The planner's plain data. Rates are bits per second; ports and clients are indices into the
 //! slices the caller passes, so the core needs no knowledge of MACs, names or addresses.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Index into the `ports` slice given to the planner.
 pub type PortId = usize;
@@ -41,7 +41,7 @@ pub struct ClientView {
     pub held: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// The source port was overloaded (K of W samples over threshold).

@@ -154,6 +154,37 @@ pub fn place(ports: &[PortView]) -> Option<PortId> {
     Targets::new(ports).least_loaded()
 }
 
+/// First placements for balance-tlb, where the driver answers every ARP with the active slave's
+/// MAC and so places nobody: each client of `new` at or above the rate floor goes, in the order
+/// given, to the least-utilized live port, counted there at once so the next one sees it. A
+/// client already on that port stays.
+pub fn place_new(cfg: &PolicyConfig, ports: &[PortView], new: &[ClientView]) -> Vec<Move> {
+    let mut targets = Targets::new(ports);
+    let floor = cfg.min_rate_bps();
+    let mut moves = Vec::new();
+    for c in (0..new.len()).filter(|&c| new[c].rate_bps >= floor && new[c].port < ports.len()) {
+        let Some(to) = targets.least_loaded() else {
+            break;
+        };
+        let (from, rate) = (new[c].port, nonneg(new[c].rate_bps));
+        if to == from {
+            continue;
+        }
+        let before = (targets.util(from), targets.util(to));
+        targets.shift(from, to, rate);
+        moves.push(Move {
+            client: c,
+            from,
+            to,
+            rate_bps: rate,
+            reason: Reason::Placement,
+            from_util: (before.0, targets.util(from)),
+            to_util: (before.1, targets.util(to)),
+        });
+    }
+    moves
+}
+
 /// (port, start, end) ranges of `sorted` (clients sorted by port).
 fn group_bounds(sorted: &[usize], clients: &[ClientView]) -> Vec<(PortId, usize, usize)> {
     let mut groups = Vec::new();

@@ -429,3 +429,28 @@ fn a_starved_client_on_a_saturated_port_is_moved_even_beside_an_elephant() {
     assert_eq!(moves.len(), 1, "{moves:?}");
     assert_eq!((moves[0].client, moves[0].to), (1, 1));
 }
+
+#[test]
+fn place_new_spreads_new_clients_and_counts_each_at_once() {
+    let cfg = PolicyConfig::default();
+    let mb = 1e6;
+    // balance-tlb: every new client arrives on the active slave, port 0.
+    let ports = vec![
+        port(100.0 * mb, 60.0 * mb, false),
+        port(100.0 * mb, 0.0, false),
+        port(100.0 * mb, 0.0, false),
+    ];
+    let c = |rate: f64| ClientView {
+        port: 0,
+        rate_bps: rate,
+        held: false,
+    };
+    let new = vec![c(10.0 * mb), c(30.0 * mb), c(20.0 * mb), c(1_000.0)];
+    let moves = place_new(&cfg, &ports, &new);
+    let got: Vec<(usize, usize)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    // 10 to port 1 (0 -> 10), 30 to port 2 (0 -> 30), 20 to port 1 (10 is now the least);
+    // the one under the 5 KB/s floor is left alone.
+    assert_eq!(got, vec![(0, 1), (1, 2), (2, 1)]);
+    assert!(moves.iter().all(|m| m.reason == Reason::Placement));
+    assert!((moves[2].to_util.1 - 0.30).abs() < 1e-9);
+}

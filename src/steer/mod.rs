@@ -1,10 +1,15 @@
-//! Putting moves on the wire: the frames (`arp`, `nd`) and the limits on sending them (`limiter`).
+//! Steering: the pure core that decides whom to send what and when (`core`), the frames (`arp`,
+//! `nd`), the limits on sending them (`limiter`) and what puts a moved client at risk (`watch`).
 
 pub mod arp;
+pub mod core;
 pub mod limiter;
 pub mod nd;
 pub mod watch;
 
+pub use self::core::{
+    Action, ClientSnap, Counters, Ctx, Moved, PortId, PortInfo, SteerConfig, Steerer,
+};
 pub use arp::{learning_frame, steering_update};
 pub use limiter::Limiter;
 pub use nd::neighbor_advertisement;

@@ -1,0 +1,131 @@
+//! The capture sockets, one per port, indexed like the port table: opened when a port appears,
+//! closed when it goes, re-filtered when the set of port MACs changes, and used to send the
+//! steering core's frames out of the right port.
+
+use std::io;
+
+use log::{debug, error, warn};
+use mio::{Interest, Registry, Token};
+
+use crate::capture::{CaptureSocket, RingConfig};
+use crate::host::PortTable;
+
+pub struct Captures {
+    socks: Vec<Option<CaptureSocket>>,
+    /// Frames may be waiting on this socket (edge-triggered readiness, bounded batches).
+    pub ready: Vec<bool>,
+    ring: RingConfig,
+    base: usize,
+}
+
+impl Captures {
+    /// `base`: the mio token of port 0's socket; port `i` uses `base + i`.
+    pub fn new(ring: RingConfig, base: usize) -> Self {
+        Captures {
+            socks: Vec::new(),
+            ready: Vec::new(),
+            ring,
+            base,
+        }
+    }
+
+    fn grow(&mut self, n: usize) {
+        if self.socks.len() < n {
+            self.socks.resize_with(n, || None);
+            self.ready.resize(n, false);
+        }
+    }
+
+    pub fn get(&self, port: usize) -> Option<&CaptureSocket> {
+        self.socks.get(port)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, port: usize) -> Option<&mut CaptureSocket> {
+        self.socks.get_mut(port)?.as_mut()
+    }
+
+    /// The port whose socket `token` is.
+    pub fn port_of(&self, token: Token) -> Option<usize> {
+        token
+            .0
+            .checked_sub(self.base)
+            .filter(|p| *p < self.socks.len())
+    }
+
+    /// Opens (and registers) the socket of port `i`, replacing any old one.
+    pub fn open(&mut self, ports: &PortTable, i: usize, registry: &Registry) -> io::Result<()> {
+        self.grow(ports.list.len());
+        self.close(i, registry);
+        let p = &ports.list[i];
+        let mut c = CaptureSocket::open(&p.name, p.ifindex, &ports.macs(), &self.ring)?;
+        if let Err(e) = registry.register(&mut c, Token(self.base + i), Interest::READABLE) {
+            error!("port {}: cannot register capture socket: {e}", p.name);
+        }
+        self.socks[i] = Some(c);
+        // Frames may already be waiting; edge-triggered readiness would not report them.
+        self.ready[i] = true;
+        Ok(())
+    }
+
+    pub fn close(&mut self, i: usize, registry: &Registry) {
+        self.grow(i + 1);
+        if let Some(mut c) = self.socks[i].take() {
+            let _ = registry.deregister(&mut c);
+        }
+        self.ready[i] = false;
+    }
+
+    /// Re-filters every socket for the present ports' MACs.
+    pub fn refilter(&self, ports: &PortTable) {
+        let macs = ports.macs();
+        for (i, c) in self.socks.iter().enumerate() {
+            if let Some(c) = c {
+                if let Err(e) = c.set_macs(&macs) {
+                    let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
+                    error!("port {name}: cannot update capture filter: {e}");
+                }
+            }
+        }
+    }
+
+    /// Sends one frame out of `port`; a failure is logged with the port and what it was.
+    pub fn send(&self, ports: &PortTable, port: usize, frame: &[u8], what: &dyn Fn() -> String) {
+        let name = ports.list.get(port).map_or("?", |p| p.name.as_str());
+        match self.get(port) {
+            Some(c) => {
+                if let Err(e) = c.send(frame) {
+                    warn!("port {name}: cannot send {}: {e}", what());
+                }
+            }
+            None => debug!("port {name}: no socket to send {} on", what()),
+        }
+    }
+
+    /// Reads each ring's drop counter into the port table; warns about new drops.
+    pub fn update_drops(&self, ports: &mut PortTable) {
+        for (p, c) in ports.list.iter_mut().zip(&self.socks) {
+            let Some(c) = c.as_ref().filter(|_| p.present) else {
+                continue;
+            };
+            match c.stats() {
+                Ok(s) if s.drops > p.ring_drops => {
+                    warn!(
+                        "port {}: capture ring dropped {} frames",
+                        p.name,
+                        s.drops - p.ring_drops
+                    );
+                    p.ring_drops = s.drops;
+                }
+                Ok(_) => {}
+                Err(e) => debug!("port {}: cannot read ring statistics: {e}", p.name),
+            }
+        }
+    }
+
+    /// (frames delivered, frames dropped) by port `i`'s ring since it was opened.
+    pub fn ring_counts(&self, i: usize) -> (u64, u64) {
+        self.get(i)
+            .and_then(|c| c.stats().ok())
+            .map_or((0, 0), |s| (s.packets, s.drops))
+    }
+}

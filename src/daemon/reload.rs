@@ -1,0 +1,57 @@
+//! SIGHUP: the configuration read again and applied to every part that holds a copy of it,
+//! keeping all state (moves, rates, the client table). The bond or ports and the capture table
+//! and ring sizes need a restart.
+
+use log::{debug, error, info, warn};
+
+use super::Daemon;
+use crate::config::Settings;
+
+impl Daemon {
+    pub(super) fn reload_config(&mut self) {
+        let new = match (self.reload)() {
+            Ok(new) => new,
+            Err(e) => {
+                error!("SIGHUP: configuration not reloaded: {e}");
+                return;
+            }
+        };
+        if new.target != self.settings.target && new.target.is_some() {
+            warn!("SIGHUP: the bond or ports changed in the configuration; restart rlbd to apply that");
+        }
+        let old = &self.settings.capture;
+        if (old.table_size, old.ring_blocks, old.ring_block_kib)
+            != (
+                new.capture.table_size,
+                new.capture.ring_blocks,
+                new.capture.ring_block_kib,
+            )
+        {
+            warn!("SIGHUP: the capture table or ring size changed; restart rlbd to apply that");
+        }
+        self.ports.set_window(new.policy.window, new.policy.hits);
+        self.ports.capacity_mbps = new
+            .capacity_mbps
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        for i in 0..self.ports.list.len() {
+            let name = self.ports.list[i].name.clone();
+            if let Some(c) = self.ports.capacity_override(&name) {
+                self.ports.list[i].capacity_bps = c;
+            }
+        }
+        self.table.set_idle_ticks(new.capture.idle_timeout_secs);
+        self.steer.reconfigure(super::setup::steer_config(&new));
+        crate::logging::set_level(&new.log_level);
+        self.settings = Settings {
+            target: self.settings.target.clone(),
+            ..new
+        };
+        info!("SIGHUP: configuration reloaded; state kept");
+        debug!(
+            "now: log level {}, {:?}, {:?}",
+            self.settings.log_level, self.settings.policy, self.settings.steering
+        );
+    }
+}

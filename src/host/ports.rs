@@ -1,0 +1,393 @@
+//! The ports rlbd steers among, kept in step with the kernel's link table: bond slaves found by
+//! `IFLA_MASTER`, or named plain ports. Indices are stable for the daemon's life, since the
+//! client table and the moves refer to ports by index. Pure: the shell opens capture sockets for
+//! ports that appear and reads link speeds; times are milliseconds since the daemon started.
+
+use std::collections::HashMap;
+
+use crate::config::Target;
+use crate::netlink::{counter_delta, BondMode, LinkInfo};
+use crate::policy::{Detector, PortView};
+use crate::status::PortState;
+use crate::Mac;
+
+/// Two counter readings closer than this are too noisy to make a rate from: the later one
+/// replaces the newer reading instead (link notifications carry counters at odd moments).
+const MIN_SAMPLE_GAP_MS: u64 = 500;
+
+#[derive(Debug, Clone)]
+pub struct Port {
+    pub name: String,
+    pub ifindex: u32,
+    pub mac: Mac,
+    pub up: bool,
+    pub present: bool,
+    /// bit/s; 0 when unknown, which makes the port neither a target nor ever overloaded.
+    pub capacity_bps: f64,
+    pub detector: Detector,
+    prev: Option<(u64, u64)>,
+    last: Option<(u64, u64)>,
+    /// This second's receive rate, bit/s; `None` when there was no usable reading.
+    pub rx_bps: Option<f64>,
+    /// Frames the capture ring dropped, as last reported.
+    pub ring_drops: u64,
+}
+
+impl Port {
+    fn new(link: &LinkInfo, mac: Mac, window: usize, hits: usize) -> Port {
+        Port {
+            name: link.name.clone(),
+            ifindex: link.index,
+            mac,
+            up: false,
+            present: false,
+            capacity_bps: 0.0,
+            detector: Detector::new(window, hits),
+            prev: None,
+            last: None,
+            rx_bps: None,
+            ring_drops: 0,
+        }
+    }
+
+    pub fn record_counter(&mut self, at_ms: u64, rx_bytes: u64) {
+        match self.last {
+            Some((t, _)) if at_ms.saturating_sub(t) < MIN_SAMPLE_GAP_MS => {
+                self.last = Some((at_ms, rx_bytes));
+                // Keep `prev` so the rate spans a real interval.
+            }
+            _ => {
+                self.prev = self.last;
+                self.last = Some((at_ms, rx_bytes));
+            }
+        }
+    }
+
+    /// The rate between the last two readings, if the newer one is at most `fresh_ms` old. A
+    /// counter that went backwards (reset, wrap, driver reload) gives no rate rather than a spike.
+    pub fn compute_rate(&mut self, now_ms: u64, fresh_ms: u64) -> Option<f64> {
+        let rate = match (self.prev, self.last) {
+            (Some((t0, b0)), Some((t1, b1)))
+                if now_ms.saturating_sub(t1) <= fresh_ms && t1 > t0 =>
+            {
+                counter_delta(b0, b1).map(|d| d as f64 * 8.0 * 1000.0 / (t1 - t0) as f64)
+            }
+            _ => None,
+        };
+        self.rx_bps = rate;
+        rate
+    }
+
+    pub fn rx_bytes(&self) -> Option<u64> {
+        self.last.map(|(_, b)| b)
+    }
+
+    pub fn usable(&self) -> bool {
+        self.present && self.up
+    }
+
+    pub fn utilization(&self) -> Option<f64> {
+        self.rx_bps
+            .filter(|_| self.capacity_bps > 0.0)
+            .map(|r| r / self.capacity_bps)
+    }
+
+    pub fn state(&self) -> PortState {
+        if !self.present {
+            PortState::Absent
+        } else if self.up {
+            PortState::Up
+        } else {
+            PortState::Down
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A port appeared (first time, or back after it was removed): the shell opens its capture
+    /// and gives it a capacity.
+    Added(usize),
+    Removed(usize),
+    Down(usize),
+    Up(usize),
+    MacChanged {
+        port: usize,
+        old: Mac,
+    },
+    /// The bond (bond mode) appeared with this ifindex.
+    BondFound(u32),
+    /// The bond (bond mode) is gone or not there yet.
+    BondMissing,
+}
+
+#[derive(Debug, Clone)]
+pub struct PortTable {
+    pub list: Vec<Port>,
+    pub target: Target,
+    /// The bond's ifindex in bond mode, while it exists.
+    pub bond_index: Option<u32>,
+    /// The bond's mode (`IFLA_BOND_MODE`), while it exists.
+    pub bond_mode: Option<BondMode>,
+    /// `[capacity]`/`--capacity` overrides, Mbit/s by port name.
+    pub capacity_mbps: HashMap<String, f64>,
+    pub window: usize,
+    pub hits: usize,
+    bond_missing_reported: bool,
+}
+
+impl PortTable {
+    pub fn new(
+        target: Target,
+        capacity_mbps: HashMap<String, f64>,
+        window: usize,
+        hits: usize,
+    ) -> Self {
+        Self {
+            list: Vec::new(),
+            target,
+            bond_index: None,
+            bond_mode: None,
+            capacity_mbps,
+            window,
+            hits,
+            bond_missing_reported: false,
+        }
+    }
+
+    /// The MACs of the present ports (the capture filter's destinations).
+    pub fn macs(&self) -> Vec<Mac> {
+        self.list
+            .iter()
+            .filter(|p| p.present)
+            .map(|p| p.mac)
+            .collect()
+    }
+
+    pub fn by_ifindex(&self, ifindex: u32) -> Option<usize> {
+        self.list
+            .iter()
+            .position(|p| p.present && p.ifindex == ifindex)
+    }
+
+    /// The configured capacity of a port, bit/s, if one is set for its name.
+    pub fn capacity_override(&self, name: &str) -> Option<f64> {
+        self.capacity_mbps
+            .get(name)
+            .copied()
+            .filter(|m| *m > 0.0)
+            .map(|m| m * 1e6)
+    }
+
+    /// The planner's view of every port. `overloaded` is the detector's verdict.
+    pub fn views(&self) -> Vec<PortView> {
+        self.list
+            .iter()
+            .map(|p| PortView {
+                capacity_bps: p.capacity_bps,
+                up: p.usable(),
+                rx_bps: p.rx_bps.unwrap_or(0.0),
+                overloaded: p.usable() && p.detector.overloaded(),
+            })
+            .collect()
+    }
+
+    /// The links that should be ports now, by name order for ports mode and ifindex for slaves.
+    fn desired<'a>(
+        &mut self,
+        links: &'a HashMap<u32, LinkInfo>,
+        changes: &mut Vec<Change>,
+    ) -> Vec<&'a LinkInfo> {
+        match &self.target {
+            Target::Ports(names) => names
+                .iter()
+                .filter_map(|n| links.values().find(|l| &l.name == n))
+                .collect(),
+            Target::Bond(name) => {
+                let bond = links
+                    .values()
+                    .find(|l| &l.name == name && l.kind.as_deref() == Some("bond"));
+                let Some(b) = bond else {
+                    if self.bond_index.take().is_some() || !self.bond_missing_reported {
+                        changes.push(Change::BondMissing);
+                        self.bond_missing_reported = true;
+                    }
+                    return Vec::new();
+                };
+                if self.bond_index != Some(b.index) {
+                    changes.push(Change::BondFound(b.index));
+                    self.bond_missing_reported = false;
+                }
+                self.bond_index = Some(b.index);
+                self.bond_mode = b.bond.as_ref().map(|i| i.mode);
+                let mut slaves: Vec<&LinkInfo> = links
+                    .values()
+                    .filter(|l| l.master == Some(b.index))
+                    .collect();
+                slaves.sort_by_key(|l| l.index);
+                slaves
+            }
+        }
+    }
+
+    /// Brings the port list in line with the link table; returns what changed.
+    pub fn sync(&mut self, links: &HashMap<u32, LinkInfo>) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let desired = self.desired(links, &mut changes);
+        let mut keep = vec![false; self.list.len()];
+        for link in desired {
+            let Some(mac) = link.mac else { continue };
+            let up = link.admin_up && link.oper_up;
+            let slot = self
+                .list
+                .iter()
+                .position(|p| p.ifindex == link.index)
+                .or_else(|| self.list.iter().position(|p| p.name == link.name));
+            let i = slot.unwrap_or_else(|| {
+                self.list.push(Port::new(link, mac, self.window, self.hits));
+                keep.push(false);
+                self.list.len() - 1
+            });
+            keep[i] = true;
+            let p = &mut self.list[i];
+            if !p.present || p.ifindex != link.index || p.name != link.name {
+                // New, back, or another link under the same name: start afresh.
+                *p = Port {
+                    ring_drops: p.ring_drops,
+                    ..Port::new(link, mac, self.window, self.hits)
+                };
+                p.present = true;
+                p.up = up;
+                changes.push(Change::Added(i));
+                continue;
+            }
+            if p.mac != mac {
+                changes.push(Change::MacChanged {
+                    port: i,
+                    old: p.mac,
+                });
+                p.mac = mac;
+            }
+            if p.up != up {
+                p.up = up;
+                p.detector.reset();
+                changes.push(if up { Change::Up(i) } else { Change::Down(i) });
+            }
+        }
+        for (i, kept) in keep.iter().enumerate() {
+            if !kept && self.list[i].present {
+                let p = &mut self.list[i];
+                p.present = false;
+                p.up = false;
+                p.rx_bps = None;
+                changes.push(Change::Removed(i));
+            }
+        }
+        changes
+    }
+
+    /// New overload window settings (a reload): every detector starts over.
+    pub fn set_window(&mut self, window: usize, hits: usize) {
+        if (window, hits) != (self.window, self.hits) {
+            self.window = window;
+            self.hits = hits;
+            for p in &mut self.list {
+                p.detector = Detector::new(window, hits);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(index: u32, name: &str, master: Option<u32>, up: bool) -> LinkInfo {
+        LinkInfo {
+            index,
+            name: name.into(),
+            mac: Some(Mac(2, 0, 0, 0, 1, index as u8)),
+            admin_up: true,
+            oper_up: up,
+            master,
+            kind: if name.starts_with("bond") {
+                Some("bond".into())
+            } else {
+                None
+            },
+            ..LinkInfo::default()
+        }
+    }
+
+    fn table(links: &[LinkInfo]) -> HashMap<u32, LinkInfo> {
+        links.iter().map(|l| (l.index, l.clone())).collect()
+    }
+
+    #[test]
+    fn slaves_come_and_go_with_stable_indices() {
+        let mut t = PortTable::new(Target::Bond("bond0".into()), HashMap::new(), 3, 2);
+        let bond = link(1, "bond0", None, true);
+        let (a, b) = (
+            link(2, "eth0", Some(1), true),
+            link(3, "eth1", Some(1), true),
+        );
+        let c = t.sync(&table(&[bond.clone(), a.clone(), b.clone()]));
+        assert_eq!(
+            c,
+            vec![Change::BondFound(1), Change::Added(0), Change::Added(1)]
+        );
+        let c = t.sync(&table(&[bond.clone(), b.clone()]));
+        assert_eq!(c, vec![Change::Removed(0)]);
+        let mut b_down = b.clone();
+        b_down.oper_up = false;
+        assert_eq!(
+            t.sync(&table(&[bond.clone(), b_down])),
+            vec![Change::Down(1)]
+        );
+        // eth0 comes back with a new ifindex: same slot.
+        let a2 = link(7, "eth0", Some(1), true);
+        let c = t.sync(&table(&[bond.clone(), a2, b.clone()]));
+        assert_eq!(
+            c,
+            vec![Change::Up(1), Change::Added(0)],
+            "slaves in ifindex order"
+        );
+        assert_eq!(t.list[0].ifindex, 7);
+        let mut b_mac = b;
+        b_mac.mac = Some(Mac(2, 0, 0, 0, 9, 9));
+        let c = t.sync(&table(&[bond, link(7, "eth0", Some(1), true), b_mac]));
+        assert_eq!(
+            c,
+            vec![Change::MacChanged {
+                port: 1,
+                old: Mac(2, 0, 0, 0, 1, 3)
+            }]
+        );
+    }
+
+    #[test]
+    fn a_missing_bond_is_reported_once() {
+        let mut t = PortTable::new(Target::Bond("bond0".into()), HashMap::new(), 3, 2);
+        assert_eq!(t.sync(&HashMap::new()), vec![Change::BondMissing]);
+        assert_eq!(t.sync(&HashMap::new()), vec![]);
+        let bond = link(1, "bond0", None, true);
+        assert_eq!(t.sync(&table(&[bond])), vec![Change::BondFound(1)]);
+        assert_eq!(t.sync(&HashMap::new()), vec![Change::BondMissing]);
+    }
+
+    #[test]
+    fn rates_span_real_intervals_and_refuse_resets() {
+        let mut t = PortTable::new(Target::Ports(vec!["p0".into()]), HashMap::new(), 3, 2);
+        t.sync(&table(&[link(2, "p0", None, true)]));
+        let p = &mut t.list[0];
+        p.record_counter(0, 1_000);
+        p.record_counter(1000, 126_000);
+        // A notification 100 ms later replaces the newer reading, keeping a 1.1 s interval.
+        p.record_counter(1100, 138_500);
+        let r = p.compute_rate(1200, 400).unwrap();
+        assert!((r - 1_000_000.0).abs() < 1.0, "{r}");
+        assert_eq!(p.compute_rate(2000, 400), None, "stale");
+        p.record_counter(2100, 5);
+        assert_eq!(p.compute_rate(2100, 400), None, "counter went backwards");
+    }
+}

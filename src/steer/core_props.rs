@@ -1,0 +1,495 @@
+//! Properties of the steering core under any sequence of events: moves, the host's and clients'
+//! ARP and Neighbor Discovery, neighbour entries and addresses coming and going, ports failing
+//! and coming back, MACs changing, time passing, idle clients forgotten.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+
+use super::tests::{cfg, World, P};
+use super::*;
+use crate::capture::NdKind;
+use crate::host::testing::*;
+use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
+
+const CLIENTS: usize = 4;
+const PER_CLIENT: u32 = 8;
+const TOTAL: u32 = 20;
+
+fn mac(c: usize) -> Mac {
+    Mac(2, 0, 0, 0, 0x10, c as u8)
+}
+fn ip4(c: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, 20 + c as u8)
+}
+fn ip6(c: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x20 + c as u16)
+}
+fn talk(c: usize, v6: bool) -> Talk {
+    Talk {
+        v4: Some((ip4(c), SERVER)),
+        v6: v6.then_some((ip6(c), SERVER6)),
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Move {
+        c: usize,
+        to: usize,
+        failover: bool,
+        v6: bool,
+    },
+    /// The host answers client `c`'s ARP from port `p` (with `p`'s MAC), `n` times at once.
+    HostReply {
+        c: usize,
+        p: usize,
+        n: usize,
+    },
+    HostBroadcast {
+        p: usize,
+        n: usize,
+    },
+    ClientAsks {
+        c: usize,
+        n: usize,
+    },
+    HostNa {
+        p: usize,
+        multicast: bool,
+        c: usize,
+        n: usize,
+    },
+    ClientSolicits {
+        c: usize,
+        n: usize,
+    },
+    /// The kernel's entry for `c` (IPv4 or IPv6) becomes confirmed or fails.
+    Neigh {
+        c: usize,
+        v6: bool,
+        ok: bool,
+    },
+    /// The server's IPv4 or IPv6 address is removed or added back.
+    Addr {
+        v6: bool,
+        present: bool,
+    },
+    PortDown(usize),
+    PortUp(usize),
+    MacChanged(usize),
+    Rebalance {
+        hot: usize,
+        rates: [u8; CLIENTS],
+        on: [usize; CLIENTS],
+    },
+    Advance(u64),
+    Forget {
+        active: [bool; CLIENTS],
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let c = 0..CLIENTS;
+    let p = 0..3usize;
+    let n = 1..5usize;
+    prop_oneof![
+        3 => (c.clone(), p.clone(), any::<bool>(), any::<bool>())
+            .prop_map(|(c, to, failover, v6)| Op::Move { c, to, failover, v6 }),
+        2 => (c.clone(), p.clone(), n.clone()).prop_map(|(c, p, n)| Op::HostReply { c, p, n }),
+        1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::HostBroadcast { p, n }),
+        2 => (c.clone(), n.clone()).prop_map(|(c, n)| Op::ClientAsks { c, n }),
+        1 => (p.clone(), any::<bool>(), c.clone(), n.clone())
+            .prop_map(|(p, multicast, c, n)| Op::HostNa { p, multicast, c, n }),
+        1 => (c.clone(), n).prop_map(|(c, n)| Op::ClientSolicits { c, n }),
+        2 => (c.clone(), any::<bool>(), any::<bool>()).prop_map(|(c, v6, ok)| Op::Neigh { c, v6, ok }),
+        1 => (any::<bool>(), any::<bool>()).prop_map(|(v6, present)| Op::Addr { v6, present }),
+        1 => p.clone().prop_map(Op::PortDown),
+        1 => p.clone().prop_map(Op::PortUp),
+        1 => p.clone().prop_map(Op::MacChanged),
+        2 => (p.clone(), any::<[u8; CLIENTS]>(), proptest::array::uniform4(p))
+            .prop_map(|(hot, rates, on)| Op::Rebalance { hot, rates, on }),
+        4 => (0..3000u64).prop_map(Op::Advance),
+        1 => any::<[bool; CLIENTS]>().prop_map(|active| Op::Forget { active }),
+    ]
+}
+
+struct Harness {
+    w: World,
+    s: Steerer,
+    now: u64,
+    macs: [Mac; 3],
+    sends: HashMap<Mac, Vec<u64>>,
+    all_sends: Vec<u64>,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let mut w = World::new();
+        for c in 0..CLIENTS {
+            w.host
+                .apply(&neigh(BOND, ip4(c).into(), mac(c), libc::NUD_REACHABLE));
+            w.host
+                .apply(&neigh(BOND, ip6(c).into(), mac(c), libc::NUD_STALE));
+        }
+        let s = Steerer::new(SteerConfig {
+            per_client_per_sec: PER_CLIENT,
+            total_per_sec: TOTAL,
+            ..cfg()
+        });
+        Harness {
+            w,
+            s,
+            now: 0,
+            macs: P,
+            sends: HashMap::new(),
+            all_sends: Vec::new(),
+        }
+    }
+
+    fn ports(&self) -> Vec<PortInfo<'static>> {
+        (0..3)
+            .map(|i| PortInfo {
+                name: ["p0", "p1", "p2"][i],
+                mac: self.macs[i],
+                usable: self.w.usable[i],
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the core with the current world, then checks every frame it sent.
+    fn run(&mut self, f: impl FnOnce(&mut Steerer, &Ctx, u64, &mut Vec<Action>)) -> Vec<Action> {
+        let ports = self.ports();
+        let mut out = Vec::new();
+        let ctx = Ctx {
+            host: &self.w.host,
+            ports: &ports,
+        };
+        f(&mut self.s, &ctx, self.now, &mut out);
+        for a in &out {
+            let Action::Send {
+                port,
+                client,
+                claim,
+                frame,
+            } = a
+            else {
+                continue;
+            };
+            // Only to a neighbour the kernel confirms, only for an address of the server's.
+            assert!(
+                self.w.host.confirms(*client, claim.client()),
+                "sent to {client} for {} which the kernel does not confirm",
+                claim.client()
+            );
+            assert!(
+                self.w.host.is_ours(claim.server()),
+                "claimed {}",
+                claim.server()
+            );
+            // From a live port, with its MAC, to the client.
+            assert!(self.w.usable[*port], "sent from down port {port}");
+            assert_eq!(frame[0..6], client.octets());
+            assert_eq!(frame[6..12], self.macs[*port].octets());
+            let times = self.sends.entry(*client).or_default();
+            times.push(self.now);
+            // Token buckets: in any interval shorter than a second, at most a burst plus a
+            // second's refill.
+            let recent = times.iter().filter(|t| **t + 1000 > self.now).count();
+            assert!(
+                recent <= 2 * PER_CLIENT as usize,
+                "{recent} frames to {client} within 1 s"
+            );
+            self.all_sends.push(self.now);
+            let all = self
+                .all_sends
+                .iter()
+                .filter(|t| **t + 1000 > self.now)
+                .count();
+            assert!(all <= 2 * TOTAL as usize, "{all} frames within 1 s");
+        }
+        for m in self.s.moved.values() {
+            assert!(m.pending.len() <= MAX_PENDING_PER_CLIENT);
+        }
+        out
+    }
+
+    /// Every moved client the kernel still confirms is on a live port, when one is left.
+    fn check_none_stranded(&self) {
+        if !self.w.usable.iter().any(|u| *u) {
+            return;
+        }
+        for (c, m) in &self.s.moved {
+            let claims = self.w.host.claims_for(*c, &Talk::from_claims(&m.claims));
+            if !claims.is_empty() {
+                assert!(self.w.usable[m.port], "{c} left on down port {}", m.port);
+            }
+        }
+    }
+
+    fn arp(&mut self, seen: ArpSeen, n: usize) {
+        let before: Vec<u64> = (0..CLIENTS).map(|c| self.reasserts(c)).collect();
+        self.run(|s, ctx, now, out| {
+            for _ in 0..n {
+                s.on_arp(now, &seen, ctx, out);
+            }
+        });
+        self.check_one_reassertion(&before);
+    }
+
+    fn nd(&mut self, seen: NdSeen, n: usize) {
+        let before: Vec<u64> = (0..CLIENTS).map(|c| self.reasserts(c)).collect();
+        self.run(|s, ctx, now, out| {
+            for _ in 0..n {
+                s.on_nd(now, &seen, ctx, out);
+            }
+        });
+        self.check_one_reassertion(&before);
+    }
+
+    /// Lets `dt` pass, waking at every due time as the event loop does.
+    fn advance(&mut self, dt: u64) {
+        let end = self.now + dt;
+        while let Some(due) = self.s.next_due().filter(|t| *t <= end) {
+            self.now = self.now.max(due);
+            self.run(|s, ctx, now, out| s.on_timer(now, ctx, out));
+        }
+        self.now = end;
+    }
+
+    fn reasserts(&self, c: usize) -> u64 {
+        self.s.moved(&mac(c)).map_or(0, |m| m.reasserts)
+    }
+
+    /// A burst of one frame is answered with at most one re-assertion per client.
+    fn check_one_reassertion(&self, before: &[u64]) {
+        for (c, b) in before.iter().enumerate() {
+            assert!(
+                self.reasserts(c) <= b + 1,
+                "client {c} re-asserted more than once"
+            );
+        }
+    }
+
+    fn apply(&mut self, op: Op) {
+        let moved_before: HashMap<Mac, (u64, Reason)> = self
+            .s
+            .moved
+            .iter()
+            .map(|(k, m)| (*k, (m.at_ms, m.reason)))
+            .collect();
+        match op {
+            Op::Move {
+                c,
+                to,
+                failover,
+                v6,
+            } => {
+                let reason = if failover {
+                    Reason::Failover
+                } else {
+                    Reason::Overload
+                };
+                let mv = Move {
+                    client: 0,
+                    from: (to + 1) % 3,
+                    to,
+                    rate_bps: 1e6,
+                    reason,
+                    from_util: (0.9, 0.8),
+                    to_util: (0.1, 0.2),
+                };
+                self.run(|s, ctx, now, out| {
+                    s.apply_move(now, mac(c), &talk(c, v6), &mv, "prop", ctx, out);
+                });
+            }
+            Op::HostReply { c, p, n } => {
+                let m = self.macs[p];
+                self.arp(
+                    ArpSeen {
+                        outgoing: true,
+                        op: 2,
+                        eth_src: m,
+                        eth_dst: mac(c),
+                        sha: m,
+                    },
+                    n,
+                );
+            }
+            Op::HostBroadcast { p, n } => {
+                let m = self.macs[p];
+                let b = Mac::broadcast();
+                self.arp(
+                    ArpSeen {
+                        outgoing: true,
+                        op: 1,
+                        eth_src: m,
+                        eth_dst: b,
+                        sha: m,
+                    },
+                    n,
+                );
+            }
+            Op::ClientAsks { c, n } => {
+                let b = Mac::broadcast();
+                self.arp(
+                    ArpSeen {
+                        outgoing: false,
+                        op: 1,
+                        eth_src: mac(c),
+                        eth_dst: b,
+                        sha: mac(c),
+                    },
+                    n,
+                );
+            }
+            Op::HostNa { p, multicast, c, n } => {
+                let m = self.macs[p];
+                let dst = if multicast {
+                    Mac(0x33, 0x33, 0, 0, 0, 1)
+                } else {
+                    mac(c)
+                };
+                let seen = NdSeen {
+                    outgoing: true,
+                    kind: NdKind::Na,
+                    eth_src: m,
+                    eth_dst: dst,
+                    target: SERVER6,
+                    lladdr: Some(m),
+                };
+                self.nd(seen, n);
+            }
+            Op::ClientSolicits { c, n } => {
+                let seen = NdSeen {
+                    outgoing: false,
+                    kind: NdKind::Ns,
+                    eth_src: mac(c),
+                    eth_dst: Mac(0x33, 0x33, 0xff, 0, 0, 1),
+                    target: SERVER6,
+                    lladdr: Some(mac(c)),
+                };
+                self.nd(seen, n);
+            }
+            Op::Neigh { c, v6, ok } => {
+                let ip: IpAddr = if v6 { ip6(c).into() } else { ip4(c).into() };
+                let state = if ok {
+                    libc::NUD_REACHABLE
+                } else {
+                    libc::NUD_FAILED
+                };
+                self.w.host.apply(&NlEvent::Neigh(NeighEntry {
+                    ifindex: BOND,
+                    ip,
+                    mac: Some(mac(c)),
+                    state,
+                }));
+            }
+            Op::Addr { v6, present } => {
+                let net = if v6 {
+                    "2001:db8::1/64"
+                } else {
+                    "198.18.0.1/24"
+                };
+                let a = AddrEntry {
+                    ifindex: BOND,
+                    network: net.parse().unwrap(),
+                };
+                self.w.host.apply(&if present {
+                    NlEvent::Addr(a)
+                } else {
+                    NlEvent::AddrRemoved(a)
+                });
+            }
+            Op::PortDown(p) => {
+                self.w.usable[p] = false;
+                let views = self.w.port_views();
+                self.run(|s, ctx, now, out| s.failover(now, &[p], &views, &[], ctx, out));
+                self.check_none_stranded();
+            }
+            Op::PortUp(p) => {
+                // The shell calls failover on a port coming up too: it rescues clients stranded
+                // on a failed port while none was left.
+                self.w.usable[p] = true;
+                let views = self.w.port_views();
+                self.run(|s, ctx, now, out| s.failover(now, &[], &views, &[], ctx, out));
+                self.check_none_stranded();
+            }
+            Op::MacChanged(p) => {
+                self.macs[p].5 ^= 0x80;
+                self.run(|s, ctx, now, out| s.on_port_mac_changed(now, p, ctx, out));
+            }
+            Op::Rebalance { hot, rates, on } => {
+                let mut views = self.w.port_views();
+                views[hot].overloaded = true;
+                let snaps: Vec<ClientSnap> = (0..CLIENTS)
+                    .map(|c| ClientSnap {
+                        mac: mac(c),
+                        port: on[c],
+                        rate_bps: f64::from(rates[c]) * 1e6 / 4.0,
+                        talk: talk(c, c % 2 == 0),
+                    })
+                    .collect();
+                for s in &snaps {
+                    views[s.port].rx_bps += s.rate_bps;
+                }
+                self.run(|s, ctx, now, out| {
+                    s.rebalance(now, &views, &snaps, &|_| "prop".into(), ctx, out);
+                });
+            }
+            Op::Advance(dt) => self.advance(dt),
+            Op::Forget { active } => {
+                self.run(|s, _, now, out| {
+                    s.forget_idle(
+                        now,
+                        |m| (0..CLIENTS).any(|c| mac(c) == *m && active[c]),
+                        out,
+                    )
+                });
+            }
+        }
+        // Hold-down: an overload move of a client moved less than the hold-down ago never
+        // happens, whatever asked for it.
+        let hold = self.s.cfg.policy.hold_down * 1000;
+        for (c, m) in &self.s.moved {
+            if m.at_ms == self.now && m.reason == Reason::Overload {
+                if let Some((prev, _)) = moved_before.get(c).filter(|(t, _)| *t != self.now) {
+                    assert!(
+                        self.now - prev >= hold,
+                        "{c} moved again after {} ms",
+                        self.now - prev
+                    );
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_core_keeps_its_rules_under_any_events(ops in proptest::collection::vec(op(), 1..120)) {
+        let mut h = Harness::new();
+        for op in ops {
+            h.apply(op);
+        }
+        // Time runs on: whatever is queued drains, within the limits, and the heap empties.
+        h.advance(10_000);
+        prop_assert!(h.s.next_due().is_none());
+    }
+
+    #[test]
+    fn a_burst_of_one_frame_gives_one_re_assertion(n in 1usize..50, c in 0..CLIENTS) {
+        let mut h = Harness::new();
+        h.apply(Op::Move { c, to: 1, failover: false, v6: true });
+        h.apply(Op::Advance(2000));
+        h.apply(Op::HostReply { c, p: 0, n });
+        prop_assert_eq!(h.reasserts(c), 1);
+        h.apply(Op::Advance(2000));
+        let sent = h.sends[&mac(c)].iter().filter(|t| **t >= 2000).count();
+        // One re-assertion: ARP and NA, now and one repeat.
+        prop_assert_eq!(sent, 4);
+    }
+}

@@ -1,0 +1,533 @@
+//! One test per rule of the steering core, with a bond of three ports and one client the kernel
+//! confirms for IPv4 and IPv6.
+
+use std::net::Ipv4Addr;
+
+use super::*;
+use crate::capture::NdKind;
+use crate::host::testing::*;
+use crate::netlink::NlEvent;
+
+pub const P: [Mac; 3] = [
+    Mac(2, 0, 0, 0, 0xf, 0),
+    Mac(2, 0, 0, 0, 0xf, 1),
+    Mac(2, 0, 0, 0, 0xf, 2),
+];
+const NAMES: [&str; 3] = ["p0", "p1", "p2"];
+
+pub fn cfg() -> SteerConfig {
+    SteerConfig {
+        policy: PolicyConfig::default(),
+        repeats: 3,
+        repeat_interval_ms: 250,
+        reassert_delay_ms: 20,
+        per_client_per_sec: 8,
+        total_per_sec: 1000,
+        idle_ms: 60_000,
+        dry_run: false,
+        max_moved: 4096,
+    }
+}
+
+/// The server as the core sees it: the host view and three ports' MACs and states.
+pub struct World {
+    pub host: HostView,
+    pub usable: [bool; 3],
+}
+
+impl World {
+    pub fn new() -> World {
+        World {
+            host: view(),
+            usable: [true; 3],
+        }
+    }
+
+    pub fn with<R>(&self, f: impl FnOnce(&Ctx) -> R) -> R {
+        let ports: Vec<PortInfo> = (0..3)
+            .map(|i| PortInfo {
+                name: NAMES[i],
+                mac: P[i],
+                usable: self.usable[i],
+            })
+            .collect();
+        f(&Ctx {
+            host: &self.host,
+            ports: &ports,
+        })
+    }
+
+    pub fn port_views(&self) -> Vec<PortView> {
+        (0..3)
+            .map(|i| PortView {
+                capacity_bps: 100e6,
+                up: self.usable[i],
+                rx_bps: 0.0,
+                overloaded: false,
+            })
+            .collect()
+    }
+}
+
+pub fn talk() -> Talk {
+    Talk {
+        v4: Some((CLIENT_IP, SERVER)),
+        v6: Some((CLIENT6, SERVER6)),
+    }
+}
+
+pub fn mv(from: PortId, to: PortId, reason: Reason) -> Move {
+    Move {
+        client: 0,
+        from,
+        to,
+        rate_bps: 40e6,
+        reason,
+        from_util: (0.9, 0.5),
+        to_util: (0.1, 0.5),
+    }
+}
+
+/// The (port, claim) of every frame sent.
+fn sends(out: &[Action]) -> Vec<(PortId, Claim)> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Send { port, claim, .. } => Some((*port, *claim)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn logs(out: &[Action], level: Level) -> Vec<String> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Log(l, m) if *l == level => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+const V4: Claim = Claim::V4 {
+    client: CLIENT_IP,
+    server: SERVER,
+};
+const V6: Claim = Claim::V6 {
+    client: CLIENT6,
+    server: SERVER6,
+};
+
+/// A core with CLIENT moved from p0 to p1 at t=0 (its three sends already out).
+fn moved_to_p1(w: &World) -> Steerer {
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        assert!(s.apply_move(
+            0,
+            CLIENT,
+            &talk(),
+            &mv(0, 1, Reason::Overload),
+            "test",
+            ctx,
+            &mut out
+        ));
+        s.on_timer(1000, ctx, &mut out);
+    });
+    assert_eq!(sends(&out).len(), 6, "three rounds of ARP + NA");
+    s
+}
+
+#[test]
+fn a_move_sends_at_once_then_repeats_and_stops() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        assert!(s.apply_move(
+            0,
+            CLIENT,
+            &talk(),
+            &mv(0, 1, Reason::Overload),
+            "why",
+            ctx,
+            &mut out
+        ))
+    });
+    assert_eq!(
+        sends(&out),
+        vec![(1, V4), (1, V6)],
+        "both families, from p1, now"
+    );
+    assert_eq!(logs(&out, Level::Info).len(), 1);
+    assert!(logs(&out, Level::Info)[0].contains("p0 -> p1"));
+    assert_eq!(s.next_due(), Some(250));
+    for (t, n) in [(249, 0), (250, 2), (500, 2), (10_000, 0)] {
+        let mut out = Vec::new();
+        w.with(|ctx| s.on_timer(t, ctx, &mut out));
+        assert_eq!(sends(&out).len(), n, "at {t} ms");
+    }
+    assert_eq!(s.next_due(), None);
+    assert_eq!(s.counters().moves_overload, 1);
+    assert_eq!(s.counters().sent, 6);
+}
+
+#[test]
+fn the_frames_are_the_gratuitous_arp_and_the_override_na_from_the_new_port() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        s.apply_move(
+            0,
+            CLIENT,
+            &talk(),
+            &mv(0, 2, Reason::Overload),
+            "",
+            ctx,
+            &mut out,
+        )
+    });
+    let frames: Vec<&Vec<u8>> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { frame, .. } => Some(frame),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        frames[0].as_slice(),
+        &steering_update(CLIENT, P[2], SERVER)[..]
+    );
+    assert_eq!(
+        frames[1].as_slice(),
+        &neighbor_advertisement(CLIENT, CLIENT6, P[2], SERVER6)[..]
+    );
+}
+
+#[test]
+fn a_client_the_kernel_does_not_confirm_is_never_moved() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    let stranger = Mac(2, 0x66, 0, 0, 0, 1);
+    let moved = w.with(|ctx| {
+        s.apply_move(
+            0,
+            stranger,
+            &talk(),
+            &mv(0, 1, Reason::Overload),
+            "",
+            ctx,
+            &mut out,
+        )
+    });
+    assert!(!moved);
+    assert!(sends(&out).is_empty());
+    assert_eq!(s.moved_count(), 0);
+}
+
+#[test]
+fn no_frame_after_the_kernel_stops_confirming_the_client() {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        s.apply_move(
+            0,
+            CLIENT,
+            &talk(),
+            &mv(0, 1, Reason::Overload),
+            "",
+            ctx,
+            &mut out,
+        )
+    });
+    w.host
+        .apply(&neigh(BOND, CLIENT_IP.into(), CLIENT, libc::NUD_FAILED));
+    let mut out = Vec::new();
+    w.with(|ctx| s.on_timer(250, ctx, &mut out));
+    assert_eq!(
+        sends(&out),
+        vec![(1, V6)],
+        "IPv4 entry failed; IPv6 still confirmed"
+    );
+}
+
+#[test]
+fn an_address_that_stopped_being_the_servers_is_no_longer_claimed() {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        s.apply_move(
+            0,
+            CLIENT,
+            &talk(),
+            &mv(0, 1, Reason::Overload),
+            "",
+            ctx,
+            &mut out,
+        )
+    });
+    let NlEvent::Addr(a) = addr(BOND, "198.18.0.1/24") else {
+        unreachable!()
+    };
+    w.host.apply(&NlEvent::AddrRemoved(a));
+    let mut out = Vec::new();
+    w.with(|ctx| s.on_timer(250, ctx, &mut out));
+    assert_eq!(sends(&out), vec![(1, V6)]);
+}
+
+#[test]
+fn dry_run_decides_and_logs_but_sends_nothing() {
+    let w = World::new();
+    let mut s = Steerer::new(SteerConfig {
+        dry_run: true,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        s.apply_move(
+            0,
+            CLIENT,
+            &talk(),
+            &mv(0, 1, Reason::Overload),
+            "",
+            ctx,
+            &mut out,
+        );
+        s.on_timer(5000, ctx, &mut out);
+    });
+    assert!(sends(&out).is_empty());
+    assert!(logs(&out, Level::Info)[0].starts_with("dry run: would move"));
+    assert!(s.moved(&CLIENT).is_some());
+}
+
+#[test]
+fn hold_down_refuses_overload_moves_but_not_failover() {
+    let w = World::new();
+    let mut s = moved_to_p1(&w);
+    let mut out = Vec::new();
+    let hold = cfg().policy.hold_down * 1000;
+    w.with(|ctx| {
+        assert!(s.held(&CLIENT, hold - 1));
+        assert!(!s.apply_move(
+            hold - 1,
+            CLIENT,
+            &talk(),
+            &mv(1, 2, Reason::Overload),
+            "",
+            ctx,
+            &mut out
+        ));
+        assert!(s.apply_move(
+            hold - 1,
+            CLIENT,
+            &talk(),
+            &mv(1, 2, Reason::Failover),
+            "",
+            ctx,
+            &mut out
+        ));
+        assert!(!s.held(&CLIENT, 2 * hold));
+    });
+    assert_eq!(s.moved(&CLIENT).unwrap().port, 2);
+}
+
+#[test]
+fn the_hosts_arp_reply_with_another_ports_mac_is_answered_once_per_burst() {
+    let w = World::new();
+    let mut s = moved_to_p1(&w);
+    let reply = ArpSeen {
+        outgoing: true,
+        op: 2,
+        eth_src: P[0],
+        eth_dst: CLIENT,
+        sha: P[0],
+    };
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        // The same reply seen on three ports, twice.
+        for _ in 0..6 {
+            s.on_arp(2000, &reply, ctx, &mut out);
+        }
+        s.on_timer(3000, ctx, &mut out);
+    });
+    assert_eq!(s.moved(&CLIENT).unwrap().reasserts, 1);
+    assert_eq!(
+        sends(&out).len(),
+        4,
+        "two rounds (now + one repeat) of ARP and NA"
+    );
+    assert!(sends(&out).iter().all(|(p, _)| *p == 1));
+    // A reply carrying p1's MAC (rlbd's own, or the right port's) is harmless.
+    let mut out = Vec::new();
+    let ok = ArpSeen {
+        sha: P[1],
+        eth_src: P[1],
+        ..reply
+    };
+    w.with(|ctx| s.on_arp(4000, &ok, ctx, &mut out));
+    assert!(s.next_due().is_none() && sends(&out).is_empty());
+}
+
+#[test]
+fn the_hosts_multicast_na_re_asserts_ipv6_clients() {
+    let w = World::new();
+    let mut s = moved_to_p1(&w);
+    let na = NdSeen {
+        outgoing: true,
+        kind: NdKind::Na,
+        eth_src: P[0],
+        eth_dst: Mac(0x33, 0x33, 0, 0, 0, 1),
+        target: SERVER6,
+        lladdr: Some(P[0]),
+    };
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        s.on_nd(2000, &na, ctx, &mut out);
+        s.on_timer(2020, ctx, &mut out);
+    });
+    assert_eq!(s.counters().reasserts, 1);
+    assert_eq!(sends(&out).len(), 2);
+}
+
+#[test]
+fn the_per_client_limit_holds_under_a_storm_of_re_assertions() {
+    let w = World::new();
+    let mut s = moved_to_p1(&w);
+    let req = ArpSeen {
+        outgoing: false,
+        op: 1,
+        eth_src: CLIENT,
+        eth_dst: Mac::broadcast(),
+        sha: CLIENT,
+    };
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        for t in (2000..3000).step_by(10) {
+            s.on_arp(t, &req, ctx, &mut out);
+            s.on_timer(t, ctx, &mut out);
+        }
+        s.on_timer(3000, ctx, &mut out);
+    });
+    // 8 a second, with a bucket that refilled over the second since the move's sends.
+    let n = sends(&out).len();
+    assert!((8..=16).contains(&n), "{n} frames in one second");
+    assert!(s.counters().suppressed > 0);
+}
+
+#[test]
+fn a_client_moved_onto_a_port_that_fails_is_re_steered_in_the_same_step() {
+    let mut w = World::new();
+    let mut s = moved_to_p1(&w);
+    w.usable[1] = false;
+    let mut out = Vec::new();
+    let ports = w.port_views();
+    // The client is quiet this second: it is not in the client list at all.
+    w.with(|ctx| s.failover(5000, &[1], &ports, &[], ctx, &mut out));
+    let to = s.moved(&CLIENT).unwrap().port;
+    assert_ne!(to, 1);
+    assert_eq!(sends(&out), vec![(to, V4), (to, V6)]);
+    assert_eq!(s.counters().moves_failover, 1);
+}
+
+#[test]
+fn failover_moves_clients_seen_on_the_failed_port() {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    w.usable[0] = false;
+    let snap = ClientSnap {
+        mac: CLIENT,
+        port: 0,
+        rate_bps: 10e6,
+        talk: talk(),
+    };
+    let mut out = Vec::new();
+    let ports = w.port_views();
+    w.with(|ctx| s.failover(0, &[0], &ports, &[snap], ctx, &mut out));
+    assert_eq!(s.moved(&CLIENT).unwrap().reason, Reason::Failover);
+    assert_eq!(sends(&out).len(), 2);
+}
+
+#[test]
+fn a_port_mac_change_re_asserts_the_clients_on_it() {
+    let w = World::new();
+    let mut s = moved_to_p1(&w);
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        s.on_port_mac_changed(2000, 0, ctx, &mut out);
+        assert!(s.next_due().is_none(), "nobody on p0");
+        s.on_port_mac_changed(2000, 1, ctx, &mut out);
+    });
+    assert_eq!(s.next_due(), Some(2020));
+}
+
+#[test]
+fn idle_moves_are_forgotten_and_their_sends_dropped() {
+    let w = World::new();
+    let mut s = moved_to_p1(&w);
+    let mut out = Vec::new();
+    s.forget_idle(30_000, |_| false, &mut out);
+    assert!(s.moved(&CLIENT).is_some(), "not idle long enough");
+    s.forget_idle(60_000, |_| true, &mut out);
+    assert!(s.moved(&CLIENT).is_some(), "still in the table");
+    s.forget_idle(60_000, |_| false, &mut out);
+    assert!(s.moved(&CLIENT).is_none());
+    assert_eq!(logs(&out, Level::Debug).len(), 1);
+}
+
+#[test]
+fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let other = Mac(2, 0, 0, 0, 0, 0xc3);
+    let mut ports = w.port_views();
+    ports[0].rx_bps = 95e6;
+    ports[0].overloaded = true;
+    let clients = [
+        ClientSnap {
+            mac: other,
+            port: 0,
+            rate_bps: 50e6,
+            talk: Talk::default(),
+        },
+        ClientSnap {
+            mac: CLIENT,
+            port: 0,
+            rate_bps: 45e6,
+            talk: talk(),
+        },
+    ];
+    let mut out = Vec::new();
+    // `other` is biggest and planned first, but the kernel does not confirm it: it is refused
+    // and the planner's next pick, CLIENT, is not made either (the planner moved load already).
+    let made =
+        w.with(|ctx| s.rebalance(0, &ports, &clients, &|_| "overload".into(), ctx, &mut out));
+    assert_eq!(made, 0);
+    // Confirmed: now it moves.
+    let mut w2 = World::new();
+    w2.host.apply(&neigh(
+        BOND,
+        Ipv4Addr::new(198, 18, 0, 13).into(),
+        other,
+        libc::NUD_REACHABLE,
+    ));
+    let made =
+        w2.with(|ctx| s.rebalance(0, &ports, &clients, &|_| "overload".into(), ctx, &mut out));
+    assert_eq!(made, 1);
+    assert!(s.held(&other, 1000));
+    let again = w2.with(|ctx| {
+        s.rebalance(
+            1000,
+            &ports,
+            &clients,
+            &|_| "overload".into(),
+            ctx,
+            &mut out,
+        )
+    });
+    assert_eq!(
+        again, 0,
+        "held: the planner skips it; CLIENT stays as the last one"
+    );
+}
