@@ -386,7 +386,8 @@ done
 # ---------------------------------------------------------------------------------------------
 {
     echo "kernel lab: $( [ "$STANDIN" = 1 ] && echo 'STAND-IN MODE (not rlbd: proves the scenarios measure what they should)' || echo "rlbd $("$RLBD_BIN" --version 2>/dev/null | head -n1)"), cap $CAP_MBIT Mbit/s per slave, total needs ${TOTAL_X}x"
-    echo "  base: the pair without steering, x cap; move: s after traffic start; total: best 2 s window, x cap; mean: 5 s mean, x cap;"
+    echo "  base: the pair without steering, x cap; ceil: the lab ceiling (pair on sl0, another client on sl1, no steering; not a check), x cap;"
+    echo "  move: s after traffic start; total: best 2 s window, x cap; mean: 5 s mean, x cap;"
     echo "  arrive: sl1 frame rate / moved client's payload rate (>= 0.95: all of it on sl1); failover: s until the moved client receives again"
     echo "  (two-vlans: one figure per VLAN stage, 100/200; macvlan facts: the moved client's Mbit/s per rp_filter setting)"
     for s in $SCENARIOS; do
@@ -396,8 +397,8 @@ done
             echo "$line kernel=$K"
         done
     done | awk '
-        BEGIN { n = split("scenario kernel place base move total mean arrive rearp hostarp failover checks verdict time fact", col, " ")
-                split("scenario kernel placement base_x move_s total_x mean_x arrive re-ARP host_ARP failover checks verdict guest_s facts", head, " ")
+        BEGIN { n = split("scenario kernel place base ceil move total mean arrive rearp hostarp failover checks verdict time fact", col, " ")
+                split("scenario kernel placement base_x ceil_x move_s total_x mean_x arrive re-ARP host_ARP failover checks verdict guest_s facts", head, " ")
                 for (i = 1; i <= n; i++) w[i] = length(head[i]) }
         { r++; for (i = 2; i <= NF; i++) { k = $i; sub(/=.*/, "", k); v = $i; sub(/^[^=]*=/, "", v); c[r, k] = v }
           for (i = 1; i <= n; i++) { v = c[r, col[i]]; if (v == "") c[r, col[i]] = v = "-"; if (length(v) > w[i]) w[i] = length(v) } }
