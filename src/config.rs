@@ -54,6 +54,52 @@ impl Default for SteeringConfig {
     }
 }
 
+/// `Err((key, what is wrong))` for the first value out of its range.
+fn check_ranges(checks: &[(&'static str, bool, &str)]) -> Result<(), (&'static str, String)> {
+    match checks.iter().find(|(_, ok, _)| !ok) {
+        Some((key, _, why)) => Err((key, why.to_string())),
+        None => Ok(()),
+    }
+}
+
+impl SteeringConfig {
+    /// The first bad field as (key, message).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        check_ranges(&[
+            (
+                "repeats",
+                (1..=10).contains(&self.repeats),
+                "is not in 1..=10",
+            ),
+            (
+                "repeat_interval_ms",
+                (10..=10_000).contains(&self.repeat_interval_ms),
+                "is not in 10..=10000",
+            ),
+            (
+                "per_client_per_sec",
+                (1..=100).contains(&self.per_client_per_sec),
+                "is not in 1..=100",
+            ),
+            (
+                "total_per_sec",
+                (1..=100_000).contains(&self.total_per_sec),
+                "is not in 1..=100000",
+            ),
+            (
+                "reassert_delay_ms",
+                self.reassert_delay_ms <= 90,
+                "is more than 90 (re-assertion must land within 100 ms)",
+            ),
+            (
+                "learning_interval_secs",
+                (1..=60).contains(&self.learning_interval_secs),
+                "is not in 1..=60",
+            ),
+        ])
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CaptureConfig {
@@ -63,6 +109,11 @@ pub struct CaptureConfig {
     pub idle_timeout_secs: u64,
     pub ring_blocks: u32,
     pub ring_block_kib: u32,
+    /// "auto": a busy port is sampled in the kernel (one IPv4/IPv6 frame in N, N from its packet
+    /// rate); "off": every frame is counted.
+    pub sampling: String,
+    /// With `sampling = "auto"`: frames a second one port hands rlbd at most.
+    pub max_frames_per_sec: u32,
 }
 
 impl Default for CaptureConfig {
@@ -72,7 +123,52 @@ impl Default for CaptureConfig {
             idle_timeout_secs: DEFAULT_IDLE_TIMEOUT_SECS,
             ring_blocks: DEFAULT_RING_BLOCKS,
             ring_block_kib: DEFAULT_RING_BLOCK_KIB,
+            sampling: "auto".into(),
+            max_frames_per_sec: crate::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC,
         }
+    }
+}
+
+impl CaptureConfig {
+    /// The first bad field as (key, message).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        check_ranges(&[
+            (
+                "table_size",
+                (16..=(1 << 24)).contains(&self.table_size),
+                "is not in 16..=16777216",
+            ),
+            (
+                "idle_timeout_secs",
+                (2..=86_400).contains(&self.idle_timeout_secs),
+                "is not in 2..=86400",
+            ),
+            (
+                "ring_blocks",
+                (2..=1024).contains(&self.ring_blocks),
+                "is not in 2..=1024",
+            ),
+            (
+                "ring_block_kib",
+                (4..=65_536).contains(&self.ring_block_kib) && self.ring_block_kib % 4 == 0,
+                "is not a multiple of 4 in 4..=65536",
+            ),
+            (
+                "sampling",
+                ["auto", "off"].contains(&self.sampling.as_str()),
+                "is not \"auto\" or \"off\"",
+            ),
+            (
+                "max_frames_per_sec",
+                (1000..=100_000_000).contains(&self.max_frames_per_sec),
+                "is not in 1000..=100000000",
+            ),
+        ])
+    }
+
+    /// The frames a second a port may hand over before it is sampled; `None` with sampling off.
+    pub fn sampling_limit(&self) -> Option<u32> {
+        (self.sampling == "auto").then_some(self.max_frames_per_sec)
     }
 }
 
@@ -268,74 +364,12 @@ fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
             ));
         }
     }
-    let s = &f.steering;
-    let checks: [(&'static str, bool, &str); 5] = [
-        ("repeats", (1..=10).contains(&s.repeats), "is not in 1..=10"),
-        (
-            "repeat_interval_ms",
-            (10..=10_000).contains(&s.repeat_interval_ms),
-            "is not in 10..=10000",
-        ),
-        (
-            "per_client_per_sec",
-            (1..=100).contains(&s.per_client_per_sec),
-            "is not in 1..=100",
-        ),
-        (
-            "total_per_sec",
-            (1..=100_000).contains(&s.total_per_sec),
-            "is not in 1..=100000",
-        ),
-        (
-            "learning_interval_secs",
-            (1..=60).contains(&s.learning_interval_secs),
-            "is not in 1..=60",
-        ),
-    ];
-    for (key, ok, why) in checks {
-        if !ok {
-            return Err((key, format!("steering.{key}"), why.to_string()));
-        }
-    }
-    if s.reassert_delay_ms > 90 {
-        return Err((
-            "reassert_delay_ms",
-            "steering.reassert_delay_ms".into(),
-            "is more than 90 (re-assertion must land within 100 ms)".into(),
-        ));
-    }
-    let c = &f.capture;
-    if !(16..=(1 << 24)).contains(&c.table_size) {
-        return Err((
-            "table_size",
-            "capture.table_size".into(),
-            "is not in 16..=16777216".into(),
-        ));
-    }
-    if !(2..=86_400).contains(&c.idle_timeout_secs) {
-        return Err((
-            "idle_timeout_secs",
-            "capture.idle_timeout_secs".into(),
-            "is not in 2..=86400".into(),
-        ));
-    }
-    if !(2..=1024).contains(&c.ring_blocks) {
-        return Err((
-            "ring_blocks",
-            "capture.ring_blocks".into(),
-            "is not in 2..=1024".into(),
-        ));
-    }
-    if !(4..=65_536).contains(&c.ring_block_kib) || c.ring_block_kib % 4 != 0 {
-        return Err((
-            "ring_block_kib",
-            "capture.ring_block_kib".into(),
-            "is not a multiple of 4 in 4..=65536".into(),
-        ));
-    }
-    f.observability
-        .validate()
-        .map_err(|(key, msg)| (key, format!("observability.{key}"), msg))?;
+    let section = |name: &str, r: Result<(), (&'static str, String)>| {
+        r.map_err(|(key, msg)| (key, format!("{name}.{key}"), msg))
+    };
+    section("steering", f.steering.validate())?;
+    section("capture", f.capture.validate())?;
+    section("observability", f.observability.validate())?;
     Ok(())
 }
 
@@ -521,223 +555,5 @@ impl Settings {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<FileConfig, ConfigError> {
-        parse_file(Path::new("rlbd.toml"), text)
-    }
-
-    #[test]
-    fn empty_file_is_all_defaults() {
-        let f = parse("").unwrap();
-        assert_eq!(f.policy, PolicyConfig::default());
-        assert_eq!(f.steering, SteeringConfig::default());
-    }
-
-    #[test]
-    fn full_file_parses() {
-        let f = parse(
-            "bond = \"bond0\"\nlog_level = \"debug\"\n[policy]\nthreshold = 0.7\nhold_down = 10\n\
-             [capacity]\neth0 = 1000\n[steering]\nrepeats = 2\n[capture]\ntable_size = 65536\n",
-        )
-        .unwrap();
-        assert_eq!(f.bond.as_deref(), Some("bond0"));
-        assert_eq!(f.policy.threshold, 0.7);
-        assert_eq!(f.capacity["eth0"], 1000.0);
-        assert_eq!(f.capture.table_size, 65536);
-    }
-
-    #[test]
-    fn unknown_key_is_named_with_its_line() {
-        let e = parse("bond = \"bond0\"\n[policy]\nthreshhold = 0.7\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("threshhold") && e.contains("rlbd.toml:3"), "{e}");
-    }
-
-    #[test]
-    fn out_of_range_value_is_named_with_its_line() {
-        let e = parse("\n[policy]\nthreshold = 1.5\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("policy.threshold") && e.contains("rlbd.toml:3"),
-            "{e}"
-        );
-        let e = parse("[steering]\nrepeats = 0\n").unwrap_err().to_string();
-        assert!(e.contains("steering.repeats") && e.contains(":2"), "{e}");
-        let e = parse("[capacity]\neth0 = -1\n").unwrap_err().to_string();
-        assert!(e.contains("capacity.eth0"), "{e}");
-        let e = parse("log_level = \"loud\"\n").unwrap_err().to_string();
-        assert!(e.contains("log_level"), "{e}");
-    }
-
-    #[test]
-    fn wrong_type_is_reported() {
-        let e = parse("[policy]\nwindow = \"three\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("rlbd.toml:2"), "{e}");
-    }
-
-    #[test]
-    fn command_line_overrides_file_and_is_validated() {
-        let dir = std::env::temp_dir().join(format!("rlbd-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("a.toml");
-        std::fs::write(
-            &path,
-            "ports = [\"p0\", \"p1\"]\n[policy]\nthreshold = 0.7\n[capacity]\np0 = 10\n",
-        )
-        .unwrap();
-        let knobs = Overrides {
-            config: Some(path.clone()),
-            capacity: vec!["p0=100".into()],
-            hits: Some(3),
-            verbose: 1,
-            ..Default::default()
-        };
-        let s = resolve(&knobs, None, false).unwrap();
-        assert_eq!(
-            s.target,
-            Some(Target::Ports(vec!["p0".into(), "p1".into()]))
-        );
-        assert_eq!(s.policy.threshold, 0.7);
-        assert_eq!(s.policy.hits, 3);
-        assert_eq!(s.capacity_mbps["p0"], 100.0);
-        assert_eq!(s.log_level, "debug");
-        let bad = Overrides {
-            config: Some(path.clone()),
-            hits: Some(9),
-            ..Default::default()
-        };
-        assert!(resolve(&bad, None, false)
-            .unwrap_err()
-            .to_string()
-            .contains("--hits"));
-        let bad = Overrides {
-            config: Some(path),
-            capacity: vec!["p0".into()],
-            ..Default::default()
-        };
-        assert!(resolve(&bad, None, false)
-            .unwrap_err()
-            .to_string()
-            .contains("--capacity"));
-        let missing = Overrides {
-            config: Some(dir.join("nope.toml")),
-            ..Default::default()
-        };
-        assert!(resolve(&missing, None, false)
-            .unwrap_err()
-            .to_string()
-            .contains("nope.toml"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn observability_section_is_validated_and_overridable() {
-        let f = parse(
-            "[observability]\ncontrol_socket = \"/tmp/x.sock\"\nmetrics_file = \"/run/rlbd/bond0.prom\"\n\
-             metrics_interval_secs = 5\n",
-        )
-        .unwrap();
-        assert_eq!(f.observability.metrics_interval_secs, 5);
-        assert_eq!(
-            f.observability.control_socket_for("bond0"),
-            Some(PathBuf::from("/tmp/x.sock"))
-        );
-        assert_eq!(
-            ObservabilityConfig::default().control_socket_for("bond0"),
-            Some(PathBuf::from("/run/rlbd/bond0.sock"))
-        );
-        let off = parse("[observability]\ncontrol_socket = \"\"\n").unwrap();
-        assert_eq!(off.observability.control_socket_for("bond0"), None);
-        let e = parse("[observability]\n\nmetrics_interval_secs = 0\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("observability.metrics_interval_secs") && e.contains(":3"),
-            "{e}"
-        );
-        let e = parse("[observability]\ncontrol_socket = \"rel.sock\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("observability.control_socket"), "{e}");
-        let long = format!("/{}", "a".repeat(120));
-        let e = parse(&format!("[observability]\ncontrol_socket = \"{long}\"\n"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("107 bytes"), "{e}");
-        let e = parse("[observability]\nmetrics_file = \"/var/lib/\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("observability.metrics_file"), "{e}");
-        assert!(parse("[observability]\nmetrics = 1\n").is_err());
-
-        let mut s = resolve(
-            &Overrides {
-                config: Some("/dev/null".into()),
-                ..Default::default()
-            },
-            Some(Target::Bond("bond0".into())),
-            false,
-        )
-        .unwrap();
-        assert_eq!(s.observability, ObservabilityConfig::default());
-        s.override_observability(Some("/tmp/c.sock".into()), None, Some(2))
-            .unwrap();
-        assert_eq!(s.observability.metrics_interval_secs, 2);
-        assert_eq!(
-            s.observability.control_socket,
-            Some(PathBuf::from("/tmp/c.sock"))
-        );
-        let e = s
-            .override_observability(None, None, Some(0))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--metrics-interval"), "{e}");
-        let again = parse(&s.to_toml()).unwrap();
-        assert_eq!(
-            again.observability.control_socket,
-            s.observability.control_socket
-        );
-    }
-
-    #[test]
-    fn a_bond_reads_its_own_file_first() {
-        let t = Target::Bond("bond0".into());
-        assert_eq!(
-            default_paths(Some(&t)),
-            vec![
-                PathBuf::from("/etc/rlbd/bond0.toml"),
-                PathBuf::from(DEFAULT_CONFIG_PATH)
-            ]
-        );
-        assert_eq!(
-            default_paths(Some(&Target::Bond("../x".into()))),
-            vec![PathBuf::from(DEFAULT_CONFIG_PATH)]
-        );
-        assert_eq!(
-            default_paths(None),
-            vec![PathBuf::from(DEFAULT_CONFIG_PATH)]
-        );
-    }
-
-    #[test]
-    fn effective_settings_round_trip_as_toml() {
-        let s = resolve(
-            &Overrides {
-                config: Some("/dev/null".into()),
-                ..Default::default()
-            },
-            Some(Target::Bond("bond0".into())),
-            false,
-        )
-        .unwrap();
-        let again = parse(&s.to_toml()).unwrap();
-        assert_eq!(again.bond.as_deref(), Some("bond0"));
-        assert_eq!(again.policy, s.policy);
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

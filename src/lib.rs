@@ -24,3 +24,6 @@ pub mod simulate;
 pub mod status;
 pub mod statusview;
 pub mod steer;
+
+#[cfg(test)]
+mod test_support;

@@ -80,6 +80,12 @@ const PORT_FAMILIES: &[PortFamily] = &[
         value: |p| Some(p.ring_drops as f64),
     },
     PortFamily {
+        name: "rlbd_port_sampling_ratio",
+        kind: "gauge",
+        help: "One IPv4/IPv6 frame in this many is counted on the port (1: every frame).",
+        value: |p| Some(f64::from(p.sampling)),
+    },
+    PortFamily {
         name: "rlbd_port_clients",
         kind: "gauge",
         help: "Tracked clients whose latest frame arrived on the port.",
@@ -294,6 +300,7 @@ pub(crate) mod tests {
             ring_packets: 10,
             ring_drops: 1,
             clients: 1,
+            sampling: 1,
         };
         StatusReport {
             schema: SCHEMA_VERSION,

@@ -118,6 +118,15 @@ pub struct PortStatus {
     pub ring_drops: u64,
     /// Clients whose latest frame arrived on this port.
     pub clients: usize,
+    /// The port's sampling ratio: one IPv4/IPv6 frame in this many is counted (and counts this
+    /// many times); 1 while every frame is counted. Added after schema 1's first release:
+    /// absent in older reports, hence the default.
+    #[serde(default = "exact")]
+    pub sampling: u32,
+}
+
+fn exact() -> u32 {
+    1
 }
 
 /// One tracked client (a MAC and its address sending to the server).

@@ -304,6 +304,15 @@ fn table(rows: &[Vec<String>], right: &[usize]) -> String {
     out
 }
 
+/// A port's sampling ratio for people: "all" frames counted, or "1/N".
+fn sampled(one_in: u32) -> String {
+    if one_in <= 1 {
+        "all".into()
+    } else {
+        format!("1/{one_in}")
+    }
+}
+
 fn port_row(p: &PortStatus) -> Vec<String> {
     let pct = p
         .utilization
@@ -322,12 +331,21 @@ fn port_row(p: &PortStatus) -> Vec<String> {
             p.window.clone()
         },
         p.ring_drops.to_string(),
+        sampled(p.sampling),
         p.clients.to_string(),
     ]
 }
 
 /// The text form of `rlbd status`: ports, the `top` clients by rate (all with `None`), totals.
 pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
+    let mut out = header(r);
+    out.push_str(&ports_table(r));
+    out.push_str(&clients_table(r, top));
+    out.push_str(&totals_line(r));
+    out
+}
+
+fn header(r: &StatusReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -355,6 +373,10 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
         duration(r.hold_down_secs)
     );
     out.push('\n');
+    out
+}
+
+fn ports_table(r: &StatusReport) -> String {
     let mut rows = vec![[
         "PORT",
         "MAC",
@@ -364,13 +386,17 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
         "UTILIZATION",
         "WINDOW",
         "RING DROPS",
+        "SAMPLED",
         "CLIENTS",
     ]
     .map(String::from)
     .to_vec()];
     rows.extend(r.ports.iter().map(port_row));
-    out.push_str(&table(&rows, &[3, 4, 7, 8]));
+    table(&rows, &[3, 4, 7, 8, 9])
+}
 
+fn clients_table(r: &StatusReport, top: Option<usize>) -> String {
+    let mut out = String::new();
     out.push('\n');
     // The daemon may have sent only the busiest (status top=N); the totals count them all.
     let tracked = r.totals.clients_tracked.max(r.clients.len());
@@ -424,6 +450,11 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
         out.push_str(&table(&rows, &[3]));
     }
 
+    out
+}
+
+fn totals_line(r: &StatusReport) -> String {
+    let mut out = String::new();
     out.push('\n');
     let t = &r.totals;
     let _ = writeln!(
@@ -446,78 +477,5 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics::tests::sample_report;
-
-    #[test]
-    fn bar_and_units() {
-        assert_eq!(bar(Some(0.52), 10), "[#####.....]");
-        assert_eq!(bar(Some(1.7), 10), "[##########]");
-        assert_eq!(bar(Some(-0.1), 4), "[....]");
-        assert_eq!(bar(None, 4), "[----]");
-        assert_eq!(rate(95.1e6), "95.1 Mbit/s");
-        assert_eq!(rate(2.5e9), "2.5 Gbit/s");
-        assert_eq!(rate(0.0), "0.0 bit/s");
-        assert_eq!(duration(42), "42 s");
-        assert_eq!(duration(185), "3m 05s");
-        assert_eq!(duration(7380), "2h 03m");
-    }
-
-    #[test]
-    fn text_names_ports_bars_clients_and_totals() {
-        let mut r = sample_report();
-        let text = render_text(&r, Some(10));
-        assert!(text.contains("p0") && text.contains("p1"), "{text}");
-        assert!(text.contains("[##########]  95%"), "{text}");
-        assert!(text.contains("[----------]    -"), "{text}");
-        assert!(text.contains("xx. overloaded"), "{text}");
-        assert!(
-            text.contains("to p1 3 s ago (overload), held 27 s more, re-asserted 2 times"),
-            "{text}"
-        );
-        assert!(
-            text.contains("moves 1 (overload 1, failover 0, placement 0)"),
-            "{text}"
-        );
-        let mut c = r.clients[0].clone();
-        c.moved = None;
-        c.ip = "198.18.0.11".into();
-        r.clients.push(c);
-        let text = render_text(&r, Some(1));
-        assert!(text.contains("2 tracked, the 1 busiest shown"), "{text}");
-        assert!(!text.contains("198.18.0.11"), "{text}");
-        assert!(render_text(&r, None).contains("198.18.0.11"));
-    }
-
-    #[test]
-    fn finds_the_only_socket_or_names_the_choices() {
-        let dir = std::env::temp_dir().join(format!("rlbd-sv-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let e = find_socket(&dir, None, None).unwrap_err();
-        assert_eq!(e.code, EX_UNAVAILABLE, "{e}");
-        let _a = std::os::unix::net::UnixListener::bind(dir.join("bond0.sock")).unwrap();
-        std::fs::write(dir.join("notasocket.sock"), "").unwrap();
-        assert_eq!(
-            find_socket(&dir, None, None).unwrap(),
-            dir.join("bond0.sock")
-        );
-        let _b = std::os::unix::net::UnixListener::bind(dir.join("bond1.sock")).unwrap();
-        let e = find_socket(&dir, None, None).unwrap_err().message;
-        assert!(e.contains("bond0, bond1"), "{e}");
-        assert_eq!(
-            find_socket(&dir, Some("bond1"), None).unwrap(),
-            dir.join("bond1.sock")
-        );
-        let e = find_socket(&dir, Some("bond7"), None).unwrap_err().message;
-        assert!(e.contains("bond7") && e.contains("bond0, bond1"), "{e}");
-        assert!(find_socket(&dir, Some("../x"), None).is_err());
-        let explicit = Path::new("/some/where.sock");
-        assert_eq!(
-            find_socket(&dir, Some("bond7"), Some(explicit)).unwrap(),
-            explicit
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+#[path = "statusview_tests.rs"]
+mod tests;

@@ -468,6 +468,22 @@ fn signals_dump_state_reload_keeping_state_and_exit_cleanly() {
     std::fs::write(&cfg, "[policy]\nthreshold = 0.7\n").unwrap();
     kill(libc::SIGHUP);
     let ok_reload = wait_for_log(&log, "configuration reloaded; state kept", 5);
+    // A reload can raise the log level, and changes the idle timeout of the client table and
+    // of the moves alike (both read back in the debug line it writes).
+    let quiet_before = !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains(" DEBUG ");
+    std::fs::write(
+        &cfg,
+        "log_level = \"debug\"\n[policy]\nthreshold = 0.7\n[capture]\nidle_timeout_secs = 7\n",
+    )
+    .unwrap();
+    kill(libc::SIGHUP);
+    let ok_debug = wait_for_log(
+        &log,
+        "now: log level DEBUG; client table idle timeout 7 s, moves forgotten after 7 s idle",
+        5,
+    );
     std::fs::write(&cfg, "[policy]\nthreshold = 7\n").unwrap();
     kill(libc::SIGHUP);
     let ok_bad = wait_for_log(&log, "configuration not reloaded", 5);
@@ -483,9 +499,9 @@ fn signals_dump_state_reload_keeping_state_and_exit_cleanly() {
         let _ = child.kill();
     }
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    say!("signals: started {ok_start}, SIGUSR1 dump {ok_dump}, SIGHUP reload {ok_reload}, bad reload refused {ok_bad}, alive after it {alive}, SIGTERM -> {status:?}");
+    say!("signals: started {ok_start}, SIGUSR1 dump {ok_dump}, SIGHUP reload {ok_reload}, no debug before {quiet_before}, debug and idle after reload {ok_debug}, bad reload refused {ok_bad}, alive after it {alive}, SIGTERM -> {status:?}");
     assert!(
-        ok_start && ok_dump && ok_reload && ok_bad && alive,
+        ok_start && ok_dump && ok_reload && quiet_before && ok_debug && ok_bad && alive,
         "daemon log:\n{text}"
     );
     assert_eq!(

@@ -172,6 +172,7 @@ fn synthetic_report() -> StatusReport {
         ring_packets: 1_000_000,
         ring_drops: 7,
         clients: 1,
+        sampling: 64,
     };
     StatusReport {
         schema: SCHEMA_VERSION,
@@ -236,6 +237,7 @@ fn metrics_parse_with_the_prometheus_client_parser() {
         // The parser names a counter's family without `_total`.
         ("rlbd_port_rx_bytes", "counter"),
         ("rlbd_port_ring_drops", "counter"),
+        ("rlbd_port_sampling_ratio", "gauge"),
         ("rlbd_table_evictions", "counter"),
         ("rlbd_moves", "counter"),
         ("rlbd_reasserts", "counter"),

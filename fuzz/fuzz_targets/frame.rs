@@ -24,8 +24,9 @@ fuzz_target!(|data: &[u8]| {
         let (frame, tail) = tail.split_at(n);
         rest = tail;
         port = port.wrapping_add(1) % 4;
-        // The wire length may exceed the captured bytes (snap length).
-        let wire_len = u32::from(len) * 6;
+        // The wire length may exceed the captured bytes (snap length), and on a sampled port a
+        // kept frame stands for up to MAX_SAMPLING frames.
+        let wire_len = u64::from(len) * 6 * (1u64 << (len % 17));
         match parse(frame) {
             Some(Frame::Ipv4 {
                 src_mac,

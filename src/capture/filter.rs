@@ -6,6 +6,11 @@
 //! looked through (the kernel normally strips the tag before taps see the frame, but not always, e.g.
 //! outgoing frames without VLAN offload). Building the program is plain safe code; attaching it is
 //! in `socket.rs`.
+//!
+//! Sampling: with a ratio N > 1 the kernel keeps each IPv4/IPv6 frame of (a) with probability 1/N
+//! (the `SKF_AD_RANDOM` extension, a per-CPU pseudo-random number, masked to N - 1) and drops the
+//! rest before anything is copied, so a busy port costs the daemon 1/N of its frames. ARP and
+//! Neighbor Discovery are tested first and never sampled: every one of them matters to steering.
 
 use std::io;
 
@@ -14,14 +19,17 @@ use libc::sock_filter;
 use super::frame::Mac;
 
 /// Most destination MACs one program can test. Each MAC costs 4 instructions, and classic BPF jump
-/// offsets are 8 bits: the ARP accept jump spans every MAC block (8 + 4 * MAX_MACS), so that must
-/// stay below 256.
+/// offsets are 8 bits: the ARP accept jump spans every MAC block and the sampling block
+/// (12 + 4 * MAX_MACS), so that must stay below 256.
 pub const MAX_MACS: usize = 32;
 
 /// Default snap length: Ethernet (14) + one 802.1Q tag (4) + an IPv4 header with up to 40 bytes of
 /// options (60) = 78, Ethernet + tag + ARP (28) = 46, or Ethernet + tag + IPv6 (40) + an NS/NA
 /// (24) + one link-layer address option (8) = 90; rounded up.
 pub const DEFAULT_SNAP_LEN: u32 = 96;
+
+/// Largest sampling ratio (one frame in this many is kept). A power of two, like every ratio.
+pub const MAX_SAMPLING: u32 = 1 << 16;
 
 const ETH_P_IP: u32 = 0x0800;
 const ETH_P_ARP: u32 = 0x0806;
@@ -40,6 +48,9 @@ const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
 const LD_B_IND: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_IND) as u16;
 const LDX_IMM: u16 = (libc::BPF_LDX | libc::BPF_W | libc::BPF_IMM) as u16;
 const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+/// The classic-BPF extension load of a random u32 (`ld rand` in bpf_asm).
+const AD_RANDOM: u32 = (libc::SKF_AD_OFF + 56) as u32;
 const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
 const fn stmt(code: u16, k: u32) -> sock_filter {
@@ -61,14 +72,18 @@ pub fn drop_all() -> [sock_filter; 1] {
     [stmt(RET_K, 0)]
 }
 
-/// Builds the capture program for `macs` (duplicates are ignored), returning at most `snap_len`
-/// bytes of each frame it passes. Fails with `InvalidInput` for more than [`MAX_MACS`] distinct
-/// MACs or a zero snap length.
-pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
+/// The distinct MACs of `macs`, after checking them and the other parameters.
+fn checked_macs(macs: &[Mac], snap_len: u32, one_in: u32) -> io::Result<Vec<Mac>> {
     if snap_len == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "capture filter: snap length must be > 0",
+        ));
+    }
+    if !one_in.is_power_of_two() || one_in > MAX_SAMPLING {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("capture filter: sampling ratio {one_in} is not a power of two in 1..={MAX_SAMPLING}"),
         ));
     }
     let mut unique: Vec<Mac> = Vec::with_capacity(macs.len());
@@ -86,15 +101,31 @@ pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
             ),
         ));
     }
+    Ok(unique)
+}
+
+/// Builds the capture program for `macs` (duplicates are ignored), returning at most `snap_len`
+/// bytes of each frame it passes, every IPv4/IPv6 frame (exact counting). Fails with
+/// `InvalidInput` for more than [`MAX_MACS`] distinct MACs or a zero snap length.
+pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
+    sampled_program(macs, snap_len, 1)
+}
+
+/// [`program`] keeping one IPv4/IPv6 frame in `one_in` at random (ARP and Neighbor Discovery
+/// always). `one_in` must be a power of two in 1..=[`MAX_SAMPLING`]; 1 is exact counting.
+pub fn sampled_program(macs: &[Mac], snap_len: u32, one_in: u32) -> io::Result<Vec<sock_filter>> {
+    let unique = checked_macs(macs, snap_len, one_in)?;
     let n = unique.len();
     // Layout (pc: instruction):
     //   0..=12           EtherType dispatch and the Neighbor Discovery test
     //   13 + 4i ..= 16 + 4i  destination-MAC test for MAC i
     //   drop = 13 + 4n     ret #0
-    //   accept = 14 + 4n   ret #snap_len
+    //   sample = 14 + 4n   (only when sampling) ld rand; and #(N-1); jeq #0 -> accept; ret #0
+    //   accept             ret #snap_len
     let macs_at = 13;
     let drop = macs_at + 4 * n;
-    let accept = drop + 1;
+    let sample = drop + 1;
+    let accept = if one_in > 1 { sample + 4 } else { sample };
     // Jump offset from the instruction at `pc` to `target` (relative to pc + 1).
     let off = |pc: usize, target: usize| -> u8 {
         u8::try_from(target - pc - 1).expect("MAX_MACS keeps BPF jumps within 8 bits")
@@ -131,298 +162,24 @@ pub fn program(macs: &[Mac], snap_len: u32) -> io::Result<Vec<sock_filter>> {
         p.push(stmt(LD_W_ABS, 2)); // A = dst MAC bytes 2..6
         p.push(jump(JEQ_K, lo, 0, 2)); // low 4 bytes differ -> next block
         p.push(stmt(LD_H_ABS, 0)); // A = dst MAC bytes 0..2
-        p.push(jump(JEQ_K, hi, off(pc + 3, accept), 0)); // match -> accept, else next block
+        p.push(jump(JEQ_K, hi, off(pc + 3, sample), 0)); // match -> sample, else next block
     }
 
     // Verdicts. The return value is the number of bytes kept, which truncates the copy to the
     // ring (tp_len still reports the real frame length).
     p.push(stmt(RET_K, 0)); // drop
+    if one_in > 1 {
+        // Masking needs no division; the generator's low bits are as uniform as its high ones.
+        p.push(stmt(LD_W_ABS, AD_RANDOM)); // A = random u32
+        p.push(stmt(AND_K, one_in - 1));
+        p.push(jump(JEQ_K, 0, off(sample + 2, accept), 0)); // one in N -> accept
+        p.push(stmt(RET_K, 0)); // the others: drop (jumps only go forward)
+    }
     p.push(stmt(RET_K, snap_len)); // accept, truncated
     debug_assert_eq!(p.len(), accept + 1);
     Ok(p)
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// A tiny classic-BPF interpreter covering what a socket filter can use without extensions:
-    /// loads (absolute, indirect, immediate, length, scratch memory), stores, ALU, jumps, returns.
-    /// Out-of-bounds packet loads return 0 (drop), as in the kernel. Returns the number of bytes the
-    /// kernel would keep: `min(ret, frame.len())`.
-    pub(crate) fn run(prog: &[sock_filter], frame: &[u8]) -> u32 {
-        let (mut a, mut x) = (0u32, 0u32);
-        let mut mem = [0u32; 16];
-        let mut pc = 0usize;
-        let load = |off: u32, size: usize| -> Option<u32> {
-            let off = off as usize;
-            let bytes = frame.get(off..off.checked_add(size)?)?;
-            Some(bytes.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b)))
-        };
-        loop {
-            let ins = prog.get(pc).expect("BPF program ran off its end");
-            pc += 1;
-            let code = u32::from(ins.code);
-            let size = match code & 0x18 {
-                libc::BPF_W => 4,
-                libc::BPF_H => 2,
-                _ => 1,
-            };
-            match code & 0x07 {
-                libc::BPF_LD | libc::BPF_LDX => {
-                    let v = match code & 0xe0 {
-                        libc::BPF_IMM => Some(ins.k),
-                        libc::BPF_ABS => load(ins.k, size),
-                        libc::BPF_IND => load(x.wrapping_add(ins.k), size),
-                        libc::BPF_MEM => Some(mem[ins.k as usize]),
-                        libc::BPF_LEN => Some(frame.len() as u32),
-                        libc::BPF_MSH => load(ins.k, 1).map(|b| (b & 0xf) << 2),
-                        other => panic!("unsupported load mode {other:#x}"),
-                    };
-                    let Some(v) = v else { return 0 };
-                    if code & 0x07 == libc::BPF_LD {
-                        a = v;
-                    } else {
-                        x = v;
-                    }
-                }
-                libc::BPF_ST => mem[ins.k as usize] = a,
-                libc::BPF_STX => mem[ins.k as usize] = x,
-                libc::BPF_ALU => {
-                    let src = if code & libc::BPF_X != 0 { x } else { ins.k };
-                    a = match code & 0xf0 {
-                        0x00 => a.wrapping_add(src),
-                        0x10 => a.wrapping_sub(src),
-                        0x20 => a.wrapping_mul(src),
-                        0x30 => a.checked_div(src).unwrap_or(0),
-                        0x40 => a | src,
-                        0x50 => a & src,
-                        0x60 => a.wrapping_shl(src),
-                        0x70 => a.wrapping_shr(src),
-                        0x80 => a.wrapping_neg(),
-                        0x90 => a.checked_rem(src).unwrap_or(0),
-                        0xa0 => a ^ src,
-                        other => panic!("unsupported ALU op {other:#x}"),
-                    };
-                }
-                libc::BPF_JMP => {
-                    let src = if code & libc::BPF_X != 0 { x } else { ins.k };
-                    let taken = match code & 0xf0 {
-                        0x00 => {
-                            pc += ins.k as usize;
-                            continue;
-                        }
-                        0x10 => a == src,
-                        0x20 => a > src,
-                        0x30 => a >= src,
-                        0x40 => a & src != 0,
-                        other => panic!("unsupported jump {other:#x}"),
-                    };
-                    pc += usize::from(if taken { ins.jt } else { ins.jf });
-                }
-                libc::BPF_RET => {
-                    let r = if code & 0x18 == libc::BPF_A { a } else { ins.k };
-                    return r.min(frame.len() as u32);
-                }
-                libc::BPF_MISC => {
-                    if code & 0xf8 == 0 {
-                        x = a; // tax
-                    } else {
-                        a = x; // txa
-                    }
-                }
-                _ => unreachable!(),
-            }
-        }
-    }
-
-    const PORT_A: Mac = Mac(0x02, 0xaa, 0x00, 0x00, 0x00, 0x01);
-    const PORT_B: Mac = Mac(0x02, 0xaa, 0x00, 0x00, 0x00, 0x02);
-    const OTHER: Mac = Mac(0x02, 0xbb, 0x00, 0x00, 0x00, 0x01);
-    const CLIENT: Mac = Mac(0x02, 0xcc, 0x00, 0x00, 0x00, 0x09);
-
-    fn eth(dst: Mac, ethertype: u16, vlan: bool, len: usize) -> Vec<u8> {
-        let mut f = Vec::new();
-        f.extend_from_slice(&dst.octets());
-        f.extend_from_slice(&CLIENT.octets());
-        if vlan {
-            f.extend_from_slice(&0x8100u16.to_be_bytes());
-            f.extend_from_slice(&0x0005u16.to_be_bytes());
-        }
-        f.extend_from_slice(&ethertype.to_be_bytes());
-        f.resize(len.max(f.len()), 0x45);
-        f
-    }
-
-    #[test]
-    fn passes_ipv4_to_listed_macs_only() {
-        let p = program(&[PORT_A, PORT_B], 96).unwrap();
-        assert_eq!(run(&p, &eth(PORT_A, 0x0800, false, 1514)), 96);
-        assert_eq!(run(&p, &eth(PORT_B, 0x0800, false, 1514)), 96);
-        assert_eq!(run(&p, &eth(OTHER, 0x0800, false, 1514)), 0);
-        // Same low 4 bytes as PORT_A, different high 2 bytes; and the reverse.
-        let mut near = PORT_A;
-        near.0 = 0x06;
-        assert_eq!(run(&p, &eth(near, 0x0800, false, 100)), 0);
-        let mut near = PORT_A;
-        near.5 = 0x7f;
-        assert_eq!(run(&p, &eth(near, 0x0800, false, 100)), 0);
-        assert_eq!(
-            run(
-                &p,
-                &eth(Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff), 0x0800, false, 100)
-            ),
-            0
-        );
-    }
-
-    #[test]
-    fn passes_arp_any_destination() {
-        let p = program(&[PORT_A], 96).unwrap();
-        assert_eq!(
-            run(
-                &p,
-                &eth(Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff), 0x0806, false, 42)
-            ),
-            42
-        );
-        assert_eq!(run(&p, &eth(OTHER, 0x0806, false, 60)), 60);
-        assert_eq!(run(&p, &eth(OTHER, 0x0806, true, 64)), 64);
-        // No MACs at all: ARP still passes, IPv4 never does.
-        let p = program(&[], 96).unwrap();
-        assert_eq!(run(&p, &eth(OTHER, 0x0806, false, 42)), 42);
-        assert_eq!(run(&p, &eth(PORT_A, 0x0800, false, 42)), 0);
-    }
-
-    #[test]
-    fn drops_other_ethertypes() {
-        let p = program(&[PORT_A], 96).unwrap();
-        for et in [0x8035, 0x88cc, 0x0801, 0x8100, 0x88a8, 0x0000] {
-            assert_eq!(run(&p, &eth(PORT_A, et, false, 200)), 0, "{et:#x}");
-        }
-        assert_eq!(run(&p, &eth(PORT_A, 0x88cc, true, 200)), 0);
-    }
-
-    #[test]
-    fn looks_through_one_vlan_tag() {
-        let p = program(&[PORT_A], 96).unwrap();
-        assert_eq!(run(&p, &eth(PORT_A, 0x0800, true, 1518)), 96);
-        assert_eq!(run(&p, &eth(OTHER, 0x0800, true, 1518)), 0);
-    }
-
-    #[test]
-    fn truncated_and_runt_frames() {
-        let p = program(&[PORT_A], 96).unwrap();
-        // Shorter than the snap length: kept whole.
-        assert_eq!(run(&p, &eth(PORT_A, 0x0800, false, 34)), 34);
-        // Too short to hold an EtherType: out-of-bounds load drops it.
-        assert_eq!(run(&p, &PORT_A.octets()), 0);
-        assert_eq!(run(&p, &[]), 0);
-        // Tagged but too short for the inner EtherType.
-        let f = eth(PORT_A, 0x0800, true, 0);
-        assert_eq!(run(&p, &f[..16]), 0);
-    }
-
-    #[test]
-    fn snap_length_is_honoured() {
-        let p = program(&[PORT_A], 64).unwrap();
-        assert_eq!(run(&p, &eth(PORT_A, 0x0800, false, 1000)), 64);
-        assert_eq!(run(&p, &eth(OTHER, 0x0806, false, 1000)), 64);
-    }
-
-    #[test]
-    fn max_macs_all_match_and_jumps_fit() {
-        let macs: Vec<Mac> = (0..MAX_MACS as u8)
-            .map(|i| Mac(0x02, i, 0x10, 0x20, i, 0x30))
-            .collect();
-        let p = program(&macs, 96).unwrap();
-        assert_eq!(p.len(), 15 + 4 * MAX_MACS);
-        for m in &macs {
-            assert_eq!(run(&p, &eth(*m, 0x0800, false, 500)), 96);
-        }
-        assert_eq!(run(&p, &eth(OTHER, 0x0800, false, 500)), 0);
-        assert_eq!(run(&p, &eth(OTHER, 0x0806, false, 500)), 96);
-        let mut too_many = macs.clone();
-        too_many.push(OTHER);
-        assert!(program(&too_many, 96).is_err());
-        // Duplicates do not count against the limit.
-        let mut dup = macs.clone();
-        dup.extend_from_slice(&macs);
-        assert_eq!(program(&dup, 96).unwrap().len(), p.len());
-    }
-
-    /// An IPv6 frame [tagged] to `dst` with next header `nh` and first payload byte `ty`.
-    fn ipv6(dst: Mac, vlan: bool, nh: u8, ty: u8, len: usize) -> Vec<u8> {
-        let mut f = eth(dst, 0x86dd, vlan, 0);
-        let l3 = f.len();
-        f.resize(len.max(l3 + 41), 0);
-        f[l3] = 0x60;
-        f[l3 + 6] = nh;
-        f[l3 + 40] = ty;
-        f
-    }
-
-    #[test]
-    fn passes_ipv6_to_listed_macs_only() {
-        let p = program(&[PORT_A, PORT_B], 96).unwrap();
-        for vlan in [false, true] {
-            assert_eq!(run(&p, &ipv6(PORT_A, vlan, 6, 0, 1514)), 96);
-            assert_eq!(run(&p, &ipv6(PORT_B, vlan, 17, 0, 1514)), 96);
-            assert_eq!(run(&p, &ipv6(OTHER, vlan, 6, 0, 1514)), 0);
-            // ICMPv6 that is not NS/NA: only to our MACs.
-            assert_eq!(run(&p, &ipv6(PORT_A, vlan, 58, 128, 200)), 96);
-            assert_eq!(run(&p, &ipv6(OTHER, vlan, 58, 128, 200)), 0);
-            assert_eq!(
-                run(&p, &ipv6(Mac(0x33, 0x33, 0, 0, 0, 1), vlan, 58, 134, 200)),
-                0
-            );
-        }
-    }
-
-    #[test]
-    fn passes_neighbor_discovery_any_destination() {
-        let p = program(&[PORT_A], 96).unwrap();
-        let mcast = [0x33, 0x33, 0xff, 0, 0, 1];
-        for vlan in [false, true] {
-            for ty in [135u8, 136] {
-                // Ethernet [+ tag] + IPv6 + NS/NA + one option: whole within the snap length.
-                let len = if vlan { 90 } else { 86 };
-                assert_eq!(
-                    run(&p, &ipv6(Mac::from(mcast), vlan, 58, ty, len)),
-                    len as u32
-                );
-                assert_eq!(run(&p, &ipv6(OTHER, vlan, 58, ty, len)), len as u32);
-                assert_eq!(run(&p, &ipv6(PORT_A, vlan, 58, ty, len)), len as u32);
-                // The same type behind another next header is not ND.
-                assert_eq!(run(&p, &ipv6(OTHER, vlan, 17, ty, len)), 0);
-                assert_eq!(
-                    run(&p, &ipv6(OTHER, vlan, 0, ty, len)),
-                    0,
-                    "hop-by-hop first"
-                );
-            }
-            for ty in [133u8, 134, 137, 1] {
-                assert_eq!(
-                    run(&p, &ipv6(Mac::from(mcast), vlan, 58, ty, 90)),
-                    0,
-                    "type {ty}"
-                );
-            }
-        }
-        // No MACs at all: ND still passes, other IPv6 never does.
-        let p = program(&[], 96).unwrap();
-        assert_eq!(run(&p, &ipv6(OTHER, false, 58, 136, 86)), 86);
-        assert_eq!(run(&p, &ipv6(PORT_A, false, 6, 0, 86)), 0);
-        // Too short to hold the ICMPv6 type: dropped.
-        let f = ipv6(OTHER, false, 58, 135, 86);
-        assert_eq!(run(&p, &f[..54]), 0);
-    }
-
-    #[test]
-    fn drop_all_drops() {
-        let p = drop_all();
-        assert_eq!(run(&p, &eth(PORT_A, 0x0800, false, 100)), 0);
-        assert_eq!(run(&p, &eth(PORT_A, 0x0806, false, 100)), 0);
-        assert!(program(&[PORT_A], 0).is_err());
-    }
-}
+#[path = "filter_tests.rs"]
+pub(crate) mod tests;

@@ -1,12 +1,14 @@
 //! The capture sockets, one per port, indexed like the port table: opened when a port appears,
 //! closed when it goes, re-filtered when the set of port MACs changes, and used to send the
-//! steering core's frames out of the right port.
+//! steering core's frames out of the right port. Each socket's sampling ratio follows its port's
+//! packet rate (a `Sampler` per port).
 
 use std::io;
 
-use log::{debug, error, warn};
+use log::{debug, error, info, warn};
 use mio::{Interest, Registry, Token};
 
+use crate::capture::sampling::Sampler;
 use crate::capture::{CaptureSocket, RingConfig};
 use crate::host::PortTable;
 
@@ -16,16 +18,23 @@ pub struct Captures {
     pub ready: Vec<bool>,
     ring: RingConfig,
     base: usize,
+    /// Each port's sampling policy, and the limit new ones get (`None`: sampling off).
+    samplers: Vec<Sampler>,
+    sampling_limit: Option<u32>,
 }
 
 impl Captures {
     /// `base`: the mio token of port 0's socket; port `i` uses `base + i`.
-    pub fn new(ring: RingConfig, base: usize) -> Self {
+    /// `sampling_limit`: `[capture]` frames a second a port hands over before it is sampled
+    /// (`None`: never).
+    pub fn new(ring: RingConfig, base: usize, sampling_limit: Option<u32>) -> Self {
         Captures {
             socks: Vec::new(),
             ready: Vec::new(),
             ring,
             base,
+            samplers: Vec::new(),
+            sampling_limit,
         }
     }
 
@@ -33,7 +42,62 @@ impl Captures {
         if self.socks.len() < n {
             self.socks.resize_with(n, || None);
             self.ready.resize(n, false);
+            let limit = self.sampling_limit;
+            self.samplers.resize_with(n, || Sampler::new(limit));
         }
+    }
+
+    /// Feeds port `i`'s receive packet counter (read at `at_ms`) to its sampler and applies a
+    /// new ratio to its socket.
+    pub fn sample_from_counter(
+        &mut self,
+        ports: &PortTable,
+        i: usize,
+        at_ms: u64,
+        rx_packets: u64,
+    ) {
+        let n = self
+            .samplers
+            .get_mut(i)
+            .and_then(|s| s.on_counter(at_ms, rx_packets));
+        self.apply_sampling(ports, i, n);
+    }
+
+    /// Tells port `i`'s sampler how many frames a drain handed over, so that a surge raises the
+    /// ratio before the next counter reading.
+    pub fn sample_from_drained(&mut self, ports: &PortTable, i: usize, at_ms: u64, frames: usize) {
+        let n = self
+            .samplers
+            .get_mut(i)
+            .and_then(|s| s.on_drained(at_ms, frames));
+        self.apply_sampling(ports, i, n);
+    }
+
+    /// A new limit (reload): off means exact at once, otherwise the next readings decide.
+    pub fn set_sampling_limit(&mut self, ports: &PortTable, limit: Option<u32>) {
+        self.sampling_limit = limit;
+        for i in 0..self.samplers.len() {
+            let n = self.samplers[i].set_limit(limit);
+            self.apply_sampling(ports, i, n);
+        }
+    }
+
+    fn apply_sampling(&self, ports: &PortTable, i: usize, one_in: Option<u32>) {
+        let (Some(n), Some(c)) = (one_in, self.get(i)) else {
+            return;
+        };
+        let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
+        match c.set_sampling(n) {
+            Ok(()) if n == 1 => info!("port {name}: counting every frame"),
+            Ok(()) => info!("port {name}: counting one frame in {n}"),
+            Err(e) => warn!("port {name}: sampling ratio not changed: {e}"),
+        }
+    }
+
+    /// Port `i`'s sampling ratio: one IPv4/IPv6 frame in this many is counted (1 without a
+    /// socket).
+    pub fn sampling(&self, i: usize) -> u32 {
+        self.get(i).map_or(1, |c| c.sampling())
     }
 
     pub fn get(&self, port: usize) -> Option<&CaptureSocket> {
@@ -62,6 +126,8 @@ impl Captures {
             error!("port {}: cannot register capture socket: {e}", p.name);
         }
         self.socks[i] = Some(c);
+        // A new socket counts exactly.
+        self.samplers[i].reset();
         // Frames may already be waiting; edge-triggered readiness would not report them.
         self.ready[i] = true;
         Ok(())

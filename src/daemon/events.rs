@@ -36,6 +36,11 @@ impl Daemon {
                 if let (Some(i), Some(rx)) = (self.ports.by_ifindex(l.index), l.rx_bytes) {
                     self.ports.list[i].record_counter(now_ms, rx);
                 }
+                // The port's packet rate chooses its sampling ratio.
+                if let (Some(i), Some(pk)) = (self.ports.by_ifindex(l.index), l.rx_packets) {
+                    self.captures
+                        .sample_from_counter(&self.ports, i, now_ms, pk);
+                }
             }
             if matches!(ev, NlEvent::Overrun) {
                 self.redump();
@@ -181,7 +186,7 @@ impl Daemon {
                 dst_ip,
                 ..
             }) if meta.pkt_type == PACKET_HOST => {
-                table.account(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
+                table.account(src_mac, src_ip, dst_ip, port, meta.bytes(), tick);
             }
             Some(Frame::Ipv6 {
                 src_mac,
@@ -189,7 +194,7 @@ impl Daemon {
                 dst_ip,
                 ..
             }) if meta.pkt_type == PACKET_HOST => {
-                table.account_v6(src_mac, src_ip, dst_ip, port, meta.orig_len, tick);
+                table.account_v6(src_mac, src_ip, dst_ip, port, meta.bytes(), tick);
             }
             Some(f @ (Frame::Arp { .. } | Frame::Nd { .. })) => {
                 // ARP and Neighbor Discovery are rare; a flood of them is bounded by the batch.
@@ -200,9 +205,19 @@ impl Daemon {
         let more = n >= CAPTURE_BATCH || cap.pending();
         self.captures.ready[i] = more;
         let now_ms = self.clock.ms(Instant::now());
+        self.captures.sample_from_drained(&self.ports, i, now_ms, n);
+        self.watch_frames(&mut arps);
+        self.arp_buf = arps;
+        self.carry_out();
+    }
+
+    /// ARP and Neighbor Discovery frames of one batch, to the steering core (which re-asserts
+    /// the moves they put at risk).
+    fn watch_frames(&mut self, frames: &mut Vec<(Frame, bool)>) {
+        let now_ms = self.clock.ms(Instant::now());
         let (steer, out) = (&mut self.steer, &mut self.actions);
         with_ctx(&self.host, &self.ports, |ctx| {
-            for (f, outgoing) in arps.drain(..) {
+            for (f, outgoing) in frames.drain(..) {
                 match f {
                     Frame::Arp {
                         eth_src,
@@ -242,7 +257,5 @@ impl Daemon {
                 }
             }
         });
-        self.arp_buf = arps;
-        self.carry_out();
     }
 }

@@ -233,8 +233,11 @@ impl Daemon {
     fn on_tick(&mut self) {
         self.clock.tick += 1;
         self.table.roll_over(self.clock.tick);
-        if let Err(e) = self.nl.request_links() {
-            log::warn!("cannot request link counters: {e}");
+        // Only the ports' counters: a dump of every link costs in proportion to the host's links.
+        for p in self.ports.list.iter().filter(|p| p.present) {
+            if let Err(e) = self.nl.request_link(p.ifindex) {
+                log::warn!("cannot request link counters: {e}");
+            }
         }
         self.clock.eval_at = Some(Instant::now() + EVAL_DELAY);
         self.captures.update_drops(&mut self.ports);

@@ -42,6 +42,8 @@ impl Daemon {
             }
         }
         self.table.set_idle_ticks(new.capture.idle_timeout_secs);
+        self.captures
+            .set_sampling_limit(&self.ports, new.capture.sampling_limit());
         self.steer.reconfigure(super::setup::steer_config(&new));
         crate::logging::set_level(&new.log_level);
         self.settings = Settings {
@@ -49,9 +51,14 @@ impl Daemon {
             ..new
         };
         info!("SIGHUP: configuration reloaded; state kept");
+        // Read back from the parts that hold them, so a test can see the reload reached each.
         debug!(
-            "now: log level {}, {:?}, {:?}",
-            self.settings.log_level, self.settings.policy, self.settings.steering
+            "now: log level {}; client table idle timeout {} s, moves forgotten after {} s idle; {:?}; {:?}",
+            log::max_level(),
+            self.table.idle_ticks(),
+            self.steer.config().idle_ms / 1000,
+            self.settings.policy,
+            self.settings.steering
         );
     }
 }

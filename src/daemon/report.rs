@@ -50,9 +50,10 @@ impl Daemon {
 
     pub(super) fn log_state(&self) {
         info!("state: {}", self.summary());
-        for p in &self.ports.list {
+        for (i, p) in self.ports.list.iter().enumerate() {
             info!(
-                "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {}",
+                "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} \
+                 sampling 1/{}",
                 p.name,
                 p.ifindex,
                 p.mac,
@@ -61,7 +62,8 @@ impl Daemon {
                 p.rx_bps
                     .map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
                 p.detector.window_string(),
-                p.ring_drops
+                p.ring_drops,
+                self.captures.sampling(i)
             );
         }
         for c in self.client_list(None) {
@@ -121,6 +123,7 @@ impl Daemon {
                     ring_packets,
                     ring_drops: drops.max(p.ring_drops),
                     clients: per_port[i],
+                    sampling: self.captures.sampling(i),
                 }
             })
             .collect()

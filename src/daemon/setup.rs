@@ -216,7 +216,7 @@ pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
         nl_errors: 0,
         host: HostView::new(target.clone()),
         ports,
-        captures: Captures::new(ring, CAPTURE_BASE),
+        captures: Captures::new(ring, CAPTURE_BASE, settings.capture.sampling_limit()),
         table: ClientTable::new(
             settings.capture.table_size,
             settings.capture.idle_timeout_secs,

@@ -3,11 +3,14 @@
 //!
 //! Typical use: [`RouteSocket::open`], [`RouteSocket::snapshot`] once, register
 //! [`RouteSocket::socket_mut`] with `mio`, then [`RouteSocket::read_batch`] on readiness and
-//! [`RouteSocket::request_links`] every second for fresh counters.
+//! [`RouteSocket::request_link`] every second for each port's fresh counters (a dump of every
+//! link, [`RouteSocket::request_links`], costs in proportion to the links on the host).
 
 mod addr;
+mod event;
 mod link;
 mod neigh;
+mod request;
 mod socket;
 mod sysfs;
 

@@ -18,23 +18,19 @@ const WAIT: Duration = Duration::from_secs(2);
 /// Runs `f` on a fresh thread moved into a new network namespace. Sockets that thread opens
 /// and processes it spawns live in that namespace, which disappears with them.
 fn in_private_netns(test: &str, f: impl FnOnce() + Send + 'static) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping {test}: needs root to create a network namespace");
+    if !crate::test_support::root_or_skip(test) {
         return;
     }
     if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipping {test}: iproute2 `ip` not found");
+        crate::test_support::skip(test, "iproute2 `ip` not found");
         return;
     }
     let test = test.to_owned();
     let handle = std::thread::spawn(move || {
         // SAFETY: affects only this thread's namespace membership.
         if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-            eprintln!(
-                "skipping {test}: unshare(CLONE_NEWNET): {}",
-                io::Error::last_os_error()
-            );
+            let e = io::Error::last_os_error();
+            crate::test_support::skip(&test, &format!("unshare(CLONE_NEWNET): {e}"));
             return;
         }
         f();
@@ -272,7 +268,10 @@ fn bridge_port_removal_is_not_link_removal() {
             .status()
             .map_or(true, |s| !s.success())
         {
-            eprintln!("skipping: no bridge support");
+            crate::test_support::skip(
+                "bridge_port_removal_is_not_link_removal",
+                "no bridge support",
+            );
             return;
         }
         ip("link add rlbd-a type veth peer name rlbd-b");
@@ -344,6 +343,68 @@ fn back_to_back_dumps_are_serialised() {
         );
         assert!(w.drain(Duration::from_millis(200)).is_empty());
     });
+}
+
+#[test]
+fn single_link_requests_answer_alone_and_beside_a_dump() {
+    in_private_netns(
+        "single_link_requests_answer_alone_and_beside_a_dump",
+        || {
+            ip("link add rlbd-a type veth peer name rlbd-b");
+            ip("link set rlbd-a up");
+            ip("link set rlbd-b up");
+            // Many other links: the answer must be the one link asked for, not a dump of them.
+            for i in 0..20 {
+                ip(&format!("link add rlbd-x{i} type veth peer name rlbd-y{i}"));
+            }
+            let mut w = Watcher::new();
+            let snap = w.sock.snapshot().unwrap();
+            let a = snap
+                .links
+                .iter()
+                .find(|l| l.name == "rlbd-a")
+                .unwrap()
+                .index;
+            let b = snap
+                .links
+                .iter()
+                .find(|l| l.name == "rlbd-b")
+                .unwrap()
+                .index;
+            w.drain(Duration::from_millis(100));
+            w.sock.request_link(a).unwrap();
+            w.sock.request_link(b).unwrap();
+            let got = w.drain(Duration::from_millis(300));
+            let names: Vec<&str> = got
+                .iter()
+                .filter_map(|e| match e {
+                    NlEvent::Link(l) => Some(l.name.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(names, ["rlbd-a", "rlbd-b"], "{got:#?}");
+            assert!(got
+                .iter()
+                .all(|e| matches!(e, NlEvent::Link(l) if l.rx_packets.is_some())));
+            // Beside a running dump: not refused (EBUSY), not queued behind it.
+            w.sock.request_links().unwrap();
+            w.sock.request_link(a).unwrap();
+            let got = w.drain(Duration::from_millis(300));
+            let a_seen = got
+                .iter()
+                .filter(|e| matches!(e, NlEvent::Link(l) if l.index == a))
+                .count();
+            assert_eq!(a_seen, 2, "once in the dump, once alone");
+            assert_eq!(got.iter().filter(|e| **e == NlEvent::DumpDone).count(), 1);
+            // A link that does not exist: no event and no error, and the socket goes on.
+            w.sock.request_link(999_999).unwrap();
+            assert!(w.drain(Duration::from_millis(200)).is_empty());
+            w.sock.request_link(b).unwrap();
+            w.expect("rlbd-b after an error answer", |e| {
+                link_named(e, "rlbd-b").is_some()
+            });
+        },
+    );
 }
 
 #[test]

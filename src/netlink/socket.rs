@@ -1,4 +1,5 @@
-//! The rtnetlink socket: dump requests, multicast subscriptions and nonblocking decoding.
+//! The rtnetlink socket: dump requests, single-link requests, multicast subscriptions and
+//! nonblocking decoding.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -8,43 +9,16 @@ use std::time::{Duration, Instant};
 
 use log::{debug, warn};
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP,
-    NLMSG_OVERRUN, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
+    NetlinkBuffer, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP_INTR,
 };
-use netlink_packet_route::address::AddressMessage;
-use netlink_packet_route::link::LinkMessage;
-use netlink_packet_route::neighbour::NeighbourMessage;
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-use super::addr::{parse_addr, AddrEntry};
-use super::link::{parse_link, LinkInfo, LinkMsg};
-use super::neigh::{parse_neigh, NeighEntry};
-
-/// One thing the kernel told us.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NlEvent {
-    /// RTM_NEWLINK: a link appeared or changed, or one entry of a link dump (with fresh
-    /// counters).
-    Link(LinkInfo),
-    LinkRemoved {
-        index: u32,
-        name: String,
-    },
-    /// RTM_NEWNEIGH: an entry was added or changed state, including to FAILED. Notifications
-    /// and the dump (`request_neighbours`) cover IPv4 and IPv6 neighbours.
-    Neigh(NeighEntry),
-    NeighRemoved(NeighEntry),
-    Addr(AddrEntry),
-    AddrRemoved(AddrEntry),
-    /// The oldest outstanding dump request is complete. Dumps run one at a time in request
-    /// order; a request made while one of the same kind is still queued (not yet sent) shares
-    /// that one's reply and `DumpDone`.
-    DumpDone,
-    /// The kernel dropped notifications (receive buffer full) or a datagram was truncated:
-    /// the caller's view may be stale and it should request fresh dumps.
-    Overrun,
-}
+use super::addr::AddrEntry;
+pub use super::event::NlEvent;
+use super::event::{error_code, route_event};
+use super::link::LinkInfo;
+use super::neigh::NeighEntry;
+use super::request::{dump_request, link_request, Dump, DumpKind};
 
 /// Everything the kernel knows at start-up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,29 +26,6 @@ pub struct Snapshot {
     pub links: Vec<LinkInfo>,
     pub addrs: Vec<AddrEntry>,
     pub neighbours: Vec<NeighEntry>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DumpKind {
-    Links,
-    Neighbours,
-    Addresses,
-}
-
-impl fmt::Display for DumpKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DumpKind::Links => "RTM_GETLINK",
-            DumpKind::Neighbours => "RTM_GETNEIGH",
-            DumpKind::Addresses => "RTM_GETADDR",
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Dump {
-    kind: DumpKind,
-    seq: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -90,13 +41,6 @@ enum Origin {
     Dump(u32),
     Other,
 }
-
-const RTM_NEWLINK: u16 = 16;
-const RTM_DELLINK: u16 = 17;
-const RTM_NEWADDR: u16 = 20;
-const RTM_DELADDR: u16 = 21;
-const RTM_NEWNEIGH: u16 = 28;
-const RTM_DELNEIGH: u16 = 29;
 
 /// The kernel builds dump datagrams of at most ~32 KiB; notifications are one message each.
 /// Twice that leaves room for an unusually large link message without a resize.
@@ -129,6 +73,9 @@ pub struct RouteSocket {
     rx_pos: usize,
     in_flight: Option<InFlight>,
     queued: VecDeque<Dump>,
+    /// Single-link requests not yet answered: (sequence number, ifindex, sent at), oldest
+    /// first, so that an error answer can name the link.
+    singles: VecDeque<(u32, u32, Instant)>,
     /// Notifications that arrived while `snapshot` was waiting for its dumps; handed out by
     /// the next `read_batch` so that nothing between snapshot and event loop is lost.
     pending: VecDeque<NlEvent>,
@@ -177,6 +124,7 @@ impl RouteSocket {
             rx_pos: 0,
             in_flight: None,
             queued: VecDeque::new(),
+            singles: VecDeque::new(),
             pending: VecDeque::new(),
         })
     }
@@ -187,9 +135,37 @@ impl RouteSocket {
         &mut self.socket
     }
 
-    /// Requests a dump of all links, each with its IFLA_STATS64 counters.
+    /// Requests a dump of all links, each with its IFLA_STATS64 counters. Its cost grows with
+    /// the number of links on the host: for the counters of a few known links use
+    /// [`request_link`](Self::request_link).
     pub fn request_links(&mut self) -> io::Result<()> {
         self.request(DumpKind::Links, true).map(drop)
+    }
+
+    /// Requests link `index` alone (RTM_GETLINK for one index, not a dump): the answer is one
+    /// `Link` event with fresh counters. Not queued behind a dump (the kernel answers it at
+    /// once, whatever dump is running), so it costs the same on a host with thousands of links
+    /// as with two. A link that no longer exists is logged (its removal is notified anyway).
+    pub fn request_link(&mut self, index: u32) -> io::Result<()> {
+        let seq = self.take_seq();
+        let bytes = link_request(index, seq);
+        let kernel = SocketAddr::new(0, 0);
+        self.socket
+            .send_to(&bytes, &kernel, 0)
+            .map_err(context(format_args!(
+                "sending RTM_GETLINK for ifindex {index}"
+            )))?;
+        // Requests the kernel answered are removed by their answers; what is left this long is
+        // forgotten (an answer lost with an overrun).
+        while self
+            .singles
+            .front()
+            .is_some_and(|(_, _, at)| at.elapsed() > DUMP_STALL)
+        {
+            self.singles.pop_front();
+        }
+        self.singles.push_back((seq, index, Instant::now()));
+        Ok(())
     }
 
     /// Requests a dump of the IPv4 (ARP) and IPv6 neighbour tables. The dump arrives as `Neigh` events
@@ -426,6 +402,10 @@ impl RouteSocket {
             debug!("rtnetlink dump seq {seq} was interrupted by a change");
         }
 
+        let code = error_code(payload);
+        if port == self.port && single_answer(&mut self.singles, seq, msg_type, code) {
+            return Ok(());
+        }
         let event = match msg_type {
             NLMSG_NOOP => None,
             NLMSG_OVERRUN => Some(NlEvent::Overrun),
@@ -441,10 +421,7 @@ impl RouteSocket {
                 }
             },
             NLMSG_ERROR => {
-                let code = payload
-                    .get(..4)
-                    .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-                    .unwrap_or(0);
+                let code = error_code(payload);
                 match ours {
                     Some(dump) if code != 0 => {
                         self.in_flight = None;
@@ -464,69 +441,13 @@ impl RouteSocket {
                     }
                 }
             }
-            RTM_NEWLINK | RTM_DELLINK => match parse_link(payload) {
-                Ok(LinkMsg::Link(link)) if msg_type == RTM_NEWLINK => Some(NlEvent::Link(link)),
-                Ok(LinkMsg::Link(link)) => Some(NlEvent::LinkRemoved {
-                    index: link.index,
-                    name: link.name,
-                }),
-                Ok(LinkMsg::Ignored) => None,
-                Err(e) => {
-                    debug!("skipping undecodable link message (type {msg_type}): {e}");
-                    None
-                }
-            },
-            RTM_NEWNEIGH | RTM_DELNEIGH => match parse_neigh(payload) {
-                Ok(Some(n)) if msg_type == RTM_NEWNEIGH => Some(NlEvent::Neigh(n)),
-                Ok(Some(n)) => Some(NlEvent::NeighRemoved(n)),
-                Ok(None) => None,
-                Err(e) => {
-                    debug!("skipping undecodable neighbour message (type {msg_type}): {e}");
-                    None
-                }
-            },
-            RTM_NEWADDR | RTM_DELADDR => match parse_addr(payload) {
-                Ok(Some(a)) if msg_type == RTM_NEWADDR => Some(NlEvent::Addr(a)),
-                Ok(Some(a)) => Some(NlEvent::AddrRemoved(a)),
-                Ok(None) => None,
-                Err(e) => {
-                    debug!("skipping undecodable address message (type {msg_type}): {e}");
-                    None
-                }
-            },
-            other => {
-                debug!("ignoring rtnetlink message type {other}");
-                None
-            }
+            other => route_event(other, payload),
         };
         if let Some(event) = event {
             sink(origin, event);
         }
         Ok(())
     }
-}
-
-/// Serialises one dump request.
-fn dump_request(dump: Dump) -> Vec<u8> {
-    let payload = match dump.kind {
-        DumpKind::Links => RouteNetlinkMessage::GetLink(LinkMessage::default()),
-        DumpKind::Neighbours => {
-            // AF_UNSPEC: one dump covering the ARP and the IPv6 neighbour tables.
-            let mut msg = NeighbourMessage::default();
-            msg.header.family = AddressFamily::Unspec;
-            RouteNetlinkMessage::GetNeighbour(msg)
-        }
-        // AF_UNSPEC: one dump covering IPv4 and IPv6.
-        DumpKind::Addresses => RouteNetlinkMessage::GetAddress(AddressMessage::default()),
-    };
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    header.sequence_number = dump.seq;
-    let mut msg = NetlinkMessage::new(header, payload.into());
-    msg.finalize();
-    let mut buf = vec![0u8; msg.buffer_len()];
-    msg.serialize(&mut buf);
-    buf
 }
 
 /// Raises the socket's receive buffer, past `rmem_max` when we have CAP_NET_ADMIN.
@@ -552,6 +473,28 @@ fn grow_receive_buffer(socket: &Socket) {
         "could not raise rtnetlink receive buffer: {}",
         io::Error::last_os_error()
     );
+}
+
+/// Takes the answer to a [`RouteSocket::request_link`] off the list of those awaited; true when
+/// it was an error (logged here: nothing more to decode).
+fn single_answer(
+    singles: &mut VecDeque<(u32, u32, Instant)>,
+    seq: u32,
+    msg_type: u16,
+    code: i32,
+) -> bool {
+    let Some(i) = singles.iter().position(|(s, _, _)| *s == seq) else {
+        return false;
+    };
+    let index = singles.remove(i).map_or(0, |(_, index, _)| index);
+    if msg_type != NLMSG_ERROR {
+        return false;
+    }
+    debug!(
+        "RTM_GETLINK for ifindex {index}: {}",
+        io::Error::from_raw_os_error(code.saturating_neg())
+    );
+    true
 }
 
 /// Waits until the socket is readable or `timeout` passes (which is not an error: the caller

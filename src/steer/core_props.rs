@@ -7,11 +7,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 
-use super::tests::{cfg, World, P};
+use super::fixture::{cfg, World, P};
 use super::*;
 use crate::capture::NdKind;
 use crate::host::testing::*;
 use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
+use crate::policy::Move;
 
 const CLIENTS: usize = 4;
 const PER_CLIENT: u32 = 8;
@@ -273,37 +274,79 @@ impl Harness {
     }
 
     fn apply(&mut self, op: Op) {
-        let moved_before: HashMap<Mac, (u64, Reason)> = self
-            .s
-            .moved
-            .iter()
-            .map(|(k, m)| (*k, (m.at_ms, m.reason)))
-            .collect();
+        let moved_before: HashMap<Mac, u64> =
+            self.s.moved.iter().map(|(k, m)| (*k, m.at_ms)).collect();
         match op {
             Op::Move {
                 c,
                 to,
                 failover,
                 v6,
-            } => {
-                let reason = if failover {
-                    Reason::Failover
-                } else {
-                    Reason::Overload
-                };
-                let mv = Move {
-                    client: 0,
-                    from: (to + 1) % 3,
-                    to,
-                    rate_bps: 1e6,
-                    reason,
-                    from_util: (0.9, 0.8),
-                    to_util: (0.1, 0.2),
-                };
-                self.run(|s, ctx, now, out| {
-                    s.apply_move(now, mac(c), &talk(c, v6), &mv, "prop", ctx, out);
+            } => self.do_move(c, to, failover, v6),
+            Op::HostReply { .. }
+            | Op::HostBroadcast { .. }
+            | Op::ClientAsks { .. }
+            | Op::HostNa { .. }
+            | Op::ClientSolicits { .. } => self.wire(op),
+            Op::Neigh { .. } | Op::Addr { .. } => self.kernel(op),
+            Op::PortDown(_) | Op::PortUp(_) | Op::MacChanged(_) => self.port(op),
+            Op::Rebalance { hot, rates, on } => self.rebalance(hot, rates, on),
+            Op::Advance(dt) => self.advance(dt),
+            Op::Forget { active } => {
+                self.run(|s, _, now, out| {
+                    s.forget_idle(
+                        now,
+                        |m| (0..CLIENTS).any(|c| mac(c) == *m && active[c]),
+                        out,
+                    )
                 });
             }
+        }
+        self.check_hold_down(&moved_before);
+    }
+
+    /// An overload move of a client moved less than the hold-down ago never happens, whatever
+    /// asked for it.
+    fn check_hold_down(&self, before: &HashMap<Mac, u64>) {
+        let hold = self.s.cfg.policy.hold_down * 1000;
+        for (c, m) in &self.s.moved {
+            if m.at_ms != self.now || m.reason != Reason::Overload {
+                continue;
+            }
+            if let Some(prev) = before.get(c).filter(|t| **t != self.now) {
+                assert!(
+                    self.now - prev >= hold,
+                    "{c} moved again after {} ms",
+                    self.now - prev
+                );
+            }
+        }
+    }
+
+    fn do_move(&mut self, c: usize, to: usize, failover: bool, v6: bool) {
+        let reason = if failover {
+            Reason::Failover
+        } else {
+            Reason::Overload
+        };
+        let mv = Move {
+            client: 0,
+            from: (to + 1) % 3,
+            to,
+            rate_bps: 1e6,
+            reason,
+            from_util: (0.9, 0.8),
+            to_util: (0.1, 0.2),
+        };
+        self.run(|s, ctx, now, out| {
+            s.apply_move(now, mac(c), &talk(c, v6), &mv, "prop", ctx, out);
+        });
+    }
+
+    /// ARP and Neighbor Discovery seen on the wire.
+    fn wire(&mut self, op: Op) {
+        let b = Mac::broadcast();
+        match op {
             Op::HostReply { c, p, n } => {
                 let m = self.macs[p];
                 self.arp(
@@ -319,7 +362,6 @@ impl Harness {
             }
             Op::HostBroadcast { p, n } => {
                 let m = self.macs[p];
-                let b = Mac::broadcast();
                 self.arp(
                     ArpSeen {
                         outgoing: true,
@@ -332,14 +374,14 @@ impl Harness {
                 );
             }
             Op::ClientAsks { c, n } => {
-                let b = Mac::broadcast();
+                let m = mac(c);
                 self.arp(
                     ArpSeen {
                         outgoing: false,
                         op: 1,
-                        eth_src: mac(c),
+                        eth_src: m,
                         eth_dst: b,
-                        sha: mac(c),
+                        sha: m,
                     },
                     n,
                 );
@@ -372,20 +414,27 @@ impl Harness {
                 };
                 self.nd(seen, n);
             }
-            Op::Neigh { c, v6, ok } => {
-                let ip: IpAddr = if v6 { ip6(c).into() } else { ip4(c).into() };
-                let state = if ok {
+            _ => unreachable!(),
+        }
+    }
+
+    /// Neighbour entries and the server's addresses changing in the kernel.
+    fn kernel(&mut self, op: Op) {
+        let ev = match op {
+            Op::Neigh { c, v6, ok } => NlEvent::Neigh(NeighEntry {
+                ifindex: BOND,
+                ip: if v6 {
+                    IpAddr::from(ip6(c))
+                } else {
+                    IpAddr::from(ip4(c))
+                },
+                mac: Some(mac(c)),
+                state: if ok {
                     libc::NUD_REACHABLE
                 } else {
                     libc::NUD_FAILED
-                };
-                self.w.host.apply(&NlEvent::Neigh(NeighEntry {
-                    ifindex: BOND,
-                    ip,
-                    mac: Some(mac(c)),
-                    state,
-                }));
-            }
+                },
+            }),
             Op::Addr { v6, present } => {
                 let net = if v6 {
                     "2001:db8::1/64"
@@ -396,73 +445,53 @@ impl Harness {
                     ifindex: BOND,
                     network: net.parse().unwrap(),
                 };
-                self.w.host.apply(&if present {
+                if present {
                     NlEvent::Addr(a)
                 } else {
                     NlEvent::AddrRemoved(a)
-                });
+                }
             }
-            Op::PortDown(p) => {
-                self.w.usable[p] = false;
+            _ => unreachable!(),
+        };
+        self.w.host.apply(&ev);
+    }
+
+    /// Ports failing, coming back, changing MAC; the shell calls failover on both of the
+    /// first two (coming back rescues clients stranded while no port was left).
+    fn port(&mut self, op: Op) {
+        match op {
+            Op::PortDown(p) | Op::PortUp(p) => {
+                self.w.usable[p] = matches!(op, Op::PortUp(_));
+                let down: Vec<usize> = if self.w.usable[p] { vec![] } else { vec![p] };
                 let views = self.w.port_views();
-                self.run(|s, ctx, now, out| s.failover(now, &[p], &views, &[], ctx, out));
-                self.check_none_stranded();
-            }
-            Op::PortUp(p) => {
-                // The shell calls failover on a port coming up too: it rescues clients stranded
-                // on a failed port while none was left.
-                self.w.usable[p] = true;
-                let views = self.w.port_views();
-                self.run(|s, ctx, now, out| s.failover(now, &[], &views, &[], ctx, out));
+                self.run(|s, ctx, now, out| s.failover(now, &down, &views, &[], ctx, out));
                 self.check_none_stranded();
             }
             Op::MacChanged(p) => {
                 self.macs[p].5 ^= 0x80;
                 self.run(|s, ctx, now, out| s.on_port_mac_changed(now, p, ctx, out));
             }
-            Op::Rebalance { hot, rates, on } => {
-                let mut views = self.w.port_views();
-                views[hot].overloaded = true;
-                let snaps: Vec<ClientSnap> = (0..CLIENTS)
-                    .map(|c| ClientSnap {
-                        mac: mac(c),
-                        port: on[c],
-                        rate_bps: f64::from(rates[c]) * 1e6 / 4.0,
-                        talk: talk(c, c % 2 == 0),
-                    })
-                    .collect();
-                for s in &snaps {
-                    views[s.port].rx_bps += s.rate_bps;
-                }
-                self.run(|s, ctx, now, out| {
-                    s.rebalance(now, &views, &snaps, &|_| "prop".into(), ctx, out);
-                });
-            }
-            Op::Advance(dt) => self.advance(dt),
-            Op::Forget { active } => {
-                self.run(|s, _, now, out| {
-                    s.forget_idle(
-                        now,
-                        |m| (0..CLIENTS).any(|c| mac(c) == *m && active[c]),
-                        out,
-                    )
-                });
-            }
+            _ => unreachable!(),
         }
-        // Hold-down: an overload move of a client moved less than the hold-down ago never
-        // happens, whatever asked for it.
-        let hold = self.s.cfg.policy.hold_down * 1000;
-        for (c, m) in &self.s.moved {
-            if m.at_ms == self.now && m.reason == Reason::Overload {
-                if let Some((prev, _)) = moved_before.get(c).filter(|(t, _)| *t != self.now) {
-                    assert!(
-                        self.now - prev >= hold,
-                        "{c} moved again after {} ms",
-                        self.now - prev
-                    );
-                }
-            }
+    }
+
+    fn rebalance(&mut self, hot: usize, rates: [u8; CLIENTS], on: [usize; CLIENTS]) {
+        let mut views = self.w.port_views();
+        views[hot].overloaded = true;
+        let snaps: Vec<ClientSnap> = (0..CLIENTS)
+            .map(|c| ClientSnap {
+                mac: mac(c),
+                port: on[c],
+                rate_bps: f64::from(rates[c]) * 1e6 / 4.0,
+                talk: talk(c, c % 2 == 0),
+            })
+            .collect();
+        for s in &snaps {
+            views[s.port].rx_bps += s.rate_bps;
         }
+        self.run(|s, ctx, now, out| {
+            s.rebalance(now, &views, &snaps, &|_| "prop".into(), ctx, out);
+        });
     }
 }
 

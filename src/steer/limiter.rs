@@ -32,8 +32,6 @@ pub struct Limiter {
     clients: HashMap<Mac, Bucket>,
     all: Bucket,
     max_clients: usize,
-    pub sent: u64,
-    pub suppressed: u64,
 }
 
 impl Limiter {
@@ -48,12 +46,10 @@ impl Limiter {
                 at_ms: 0,
             },
             max_clients: max_clients.max(1),
-            sent: 0,
-            suppressed: 0,
         }
     }
 
-    /// True when one more update to `client` may go now; counts it either way.
+    /// True when one more update to `client` may go now (the caller counts both outcomes).
     pub fn allow(&mut self, client: Mac, now_ms: u64) -> bool {
         if self.clients.len() >= self.max_clients && !self.clients.contains_key(&client) {
             let (per, cap) = (self.per_client, self.per_client);
@@ -68,7 +64,6 @@ impl Limiter {
         if self.clients.len() >= self.max_clients && !self.clients.contains_key(&client) {
             // Every tracked client is mid-burst: refusing a newcomer keeps both the map and the
             // wire bounded.
-            self.suppressed += 1;
             return false;
         }
         let per = self.per_client;
@@ -77,13 +72,7 @@ impl Limiter {
             at_ms: now_ms,
         });
         // The client's bucket is checked first so a suppressed client does not use the shared budget.
-        let ok = bucket.take(now_ms, per, per) && self.all.take(now_ms, self.total, self.total);
-        if ok {
-            self.sent += 1;
-        } else {
-            self.suppressed += 1;
-        }
-        ok
+        bucket.take(now_ms, per, per) && self.all.take(now_ms, self.total, self.total)
     }
 
     pub fn tracked(&self) -> usize {
@@ -105,7 +94,6 @@ mod tests {
             l.allow(Mac::from(c), 300),
             "a quarter second buys one more at 4/s"
         );
-        assert_eq!(l.suppressed, 7);
     }
 
     #[test]

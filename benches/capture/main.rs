@@ -1,0 +1,209 @@
+//! Capture hot path costs: parsing a captured frame, accounting it in the client table (hits,
+//! and misses that evict under a flood of new MACs), and the once-a-second roll-over.
+//!
+//! Under `cargo bench` (root) the namespace benchmarks follow the micro-benchmarks: the idle
+//! daemon's CPU against the number of links on the host (`idle`), then a real flood over a veth
+//! counted by rlbd's capture path, exact and sampled, and by a naive pnet_datalink receiver
+//! (`ns`). The last line is the `capture-summary:`. `cargo test` (which runs this binary without
+//! `--bench`) never runs them. `RLBD_BENCH_NS=0` skips them, `RLBD_BENCH_NS=only` runs only them;
+//! `RLBD_BENCH_IDLE=0` skips the idle part, `RLBD_BENCH_NS_RUNS=0` the flood part,
+//! `RLBD_BENCH_NS_ROUNDS` sets the rounds of the flood part (default 3).
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+
+use criterion::{criterion_group, BenchmarkId, Criterion};
+use rlbd::capture::{parse, ClientTable, Frame, Mac};
+
+mod idle;
+mod lab;
+mod model;
+mod ns;
+mod recv;
+mod report;
+
+pub const ROLE_ARG: &str = "--rlbd-ns-role";
+pub const TX_MAC: &str = "02:52:4c:42:be:01";
+pub const RX_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0xbe, 0x02);
+pub const RX_CPU: usize = 0;
+pub const TX_CPU: usize = 1;
+
+pub type Res<T> = Result<T, String>;
+
+/// `key=value` arguments and result lines.
+pub fn kv<'a>(words: impl IntoIterator<Item = &'a str>, key: &str) -> Option<&'a str> {
+    words
+        .into_iter()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn mac(i: u32) -> Mac {
+    let b = i.to_be_bytes();
+    Mac::from([0x02, 0x00, b[0], b[1], b[2], b[3]])
+}
+
+/// A 96-byte capture (snap length) of an IPv4 frame from `src` to the server.
+pub fn frame96(src: Mac) -> Vec<u8> {
+    frame(src)
+}
+
+/// A 96-byte capture (snap length) of an IPv4 frame from `src` to the server.
+fn frame(src: Mac) -> Vec<u8> {
+    let mut f = vec![0u8; 96];
+    f[0..6].copy_from_slice(&[0x02, 0xaa, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&src.octets());
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[26..30].copy_from_slice(&[198, 18, 1, 2]);
+    f[30..34].copy_from_slice(&[198, 18, 0, 1]);
+    f
+}
+
+fn account_frame(t: &mut ClientTable, f: &[u8], tick: u64) {
+    if let Some(Frame::Ipv4 {
+        src_mac,
+        src_ip,
+        dst_ip,
+        ..
+    }) = parse(f)
+    {
+        t.account(src_mac, src_ip, dst_ip, 1, 1514, tick);
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let f = frame(mac(7));
+    c.bench_function("parse ipv4 (96-byte capture)", |b| {
+        b.iter(|| parse(black_box(&f)))
+    });
+
+    let mut g = c.benchmark_group("parse + account");
+    for &(cap, clients) in &[(4096usize, 1000u32), (65_536, 50_000)] {
+        let frames: Vec<Vec<u8>> = (0..clients).map(|i| frame(mac(i))).collect();
+        let mut t = ClientTable::new(cap, 60);
+        let mut i = 0usize;
+        g.bench_with_input(
+            BenchmarkId::new("hit", format!("{cap}/{clients}")),
+            &cap,
+            |b, _| {
+                b.iter(|| {
+                    account_frame(&mut t, &frames[i % frames.len()], 0);
+                    i += 1;
+                })
+            },
+        );
+    }
+    // The namespace benchmark's churn cases without the ring: 10,000 sources in turn through
+    // the default table (every frame a miss that evicts), and 65,536 in a table of 65,536.
+    for &(cap, clients) in &[(ClientTable::DEFAULT_CAPACITY, 10_000u32), (65_536, 65_536)] {
+        let frames: Vec<Vec<u8>> = (0..clients).map(|i| frame(mac(i))).collect();
+        let mut t = ClientTable::new(cap, 60);
+        let mut i = 0usize;
+        g.bench_with_input(
+            BenchmarkId::new("round robin", format!("{cap}/{clients}")),
+            &cap,
+            |b, _| {
+                b.iter(|| {
+                    account_frame(&mut t, &frames[i % frames.len()], 0);
+                    i += 1;
+                })
+            },
+        );
+    }
+    // Every frame from a new MAC in a full table: lookup miss + eviction + insert.
+    let mut t = ClientTable::new(65_536, 60);
+    let mut n = 0u32;
+    g.bench_function("miss+evict 65536", |b| {
+        b.iter(|| {
+            n = n.wrapping_add(1);
+            t.account(
+                mac(n),
+                Ipv4Addr::new(198, 18, 1, 2),
+                Ipv4Addr::new(198, 18, 0, 1),
+                0,
+                60,
+                0,
+            );
+        })
+    });
+    g.finish();
+
+    let mut t = ClientTable::new(65_536, 1 << 40);
+    for i in 0..65_536 {
+        t.account(
+            mac(i),
+            Ipv4Addr::new(198, 18, 1, 2),
+            Ipv4Addr::new(198, 18, 0, 1),
+            0,
+            1514,
+            0,
+        );
+    }
+    let mut tick = 0;
+    c.bench_function("roll_over 65536 live", |b| {
+        b.iter(|| {
+            tick += 1;
+            t.roll_over(tick);
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+
+/// `cargo test --all-targets -- ARGS` hands the libtest ARGS to this binary too; criterion's
+/// parser rejects these. Returns the arguments without them, if there were any.
+fn without_libtest_args(args: &[String]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut changed = false;
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--test-threads" | "--skip" => {
+                changed = true;
+                it.next();
+            }
+            "--include-ignored" | "-q" => changed = true,
+            s if s.starts_with("--test-threads=") || s.starts_with("--skip=") => changed = true,
+            _ => out.push(a.clone()),
+        }
+    }
+    changed.then_some(out)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(ROLE_ARG) {
+        std::process::exit(recv::role_main(&args[2..]));
+    }
+    if !args.iter().any(|a| a == "--bench") {
+        if let Some(rest) = without_libtest_args(&args) {
+            use std::os::unix::process::CommandExt;
+            // criterion reads the process's own arguments: run again without those.
+            let e = std::process::Command::new(std::env::current_exe().expect("own path"))
+                .args(rest)
+                .exec();
+            eprintln!("cannot re-run the benchmark binary: {e}");
+            std::process::exit(2);
+        }
+    }
+    let mode = std::env::var("RLBD_BENCH_NS").unwrap_or_default();
+    if mode != "only" {
+        benches();
+        criterion::Criterion::default()
+            .configure_from_args()
+            .final_summary();
+    }
+    // `cargo bench` passes --bench; `cargo test --all-targets` does not.
+    if args.iter().any(|a| a == "--bench") && mode != "0" {
+        ns::main();
+    }
+}

@@ -1,0 +1,405 @@
+//! The namespace benchmark. Two namespaces joined by a veth (`tx0` - `rx0`); a sender
+//! (`rlbd-lab flood`, raw AF_PACKET + `sendmmsg`, pre-built frames) pinned to one CPU in the
+//! first, and in the second, pinned to the other CPU and one at a time: rlbd's capture path as
+//! the daemon runs it (`recv.rs`: the real filter, sampling or not, `parse`,
+//! `ClientTable::account`, the port's counter request and roll-over every second) or a naive
+//! `pnet_datalink` receiver. The receivers are this binary again, started with `ip netns exec`
+//! and a role argument.
+//!
+//! On a veth the receive side of the kernel (the filter, the copy into the ring or the socket
+//! queue) runs on the sender's CPU, inside its `sendmmsg`: the sender's CPU per frame with a
+//! receiver minus without one (in the same round) is that receiver's kernel share.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rlbd::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC;
+use rlbd::capture::{ClientTable, MAX_SAMPLING};
+use rlbd::lab::flood::FloodReport;
+use rlbd::lab::netns::is_root;
+
+use super::lab::{
+    backlog_drops, check_stop, expect_line, lines_of, wait_for_other_labs, wait_for_quiet, Pair,
+};
+use super::recv::Sampling;
+use super::{kv, report, Res, ROLE_ARG, RX_CPU, RX_MAC, TX_CPU};
+
+pub const FRAMES: u64 = 2_000_000;
+pub const SOURCES: u32 = 10_000;
+const SIZES: &str = "64,1500";
+/// Frames sent before a sampled run's measured flood, so that its ratio has settled (the
+/// measured part is the steady state; a surge is met within a tenth of a second).
+const WARM_UP: u64 = 1_000_000;
+/// Sources of the accuracy run: each carries 2% of the port's frames.
+pub const ACCURACY_SOURCES: u32 = 50;
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Receiver {
+    None,
+    Rlbd {
+        capacity: usize,
+        sampling: Sampling,
+        per_client: bool,
+    },
+    Pnet,
+}
+
+impl Receiver {
+    fn exact(capacity: usize) -> Receiver {
+        Receiver::Rlbd {
+            capacity,
+            sampling: Sampling::Off,
+            per_client: false,
+        }
+    }
+
+    fn sampled(capacity: usize, per_client: bool) -> Receiver {
+        Receiver::Rlbd {
+            capacity,
+            sampling: Sampling::Auto(DEFAULT_MAX_FRAMES_PER_SEC),
+            per_client,
+        }
+    }
+
+    fn warms_up(&self) -> bool {
+        matches!(
+            self,
+            Receiver::Rlbd {
+                sampling: Sampling::Auto(_),
+                ..
+            }
+        )
+    }
+}
+
+/// The configurations, in the order they run in every round. Row names are what the table and
+/// the summary refer to.
+pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
+    vec![
+        ("baseline: no receiver", Receiver::None, SOURCES),
+        (
+            "(a) rlbd exact, table 16384",
+            Receiver::exact(16_384),
+            SOURCES,
+        ),
+        (
+            "(c) rlbd exact, default table 4096",
+            Receiver::exact(ClientTable::DEFAULT_CAPACITY),
+            SOURCES,
+        ),
+        ("(b) naive pnet_datalink", Receiver::Pnet, SOURCES),
+        (
+            "(c) rlbd exact, 65,536 clients",
+            Receiver::exact(65_536),
+            65_536,
+        ),
+        (
+            "(s) rlbd sampled (auto), default table",
+            Receiver::sampled(ClientTable::DEFAULT_CAPACITY, false),
+            SOURCES,
+        ),
+        (
+            "(k) rlbd, kernel drops every data frame",
+            Receiver::Rlbd {
+                capacity: ClientTable::DEFAULT_CAPACITY,
+                sampling: Sampling::Fixed(MAX_SAMPLING),
+                per_client: false,
+            },
+            SOURCES,
+        ),
+        (
+            "(e) rlbd sampled (auto), 50 clients",
+            Receiver::sampled(ClientTable::DEFAULT_CAPACITY, true),
+            ACCURACY_SOURCES,
+        ),
+    ]
+}
+
+#[derive(Default, Clone)]
+pub struct Run {
+    pub label: String,
+    pub sources: u32,
+    pub table: Option<usize>,
+    pub flood: FloodReport,
+    pub at_rx0: u64,
+    pub backlog_drops: u64,
+    pub recv: Option<String>,
+    /// This run's sender CPU per frame minus the same round's baseline's.
+    pub kern_ns: Option<f64>,
+    /// Over the rounds, for the summary.
+    pub spread: String,
+    /// Over the rounds: the most frames a run's receiver socket dropped, and the most a
+    /// run's sender sent that its receiver did not count (exact runs only).
+    pub worst_drops: u64,
+    pub worst_lost: u64,
+}
+
+impl Run {
+    pub fn recv_u64(&self, key: &str) -> Option<u64> {
+        kv(self.recv.as_deref()?.split_whitespace(), key)?
+            .parse()
+            .ok()
+    }
+
+    pub fn recv_str(&self, key: &str) -> Option<&str> {
+        kv(self.recv.as_deref()?.split_whitespace(), key)
+    }
+
+    pub fn sender_ns(&self) -> f64 {
+        self.flood.cpu_ns as f64 / self.flood.sent.max(1) as f64
+    }
+
+    /// Receiver CPU per frame it counted (for a sampled receiver: per frame kept).
+    pub fn recv_ns(&self) -> Option<f64> {
+        Some(self.recv_u64("cpu_ns")? as f64 / self.recv_u64("counted")?.max(1) as f64)
+    }
+
+    /// Receiver CPU per frame sent (on the wire).
+    pub fn daemon_ns(&self) -> Option<f64> {
+        Some(self.recv_u64("cpu_ns")? as f64 / self.flood.sent.max(1) as f64)
+    }
+
+    pub fn ratio(&self) -> u32 {
+        self.recv_u64("ratio").unwrap_or(1) as u32
+    }
+}
+
+fn flood(pair: &Pair, count: u64, sources: u32) -> Res<FloodReport> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.tx,
+            env!("CARGO_BIN_EXE_rlbd-lab"),
+            "flood",
+        ])
+        .args(["--iface", "tx0", "--dst-mac", &RX_MAC.to_string()])
+        .args(["--count", &count.to_string()])
+        .args(["--sources", &sources.to_string(), "--sizes", SIZES])
+        .args(["--cpu", &TX_CPU.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run the sender: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    FloodReport::from_output(&text)
+        .ok_or_else(|| format!("the sender printed {:?} ({})", text.trim(), out.status))
+}
+
+fn start_receiver(pair: &Pair, receiver: Receiver) -> Res<Option<(Child, mpsc::Receiver<String>)>> {
+    let role: Vec<String> = match receiver {
+        Receiver::None => return Ok(None),
+        Receiver::Rlbd {
+            capacity,
+            sampling,
+            per_client,
+        } => vec![
+            "recv-rlbd".into(),
+            format!("capacity={capacity}"),
+            sampling.arg(),
+            format!("per-client={}", u8::from(per_client)),
+        ],
+        Receiver::Pnet => vec!["recv-pnet".into()],
+    };
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut c = Command::new("ip")
+        .args(["netns", "exec", &pair.rx])
+        .arg(&me)
+        .arg(ROLE_ARG)
+        .args(&role)
+        .args(["iface=rx0".to_string(), format!("cpu={RX_CPU}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start the receiver: {e}"))?;
+    let lines = lines_of(c.stdout.take().expect("piped stdout"));
+    if let Err(e) = expect_line(&lines, "ready", Duration::from_secs(10)) {
+        let _ = c.kill();
+        let _ = c.wait();
+        return Err(e);
+    }
+    Ok(Some((c, lines)))
+}
+
+fn one_run(pair: &Pair, label: &str, receiver: Receiver, sources: u32) -> Res<Run> {
+    check_stop()?;
+    let mut child = start_receiver(pair, receiver)?;
+    if receiver.warms_up() {
+        flood(pair, WARM_UP, sources)?;
+        std::thread::sleep(Duration::from_millis(300));
+        if let Some((c, _)) = &mut child {
+            let stdin = c.stdin.as_mut().expect("piped stdin");
+            stdin
+                .write_all(b"mark\n")
+                .and_then(|()| stdin.flush())
+                .map_err(|e| format!("cannot mark the receiver: {e}"))?;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let rx0 = pair.rx_packets();
+    let drops0 = backlog_drops();
+    let flood = flood(pair, FRAMES, sources)?;
+    // Longer than the ring's block retire timeout (20 ms): everything is handed over.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut run = Run {
+        label: label.into(),
+        sources,
+        table: match receiver {
+            Receiver::Rlbd { capacity, .. } => Some(capacity),
+            _ => None,
+        },
+        flood,
+        at_rx0: pair.rx_packets().saturating_sub(rx0),
+        backlog_drops: backlog_drops().saturating_sub(drops0),
+        ..Run::default()
+    };
+    if let Some((mut c, lines)) = child {
+        drop(c.stdin.take());
+        let line = expect_line(&lines, "result ", Duration::from_secs(20));
+        let _ = c.kill();
+        let _ = c.wait();
+        run.recv = Some(line?.trim_start_matches("result ").to_string());
+    }
+    Ok(run)
+}
+
+/// Per configuration the median run (by receiver CPU per frame sent; the baseline by sender
+/// CPU per frame), with the spread over the rounds.
+fn medians(all: &[Vec<Run>]) -> Vec<Run> {
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::MAX, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        format!("{lo:.0}-{hi:.0}")
+    };
+    let mut runs = Vec::new();
+    for (i, set) in all.iter().enumerate() {
+        let key = |r: &Run| {
+            if i == 0 {
+                r.sender_ns()
+            } else {
+                r.daemon_ns().unwrap_or(f64::MAX)
+            }
+        };
+        let mut sorted: Vec<&Run> = set.iter().collect();
+        sorted.sort_by(|a, b| key(a).total_cmp(&key(b)));
+        let mut median = sorted[sorted.len() / 2].clone();
+        let mut kern: Vec<f64> = set.iter().filter_map(|r| r.kern_ns).collect();
+        kern.sort_by(f64::total_cmp);
+        median.kern_ns = kern.get(kern.len() / 2).copied();
+        let send: Vec<f64> = set.iter().map(Run::sender_ns).collect();
+        let recv: Vec<f64> = set.iter().filter_map(Run::recv_ns).collect();
+        median.spread = format!("send ns/f {}", range(&send));
+        if !recv.is_empty() {
+            median.spread += &format!(", recv ns/f {}", range(&recv));
+        }
+        if !kern.is_empty() {
+            median.spread += &format!(", kern ns/f {}", range(&kern));
+        }
+        median.worst_drops = set
+            .iter()
+            .filter_map(|r| r.recv_u64("drops"))
+            .max()
+            .unwrap_or(0);
+        median.worst_lost = set
+            .iter()
+            .filter(|r| r.ratio() == 1)
+            .filter_map(|r| Some(r.flood.sent.saturating_sub(r.recv_u64("counted")?)))
+            .max()
+            .unwrap_or(0);
+        if median.recv.is_some() {
+            median.spread += &format!(
+                ", dropped at most {}, not counted at most {}",
+                median.worst_drops, median.worst_lost
+            );
+        }
+        runs.push(median);
+    }
+    runs
+}
+
+fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
+    wait_for_other_labs()?;
+    let pair = Pair::create()?;
+    let started = Instant::now();
+    println!(
+        "\nnamespace benchmark: {FRAMES} frames per run (64 and 1500 bytes in turn) over a veth \
+         between {} and {}; receiver pinned to CPU {RX_CPU}, sender to CPU {TX_CPU}; load \
+         average {}",
+        pair.tx,
+        pair.rx,
+        super::load_average()
+    );
+    let plan = plan();
+    let rounds: usize = std::env::var("RLBD_BENCH_NS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(3);
+    // Rounds of the whole plan, so that a noisy moment spreads over every configuration.
+    let mut all: Vec<Vec<Run>> = vec![Vec::new(); plan.len()];
+    for round in 1..=rounds {
+        println!("round {round} of {rounds}:");
+        wait_for_quiet()?;
+        let mut base = None;
+        for (i, (label, receiver, sources)) in plan.iter().enumerate() {
+            let mut run = one_run(&pair, label, *receiver, *sources)?;
+            if i == 0 {
+                base = Some(run.sender_ns());
+            } else if run.recv.is_some() {
+                run.kern_ns = base.map(|b| run.sender_ns() - b);
+            }
+            println!(
+                "  {label}: sent {} in {:.2} s, sender {:.0} ns/frame{}",
+                run.flood.sent,
+                run.flood.secs,
+                run.sender_ns(),
+                run.recv
+                    .as_ref()
+                    .map_or(String::new(), |r| format!("; receiver: {r}"))
+            );
+            all[i].push(run);
+        }
+    }
+    let runs = medians(&all);
+    println!("\nmedian of {rounds} round(s) per configuration:");
+    report::print_table(&runs);
+    report::print_targets(&runs, idle.as_ref());
+    println!(
+        "\nnamespace benchmark took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    report::print_summary(&runs, idle.as_ref());
+    Ok(())
+}
+
+pub fn main() {
+    if !is_root() {
+        println!("namespace benchmark: skipped, needs root (network namespaces, AF_PACKET)");
+        return;
+    }
+    // SIGINT/SIGTERM set the flag; the waits turn it into an error, and dropping the
+    // namespaces cleans up.
+    let _ = rlbd::lab::netns::stop_flag();
+    let idle = if std::env::var("RLBD_BENCH_IDLE").as_deref() == Ok("0") {
+        None
+    } else {
+        match super::idle::measure() {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("idle benchmark failed: {e}");
+                std::process::exit(1);
+            }
+        }
+    };
+    if std::env::var("RLBD_BENCH_NS_RUNS").as_deref() == Ok("0") {
+        report::print_summary(&[], idle.as_ref());
+        return;
+    }
+    if let Err(e) = bench(idle) {
+        eprintln!("namespace benchmark failed: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,242 @@
+//! The namespace benchmark's output: the table of medians, the targets with their verdicts, and
+//! the one-line `capture-summary:` that ends the benchmark.
+
+use rlbd::lab::flood::source;
+
+use super::idle::IdleFigures;
+use super::ns::{Run, ACCURACY_SOURCES, FRAMES};
+
+fn fmt_kb(kb: Option<u64>) -> String {
+    kb.map_or("-".into(), |k| format!("{:.1} MB", k as f64 / 1024.0))
+}
+
+fn find<'a>(runs: &'a [Run], prefix: &str) -> Option<&'a Run> {
+    runs.iter().find(|r| r.label.starts_with(prefix))
+}
+
+pub fn print_table(runs: &[Run]) {
+    println!(
+        "\n{:<40} {:>7} {:>6} {:>9} {:>6} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8} {:>8} {:>9}",
+        "run",
+        "sources",
+        "table",
+        "sent",
+        "Mfps",
+        "at rx0",
+        "counted",
+        "dropped",
+        "1 in",
+        "recv ns/f",
+        "dmn ns/f",
+        "send ns/f",
+        "kern ns/f",
+        "peak RSS"
+    );
+    for r in runs {
+        println!(
+            "{:<40} {:>7} {:>6} {:>9} {:>6.2} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8.0} {:>8} {:>9}",
+            r.label,
+            r.sources,
+            r.table.map_or("-".into(), |t| t.to_string()),
+            r.flood.sent,
+            r.flood.sent as f64 / r.flood.secs.max(1e-9) / 1e6,
+            r.at_rx0,
+            r.recv_u64("counted").map_or("-".into(), |c| c.to_string()),
+            r.recv_u64("drops").map_or("-".into(), |d| d.to_string()),
+            r.recv.as_ref().map_or("-".into(), |_| r.ratio().to_string()),
+            r.recv_ns().map_or("-".into(), |n| format!("{n:.1}")),
+            r.daemon_ns().map_or("-".into(), |n| format!("{n:.1}")),
+            r.sender_ns(),
+            r.kern_ns.map_or("-".into(), |k| format!("{k:.0}")),
+            fmt_kb(r.recv_u64("hwm_kb")),
+        );
+    }
+    println!(
+        "  sent: frames the sender's kernel accepted (failed: {}); at rx0: the receiving veth's \
+         rx_packets; counted: frames the receiver accounted (sampled: the frames kept); dropped: \
+         the receiver socket's PACKET_STATISTICS drops; 1 in: the sampling ratio at the end; \
+         kernel input-backlog drops: {}",
+        runs.iter()
+            .map(|r| r.flood.failed.to_string())
+            .collect::<Vec<_>>()
+            .join("/"),
+        runs.iter()
+            .map(|r| r.backlog_drops.to_string())
+            .collect::<Vec<_>>()
+            .join("/")
+    );
+    println!(
+        "  recv ns/f: receiver thread CPU (getrusage RUSAGE_THREAD) per counted frame; dmn ns/f: \
+         the same per frame sent; send ns/f: sender thread CPU per sent frame; kern ns/f: send \
+         ns/f minus the same round's run without a receiver (the receiver's kernel share, spent \
+         on the sender's CPU on a veth), median over the rounds; peak RSS: the receiver \
+         process's VmHWM; sampled runs are measured after a warm-up of their own"
+    );
+    for r in runs {
+        println!(
+            "  {}: {}; over the rounds: {}",
+            r.label,
+            r.recv
+                .as_deref()
+                .map_or("no receiver", |s| s.split(" est=").next().unwrap_or(s)),
+            r.spread
+        );
+    }
+}
+
+/// The accuracy run's per-client estimates against the bytes its flood sent: the 95th
+/// percentile of the relative error over the clients with at least 1% of the bytes (the port is
+/// full: its measured rate stands for its capacity), and how many clients that was.
+pub fn accuracy(r: &Run) -> Option<(f64, usize)> {
+    let est = r.recv_str("est")?;
+    let est: std::collections::HashMap<&str, u64> = est
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('/')?;
+            Some((k, v.parse().ok()?))
+        })
+        .collect();
+    let n = u64::from(ACCURACY_SOURCES);
+    // `rlbd-lab flood`: frame i comes from source i % sources, sizes 64 and 1500 in turn.
+    let exact: Vec<(String, u64)> = (0..ACCURACY_SOURCES)
+        .map(|s| {
+            let frames = FRAMES / n + u64::from(u64::from(s) < FRAMES % n);
+            let size = if s % 2 == 0 { 64 } else { 1500 };
+            (source(s, None).0.to_string(), frames * size)
+        })
+        .collect();
+    let total: u64 = exact.iter().map(|e| e.1).sum();
+    let mut errs: Vec<f64> = exact
+        .iter()
+        .filter(|(_, b)| *b * 100 >= total)
+        .map(|(mac, b)| {
+            let e = est.get(mac.as_str()).copied().unwrap_or(0) as f64;
+            ((e - *b as f64) / *b as f64).abs()
+        })
+        .collect();
+    if errs.is_empty() {
+        return None;
+    }
+    errs.sort_by(f64::total_cmp);
+    let i = (errs.len() * 95).div_ceil(100) - 1;
+    Some((errs[i] * 100.0, errs.len()))
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
+    println!("\ntargets:");
+    if let Some(s) = find(runs, "(s)") {
+        let (k, d) = (
+            s.kern_ns.unwrap_or(f64::NAN),
+            s.daemon_ns().unwrap_or(f64::NAN),
+        );
+        let mfps = s.flood.sent as f64 / s.flood.secs.max(1e-9) / 1e6;
+        println!(
+            "  kernel + daemon per frame <= 50 ns, sampled 1 in {} at {mfps:.2} Mfps: {k:.0} + \
+             {d:.1} = {:.0} ns -> {}",
+            s.ratio(),
+            k + d,
+            verdict(k + d <= 50.0)
+        );
+        println!(
+            "  daemon CPU <= 2% of a core per million frames a second: {:.2}% -> {}",
+            d / 10.0,
+            verdict(d <= 20.0)
+        );
+    }
+    if let Some(k) = find(runs, "(k)") {
+        println!(
+            "  for scale: the tap alone, every data frame dropped by the filter: kernel {:.0} \
+             ns/frame, daemon {:.1} ns/frame",
+            k.kern_ns.unwrap_or(f64::NAN),
+            k.daemon_ns().unwrap_or(f64::NAN)
+        );
+    }
+    if let Some(e) = find(runs, "(e)") {
+        match accuracy(e) {
+            Some((p95, n)) => println!(
+                "  per-client rate error <= 3% (95th percentile, {n} clients with >= 1% of the \
+                 bytes, sampled 1 in {}): {p95:.2}% -> {}",
+                e.ratio(),
+                verdict(p95 <= 3.0)
+            ),
+            None => println!("  per-client rate error: no estimates from the accuracy run"),
+        }
+    }
+    let churn: Vec<&Run> = runs.iter().filter(|r| r.label.starts_with("(c)")).collect();
+    for c in &churn {
+        let ns = c.recv_ns().unwrap_or(f64::NAN);
+        println!(
+            "  table under churn <= 100 ns per counted frame, {}: {ns:.1} ns -> {}",
+            c.label,
+            verdict(ns <= 100.0)
+        );
+    }
+    if let (Some(a), Some(b)) = (find(runs, "(a)"), find(runs, "(b)")) {
+        let (an, bn) = (
+            a.recv_ns().unwrap_or(f64::MAX),
+            b.recv_ns().unwrap_or(f64::MAX),
+        );
+        println!(
+            "  exact rlbd <= 1/10 of the naive receiver: {an:.1} / {bn:.1} ns = {:.3} -> {}",
+            an / bn,
+            verdict(an / bn <= 0.1)
+        );
+    }
+    if let Some(big) = find(runs, "(c) rlbd exact, 65,536") {
+        let rss = big.recv_u64("hwm_kb").unwrap_or(u64::MAX);
+        println!(
+            "  RSS < 20 MB with 65,536 clients tracked: peak {} -> {}",
+            fmt_kb(Some(rss)),
+            verdict(rss < 20 * 1024)
+        );
+    }
+    if let Some(i) = idle {
+        i.print_targets();
+    }
+    super::model::print(&[
+        25_000,
+        rlbd::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC,
+        400_000,
+    ]);
+}
+
+/// The last line of the benchmark.
+pub fn print_summary(runs: &[Run], idle: Option<&IdleFigures>) {
+    let num = |v: Option<f64>| {
+        v.filter(|x| x.is_finite())
+            .map_or("nan".into(), |x| format!("{x:.1}"))
+    };
+    let s = find(runs, "(s)");
+    let kernel = s.and_then(|s| s.kern_ns);
+    let daemon = s.and_then(Run::daemon_ns);
+    let total = kernel.zip(daemon).map(|(k, d)| k + d);
+    let mode = match s.map(Run::ratio) {
+        Some(r) if r > 1 => "sampled",
+        _ => "exact",
+    };
+    let rate_error = find(runs, "(e)").and_then(accuracy).map(|a| a.0);
+    let churn = runs
+        .iter()
+        .filter(|r| r.label.starts_with("(c)"))
+        .filter_map(Run::recv_ns)
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    println!(
+        "capture-summary: total_ns={} kernel_ns={} daemon_ns={} mode={mode} rate_error_p95_pct={} \
+         churn_daemon_ns={} idle_cpu_3_links_pct={} idle_cpu_5003_links_pct={}",
+        num(total),
+        num(kernel),
+        num(daemon),
+        num(rate_error),
+        num(churn),
+        idle.map_or("nan".into(), |i| format!("{:.3}", i.small_pct)),
+        idle.map_or("nan".into(), |i| format!("{:.3}", i.big_pct)),
+    );
+}

@@ -1,0 +1,367 @@
+//! Tests of `table.rs`: behaviour, structural invariants, and a naive model under random
+//! operations.
+
+use super::*;
+use crate::capture::frame::{parse, Frame};
+use proptest::prelude::*;
+
+const SIP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+fn m(i: u32) -> Mac {
+    let b = i.to_be_bytes();
+    Mac::from([0x02, 0x00, b[0], b[1], b[2], b[3]])
+}
+
+fn cip(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + (i & 0x1_ffff))
+}
+
+fn macs(t: &ClientTable) -> Vec<Mac> {
+    t.iter().map(|e| e.mac).collect()
+}
+
+/// Structural invariants: list and index agree, every key findable, no duplicates.
+fn check(t: &ClientTable) {
+    assert!(t.len() <= t.capacity());
+    let fwd: Vec<u32> = {
+        let mut v = Vec::new();
+        let mut s = t.head;
+        while s != NIL {
+            v.push(s);
+            s = t.slots[s as usize].next;
+        }
+        v
+    };
+    assert_eq!(fwd.len(), t.len());
+    let mut back = Vec::new();
+    let mut s = t.tail;
+    while s != NIL {
+        back.push(s);
+        s = t.slots[s as usize].prev;
+    }
+    back.reverse();
+    assert_eq!(fwd, back);
+    let used = t.index.iter().filter(|b| b.slot != NIL).count();
+    assert_eq!(used, t.len());
+    for &s in &fwd {
+        let mac = t.slots[s as usize].entry.mac;
+        assert_eq!(t.find(&mac, t.tag(&mac)).map(|x| x.1), Some(s));
+    }
+    assert_eq!(t.iter().len(), t.len());
+}
+
+#[test]
+fn insert_lookup_update() {
+    let mut t = ClientTable::new(8, 0);
+    assert!(t.is_empty());
+    t.account(m(1), cip(1), SIP, 0, 100, 10);
+    t.account(m(2), cip(2), SIP, 1, 200, 10);
+    t.account(m(1), cip(3), Ipv4Addr::new(198, 18, 0, 2), 1, 50, 11);
+    let e = t.get(&m(1)).unwrap();
+    assert_eq!(e.ip, cip(3));
+    assert_eq!(e.server_ip, Ipv4Addr::new(198, 18, 0, 2));
+    assert_eq!(e.port, 1);
+    assert_eq!(e.bytes_this_second, 150);
+    assert_eq!(e.last_seen, 11);
+    assert_eq!(t.get(&m(2)).unwrap().bytes_this_second, 200);
+    assert_eq!(t.get(&m(3)), None);
+    assert_eq!(t.len(), 2);
+    assert_eq!(macs(&t), vec![m(1), m(2)]);
+    check(&t);
+}
+
+#[test]
+fn dual_stack_client_is_one_entry() {
+    let mut t = ClientTable::new(8, 0);
+    let c6: Ipv6Addr = "2001:db8:77::11".parse().unwrap();
+    let s6: Ipv6Addr = "2001:db8:77::1".parse().unwrap();
+    // IPv6 first: a new entry without IPv4 addresses.
+    t.account_v6(m(1), c6, s6, 1, 100, 1);
+    let e = t.get(&m(1)).unwrap();
+    assert_eq!(
+        (e.ip, e.server_ip),
+        (Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED)
+    );
+    assert_eq!((e.ip6, e.server_ip6), (Some(c6), Some(s6)));
+    // Then IPv4 from the same MAC: the same entry, both families kept, bytes summed.
+    t.account(m(1), cip(1), SIP, 0, 50, 2);
+    t.account(m(2), cip(2), SIP, 0, 10, 2);
+    t.account_v6(m(1), c6, s6, 1, 25, 2);
+    let e = t.get(&m(1)).unwrap();
+    assert_eq!((e.ip, e.server_ip), (cip(1), SIP));
+    assert_eq!((e.ip6, e.server_ip6), (Some(c6), Some(s6)));
+    assert_eq!((e.port, e.bytes_this_second, e.last_seen), (1, 175, 2));
+    assert_eq!(t.get(&m(2)).unwrap().ip6, None);
+    assert_eq!(t.len(), 2);
+    // Within a tick the order is that of the first frames: m(2) came after m(1)'s first.
+    assert_eq!(macs(&t), vec![m(2), m(1)]);
+    t.account_v6(m(1), c6, s6, 1, 25, 3);
+    assert_eq!(
+        macs(&t),
+        vec![m(1), m(2)],
+        "a new tick moves it to the front"
+    );
+    check(&t);
+}
+
+#[test]
+fn lru_eviction_order_and_count() {
+    let mut t = ClientTable::new(3, 0);
+    for i in 1..=3 {
+        t.account(m(i), cip(i), SIP, 0, 1, 1);
+    }
+    // Touch 1: order is now 1, 3, 2 (2 is least recent).
+    t.account(m(1), cip(1), SIP, 0, 1, 2);
+    assert_eq!(macs(&t), vec![m(1), m(3), m(2)]);
+    t.account(m(4), cip(4), SIP, 0, 1, 3);
+    assert_eq!(macs(&t), vec![m(4), m(1), m(3)]);
+    assert_eq!(t.evictions(), 1);
+    assert!(t.get(&m(2)).is_none());
+    t.account(m(5), cip(5), SIP, 0, 1, 3);
+    assert_eq!(macs(&t), vec![m(5), m(4), m(1)]);
+    assert_eq!(t.evictions(), 2);
+    // A get does not refresh.
+    assert!(t.get(&m(1)).is_some());
+    t.account(m(6), cip(6), SIP, 0, 1, 4);
+    assert!(t.get(&m(1)).is_none());
+    assert_eq!(t.evictions(), 3);
+    assert_eq!(t.len(), 3);
+    check(&t);
+}
+
+#[test]
+fn capacity_one_and_clamp() {
+    let mut t = ClientTable::new(0, 0);
+    assert_eq!(t.capacity(), 1);
+    t.account(m(1), cip(1), SIP, 0, 1, 1);
+    t.account(m(2), cip(2), SIP, 0, 1, 1);
+    assert_eq!(macs(&t), vec![m(2)]);
+    assert_eq!(t.evictions(), 1);
+    check(&t);
+}
+
+#[test]
+fn roll_over_rates() {
+    let mut t = ClientTable::new(16, 0);
+    t.account(m(1), cip(1), SIP, 0, 1000, 0);
+    t.account(m(1), cip(1), SIP, 0, 500, 0);
+    t.account(m(2), cip(2), SIP, 1, 64, 0);
+    t.roll_over(1);
+    assert_eq!(t.get(&m(1)).unwrap().rate, 1500);
+    assert_eq!(t.get(&m(1)).unwrap().bytes_this_second, 0);
+    assert_eq!(t.get(&m(2)).unwrap().rate, 64);
+    t.account(m(2), cip(2), SIP, 1, 100, 1);
+    t.roll_over(2);
+    assert_eq!(t.get(&m(1)).unwrap().rate, 0);
+    assert_eq!(t.get(&m(2)).unwrap().rate, 100);
+    // A late roll-over averages over the ticks it covers.
+    t.account(m(1), cip(1), SIP, 0, 3000, 3);
+    t.roll_over(5);
+    assert_eq!(t.get(&m(1)).unwrap().rate, 1000);
+    // Saturates instead of overflowing.
+    t.account(m(1), cip(1), SIP, 0, u64::MAX - 5, 5);
+    t.account(m(1), cip(1), SIP, 0, 1 << 40, 5);
+    let e = t.get(&m(1)).unwrap();
+    assert_eq!(e.bytes_this_second, u64::MAX);
+    check(&t);
+}
+
+#[test]
+fn idle_expiry_walks_from_the_tail() {
+    let mut t = ClientTable::new(16, 3);
+    t.account(m(1), cip(1), SIP, 0, 1, 0);
+    t.account(m(2), cip(2), SIP, 0, 1, 1);
+    t.account(m(3), cip(3), SIP, 0, 1, 2);
+    t.roll_over(2);
+    assert_eq!(t.len(), 3);
+    t.roll_over(3); // m(1) idle for 3 ticks
+    assert_eq!(macs(&t), vec![m(3), m(2)]);
+    assert_eq!(t.expirations(), 1);
+    t.account(m(2), cip(2), SIP, 0, 1, 4);
+    t.roll_over(5); // m(3) idle 3, m(2) idle 1
+    assert_eq!(macs(&t), vec![m(2)]);
+    t.roll_over(100);
+    assert!(t.is_empty());
+    assert_eq!(t.expirations(), 3);
+    assert_eq!(t.evictions(), 0);
+    check(&t);
+    // Slots are reused after expiry.
+    for i in 10..26 {
+        t.account(m(i), cip(i), SIP, 0, 1, 101);
+    }
+    assert_eq!(t.len(), 16);
+    assert_eq!(t.slots.len(), 16);
+    check(&t);
+}
+
+#[test]
+fn zero_idle_never_expires() {
+    let mut t = ClientTable::new(4, 0);
+    t.account(m(1), cip(1), SIP, 0, 1, 0);
+    t.roll_over(u64::MAX);
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn remove_and_reinsert() {
+    let mut t = ClientTable::new(8, 0);
+    for i in 0..8 {
+        t.account(m(i), cip(i), SIP, 0, 1, 1);
+    }
+    assert_eq!(t.remove(&m(3)).unwrap().mac, m(3));
+    assert_eq!(t.remove(&m(3)), None);
+    assert_eq!(t.len(), 7);
+    check(&t);
+    t.account(m(42), cip(42), SIP, 0, 1, 2);
+    assert_eq!(t.evictions(), 0);
+    assert_eq!(t.len(), 8);
+    check(&t);
+}
+
+#[test]
+fn large_capacity_bound() {
+    let cap = 65_536;
+    let mut t = ClientTable::new(cap, 0);
+    for i in 0..100_000u32 {
+        t.account(m(i), cip(i), SIP, (i % 4) as u16, 60, u64::from(i / 10_000));
+    }
+    assert_eq!(t.len(), cap);
+    assert_eq!(t.evictions(), 100_000 - cap as u64);
+    // The newest `cap` survive, in reverse insertion order.
+    let first = 100_000 - cap as u32;
+    assert!(t.get(&m(first - 1)).is_none());
+    assert!(t.get(&m(first)).is_some());
+    assert_eq!(t.iter().next().unwrap().mac, m(99_999));
+    assert_eq!(t.iter().last().unwrap().mac, m(first));
+    assert_eq!(t.slots.capacity(), cap);
+    check(&t);
+    t.roll_over(10);
+    assert!(t.iter().all(|e| e.rate == 60 && e.bytes_this_second == 0));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Account(u8, u32, u64),
+    Remove(u8),
+    Roll(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (any::<u8>(), any::<u32>(), 0u64..3).prop_map(|(k, l, d)| Op::Account(k, l, d)),
+        1 => any::<u8>().prop_map(Op::Remove),
+        1 => (0u64..4).prop_map(Op::Roll),
+    ]
+}
+
+proptest! {
+    /// Random byte vectors through `parse` and into the table: no panic, bounded size.
+    #[test]
+    fn parse_then_account_never_panics(
+        frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..128), 0..64),
+        cap in 1usize..16,
+    ) {
+        let mut t = ClientTable::new(cap, 2);
+        for (i, f) in frames.iter().enumerate() {
+            let tick = i as u64 / 8;
+            match parse(f) {
+                Some(Frame::Ipv4 { src_mac, src_ip, dst_ip, .. }) => {
+                    t.account(src_mac, src_ip, dst_ip, (i % 3) as u16, f.len() as u64, tick)
+                }
+                Some(Frame::Arp { sha, spa, tpa, .. }) => {
+                    t.account(sha, spa, tpa, 0, f.len() as u64, tick)
+                }
+                Some(Frame::Ipv6 { src_mac, src_ip, dst_ip, .. }) => {
+                    t.account_v6(src_mac, src_ip, dst_ip, 1, f.len() as u64, tick)
+                }
+                Some(Frame::Nd { .. }) | None => {}
+            }
+            if i % 8 == 7 {
+                t.roll_over(tick + 1);
+            }
+            prop_assert!(t.len() <= t.capacity());
+        }
+        check(&t);
+    }
+
+    /// Random well-formed frames (so the table actually fills) through parse + account.
+    #[test]
+    fn wellformed_frames_fill_table(
+        keys in proptest::collection::vec((any::<u8>(), 14usize..1514), 0..200),
+        cap in 1usize..32,
+    ) {
+        use crate::capture::frame::tests::{ipv4_frame, SERVER_MAC, SERVER_IP};
+        let mut t = ClientTable::new(cap, 0);
+        for (k, len) in &keys {
+            let f = ipv4_frame(m(u32::from(*k)), SERVER_MAC, cip(u32::from(*k)), SERVER_IP, false, *len);
+            if let Some(Frame::Ipv4 { src_mac, src_ip, dst_ip, .. }) = parse(&f[..f.len().min(96)]) {
+                t.account(src_mac, src_ip, dst_ip, 0, *len as u64, 0);
+            }
+            prop_assert!(t.len() <= t.capacity());
+        }
+        check(&t);
+    }
+
+    /// The table matches a naive model (a Vec in LRU order) under random operations.
+    #[test]
+    fn matches_naive_model(ops in proptest::collection::vec(op(), 0..300), cap in 1usize..12) {
+        let mut t = ClientTable::new(cap, 3);
+        let mut model: Vec<ClientEntry> = Vec::new(); // most recent first
+        let mut evictions = 0u64;
+        let mut now = 0u64;
+        let mut last_roll: Option<u64> = None;
+        for op in ops {
+            match op {
+                Op::Account(k, len, dt) => {
+                    now += dt;
+                    // Few distinct keys, so hits, evictions and probe collisions all happen.
+                    let mac = m(u32::from(k % 24));
+                    t.account(mac, cip(u32::from(k)), SIP, u16::from(k), u64::from(len), now);
+                    if let Some(i) = model.iter().position(|e| e.mac == mac) {
+                        // Moved to the front on its first frame of a tick only.
+                        let mut e = if model[i].last_seen == now { model[i] } else { model.remove(i) };
+                        e.ip = cip(u32::from(k));
+                        e.port = u16::from(k);
+                        e.bytes_this_second = e.bytes_this_second.saturating_add(u64::from(len));
+                        if e.last_seen == now {
+                            model[i] = e;
+                        } else {
+                            e.last_seen = now;
+                            model.insert(0, e);
+                        }
+                    } else {
+                        if model.len() == cap {
+                            model.pop();
+                            evictions += 1;
+                        }
+                        model.insert(0, ClientEntry {
+                            mac, ip: cip(u32::from(k)), server_ip: SIP, ip6: None, server_ip6: None,
+                            port: u16::from(k),
+                            bytes_this_second: u64::from(len), rate: 0, last_seen: now,
+                        });
+                    }
+                }
+                Op::Remove(k) => {
+                    let mac = m(u32::from(k % 24));
+                    let want = model.iter().position(|e| e.mac == mac).map(|i| model.remove(i));
+                    prop_assert_eq!(t.remove(&mac), want);
+                }
+                Op::Roll(dt) => {
+                    now += dt;
+                    t.roll_over(now);
+                    model.retain(|e| now - e.last_seen < 3);
+                    let elapsed = last_roll.map_or(1, |p: u64| (now - p).max(1));
+                    last_roll = Some(now);
+                    for e in &mut model {
+                        e.rate = e.bytes_this_second / elapsed;
+                        e.bytes_this_second = 0;
+                    }
+                }
+            }
+            let got: Vec<ClientEntry> = t.iter().copied().collect();
+            prop_assert_eq!(&got, &model);
+            prop_assert_eq!(t.evictions(), evictions);
+        }
+        check(&t);
+    }
+}

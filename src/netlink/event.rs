@@ -1,0 +1,88 @@
+//! What the kernel tells us, as typed events: the decoding of one rtnetlink message of the
+//! route family (links, neighbours, addresses) into an [`NlEvent`].
+
+use log::debug;
+
+use super::addr::{parse_addr, AddrEntry};
+use super::link::{parse_link, LinkInfo, LinkMsg};
+use super::neigh::{parse_neigh, NeighEntry};
+
+/// One thing the kernel told us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NlEvent {
+    /// RTM_NEWLINK: a link appeared or changed, one entry of a link dump, or the answer to
+    /// [`RouteSocket::request_link`] (the last two with fresh counters).
+    Link(LinkInfo),
+    LinkRemoved {
+        index: u32,
+        name: String,
+    },
+    /// RTM_NEWNEIGH: an entry was added or changed state, including to FAILED. Notifications
+    /// and the dump (`request_neighbours`) cover IPv4 and IPv6 neighbours.
+    Neigh(NeighEntry),
+    NeighRemoved(NeighEntry),
+    Addr(AddrEntry),
+    AddrRemoved(AddrEntry),
+    /// The oldest outstanding dump request is complete. Dumps run one at a time in request
+    /// order; a request made while one of the same kind is still queued (not yet sent) shares
+    /// that one's reply and `DumpDone`.
+    DumpDone,
+    /// The kernel dropped notifications (receive buffer full) or a datagram was truncated:
+    /// the caller's view may be stale and it should request fresh dumps.
+    Overrun,
+}
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_DELLINK: u16 = 17;
+const RTM_NEWADDR: u16 = 20;
+const RTM_DELADDR: u16 = 21;
+const RTM_NEWNEIGH: u16 = 28;
+const RTM_DELNEIGH: u16 = 29;
+
+/// The event a link, neighbour or address message of type `msg_type` makes, if any. Messages
+/// that do not decode are logged and skipped: one bad message must not cost the others.
+pub(super) fn route_event(msg_type: u16, payload: &[u8]) -> Option<NlEvent> {
+    match msg_type {
+        RTM_NEWLINK | RTM_DELLINK => match parse_link(payload) {
+            Ok(LinkMsg::Link(link)) if msg_type == RTM_NEWLINK => Some(NlEvent::Link(link)),
+            Ok(LinkMsg::Link(link)) => Some(NlEvent::LinkRemoved {
+                index: link.index,
+                name: link.name,
+            }),
+            Ok(LinkMsg::Ignored) => None,
+            Err(e) => {
+                debug!("skipping undecodable link message (type {msg_type}): {e}");
+                None
+            }
+        },
+        RTM_NEWNEIGH | RTM_DELNEIGH => match parse_neigh(payload) {
+            Ok(Some(n)) if msg_type == RTM_NEWNEIGH => Some(NlEvent::Neigh(n)),
+            Ok(Some(n)) => Some(NlEvent::NeighRemoved(n)),
+            Ok(None) => None,
+            Err(e) => {
+                debug!("skipping undecodable neighbour message (type {msg_type}): {e}");
+                None
+            }
+        },
+        RTM_NEWADDR | RTM_DELADDR => match parse_addr(payload) {
+            Ok(Some(a)) if msg_type == RTM_NEWADDR => Some(NlEvent::Addr(a)),
+            Ok(Some(a)) => Some(NlEvent::AddrRemoved(a)),
+            Ok(None) => None,
+            Err(e) => {
+                debug!("skipping undecodable address message (type {msg_type}): {e}");
+                None
+            }
+        },
+        other => {
+            debug!("ignoring rtnetlink message type {other}");
+            None
+        }
+    }
+}
+
+/// The error code of an NLMSG_ERROR payload (negative errno, 0 for an acknowledgement).
+pub(super) fn error_code(payload: &[u8]) -> i32 {
+    payload
+        .get(..4)
+        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}

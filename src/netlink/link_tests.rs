@@ -1,0 +1,273 @@
+//! Tests of `link.rs`: messages built with the crate's types and by hand, malformed input.
+
+use super::*;
+use netlink_packet_core::Emitable;
+use netlink_packet_route::link::{
+    BondPortState, InfoBondPort, InfoKind, InfoPortData, InfoPortKind, LinkMessage, Stats64,
+};
+
+fn emit(msg: &LinkMessage) -> Vec<u8> {
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.emit(&mut buf);
+    buf
+}
+
+fn parse_ok(buf: &[u8]) -> LinkInfo {
+    match parse_link(buf).expect("parses") {
+        LinkMsg::Link(info) => info,
+        LinkMsg::Ignored => panic!("message was ignored"),
+    }
+}
+
+/// Appends one netlink attribute (header, value, padding to 4 bytes).
+fn nla(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
+    let len = 4 + value.len();
+    out.extend_from_slice(&(len as u16).to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(value);
+    out.resize(out.len().next_multiple_of(4), 0);
+}
+
+#[test]
+fn counter_delta_forward_and_backward() {
+    assert_eq!(counter_delta(100, 250), Some(150));
+    assert_eq!(counter_delta(7, 7), Some(0));
+    assert_eq!(counter_delta(0, u64::MAX), Some(u64::MAX));
+    assert_eq!(
+        counter_delta(250, 100),
+        None,
+        "reset must not look like a spike"
+    );
+    assert_eq!(
+        counter_delta(u64::from(u32::MAX) - 5, 10),
+        None,
+        "32-bit wrap"
+    );
+}
+
+#[test]
+fn plain_link_with_stats() {
+    let mut msg = LinkMessage::default();
+    msg.header.index = 7;
+    msg.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
+    let mut stats = Stats64::default();
+    stats.rx_bytes = 123_456;
+    stats.rx_packets = 789;
+    msg.attributes = vec![
+        LinkAttribute::IfName("eth7".into()),
+        LinkAttribute::Address(vec![2, 0, 0, 0, 0, 7]),
+        LinkAttribute::OperState(State::Up),
+        LinkAttribute::Controller(3),
+        LinkAttribute::Stats64(stats),
+        LinkAttribute::Mtu(1500),
+        LinkAttribute::LinkInfo(vec![NlLinkInfo::Kind(InfoKind::Veth)]),
+    ];
+    let info = parse_ok(&emit(&msg));
+    assert_eq!(info.index, 7);
+    assert_eq!(info.name, "eth7");
+    assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 7)));
+    assert!(info.admin_up);
+    assert!(info.oper_up);
+    assert_eq!(info.master, Some(3));
+    assert_eq!(info.kind.as_deref(), Some("veth"));
+    assert_eq!(info.rx_bytes, Some(123_456));
+    assert_eq!(info.rx_packets, Some(789));
+    assert_eq!(info.bond, None);
+}
+
+#[test]
+fn operstate_decides_over_lower_up_flag() {
+    let mut msg = LinkMessage::default();
+    msg.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
+    msg.attributes = vec![LinkAttribute::OperState(State::LowerLayerDown)];
+    assert!(!parse_ok(&emit(&msg)).oper_up);
+
+    msg.attributes = vec![LinkAttribute::OperState(State::Unknown)];
+    assert!(
+        parse_ok(&emit(&msg)).oper_up,
+        "UNKNOWN falls back to IFF_LOWER_UP"
+    );
+
+    msg.header.flags = LinkFlags::Up;
+    assert!(!parse_ok(&emit(&msg)).oper_up);
+    msg.attributes.clear();
+    let info = parse_ok(&emit(&msg));
+    assert!(!info.oper_up);
+    assert!(info.admin_up);
+    assert_eq!(info.rx_bytes, None);
+}
+
+#[test]
+fn bond_master_info_from_crate_types() {
+    let mut msg = LinkMessage::default();
+    msg.header.index = 10;
+    msg.attributes = vec![
+        LinkAttribute::IfName("bond0".into()),
+        LinkAttribute::LinkInfo(vec![
+            NlLinkInfo::Kind(InfoKind::Bond),
+            NlLinkInfo::Data(InfoData::Bond(vec![
+                InfoBond::Mode(BondMode::BalanceAlb),
+                InfoBond::ActivePort(11),
+                InfoBond::MiiMon(100),
+                InfoBond::UpDelay(0),
+                InfoBond::AllPortsActive(BondAllPortActive::Dropped),
+            ])),
+        ]),
+    ];
+    let info = parse_ok(&emit(&msg));
+    assert_eq!(info.kind.as_deref(), Some("bond"));
+    assert_eq!(
+        info.bond,
+        Some(BondInfo {
+            mode: BondMode::BalanceAlb,
+            all_slaves_active: Some(false),
+        })
+    );
+}
+
+#[test]
+fn bond_slave_is_known_by_its_master_not_its_kind() {
+    let mut msg = LinkMessage::default();
+    msg.header.index = 11;
+    msg.attributes = vec![
+        LinkAttribute::IfName("eth0".into()),
+        LinkAttribute::Address(vec![2, 0, 0, 0, 0, 10]),
+        LinkAttribute::Controller(10),
+        LinkAttribute::LinkInfo(vec![
+            NlLinkInfo::PortKind(InfoPortKind::Bond),
+            NlLinkInfo::PortData(InfoPortData::BondPort(vec![
+                InfoBondPort::BondPortState(BondPortState::Backup),
+                InfoBondPort::PermHwaddr(vec![2, 0, 0, 0, 0, 11]),
+            ])),
+        ]),
+    ];
+    let info = parse_ok(&emit(&msg));
+    assert_eq!(info.kind, None, "a slave NIC has only a slave kind");
+    assert_eq!(info.master, Some(10));
+    assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 10)));
+}
+
+/// An IFLA_LINKINFO nest for a balance-alb bond, built byte by byte as the kernel lays it out,
+/// with IFLA_BOND_MIIMON given a 2-byte value that the crate rejects.
+fn hand_built_bond_linkinfo(miimon: &[u8]) -> Vec<u8> {
+    // Options rlbd does not read, but the crate validates.
+    const IFLA_BOND_ACTIVE_SLAVE: u16 = 2;
+    const IFLA_BOND_MIIMON: u16 = 3;
+    let mut data = Vec::new();
+    nla(&mut data, IFLA_BOND_MODE, &[6]);
+    nla(&mut data, IFLA_BOND_ACTIVE_SLAVE, &4u32.to_ne_bytes());
+    nla(&mut data, IFLA_BOND_MIIMON, miimon);
+    nla(&mut data, IFLA_BOND_ALL_SLAVES_ACTIVE, &[1]);
+    nla(&mut data, 999, &[1, 2, 3]); // unknown to everyone
+    let mut nest = Vec::new();
+    nla(&mut nest, IFLA_INFO_KIND, b"bond\0");
+    nla(
+        &mut nest,
+        IFLA_INFO_DATA | netlink_packet_core::NLA_F_NESTED,
+        &data,
+    );
+    nest
+}
+
+fn ifinfomsg_with(index: u32, attrs: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; IFINFOMSG_LEN];
+    buf[4..8].copy_from_slice(&index.to_ne_bytes());
+    buf.extend_from_slice(attrs);
+    buf
+}
+
+#[test]
+fn bond_master_info_from_hand_built_bytes() {
+    let mut attrs = Vec::new();
+    nla(&mut attrs, IFLA_IFNAME, b"bond0\0");
+    nla(
+        &mut attrs,
+        IFLA_LINKINFO,
+        &hand_built_bond_linkinfo(&100u32.to_ne_bytes()),
+    );
+    let info = parse_ok(&ifinfomsg_with(5, &attrs));
+    assert_eq!(info.index, 5);
+    assert_eq!(info.name, "bond0");
+    assert_eq!(info.kind.as_deref(), Some("bond"));
+    assert_eq!(
+        info.bond,
+        Some(BondInfo {
+            mode: BondMode::BalanceAlb,
+            all_slaves_active: Some(true),
+        })
+    );
+}
+
+#[test]
+fn malformed_bond_option_falls_back_to_raw_decoding() {
+    let mut attrs = Vec::new();
+    nla(&mut attrs, IFLA_IFNAME, b"bond0\0");
+    nla(
+        &mut attrs,
+        IFLA_LINKINFO,
+        &hand_built_bond_linkinfo(&[100, 0]),
+    );
+    // The crate alone refuses the nest, and with it the whole message.
+    assert!(
+        <netlink_packet_route::link::LinkMessage as netlink_packet_core::Parseable<[u8]>>::parse(
+            &ifinfomsg_with(5, &attrs)
+        )
+        .is_err()
+    );
+    let info = parse_ok(&ifinfomsg_with(5, &attrs));
+    assert_eq!(info.kind.as_deref(), Some("bond"));
+    let bond = info.bond.expect("bond info from the raw decoder");
+    assert_eq!(bond.mode, BondMode::BalanceAlb);
+    assert_eq!(bond.all_slaves_active, Some(true));
+}
+
+#[test]
+fn bad_attribute_is_skipped_not_fatal() {
+    let mut attrs = Vec::new();
+    nla(&mut attrs, IFLA_IFNAME, b"eth0\0");
+    nla(&mut attrs, IFLA_MASTER, &[1]); // a u32 attribute one byte long
+    nla(&mut attrs, IFLA_ADDRESS, &[2, 0, 0, 0, 0, 1]);
+    let info = parse_ok(&ifinfomsg_with(2, &attrs));
+    assert_eq!(info.name, "eth0");
+    assert_eq!(info.master, None);
+    assert_eq!(info.mac, Some(Mac(2, 0, 0, 0, 0, 1)));
+}
+
+#[test]
+fn truncated_attribute_list_keeps_what_came_before() {
+    let mut attrs = Vec::new();
+    nla(&mut attrs, IFLA_IFNAME, b"eth0\0");
+    attrs.extend_from_slice(&[200, 0, 1, 0, 9]); // claims 200 bytes, has 5
+    let info = parse_ok(&ifinfomsg_with(2, &attrs));
+    assert_eq!(info.name, "eth0");
+}
+
+#[test]
+fn garbage_never_panics() {
+    for len in 0..64 {
+        let buf: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+        let _ = parse_link(&buf);
+    }
+    assert!(parse_link(&[0; 8]).is_err(), "shorter than ifinfomsg");
+}
+
+#[test]
+fn bridge_family_messages_are_ignored() {
+    let mut buf = ifinfomsg_with(3, &[]);
+    buf[0] = libc::AF_BRIDGE as u8;
+    assert!(matches!(parse_link(&buf), Ok(LinkMsg::Ignored)));
+}
+
+#[test]
+fn mac_needs_exactly_six_bytes() {
+    assert_eq!(
+        mac_from_slice(&[1, 2, 3, 4, 5, 6]),
+        Some(Mac(1, 2, 3, 4, 5, 6))
+    );
+    assert_eq!(mac_from_slice(&[1, 2, 3, 4]), None);
+    assert_eq!(
+        mac_from_slice(&[0; 20]),
+        None,
+        "IPoIB-style addresses are not MACs"
+    );
+}

@@ -1,0 +1,69 @@
+//! Serialised rtnetlink requests: the dumps and the single-link request.
+
+use std::fmt;
+
+use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NLM_F_DUMP, NLM_F_REQUEST};
+use netlink_packet_route::address::AddressMessage;
+use netlink_packet_route::link::LinkMessage;
+use netlink_packet_route::neighbour::NeighbourMessage;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DumpKind {
+    Links,
+    Neighbours,
+    Addresses,
+}
+
+impl fmt::Display for DumpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DumpKind::Links => "RTM_GETLINK",
+            DumpKind::Neighbours => "RTM_GETNEIGH",
+            DumpKind::Addresses => "RTM_GETADDR",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Dump {
+    pub kind: DumpKind,
+    pub seq: u32,
+}
+
+/// Serialises one dump request.
+pub(super) fn dump_request(dump: Dump) -> Vec<u8> {
+    let payload = match dump.kind {
+        DumpKind::Links => RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        DumpKind::Neighbours => {
+            // AF_UNSPEC: one dump covering the ARP and the IPv6 neighbour tables.
+            let mut msg = NeighbourMessage::default();
+            msg.header.family = AddressFamily::Unspec;
+            RouteNetlinkMessage::GetNeighbour(msg)
+        }
+        // AF_UNSPEC: one dump covering IPv4 and IPv6.
+        DumpKind::Addresses => RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+    };
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    header.sequence_number = dump.seq;
+    let mut msg = NetlinkMessage::new(header, payload.into());
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}
+
+/// Serialises an RTM_GETLINK for link `index` alone.
+pub(super) fn link_request(index: u32, seq: u32) -> Vec<u8> {
+    let mut link = LinkMessage::default();
+    link.header.index = index;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST;
+    header.sequence_number = seq;
+    let mut msg = NetlinkMessage::new(header, RouteNetlinkMessage::GetLink(link).into());
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}

@@ -1,0 +1,73 @@
+use super::*;
+use crate::metrics::tests::sample_report;
+
+#[test]
+fn bar_and_units() {
+    assert_eq!(bar(Some(0.52), 10), "[#####.....]");
+    assert_eq!(bar(Some(1.7), 10), "[##########]");
+    assert_eq!(bar(Some(-0.1), 4), "[....]");
+    assert_eq!(bar(None, 4), "[----]");
+    assert_eq!(rate(95.1e6), "95.1 Mbit/s");
+    assert_eq!(rate(2.5e9), "2.5 Gbit/s");
+    assert_eq!(rate(0.0), "0.0 bit/s");
+    assert_eq!(duration(42), "42 s");
+    assert_eq!(duration(185), "3m 05s");
+    assert_eq!(duration(7380), "2h 03m");
+}
+
+#[test]
+fn text_names_ports_bars_clients_and_totals() {
+    let mut r = sample_report();
+    let text = render_text(&r, Some(10));
+    assert!(text.contains("p0") && text.contains("p1"), "{text}");
+    assert!(text.contains("[##########]  95%"), "{text}");
+    assert!(text.contains("[----------]    -"), "{text}");
+    assert!(text.contains("xx. overloaded"), "{text}");
+    assert!(
+        text.contains("to p1 3 s ago (overload), held 27 s more, re-asserted 2 times"),
+        "{text}"
+    );
+    assert!(
+        text.contains("moves 1 (overload 1, failover 0, placement 0)"),
+        "{text}"
+    );
+    let mut c = r.clients[0].clone();
+    c.moved = None;
+    c.ip = "198.18.0.11".into();
+    r.clients.push(c);
+    let text = render_text(&r, Some(1));
+    assert!(text.contains("2 tracked, the 1 busiest shown"), "{text}");
+    assert!(!text.contains("198.18.0.11"), "{text}");
+    assert!(render_text(&r, None).contains("198.18.0.11"));
+}
+
+#[test]
+fn finds_the_only_socket_or_names_the_choices() {
+    let dir = std::env::temp_dir().join(format!("rlbd-sv-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = find_socket(&dir, None, None).unwrap_err();
+    assert_eq!(e.code, EX_UNAVAILABLE, "{e}");
+    let _a = std::os::unix::net::UnixListener::bind(dir.join("bond0.sock")).unwrap();
+    std::fs::write(dir.join("notasocket.sock"), "").unwrap();
+    assert_eq!(
+        find_socket(&dir, None, None).unwrap(),
+        dir.join("bond0.sock")
+    );
+    let _b = std::os::unix::net::UnixListener::bind(dir.join("bond1.sock")).unwrap();
+    let e = find_socket(&dir, None, None).unwrap_err().message;
+    assert!(e.contains("bond0, bond1"), "{e}");
+    assert_eq!(
+        find_socket(&dir, Some("bond1"), None).unwrap(),
+        dir.join("bond1.sock")
+    );
+    let e = find_socket(&dir, Some("bond7"), None).unwrap_err().message;
+    assert!(e.contains("bond7") && e.contains("bond0, bond1"), "{e}");
+    assert!(find_socket(&dir, Some("../x"), None).is_err());
+    let explicit = Path::new("/some/where.sock");
+    assert_eq!(
+        find_socket(&dir, Some("bond7"), Some(explicit)).unwrap(),
+        explicit
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

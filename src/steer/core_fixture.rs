@@ -1,0 +1,86 @@
+//! The world the steering core's tests run in: a bond of three ports and one client the
+//! kernel confirms for IPv4 and IPv6.
+
+use super::*;
+use crate::host::testing::*;
+use crate::policy::{Move, PortView};
+
+pub const P: [Mac; 3] = [
+    Mac(2, 0, 0, 0, 0xf, 0),
+    Mac(2, 0, 0, 0, 0xf, 1),
+    Mac(2, 0, 0, 0, 0xf, 2),
+];
+const NAMES: [&str; 3] = ["p0", "p1", "p2"];
+
+pub fn cfg() -> SteerConfig {
+    SteerConfig {
+        policy: PolicyConfig::default(),
+        repeats: 3,
+        repeat_interval_ms: 250,
+        reassert_delay_ms: 20,
+        per_client_per_sec: 8,
+        total_per_sec: 1000,
+        idle_ms: 60_000,
+        dry_run: false,
+        max_moved: 4096,
+    }
+}
+
+/// The server as the core sees it: the host view and three ports' MACs and states.
+pub struct World {
+    pub host: HostView,
+    pub usable: [bool; 3],
+}
+
+impl World {
+    pub fn new() -> World {
+        World {
+            host: view(),
+            usable: [true; 3],
+        }
+    }
+
+    pub fn with<R>(&self, f: impl FnOnce(&Ctx) -> R) -> R {
+        let ports: Vec<PortInfo> = (0..3)
+            .map(|i| PortInfo {
+                name: NAMES[i],
+                mac: P[i],
+                usable: self.usable[i],
+            })
+            .collect();
+        f(&Ctx {
+            host: &self.host,
+            ports: &ports,
+        })
+    }
+
+    pub fn port_views(&self) -> Vec<PortView> {
+        (0..3)
+            .map(|i| PortView {
+                capacity_bps: 100e6,
+                up: self.usable[i],
+                rx_bps: 0.0,
+                overloaded: false,
+            })
+            .collect()
+    }
+}
+
+pub fn talk() -> Talk {
+    Talk {
+        v4: Some((CLIENT_IP, SERVER)),
+        v6: Some((CLIENT6, SERVER6)),
+    }
+}
+
+pub fn mv(from: PortId, to: PortId, reason: Reason) -> Move {
+    Move {
+        client: 0,
+        from,
+        to,
+        rate_bps: 40e6,
+        reason,
+        from_util: (0.9, 0.5),
+        to_util: (0.1, 0.5),
+    }
+}

@@ -1,0 +1,245 @@
+//! The steering core's decisions that move clients: a move itself, failover, the
+//! once-a-second rebalance, balance-tlb's first placements, and forgetting idle moves.
+
+use log::Level;
+
+use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer};
+use crate::host::{Claim, Talk};
+use crate::policy::{self, ClientView, Move, PortView, Reason};
+use crate::Mac;
+
+impl Steerer {
+    /// Puts `client` on `mv.to`: claims what the host view allows toward it, logs the move with
+    /// `why`, and sends the first update now. Refused for a client the kernel does not confirm,
+    /// a target that is not usable, and an overload move of a client still held.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_move(
+        &mut self,
+        now: u64,
+        client: Mac,
+        talk: &Talk,
+        mv: &Move,
+        why: &str,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        if mv.reason == Reason::Overload && self.held(&client, now) {
+            log(out, Level::Debug, format!("not moving {client}: held"));
+            return false;
+        }
+        if !ctx.ports.get(mv.to).is_some_and(|p| p.usable) {
+            log(
+                out,
+                Level::Debug,
+                format!(
+                    "not moving {client}: {} is not usable",
+                    ctx.port_name(mv.to)
+                ),
+            );
+            return false;
+        }
+        let claims = ctx.host.claims_for(client, talk);
+        if claims.is_empty() {
+            log(
+                out,
+                Level::Debug,
+                format!("not moving {client}: no confirmed neighbour entry with a server address to claim"),
+            );
+            return false;
+        }
+        let line = move_line(self.cfg.dry_run, client, &claims, mv, why, ctx);
+        log(out, Level::Info, line);
+        match mv.reason {
+            Reason::Overload => self.counters.moves_overload += 1,
+            Reason::Failover => self.counters.moves_failover += 1,
+            Reason::Placement => self.counters.moves_placement += 1,
+        }
+        let reasserts = self.moved.get(&client).map_or(0, |m| m.reasserts);
+        self.moved.insert(
+            client,
+            Moved {
+                port: mv.to,
+                claims,
+                at_ms: now,
+                reason: mv.reason,
+                reasserts,
+                pending: Vec::new(),
+            },
+        );
+        if self.moved.len() > self.cfg.max_moved.max(1) {
+            // Bounded like the client table: the oldest move is forgotten first.
+            if let Some(oldest) = self
+                .moved
+                .iter()
+                .min_by_key(|(_, m)| m.at_ms)
+                .map(|(k, _)| *k)
+            {
+                self.moved.remove(&oldest);
+            }
+        }
+        self.schedule(client, now, self.cfg.repeats, out);
+        self.on_timer(now, ctx, out);
+        true
+    }
+
+    /// Moves every client on a port that just went down or disappeared to live ports, now: those
+    /// whose frames arrived there, and those rlbd put there (the driver re-steers only its own).
+    /// Also called when a port comes back: clients rlbd moved onto a port that failed while no
+    /// port was left are stranded there until one is.
+    pub fn failover(
+        &mut self,
+        now: u64,
+        down: &[PortId],
+        ports: &[PortView],
+        clients: &[ClientSnap],
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        let dead = |p: PortId| down.contains(&p) || !ports.get(p).is_some_and(|v| v.up);
+        let mut snaps: Vec<ClientSnap> = Vec::new();
+        for c in clients {
+            let port = match self.moved.get(&c.mac) {
+                Some(m) if dead(m.port) => m.port,
+                _ => c.port,
+            };
+            if down.contains(&port) || self.moved.get(&c.mac).is_some_and(|m| dead(m.port)) {
+                snaps.push(ClientSnap { port, ..*c });
+            }
+        }
+        // Moved clients quiet this second are not in the client list, and still need a port.
+        for (mac, m) in &self.moved {
+            if dead(m.port) && !snaps.iter().any(|s| s.mac == *mac) {
+                snaps.push(ClientSnap {
+                    mac: *mac,
+                    port: m.port,
+                    rate_bps: 0.0,
+                    talk: Talk::from_claims(&m.claims),
+                });
+            }
+        }
+        if snaps.is_empty() {
+            return;
+        }
+        // The planner breaks ties by index: a stable order keeps the outcome deterministic.
+        snaps.sort_by_key(|s| s.mac);
+        let views = client_views(&snaps, |_| true);
+        // The planner takes a port as down from its view: make sure the ones just lost are.
+        let mut ports = ports.to_vec();
+        for &p in down {
+            if let Some(v) = ports.get_mut(p) {
+                v.up = false;
+            }
+        }
+        for mv in policy::plan(&self.cfg.policy, &ports, &views) {
+            if mv.reason == Reason::Failover {
+                let s = snaps[mv.client];
+                let why = format!("failover: {} is down", ctx.port_name(mv.from));
+                self.apply_move(now, s.mac, &s.talk, &mv, &why, ctx, out);
+            }
+        }
+    }
+
+    /// The once-a-second decision: the planner's moves for overloaded ports, with the clients
+    /// rlbd moved less than the hold-down ago held where they are. `why(move)` says, for the log,
+    /// why the source port counts as overloaded. Returns the number of moves made.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rebalance(
+        &mut self,
+        now: u64,
+        ports: &[PortView],
+        clients: &[ClientSnap],
+        why: &dyn Fn(&Move) -> String,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) -> usize {
+        let views = client_views(clients, |mac| self.held(mac, now));
+        let mut made = 0;
+        for mv in policy::plan(&self.cfg.policy, ports, &views) {
+            let c = clients[mv.client];
+            made += usize::from(self.apply_move(now, c.mac, &c.talk, &mv, &why(&mv), ctx, out));
+        }
+        made
+    }
+
+    /// balance-tlb: the first placement of each new client (one rlbd has not moved), since the
+    /// driver answers every ARP with the active slave's MAC.
+    pub fn place_new(
+        &mut self,
+        now: u64,
+        ports: &[PortView],
+        clients: &[ClientSnap],
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        let new: Vec<ClientSnap> = clients
+            .iter()
+            .filter(|c| !self.moved.contains_key(&c.mac))
+            .copied()
+            .collect();
+        let views = client_views(&new, |_| false);
+        for mv in policy::place_new(&self.cfg.policy, ports, &views) {
+            let c = new[mv.client];
+            let why = "placement: a new client, balance-tlb places none itself";
+            self.apply_move(now, c.mac, &c.talk, &mv, why, ctx, out);
+        }
+    }
+
+    /// Forgets the moves of clients that have left: not `active` (in the client table) and moved
+    /// longer than the idle timeout ago.
+    pub fn forget_idle(&mut self, now: u64, active: impl Fn(&Mac) -> bool, out: &mut Vec<Action>) {
+        let idle = self.cfg.idle_ms;
+        self.moved.retain(|mac, m| {
+            let keep = active(mac) || now.saturating_sub(m.at_ms) < idle;
+            if !keep {
+                let ip = m
+                    .client_ip()
+                    .map_or_else(String::new, |ip| format!("{ip} "));
+                out.push(Action::Log(
+                    Level::Debug,
+                    format!("forgetting the move of {ip}({mac}): idle"),
+                ));
+            }
+            keep
+        });
+    }
+}
+
+/// The log line of a move: who, from and to where, the rate and both ports' utilization before
+/// and after, why, and every address claimed.
+fn move_line(
+    dry_run: bool,
+    client: Mac,
+    claims: &[Claim],
+    mv: &Move,
+    why: &str,
+    ctx: &Ctx,
+) -> String {
+    let also: String = claims
+        .iter()
+        .skip(1)
+        .map(|c| format!(" and {} -> {}", c.client(), c.server()))
+        .collect();
+    let (from, to) = (ctx.port_name(mv.from), ctx.port_name(mv.to));
+    format!(
+        "{}move {} ({client}) {from} -> {to}: {:.1} Mbit/s; {from} {:.2}->{:.2}, {to} {:.2}->{:.2}; {why}{}",
+        if dry_run { "dry run: would " } else { "" },
+        claims.first().map_or_else(String::new, |c| c.client().to_string()),
+        mv.rate_bps / 1e6,
+        mv.from_util.0,
+        mv.from_util.1,
+        mv.to_util.0,
+        mv.to_util.1,
+        if also.is_empty() { String::new() } else { format!("; claims{also}") },
+    )
+}
+
+fn client_views(snaps: &[ClientSnap], held: impl Fn(&Mac) -> bool) -> Vec<ClientView> {
+    snaps
+        .iter()
+        .map(|s| ClientView {
+            port: s.port,
+            rate_bps: s.rate_bps,
+            held: held(&s.mac),
+        })
+        .collect()
+}
