@@ -310,13 +310,14 @@ base_topology() {
     sampler_start
     sniff_start
 }
-# client addresses: $1 = interface suffix ("" or ".100"), $2 = net ("198.18.100"), VLAN id in $3
+# client addresses: $1 = interface suffix ("" or ".100"), $2 = net ("198.18.100"), VLAN id in $3,
+# its protocol in $4 (802.1Q when empty, or 802.1ad)
 client_net() {
     for i in 1 2 3 4; do
         dev=eth0
         if [ -n "$3" ]; then
             dev=eth0.$3
-            $IP -n c$i link add link eth0 name "$dev" type vlan id "$3" || return 1
+            $IP -n c$i link add link eth0 name "$dev" type vlan proto "${4:-802.1Q}" id "$3" || return 1
             $IP -n c$i link set "$dev" up
         fi
         $IP -n c$i addr add "$2.1$i/24" dev "$dev" || return 1

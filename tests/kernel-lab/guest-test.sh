@@ -11,6 +11,10 @@
 #   two-addresses  198.18.0.1 and 198.18.0.2 on bond0; c1 and c3 each talk to both
 #   bridge         198.18.0.1 on br0 whose port is bond0 (and a guest, 198.18.0.50, behind br0)
 #   macvlan        198.18.0.1 on mv0, a macvlan over bond0 with its own MAC
+#   ipvlan         198.18.0.1 on ipv0, an ipvlan (L2 mode) over bond0 sharing the bond's MAC
+#   qinq           198.18.30.1 on bond0.300, an 802.1ad VLAN over bond0; c1..c4 on their 802.1ad
+#                  eth0.300. rlbd must refuse it at start (exit 78, a message naming bond0.300 and
+#                  802.1ad); only the stand-in runs the stages
 # Each scenario's checks: the driver's placement; without steering the pair gets one slave's
 # capacity; with steering (rlbd, or the stand-in when STANDIN=1) a client of the pair is on sl1
 # for every address it uses within 5 s of the traffic's start; the pair then reaches TOTAL_X times
@@ -193,6 +197,68 @@ macvlan_extras() {
     done
     for _k in all default bond0 mv0; do srv sysctl -qw "net.ipv4.conf.$_k.rp_filter=0"; done
     echo "FACT: $SC/rp_filter: $A_MOVED ($(cstate "$A_MOVED" 198.18.0.1)) delivers to mv0's address, per reverse-path filter: $_facts"
+}
+
+# ipvlan (L2 mode) shares the bond's MAC: its ARP answers carry a slave's MAC as sender, so the
+# driver takes them for the bond's own and balances them (measured: placement as flat).
+sc_ipvlan() {
+    base_topology || return 1
+    srv $IP link add ipv0 link bond0 type ipvlan mode l2 || return 1
+    srv $IP link set ipv0 up
+    srv $IP addr add 198.18.0.1/24 dev ipv0
+    say "ipv0 $(srv cat /sys/class/net/ipv0/address) (bond0 $(srv cat /sys/class/net/bond0/address))"
+    client_net "" 198.18.0 "" || return 1
+    start_sink
+    placement "c1:198.18.0.1=sl0 c2:198.18.0.1=sl1 c3:198.18.0.1=sl0 c4:198.18.0.1=sl1"
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.0 A_TARGETS=198.18.0.1 A_VLAN="" A_ARPING="ipv0:198.18.0.1"
+}
+
+# An 802.1ad (service tag, QinQ outer) VLAN over the bond, the clients on 802.1ad VLAN 300. rlbd
+# does not steer it: it must refuse at start (exit 78, EX_CONFIG) naming the interface. With the
+# stand-in (tagging its updates 802.1ad) the stages run as for vlan, to record what the driver
+# allows a steerer there.
+sc_qinq() {
+    base_topology || return 1
+    srv $IP link add link bond0 name bond0.300 type vlan proto 802.1ad id 300 || return 1
+    srv $IP link set bond0.300 up
+    srv $IP addr add 198.18.30.1/24 dev bond0.300
+    client_net "" 198.18.30 300 802.1ad || return 1
+    start_sink
+    placement "c1:198.18.30.1=sl0 c2:198.18.30.1=sl1 c3:198.18.30.1=sl0 c4:198.18.30.1=sl1"
+    if [ "$STANDIN" != 1 ]; then
+        REFUSAL=qinq_refused
+        return 0
+    fi
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.30 A_TARGETS=198.18.30.1 A_VLAN=ad:300 A_ARPING="bond0.300:198.18.30.1"
+}
+qinq_refused() {
+    mark "rlbd started (must refuse)"
+    $IP netns exec srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
+    _pid=$!
+    _n=0
+    while [ $_n -lt 50 ] && kill -0 $_pid 2>/dev/null; do
+        sleep 0.2
+        _n=$((_n + 1))
+    done
+    if kill -0 $_pid 2>/dev/null; then
+        kill $_pid
+        wait $_pid
+        _rc="still running after 10 s"
+    else
+        wait $_pid
+        _rc=$?
+    fi
+    echo "--- rlbd log ($(wc -l </tmp/rlbd.log) lines; the last 20) ---"
+    tail -n 20 /tmp/rlbd.log
+    echo "--- end of rlbd log ---"
+    fig fact "exit=$(echo "$_rc" | tr ' ' _)"
+    _line=$(grep -m1 'bond0\.300' /tmp/rlbd.log | grep '802\.1ad')
+    [ "$_rc" = 78 ]
+    verdict $? refuse-exit "rlbd refuses an 802.1ad VLAN over the bond at start: exit 78 (EX_CONFIG)" "exit status: $_rc"
+    [ -n "$_line" ]
+    verdict $? refuse-message "the refusal names bond0.300 and 802.1ad" "${_line:-no log line names both bond0.300 and 802.1ad}"
 }
 
 # ---- the stages ---------------------------------------------------------------------------------
@@ -430,7 +496,7 @@ failover() {
 
 run_scenario() { # $1: scenario name
     SC=$1
-    SC_CHECKS=0 SC_FAILS=0 STAGES="" EXTRAS="" EXTRA_MACS="" STANDIN_TARGETS=""
+    SC_CHECKS=0 SC_FAILS=0 STAGES="" EXTRAS="" REFUSAL="" EXTRA_MACS="" STANDIN_TARGETS=""
     F_place="" F_base="" F_ceil="" F_move="" F_total="" F_mean="" F_arrive="" F_rearp="" F_hostarp="" F_failover="" F_fact=""
     cs_now
     t_sc=$CS
@@ -439,6 +505,9 @@ run_scenario() { # $1: scenario name
     say "guest: load average $(cut -d' ' -f1-3 /proc/loadavg), $(ls /proc 2>/dev/null | grep -c '^[0-9]') processes, namespaces: $(ls /run/netns 2>/dev/null | tr '\n' ' ')"
     if ! "sc_$(echo "$SC" | tr - _)"; then
         verdict 1 setup "lab setup" "a command failed"
+    elif [ -n "$REFUSAL" ]; then
+        "$REFUSAL"
+        wire_summary
     else
         for st in $STAGES; do stage_baseline "$st"; done
         steer_start
@@ -464,7 +533,7 @@ run_scenario() { # $1: scenario name
 say "guest test: CAP_MBIT=$CAP SCENARIOS='$SCENARIOS' STANDIN=$STANDIN TOTAL_X=$TOTAL_X traffic tools: $LAB_SOURCE"
 for sc in $SCENARIOS; do
     case "$sc" in
-    flat | vlan | two-vlans | two-addresses | bridge | macvlan) run_scenario "$sc" ;;
+    flat | vlan | two-vlans | two-addresses | bridge | macvlan | ipvlan | qinq) run_scenario "$sc" ;;
     *) SC=$sc; SC_CHECKS=0; SC_FAILS=0; verdict 1 unknown "known scenario" "no scenario named $sc" ;;
     esac
 done

@@ -6,8 +6,8 @@
  *   klab-arp send IFACE PORT_MAC CLIENT_MAC SERVER_IP [VLAN]
  *       Sends, out of IFACE, one unicast ARP reply in the gratuitous form (sender IP = target IP =
  *       SERVER_IP, sender MAC = target MAC = PORT_MAC) to CLIENT_MAC, with an 802.1Q tag when VLAN
- *       is given: the update rlbd sends to move a client to the port whose MAC is PORT_MAC. The
- *       guest's stand-in for rlbd (STANDIN=1) is built on it.
+ *       is given (an 802.1ad tag when it is written ad:ID): the update rlbd sends to move a client
+ *       to the port whose MAC is PORT_MAC. The guest's stand-in for rlbd (STANDIN=1) is built on it.
  *
  *   klab-arp sniff SECONDS IFACE [IFACE...]
  *       Prints every ARP frame sent or received on the interfaces for SECONDS, one line each:
@@ -15,7 +15,8 @@
  *             <request|reply> sha=<mac> spa=<ip> tha=<mac> tpa=<ip>
  *       A tag is read from the frame ("/frame") or, when the kernel took it out (VLAN offload),
  *       from the packet's auxiliary data ("/aux"), so the driver's tagged ARPs show with their
- *       VLAN either way, and which way it came is seen.
+ *       VLAN either way, and which way it came is seen. An 802.1ad tag adds "/ad" (a frame that
+ *       is tagged 802.1Q where the VLAN is 802.1ad never reaches the client's interface).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,7 +76,7 @@ static int open_on(const char *ifname, int proto, int *ifindex)
 static int do_send(int argc, char **argv)
 {
     if (argc != 6 && argc != 7) {
-        fprintf(stderr, "usage: klab-arp send IFACE PORT_MAC CLIENT_MAC SERVER_IP [VLAN]\n");
+        fprintf(stderr, "usage: klab-arp send IFACE PORT_MAC CLIENT_MAC SERVER_IP [VLAN|ad:VLAN]\n");
         return 64;
     }
     unsigned char port[6], client[6];
@@ -89,9 +90,13 @@ static int do_send(int argc, char **argv)
         return 64;
     }
     int vlan = -1;
+    unsigned tpid = 0x8100;
     if (argc == 7) {
+        const char *id = argv[6];
+        if (strncmp(id, "ad:", 3) == 0)
+            tpid = 0x88a8, id += 3;
         char *end;
-        long v = strtol(argv[6], &end, 10);
+        long v = strtol(id, &end, 10);
         if (*end || v < 1 || v > 4094) {
             fprintf(stderr, "klab-arp: bad VLAN id %s\n", argv[6]);
             return 64;
@@ -104,7 +109,7 @@ static int do_send(int argc, char **argv)
     memcpy(f + o, client, 6), o += 6;
     memcpy(f + o, port, 6), o += 6;
     if (vlan >= 0) {
-        f[o++] = 0x81, f[o++] = 0x00;
+        f[o++] = (unsigned char)(tpid >> 8), f[o++] = (unsigned char)tpid;
         f[o++] = (unsigned char)(vlan >> 8), f[o++] = (unsigned char)vlan;
     }
     f[o++] = 0x08, f[o++] = 0x06;                   /* ARP */
@@ -153,15 +158,20 @@ static void show(const char *ifname, const unsigned char *f, size_t n, const str
         return;
     size_t o = 12;
     int vlan = -1, in_frame = 0;
+    unsigned tpid = 0x8100;
     unsigned type = (unsigned)(f[o] << 8 | f[o + 1]);
-    if (type == 0x8100 && n >= 18) {
+    if ((type == 0x8100 || type == 0x88a8) && n >= 18) {
         vlan = (f[14] << 8 | f[15]) & 0x0fff;
         in_frame = 1;
+        tpid = type;
         o += 4;
         type = (unsigned)(f[o] << 8 | f[o + 1]);
     }
-    if (vlan < 0 && aux && (aux->tp_status & TP_STATUS_VLAN_VALID))
+    if (vlan < 0 && aux && (aux->tp_status & TP_STATUS_VLAN_VALID)) {
         vlan = aux->tp_vlan_tci & 0x0fff;
+        if (aux->tp_status & TP_STATUS_VLAN_TPID_VALID)
+            tpid = aux->tp_vlan_tpid;
+    }
     o += 2;
     if (type != 0x0806 || n < o + 28)
         return;
@@ -174,7 +184,7 @@ static void show(const char *ifname, const unsigned char *f, size_t n, const str
     inet_ntop(AF_INET, a + 14, spa, sizeof spa);
     inet_ntop(AF_INET, a + 24, tpa, sizeof tpa);
     if (vlan >= 0)
-        snprintf(vl, sizeof vl, "%d/%s", vlan, in_frame ? "frame" : "aux");
+        snprintf(vl, sizeof vl, "%d/%s%s", vlan, in_frame ? "frame" : "aux", tpid == 0x88a8 ? "/ad" : "");
     else
         strcpy(vl, "-");
     int op = a[6] << 8 | a[7];
@@ -192,12 +202,13 @@ static int do_sniff(int argc, char **argv)
     }
     double secs = atof(argv[2]);
     /* Only ARP reaches user space (the labs run bulk TCP; copying it out would load the CPU):
-     * ethertype ARP, or an in-frame 802.1Q tag followed by ARP. A tag the kernel has taken out
-     * is invisible to this filter, and the frame then reads as plain ARP. */
+     * ethertype ARP, or an in-frame 802.1Q or 802.1ad tag followed by ARP. A tag the kernel has
+     * taken out is invisible to this filter, and the frame then reads as plain ARP. */
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0806, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x8100, 0, 3),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0806, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x8100, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x88a8, 0, 3),
         BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 16),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0806, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, 0xffff),
@@ -256,7 +267,7 @@ int main(int argc, char **argv)
         return do_send(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "sniff") == 0)
         return do_sniff(argc, argv);
-    fprintf(stderr, "usage: klab-arp send IFACE PORT_MAC CLIENT_MAC SERVER_IP [VLAN]\n"
+    fprintf(stderr, "usage: klab-arp send IFACE PORT_MAC CLIENT_MAC SERVER_IP [VLAN|ad:VLAN]\n"
                     "       klab-arp sniff SECONDS IFACE [IFACE...]\n");
     return 64;
 }

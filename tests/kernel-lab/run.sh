@@ -21,7 +21,8 @@
 #   5.10  bullseye's (linux-image-amd64 of bullseye; the oldest Debian still serves)
 #   6.1   bookworm's
 #   6.12  bookworm-backports' (trixie's series; .ko.xz modules, decompressed when unpacked)
-# Scenarios (SCENARIOS, names as words, or "all"): flat vlan two-vlans two-addresses bridge macvlan.
+# Scenarios (SCENARIOS, names as words, or "all"): flat vlan two-vlans two-addresses bridge macvlan
+#   ipvlan qinq.
 #   The default is "flat" until rlbd steers VLANs, several addresses and bridges; the others run
 #   (and fail against an rlbd without that support) when named.
 #
@@ -65,7 +66,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE="$HERE/cache"
 ALL_KERNELS="5.10 6.1 6.12"
-ALL_SCENARIOS="flat vlan two-vlans two-addresses bridge macvlan"
+ALL_SCENARIOS="flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq"
 KERNELS=${KERNELS:-$ALL_KERNELS}
 SCENARIOS=${SCENARIOS:-flat}
 [ "$SCENARIOS" = all ] && SCENARIOS=$ALL_SCENARIOS
@@ -201,8 +202,9 @@ build_initramfs() {
         for d in $deps; do visit "$d"; done
         order+=("$1")
     }
-    # tcp_diag: ss -i (per-client bytes); 8021q: VLANs; macvlan: the macvlan scenario
-    for m in veth llc stp bridge 8021q bonding macvlan sch_tbf sch_htb tcp_diag; do
+    # tcp_diag: ss -i (per-client bytes); 8021q: VLANs (802.1Q and 802.1ad); macvlan, ipvlan: their
+    # scenarios
+    for m in veth llc stp bridge 8021q bonding macvlan ipvlan sch_tbf sch_htb tcp_diag; do
         p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | tr -d ':') || die "module $m not in $KVER's modules.dep"
         visit "$p"
     done
