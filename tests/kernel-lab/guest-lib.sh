@@ -331,18 +331,35 @@ start_sink() {
 # round robin in ARP order) and the port its entry names right after is checked against the
 # expected one ("sl0|mv0": either; empty: any); one check. Read at once because the server's own neighbour probes
 # a few seconds later send the bond's MAC and blur the driver's answer until it re-announces.
+# With $2 (seconds) the entries are read that long after the last ping instead: for a shape where
+# the server's own ARP request follows each first contact (it reverts the client to the bond's
+# MAC at once), the driver's placement shows only after its re-announcement 2-3 s later.
 placement() {
     _got=""
     _ok=0
     for _p in $1; do
-        _c=${_p%%:*}; _r=${_p#*:}; _a=${_r%%=*}; _want=${_r#*=}
+        _c=${_p%%:*}; _r=${_p#*:}; _a=${_r%%=*}
         $IP netns exec "$_c" ping -c 1 -W 3 "$_a" >/dev/null 2>&1 || say "$_c: ping $_a failed"
-        _s=$(sname "$(nmac "$_c" "$_a")")
-        _got="$_got $_c:$_a->$_s"
-        case "|$_want|" in "||" | *"|$_s|"*) ;; *) _ok=1 ;; esac
+        [ -z "${2:-}" ] && placement_read "$_p"
     done
+    if [ -n "${2:-}" ]; then
+        _early=""
+        for _p in $1; do
+            _c=${_p%%:*}; _r=${_p#*:}; _a=${_r%%=*}
+            _early="$_early $_c:$_a->$(sname "$(nmac "$_c" "$_a")")"
+        done
+        sleep "$2"
+        for _p in $1; do placement_read "$_p"; done
+        _got="$_got ($2 s after the last ping; right after it:$_early)"
+    fi
     fig place "$([ $_ok = 0 ] && echo ok || echo BAD)"
     verdict $_ok place "the driver alone answers each client's ARP with the expected port" "wanted $(echo $1); got$_got"
+}
+placement_read() { # $1: "c1:ADDR=want"; appends to _got, _ok=1 on a mismatch
+    _c=${1%%:*}; _r=${1#*:}; _a=${_r%%=*}; _want=${_r#*=}
+    _s=$(sname "$(nmac "$_c" "$_a")")
+    _got="$_got $_c:$_a->$_s"
+    case "|$_want|" in "||" | *"|$_s|"*) ;; *) _ok=1 ;; esac
 }
 
 teardown() {
