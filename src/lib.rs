@@ -10,6 +10,7 @@ pub use pnet_base::MacAddr as Mac;
 
 pub mod capture;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod exit;

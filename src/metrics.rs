@@ -318,6 +318,7 @@ pub(crate) mod tests {
             clients: vec![ClientStatus {
                 ip: "198.18.0.13".into(),
                 mac: "02:00:c6:12:00:03".into(),
+                vlan: 0,
                 port: "p1".into(),
                 rate_bps: 9e7,
                 last_seen_secs_ago: 0,
@@ -327,6 +328,7 @@ pub(crate) mod tests {
                     reason: crate::status::Reason::Overload,
                     hold_down_left_secs: 27,
                     reasserts: 2,
+                    addresses: vec!["198.18.0.1".into()],
                 }),
             }],
             totals: Totals {

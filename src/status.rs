@@ -136,6 +136,9 @@ pub struct ClientStatus {
     pub ip: String,
     /// The client's MAC.
     pub mac: String,
+    /// The VLAN it is on (0: untagged). One host on two VLANs is two clients.
+    #[serde(default)]
+    pub vlan: u16,
     /// The port its latest frame arrived on ("?" if that port is gone).
     pub port: String,
     /// bit/s over the last second.
@@ -159,6 +162,9 @@ pub struct MoveStatus {
     pub hold_down_left_secs: u64,
     /// Times rlbd re-sent the update because the kernel's own ARP would have undone the move.
     pub reasserts: u64,
+    /// The server addresses claimed toward it (each one it talks to).
+    #[serde(default)]
+    pub addresses: Vec<String>,
 }
 
 /// Counters since start.

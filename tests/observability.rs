@@ -195,6 +195,7 @@ fn synthetic_report() -> StatusReport {
         clients: vec![ClientStatus {
             ip: "192.0.2.7".into(),
             mac: "02:00:00:00:00:07".into(),
+            vlan: 100,
             port: "eth1".into(),
             rate_bps: 1.2e8,
             last_seen_secs_ago: 0,
@@ -204,6 +205,7 @@ fn synthetic_report() -> StatusReport {
                 reason: Reason::Failover,
                 hold_down_left_secs: 25,
                 reasserts: 1,
+                addresses: vec!["192.0.2.1".into(), "2001:db8::1".into()],
             }),
         }],
         totals: Totals {

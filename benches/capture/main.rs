@@ -76,7 +76,15 @@ fn account_frame(t: &mut ClientTable, f: &[u8], tick: u64) {
         ..
     }) = parse(f)
     {
-        t.account(src_mac, src_ip, dst_ip, 1, 1514, tick);
+        t.account(
+            src_mac.into(),
+            src_ip.into(),
+            dst_ip.into(),
+            1,
+            1514,
+            tick,
+            |_| true,
+        );
     }
 }
 
@@ -126,12 +134,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             n = n.wrapping_add(1);
             t.account(
-                mac(n),
-                Ipv4Addr::new(198, 18, 1, 2),
-                Ipv4Addr::new(198, 18, 0, 1),
+                mac(n).into(),
+                Ipv4Addr::new(198, 18, 1, 2).into(),
+                Ipv4Addr::new(198, 18, 0, 1).into(),
                 0,
                 60,
                 0,
+                |_| true,
             );
         })
     });
@@ -140,12 +149,13 @@ fn bench(c: &mut Criterion) {
     let mut t = ClientTable::new(65_536, 1 << 40);
     for i in 0..65_536 {
         t.account(
-            mac(i),
-            Ipv4Addr::new(198, 18, 1, 2),
-            Ipv4Addr::new(198, 18, 0, 1),
+            mac(i).into(),
+            Ipv4Addr::new(198, 18, 1, 2).into(),
+            Ipv4Addr::new(198, 18, 0, 1).into(),
             0,
             1514,
             0,
+            |_| true,
         );
     }
     let mut tick = 0;

@@ -124,7 +124,15 @@ fn churn(capacity: usize, words: &[&str]) -> Res<String> {
             ..
         }) = parse(&captures[i % captures.len()])
         {
-            table.account(src_mac, src_ip, dst_ip, 0, 1514, (i / 1_000_000) as u64);
+            table.account(
+                src_mac.into(),
+                src_ip.into(),
+                dst_ip.into(),
+                0,
+                1514,
+                (i / 1_000_000) as u64,
+                |_| true,
+            );
         }
     }
     Ok(format!(
@@ -231,7 +239,15 @@ impl RlbdReceiver {
                     dst_ip,
                     ..
                 }) if meta.pkt_type == PACKET_HOST => {
-                    table.account(src_mac, src_ip, dst_ip, 0, meta.bytes(), tick);
+                    table.account(
+                        src_mac.into(),
+                        src_ip.into(),
+                        dst_ip.into(),
+                        0,
+                        meta.bytes(),
+                        tick,
+                        |_| true,
+                    );
                     if let Some(m) = per_client {
                         *m.entry(src_mac).or_insert(0) += meta.bytes();
                     }

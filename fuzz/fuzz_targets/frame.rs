@@ -33,16 +33,16 @@ fuzz_target!(|data: &[u8]| {
                 src_ip,
                 dst_ip,
                 ..
-            }) => table.account(src_mac, src_ip, dst_ip, port, wire_len, tick),
+            }) => table.account(src_mac.into(), src_ip.into(), dst_ip.into(), port, wire_len, tick, |_| true),
             Some(Frame::Arp { sha, spa, tpa, .. }) => {
-                table.account(sha, spa, tpa, port, wire_len, tick)
+                table.account(sha.into(), spa.into(), tpa.into(), port, wire_len, tick, |_| true)
             }
             Some(Frame::Ipv6 {
                 src_mac,
                 src_ip,
                 dst_ip,
                 ..
-            }) => table.account_v6(src_mac, src_ip, dst_ip, port, wire_len, tick),
+            }) => table.account(src_mac.into(), src_ip.into(), dst_ip.into(), port, wire_len, tick, |_| true),
             Some(Frame::Nd { lladdr, .. }) => {
                 let _ = lladdr;
             }

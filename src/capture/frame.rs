@@ -77,6 +77,17 @@ const OPT_TARGET_LLADDR: u8 = 2;
 const ETH_HDR: usize = 14;
 const VLAN_HDR: usize = 4;
 
+/// The VLAN of a frame's own 802.1Q tag (0 when untagged); `u16::MAX` for an 802.1ad tag,
+/// whose traffic rlbd does not steer.
+#[inline]
+pub fn tag_in_frame(frame: &[u8]) -> u16 {
+    match frame.get(12..16) {
+        Some([0x81, 0x00, hi, lo]) => u16::from_be_bytes([*hi & 0x0f, *lo]),
+        Some([0x88, 0xa8, ..]) => u16::MAX,
+        _ => 0,
+    }
+}
+
 /// Parses an Ethernet frame, looking through one 802.1Q tag. Returns `None` for anything that is
 /// not IPv4, IPv6 or Ethernet/IPv4 ARP, or too short to hold the fields (the IPv4 header must reach
 /// the destination address; the IPv6 header must be whole; the ARP body must be whole; an NS/NA
@@ -278,6 +289,7 @@ pub(crate) mod tests {
                 dst_ip: SERVER_IP,
             };
             assert_eq!(parse(&f), Some(want));
+            assert_eq!(tag_in_frame(&f), if vlan { 5 } else { 0 });
             // Truncated to the snap length: still parses.
             assert_eq!(parse(&f[..96]), Some(want));
             // Shortest that still holds the destination address.
@@ -285,6 +297,14 @@ pub(crate) mod tests {
             assert_eq!(parse(&f[..min]), Some(want));
             assert_eq!(parse(&f[..min - 1]), None);
         }
+    }
+
+    #[test]
+    fn an_8021ad_tag_is_not_a_vlan_of_ours() {
+        let mut f = ipv4_frame(CLIENT_MAC, SERVER_MAC, CLIENT_IP, SERVER_IP, true, 100);
+        f[12..14].copy_from_slice(&[0x88, 0xa8]);
+        assert_eq!(tag_in_frame(&f), u16::MAX);
+        assert_eq!(tag_in_frame(&f[..13]), 0);
     }
 
     #[test]

@@ -114,6 +114,9 @@ pub(super) struct RawMeta {
     pub pkt_type: u8,
     /// The kernel's timestamp of the frame (`tp_sec`, `tp_nsec`), ns since the Unix epoch.
     pub ts_ns: u64,
+    /// The 802.1Q VLAN the driver took out of the frame (`tp_vlan_tci`, valid with
+    /// `TP_STATUS_VLAN_VALID`); `u16::MAX` for an offloaded tag of another protocol (802.1ad).
+    pub vlan: Option<u16>,
 }
 
 /// The mmap'ed receive ring.
@@ -267,6 +270,7 @@ impl Ring {
                     orig_len: hdr.tp_len,
                     pkt_type: sll.sll_pkttype,
                     ts_ns: u64::from(hdr.tp_sec) * 1_000_000_000 + u64::from(hdr.tp_nsec),
+                    vlan: offloaded_vlan(hdr.tp_status, hdr.hv1.tp_vlan_tci, hdr.hv1.tp_vlan_tpid),
                 };
                 f(meta, data);
                 done += 1;
@@ -285,6 +289,18 @@ impl Ring {
     }
 }
 
+/// The VLAN of a frame whose tag the driver took out, from its ring header.
+fn offloaded_vlan(status: u32, tci: u32, tpid: u16) -> Option<u16> {
+    if status & libc::TP_STATUS_VLAN_VALID == 0 {
+        return None;
+    }
+    // Kernels before 3.14 report no TPID; their offloaded tags are 802.1Q.
+    if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0x8100 {
+        return Some(u16::MAX);
+    }
+    Some((tci & 0x0fff) as u16)
+}
+
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: `base`/`size` are exactly what mmap returned; no reference into the mapping
@@ -296,5 +312,24 @@ impl Drop for Ring {
                 io::Error::last_os_error()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::offloaded_vlan;
+
+    #[test]
+    fn offloaded_tags_by_status_and_tpid() {
+        let valid = libc::TP_STATUS_VLAN_VALID;
+        let tpid = libc::TP_STATUS_VLAN_TPID_VALID;
+        assert_eq!(offloaded_vlan(0, 100, 0x8100), None);
+        assert_eq!(
+            offloaded_vlan(valid, 0x2064, 0),
+            Some(100),
+            "priority bits dropped"
+        );
+        assert_eq!(offloaded_vlan(valid | tpid, 100, 0x8100), Some(100));
+        assert_eq!(offloaded_vlan(valid | tpid, 100, 0x88a8), Some(u16::MAX));
     }
 }

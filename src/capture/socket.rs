@@ -60,6 +60,9 @@ pub struct FrameMeta {
     /// kernel kept it (1 when counting exactly). ARP and Neighbor Discovery frames are never
     /// sampled, whatever this says.
     pub weight: u32,
+    /// The VLAN of a tag the driver took out of the frame (`None`: not offloaded, look in the
+    /// frame); `u16::MAX` for a tag that is not 802.1Q.
+    pub vlan: Option<u16>,
 }
 
 impl FrameMeta {
@@ -405,6 +408,7 @@ impl CaptureSocket {
                     orig_len: m.orig_len,
                     pkt_type: m.pkt_type,
                     weight: w.of(grace, m.ts_ns),
+                    vlan: m.vlan,
                 },
                 data,
             )

@@ -1,4 +1,5 @@
-//! Per-client receive accounting: a bounded table keyed by the MAC that delivered each frame.
+//! Per-client receive accounting: a bounded table keyed by the MAC that delivered each frame and
+//! the VLAN it came on.
 //!
 //! Storage is allocated once at construction; `account` never allocates. Lookup is an
 //! open-addressing index (linear probing, backward-shift deletion, load factor <= 1/4, or 1/2
@@ -11,26 +12,25 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::frame::Mac;
+use crate::client::{ClientKey, ServerSet};
 
 /// One client: an on-link neighbour that delivers frames to the server (routed traffic counts
-/// toward the gateway's MAC).
+/// toward the gateway's MAC), on one VLAN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientEntry {
-    /// The sender's MAC (the table key).
-    pub mac: Mac,
+    /// The sender's MAC and VLAN (the table key).
+    pub key: ClientKey,
     /// The IPv4 source of its latest IPv4 frame (for an on-link client, its own address);
     /// unspecified (0.0.0.0) while it has sent IPv6 only.
     pub ip: Ipv4Addr,
-    /// The IPv4 destination of its latest IPv4 frame (the server address it talks to).
-    pub server_ip: Ipv4Addr,
     /// The IPv6 source of its latest IPv6 frame, if it sent any: a dual-stack client is one
     /// client (one MAC), accounted for both families.
     pub ip6: Option<Ipv6Addr>,
-    /// The IPv6 destination of its latest IPv6 frame.
-    pub server_ip6: Option<Ipv6Addr>,
+    /// The server addresses it sends to (both families), and whether it sends through the
+    /// server to others.
+    pub servers: ServerSet,
     /// Index of the port (slave) its latest frame arrived on.
     pub port: u16,
     /// Bytes (frame lengths on the wire, scaled by the sampling ratio on a sampled port) since the
@@ -44,11 +44,10 @@ pub struct ClientEntry {
 
 const NIL: u32 = u32::MAX;
 
-/// A MAC as one integer: compared in one instruction, not six.
+/// A client key as one integer: compared in one instruction, not seven.
 #[inline]
-fn key(m: &Mac) -> u64 {
-    let o = m.octets();
-    u64::from_le_bytes([o[0], o[1], o[2], o[3], o[4], o[5], 0, 0])
+fn key(k: &ClientKey) -> u64 {
+    k.as_u64()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -170,53 +169,60 @@ impl ClientTable {
         self.idle_ticks = idle_ticks;
     }
 
-    /// Counts `bytes` from `mac` (source IPv4 `src_ip`, destination `dst_ip`) arriving on port
-    /// `port` at tick `now_tick`, and makes `mac` the most recently seen entry (to the tick:
-    /// among clients seen in the same tick the order is that of their first frame in it).
-    /// `bytes` is one frame's length on the wire, or, on a sampled port, what a kept frame stands
-    /// for (its length times the sampling ratio:
-    /// [`FrameMeta::bytes`](super::FrameMeta::bytes)). When the table is full and `mac` is new,
-    /// the least recently seen entry is evicted.
+    /// Counts `bytes` from `client` (source `src_ip`, destination `dst_ip`, either family)
+    /// arriving on port `port` at tick `now_tick`, and makes `client` the most recently seen entry
+    /// (to the tick: among clients seen in the same tick the order is that of their first frame
+    /// in it). `bytes` is one frame's length on the wire, or, on a sampled port, what a kept frame
+    /// stands for (its length times the sampling ratio:
+    /// [`FrameMeta::bytes`](super::FrameMeta::bytes)). `ours(dst)` tells the server's own
+    /// addresses from others; it is asked only when the destination changes. When the table is
+    /// full and `client` is new, the least recently seen entry is evicted. Never allocates.
+    // Flat arguments: this is the per-frame path.
+    #[allow(clippy::too_many_arguments)]
     pub fn account(
         &mut self,
-        mac: Mac,
-        src_ip: Ipv4Addr,
-        dst_ip: Ipv4Addr,
+        client: ClientKey,
+        src_ip: IpAddr,
+        dst_ip: IpAddr,
         port: u16,
         bytes: u64,
         now_tick: u64,
+        ours: impl Fn(IpAddr) -> bool,
     ) {
-        let e = self.entry(mac, port, bytes, now_tick);
-        e.ip = src_ip;
-        e.server_ip = dst_ip;
+        let stale = self.idle_ticks;
+        let e = self.entry(client, port, bytes, now_tick);
+        match src_ip {
+            IpAddr::V4(v4) => e.ip = v4,
+            IpAddr::V6(v6) => e.ip6 = Some(v6),
+        }
+        // Most frames go where the previous one went: the address lists are not searched then.
+        if e.servers.is_last(dst_ip) {
+            if e.servers.other() != Some(dst_ip) {
+                e.servers.note(dst_ip, now_tick, stale);
+            }
+        } else if ours(dst_ip) {
+            e.servers.note(dst_ip, now_tick, stale);
+        } else {
+            e.servers.note_other(dst_ip);
+        }
     }
 
-    /// [`account`](Self::account) for an IPv6 frame: the same client (keyed by MAC), its IPv6
-    /// source and destination recorded beside the IPv4 ones. Never allocates either.
-    pub fn account_v6(
+    /// The entry for `client` with one frame counted, inserted (addresses unset) if new.
+    fn entry(
         &mut self,
-        mac: Mac,
-        src_ip: Ipv6Addr,
-        dst_ip: Ipv6Addr,
+        client: ClientKey,
         port: u16,
         bytes: u64,
         now_tick: u64,
-    ) {
-        let e = self.entry(mac, port, bytes, now_tick);
-        e.ip6 = Some(src_ip);
-        e.server_ip6 = Some(dst_ip);
-    }
-
-    /// The entry for `mac` with one frame counted, inserted (addresses unset) if new.
-    fn entry(&mut self, mac: Mac, port: u16, bytes: u64, now_tick: u64) -> &mut ClientEntry {
+    ) -> &mut ClientEntry {
         // A bulk flow sends runs of frames from one sender: the most recent entry is checked
         // first, which skips the hash and the probe for most frames of a busy port.
         let head = self.head;
-        let k = key(&mac);
-        if head != NIL && key(&self.slots[head as usize].entry.mac) == k {
+        let k = key(&client);
+        if head != NIL && key(&self.slots[head as usize].entry.key) == k {
             return self.hit(head, bytes, port, now_tick);
         }
-        let tag = self.tag(&mac);
+        let tag = self.tag(&client);
         let mask = self.mask;
         let home = tag as usize & mask;
         // One probe serves both the lookup and, on a miss, the insertion: it ends at the first
@@ -227,14 +233,14 @@ impl ClientTable {
             if b.slot == NIL {
                 break;
             }
-            if b.tag == tag && key(&self.slots[b.slot as usize].entry.mac) == k {
+            if b.tag == tag && key(&self.slots[b.slot as usize].entry.key) == k {
                 return self.hit(b.slot, bytes, port, now_tick);
             }
             at = (at + 1) & mask;
         }
         if self.len == self.capacity {
             let victim = self.tail;
-            let vtag = self.tag(&self.slots[victim as usize].entry.mac);
+            let vtag = self.tag(&self.slots[victim as usize].entry.key);
             // The eviction empties one bucket; if it lies in the new key's run before `at`, the
             // key belongs there (lookups stop at the first empty bucket), else `at` is still
             // empty (a backward shift never fills an empty bucket).
@@ -245,11 +251,10 @@ impl ClientTable {
             self.evictions += 1;
         }
         let entry = ClientEntry {
-            mac,
+            key: client,
             ip: Ipv4Addr::UNSPECIFIED,
-            server_ip: Ipv4Addr::UNSPECIFIED,
             ip6: None,
-            server_ip6: None,
+            servers: ServerSet::default(),
             port,
             bytes_this_second: bytes,
             rate: 0,
@@ -293,7 +298,7 @@ impl ClientTable {
                 if now_tick.saturating_sub(e.last_seen) < self.idle_ticks {
                     break;
                 }
-                self.remove_slot(self.tag(&e.mac), t);
+                self.remove_slot(self.tag(&e.key), t);
                 self.expirations += 1;
             }
         }
@@ -311,16 +316,16 @@ impl ClientTable {
         }
     }
 
-    /// The entry for `mac`, if tracked. Does not change the LRU order.
-    pub fn get(&self, mac: &Mac) -> Option<&ClientEntry> {
-        let (_, s) = self.find(mac, self.tag(mac))?;
+    /// The entry for `client`, if tracked. Does not change the LRU order.
+    pub fn get(&self, client: &ClientKey) -> Option<&ClientEntry> {
+        let (_, s) = self.find(client, self.tag(client))?;
         Some(&self.slots[s as usize].entry)
     }
 
-    /// Removes and returns the entry for `mac`.
-    pub fn remove(&mut self, mac: &Mac) -> Option<ClientEntry> {
-        let tag = self.tag(mac);
-        let (_, s) = self.find(mac, tag)?;
+    /// Removes and returns the entry for `client`.
+    pub fn remove(&mut self, client: &ClientKey) -> Option<ClientEntry> {
+        let tag = self.tag(client);
+        let (_, s) = self.find(client, tag)?;
         let e = self.slots[s as usize].entry;
         self.remove_slot(tag, s);
         Some(e)
@@ -337,9 +342,8 @@ impl ClientTable {
 
     /// A keyed multiply-xorshift mix: several times cheaper than SipHash on this per-frame path,
     /// and with secret per-table keys a flood cannot aim its sources at one probe chain.
-    fn tag(&self, mac: &Mac) -> u32 {
-        let m = mac.octets();
-        let x = u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]);
+    fn tag(&self, client: &ClientKey) -> u32 {
+        let x = client.as_u64();
         let mut h = (x ^ self.keys.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         h ^= h >> 29;
         h = h.wrapping_mul(self.keys.1);
@@ -347,15 +351,15 @@ impl ClientTable {
         h as u32
     }
 
-    /// Index position and slot number of `mac`.
-    fn find(&self, mac: &Mac, tag: u32) -> Option<(usize, u32)> {
+    /// Index position and slot number of `client`.
+    fn find(&self, client: &ClientKey, tag: u32) -> Option<(usize, u32)> {
         let mut pos = tag as usize & self.mask;
         loop {
             let b = self.index[pos];
             if b.slot == NIL {
                 return None;
             }
-            if b.tag == tag && self.slots[b.slot as usize].entry.mac == *mac {
+            if b.tag == tag && self.slots[b.slot as usize].entry.key == *client {
                 return Some((pos, b.slot));
             }
             pos = (pos + 1) & self.mask;

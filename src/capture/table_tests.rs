@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::capture::frame::{parse, Frame};
+use crate::Mac;
 use proptest::prelude::*;
 
 const SIP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -16,8 +17,15 @@ fn cip(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + (i & 0x1_ffff))
 }
 
+fn bare(e: ClientEntry) -> ClientEntry {
+    ClientEntry {
+        servers: ServerSet::default(),
+        ..e
+    }
+}
+
 fn macs(t: &ClientTable) -> Vec<Mac> {
-    t.iter().map(|e| e.mac).collect()
+    t.iter().map(|e| e.key.mac).collect()
 }
 
 /// Structural invariants: list and index agree, every key findable, no duplicates.
@@ -44,8 +52,8 @@ fn check(t: &ClientTable) {
     let used = t.index.iter().filter(|b| b.slot != NIL).count();
     assert_eq!(used, t.len());
     for &s in &fwd {
-        let mac = t.slots[s as usize].entry.mac;
-        assert_eq!(t.find(&mac, t.tag(&mac)).map(|x| x.1), Some(s));
+        let key = t.slots[s as usize].entry.key;
+        assert_eq!(t.find(&key, t.tag(&key)).map(|x| x.1), Some(s));
     }
     assert_eq!(t.iter().len(), t.len());
 }
@@ -54,17 +62,30 @@ fn check(t: &ClientTable) {
 fn insert_lookup_update() {
     let mut t = ClientTable::new(8, 0);
     assert!(t.is_empty());
-    t.account(m(1), cip(1), SIP, 0, 100, 10);
-    t.account(m(2), cip(2), SIP, 1, 200, 10);
-    t.account(m(1), cip(3), Ipv4Addr::new(198, 18, 0, 2), 1, 50, 11);
-    let e = t.get(&m(1)).unwrap();
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 100, 10, |_| true);
+    t.account(m(2).into(), cip(2).into(), SIP.into(), 1, 200, 10, |_| true);
+    t.account(
+        m(1).into(),
+        cip(3).into(),
+        Ipv4Addr::new(198, 18, 0, 2).into(),
+        1,
+        50,
+        11,
+        |_| true,
+    );
+    let e = t.get(&m(1).into()).unwrap();
     assert_eq!(e.ip, cip(3));
-    assert_eq!(e.server_ip, Ipv4Addr::new(198, 18, 0, 2));
+    assert_eq!(e.key, ClientKey::untagged(m(1)));
+    assert_eq!(
+        e.servers.iter().collect::<Vec<_>>(),
+        vec![IpAddr::from(SIP), Ipv4Addr::new(198, 18, 0, 2).into()],
+        "both server addresses it sent to"
+    );
     assert_eq!(e.port, 1);
     assert_eq!(e.bytes_this_second, 150);
     assert_eq!(e.last_seen, 11);
-    assert_eq!(t.get(&m(2)).unwrap().bytes_this_second, 200);
-    assert_eq!(t.get(&m(3)), None);
+    assert_eq!(t.get(&m(2).into()).unwrap().bytes_this_second, 200);
+    assert_eq!(t.get(&m(3).into()), None);
     assert_eq!(t.len(), 2);
     assert_eq!(macs(&t), vec![m(1), m(2)]);
     check(&t);
@@ -76,26 +97,27 @@ fn dual_stack_client_is_one_entry() {
     let c6: Ipv6Addr = "2001:db8:77::11".parse().unwrap();
     let s6: Ipv6Addr = "2001:db8:77::1".parse().unwrap();
     // IPv6 first: a new entry without IPv4 addresses.
-    t.account_v6(m(1), c6, s6, 1, 100, 1);
-    let e = t.get(&m(1)).unwrap();
-    assert_eq!(
-        (e.ip, e.server_ip),
-        (Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED)
-    );
-    assert_eq!((e.ip6, e.server_ip6), (Some(c6), Some(s6)));
+    t.account(m(1).into(), c6.into(), s6.into(), 1, 100, 1, |_| true);
+    let e = t.get(&m(1).into()).unwrap();
+    assert_eq!(e.ip, Ipv4Addr::UNSPECIFIED);
+    assert_eq!((e.ip6, e.servers.last()), (Some(c6), Some(s6.into())));
     // Then IPv4 from the same MAC: the same entry, both families kept, bytes summed.
-    t.account(m(1), cip(1), SIP, 0, 50, 2);
-    t.account(m(2), cip(2), SIP, 0, 10, 2);
-    t.account_v6(m(1), c6, s6, 1, 25, 2);
-    let e = t.get(&m(1)).unwrap();
-    assert_eq!((e.ip, e.server_ip), (cip(1), SIP));
-    assert_eq!((e.ip6, e.server_ip6), (Some(c6), Some(s6)));
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 50, 2, |_| true);
+    t.account(m(2).into(), cip(2).into(), SIP.into(), 0, 10, 2, |_| true);
+    t.account(m(1).into(), c6.into(), s6.into(), 1, 25, 2, |_| true);
+    let e = t.get(&m(1).into()).unwrap();
+    assert_eq!(e.ip, cip(1));
+    assert_eq!(e.ip6, Some(c6));
+    assert_eq!(
+        e.servers.iter().collect::<Vec<_>>(),
+        vec![IpAddr::from(s6), SIP.into()]
+    );
     assert_eq!((e.port, e.bytes_this_second, e.last_seen), (1, 175, 2));
-    assert_eq!(t.get(&m(2)).unwrap().ip6, None);
+    assert_eq!(t.get(&m(2).into()).unwrap().ip6, None);
     assert_eq!(t.len(), 2);
     // Within a tick the order is that of the first frames: m(2) came after m(1)'s first.
     assert_eq!(macs(&t), vec![m(2), m(1)]);
-    t.account_v6(m(1), c6, s6, 1, 25, 3);
+    t.account(m(1).into(), c6.into(), s6.into(), 1, 25, 3, |_| true);
     assert_eq!(
         macs(&t),
         vec![m(1), m(2)],
@@ -108,22 +130,22 @@ fn dual_stack_client_is_one_entry() {
 fn lru_eviction_order_and_count() {
     let mut t = ClientTable::new(3, 0);
     for i in 1..=3 {
-        t.account(m(i), cip(i), SIP, 0, 1, 1);
+        t.account(m(i).into(), cip(i).into(), SIP.into(), 0, 1, 1, |_| true);
     }
     // Touch 1: order is now 1, 3, 2 (2 is least recent).
-    t.account(m(1), cip(1), SIP, 0, 1, 2);
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 1, 2, |_| true);
     assert_eq!(macs(&t), vec![m(1), m(3), m(2)]);
-    t.account(m(4), cip(4), SIP, 0, 1, 3);
+    t.account(m(4).into(), cip(4).into(), SIP.into(), 0, 1, 3, |_| true);
     assert_eq!(macs(&t), vec![m(4), m(1), m(3)]);
     assert_eq!(t.evictions(), 1);
-    assert!(t.get(&m(2)).is_none());
-    t.account(m(5), cip(5), SIP, 0, 1, 3);
+    assert!(t.get(&m(2).into()).is_none());
+    t.account(m(5).into(), cip(5).into(), SIP.into(), 0, 1, 3, |_| true);
     assert_eq!(macs(&t), vec![m(5), m(4), m(1)]);
     assert_eq!(t.evictions(), 2);
     // A get does not refresh.
-    assert!(t.get(&m(1)).is_some());
-    t.account(m(6), cip(6), SIP, 0, 1, 4);
-    assert!(t.get(&m(1)).is_none());
+    assert!(t.get(&m(1).into()).is_some());
+    t.account(m(6).into(), cip(6).into(), SIP.into(), 0, 1, 4, |_| true);
+    assert!(t.get(&m(1).into()).is_none());
     assert_eq!(t.evictions(), 3);
     assert_eq!(t.len(), 3);
     check(&t);
@@ -133,8 +155,8 @@ fn lru_eviction_order_and_count() {
 fn capacity_one_and_clamp() {
     let mut t = ClientTable::new(0, 0);
     assert_eq!(t.capacity(), 1);
-    t.account(m(1), cip(1), SIP, 0, 1, 1);
-    t.account(m(2), cip(2), SIP, 0, 1, 1);
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 1, 1, |_| true);
+    t.account(m(2).into(), cip(2).into(), SIP.into(), 0, 1, 1, |_| true);
     assert_eq!(macs(&t), vec![m(2)]);
     assert_eq!(t.evictions(), 1);
     check(&t);
@@ -143,25 +165,41 @@ fn capacity_one_and_clamp() {
 #[test]
 fn roll_over_rates() {
     let mut t = ClientTable::new(16, 0);
-    t.account(m(1), cip(1), SIP, 0, 1000, 0);
-    t.account(m(1), cip(1), SIP, 0, 500, 0);
-    t.account(m(2), cip(2), SIP, 1, 64, 0);
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 1000, 0, |_| true);
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 500, 0, |_| true);
+    t.account(m(2).into(), cip(2).into(), SIP.into(), 1, 64, 0, |_| true);
     t.roll_over(1);
-    assert_eq!(t.get(&m(1)).unwrap().rate, 1500);
-    assert_eq!(t.get(&m(1)).unwrap().bytes_this_second, 0);
-    assert_eq!(t.get(&m(2)).unwrap().rate, 64);
-    t.account(m(2), cip(2), SIP, 1, 100, 1);
+    assert_eq!(t.get(&m(1).into()).unwrap().rate, 1500);
+    assert_eq!(t.get(&m(1).into()).unwrap().bytes_this_second, 0);
+    assert_eq!(t.get(&m(2).into()).unwrap().rate, 64);
+    t.account(m(2).into(), cip(2).into(), SIP.into(), 1, 100, 1, |_| true);
     t.roll_over(2);
-    assert_eq!(t.get(&m(1)).unwrap().rate, 0);
-    assert_eq!(t.get(&m(2)).unwrap().rate, 100);
+    assert_eq!(t.get(&m(1).into()).unwrap().rate, 0);
+    assert_eq!(t.get(&m(2).into()).unwrap().rate, 100);
     // A late roll-over averages over the ticks it covers.
-    t.account(m(1), cip(1), SIP, 0, 3000, 3);
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 3000, 3, |_| true);
     t.roll_over(5);
-    assert_eq!(t.get(&m(1)).unwrap().rate, 1000);
+    assert_eq!(t.get(&m(1).into()).unwrap().rate, 1000);
     // Saturates instead of overflowing.
-    t.account(m(1), cip(1), SIP, 0, u64::MAX - 5, 5);
-    t.account(m(1), cip(1), SIP, 0, 1 << 40, 5);
-    let e = t.get(&m(1)).unwrap();
+    t.account(
+        m(1).into(),
+        cip(1).into(),
+        SIP.into(),
+        0,
+        u64::MAX - 5,
+        5,
+        |_| true,
+    );
+    t.account(
+        m(1).into(),
+        cip(1).into(),
+        SIP.into(),
+        0,
+        1 << 40,
+        5,
+        |_| true,
+    );
+    let e = t.get(&m(1).into()).unwrap();
     assert_eq!(e.bytes_this_second, u64::MAX);
     check(&t);
 }
@@ -169,15 +207,15 @@ fn roll_over_rates() {
 #[test]
 fn idle_expiry_walks_from_the_tail() {
     let mut t = ClientTable::new(16, 3);
-    t.account(m(1), cip(1), SIP, 0, 1, 0);
-    t.account(m(2), cip(2), SIP, 0, 1, 1);
-    t.account(m(3), cip(3), SIP, 0, 1, 2);
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 1, 0, |_| true);
+    t.account(m(2).into(), cip(2).into(), SIP.into(), 0, 1, 1, |_| true);
+    t.account(m(3).into(), cip(3).into(), SIP.into(), 0, 1, 2, |_| true);
     t.roll_over(2);
     assert_eq!(t.len(), 3);
     t.roll_over(3); // m(1) idle for 3 ticks
     assert_eq!(macs(&t), vec![m(3), m(2)]);
     assert_eq!(t.expirations(), 1);
-    t.account(m(2), cip(2), SIP, 0, 1, 4);
+    t.account(m(2).into(), cip(2).into(), SIP.into(), 0, 1, 4, |_| true);
     t.roll_over(5); // m(3) idle 3, m(2) idle 1
     assert_eq!(macs(&t), vec![m(2)]);
     t.roll_over(100);
@@ -187,7 +225,7 @@ fn idle_expiry_walks_from_the_tail() {
     check(&t);
     // Slots are reused after expiry.
     for i in 10..26 {
-        t.account(m(i), cip(i), SIP, 0, 1, 101);
+        t.account(m(i).into(), cip(i).into(), SIP.into(), 0, 1, 101, |_| true);
     }
     assert_eq!(t.len(), 16);
     assert_eq!(t.slots.len(), 16);
@@ -197,7 +235,7 @@ fn idle_expiry_walks_from_the_tail() {
 #[test]
 fn zero_idle_never_expires() {
     let mut t = ClientTable::new(4, 0);
-    t.account(m(1), cip(1), SIP, 0, 1, 0);
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 1, 0, |_| true);
     t.roll_over(u64::MAX);
     assert_eq!(t.len(), 1);
 }
@@ -206,13 +244,13 @@ fn zero_idle_never_expires() {
 fn remove_and_reinsert() {
     let mut t = ClientTable::new(8, 0);
     for i in 0..8 {
-        t.account(m(i), cip(i), SIP, 0, 1, 1);
+        t.account(m(i).into(), cip(i).into(), SIP.into(), 0, 1, 1, |_| true);
     }
-    assert_eq!(t.remove(&m(3)).unwrap().mac, m(3));
-    assert_eq!(t.remove(&m(3)), None);
+    assert_eq!(t.remove(&m(3).into()).unwrap().key.mac, m(3));
+    assert_eq!(t.remove(&m(3).into()), None);
     assert_eq!(t.len(), 7);
     check(&t);
-    t.account(m(42), cip(42), SIP, 0, 1, 2);
+    t.account(m(42).into(), cip(42).into(), SIP.into(), 0, 1, 2, |_| true);
     assert_eq!(t.evictions(), 0);
     assert_eq!(t.len(), 8);
     check(&t);
@@ -223,16 +261,24 @@ fn large_capacity_bound() {
     let cap = 65_536;
     let mut t = ClientTable::new(cap, 0);
     for i in 0..100_000u32 {
-        t.account(m(i), cip(i), SIP, (i % 4) as u16, 60, u64::from(i / 10_000));
+        t.account(
+            m(i).into(),
+            cip(i).into(),
+            SIP.into(),
+            (i % 4) as u16,
+            60,
+            u64::from(i / 10_000),
+            |_| true,
+        );
     }
     assert_eq!(t.len(), cap);
     assert_eq!(t.evictions(), 100_000 - cap as u64);
     // The newest `cap` survive, in reverse insertion order.
     let first = 100_000 - cap as u32;
-    assert!(t.get(&m(first - 1)).is_none());
-    assert!(t.get(&m(first)).is_some());
-    assert_eq!(t.iter().next().unwrap().mac, m(99_999));
-    assert_eq!(t.iter().last().unwrap().mac, m(first));
+    assert!(t.get(&m(first - 1).into()).is_none());
+    assert!(t.get(&m(first).into()).is_some());
+    assert_eq!(t.iter().next().unwrap().key.mac, m(99_999));
+    assert_eq!(t.iter().last().unwrap().key.mac, m(first));
     assert_eq!(t.slots.capacity(), cap);
     check(&t);
     t.roll_over(10);
@@ -266,13 +312,13 @@ proptest! {
             let tick = i as u64 / 8;
             match parse(f) {
                 Some(Frame::Ipv4 { src_mac, src_ip, dst_ip, .. }) => {
-                    t.account(src_mac, src_ip, dst_ip, (i % 3) as u16, f.len() as u64, tick)
+                    t.account(src_mac.into(), src_ip.into(), dst_ip.into(), (i % 3) as u16, f.len() as u64, tick, |_| true)
                 }
                 Some(Frame::Arp { sha, spa, tpa, .. }) => {
-                    t.account(sha, spa, tpa, 0, f.len() as u64, tick)
+                    t.account(sha.into(), spa.into(), tpa.into(), 0, f.len() as u64, tick, |_| true)
                 }
                 Some(Frame::Ipv6 { src_mac, src_ip, dst_ip, .. }) => {
-                    t.account_v6(src_mac, src_ip, dst_ip, 1, f.len() as u64, tick)
+                    t.account(src_mac.into(), src_ip.into(), dst_ip.into(), 1, f.len() as u64, tick, |_| true)
                 }
                 Some(Frame::Nd { .. }) | None => {}
             }
@@ -295,7 +341,7 @@ proptest! {
         for (k, len) in &keys {
             let f = ipv4_frame(m(u32::from(*k)), SERVER_MAC, cip(u32::from(*k)), SERVER_IP, false, *len);
             if let Some(Frame::Ipv4 { src_mac, src_ip, dst_ip, .. }) = parse(&f[..f.len().min(96)]) {
-                t.account(src_mac, src_ip, dst_ip, 0, *len as u64, 0);
+                t.account(src_mac.into(), src_ip.into(), dst_ip.into(), 0, *len as u64, 0, |_| true);
             }
             prop_assert!(t.len() <= t.capacity());
         }
@@ -316,8 +362,8 @@ proptest! {
                     now += dt;
                     // Few distinct keys, so hits, evictions and probe collisions all happen.
                     let mac = m(u32::from(k % 24));
-                    t.account(mac, cip(u32::from(k)), SIP, u16::from(k), u64::from(len), now);
-                    if let Some(i) = model.iter().position(|e| e.mac == mac) {
+                    t.account(mac.into(), cip(u32::from(k)).into(), SIP.into(), u16::from(k), u64::from(len), now, |_| true);
+                    if let Some(i) = model.iter().position(|e| e.key.mac == mac) {
                         // Moved to the front on its first frame of a tick only.
                         let mut e = if model[i].last_seen == now { model[i] } else { model.remove(i) };
                         e.ip = cip(u32::from(k));
@@ -335,7 +381,7 @@ proptest! {
                             evictions += 1;
                         }
                         model.insert(0, ClientEntry {
-                            mac, ip: cip(u32::from(k)), server_ip: SIP, ip6: None, server_ip6: None,
+                            key: mac.into(), ip: cip(u32::from(k)), ip6: None, servers: ServerSet::default(),
                             port: u16::from(k),
                             bytes_this_second: u64::from(len), rate: 0, last_seen: now,
                         });
@@ -343,8 +389,8 @@ proptest! {
                 }
                 Op::Remove(k) => {
                     let mac = m(u32::from(k % 24));
-                    let want = model.iter().position(|e| e.mac == mac).map(|i| model.remove(i));
-                    prop_assert_eq!(t.remove(&mac), want);
+                    let want = model.iter().position(|e| e.key.mac == mac).map(|i| model.remove(i));
+                    prop_assert_eq!(t.remove(&mac.into()).map(bare), want.map(bare));
                 }
                 Op::Roll(dt) => {
                     now += dt;
@@ -358,10 +404,48 @@ proptest! {
                     }
                 }
             }
-            let got: Vec<ClientEntry> = t.iter().copied().collect();
-            prop_assert_eq!(&got, &model);
+            // The server addresses are ServerSet's business (tested there).
+            let got: Vec<ClientEntry> = t.iter().copied().map(bare).collect();
+            let want: Vec<ClientEntry> = model.iter().copied().map(bare).collect();
+            prop_assert_eq!(&got, &want);
             prop_assert_eq!(t.evictions(), evictions);
         }
         check(&t);
     }
+}
+
+#[test]
+fn one_mac_on_two_vlans_is_two_clients() {
+    let mut t = ClientTable::new(8, 0);
+    let (a, b) = (ClientKey::new(m(1), 100), ClientKey::new(m(1), 200));
+    t.account(a, cip(1).into(), SIP.into(), 0, 100, 1, |_| true);
+    t.account(b, cip(1).into(), SIP.into(), 1, 30, 1, |_| true);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.get(&a).unwrap().bytes_this_second, 100);
+    assert_eq!(t.get(&b).unwrap().port, 1);
+    assert_eq!(t.get(&ClientKey::untagged(m(1))), None);
+    check(&t);
+}
+
+#[test]
+fn destinations_that_are_not_the_servers_are_noted_apart() {
+    let mut t = ClientTable::new(8, 60);
+    let ours = |ip: IpAddr| ip == IpAddr::from(SIP);
+    let elsewhere = Ipv4Addr::new(203, 0, 113, 9);
+    t.account(
+        m(1).into(),
+        cip(1).into(),
+        elsewhere.into(),
+        0,
+        100,
+        1,
+        ours,
+    );
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 0, 100, 1, ours);
+    let e = t.get(&m(1).into()).unwrap();
+    assert_eq!(
+        e.servers.iter().collect::<Vec<_>>(),
+        vec![IpAddr::from(SIP)]
+    );
+    assert_eq!(e.servers.other(), Some(elsewhere.into()));
 }

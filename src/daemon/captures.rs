@@ -21,6 +21,9 @@ pub struct Captures {
     /// Each port's sampling policy, and the limit new ones get (`None`: sampling off).
     samplers: Vec<Sampler>,
     sampling_limit: Option<u32>,
+    /// MACs of the server's interfaces stacked on the bond that are not a port's (a macvlan's,
+    /// a bridge's own): frames to them are the server's load too.
+    host_macs: Vec<crate::Mac>,
 }
 
 impl Captures {
@@ -35,7 +38,48 @@ impl Captures {
             base,
             samplers: Vec::new(),
             sampling_limit,
+            host_macs: Vec::new(),
         }
+    }
+
+    /// The MACs every filter passes: the ports' and the host interfaces'.
+    fn macs(&self, ports: &PortTable) -> Vec<crate::Mac> {
+        let mut macs = ports.macs();
+        for m in &self.host_macs {
+            if !macs.contains(m) {
+                macs.push(*m);
+            }
+        }
+        if macs.len() > crate::capture::filter::MAX_MACS {
+            warn!(
+                "{} MACs to capture for, more than a filter holds ({}): frames to the last ones are not counted",
+                macs.len(),
+                crate::capture::filter::MAX_MACS
+            );
+            macs.truncate(crate::capture::filter::MAX_MACS);
+        }
+        macs
+    }
+
+    /// The host interfaces' own MACs that are no port's (a new set re-filters every socket).
+    pub fn set_host_macs(&mut self, ports: &PortTable, macs: Vec<crate::Mac>) {
+        let macs: Vec<crate::Mac> = macs
+            .into_iter()
+            .filter(|m| !ports.macs().contains(m))
+            .collect();
+        if macs != self.host_macs {
+            self.host_macs = macs;
+            self.refilter(ports);
+        }
+    }
+
+    /// Port `i`'s socket, and the host interfaces' MACs its frames may be for.
+    pub fn socket_and_host_macs(
+        &mut self,
+        i: usize,
+    ) -> Option<(&mut CaptureSocket, &[crate::Mac])> {
+        let sock = self.socks.get_mut(i)?.as_mut()?;
+        Some((sock, &self.host_macs))
     }
 
     fn grow(&mut self, n: usize) {
@@ -104,10 +148,6 @@ impl Captures {
         self.socks.get(port)?.as_ref()
     }
 
-    pub fn get_mut(&mut self, port: usize) -> Option<&mut CaptureSocket> {
-        self.socks.get_mut(port)?.as_mut()
-    }
-
     /// The port whose socket `token` is.
     pub fn port_of(&self, token: Token) -> Option<usize> {
         token
@@ -121,7 +161,7 @@ impl Captures {
         self.grow(ports.list.len());
         self.close(i, registry);
         let p = &ports.list[i];
-        let mut c = CaptureSocket::open(&p.name, p.ifindex, &ports.macs(), &self.ring)?;
+        let mut c = CaptureSocket::open(&p.name, p.ifindex, &self.macs(ports), &self.ring)?;
         if let Err(e) = registry.register(&mut c, Token(self.base + i), Interest::READABLE) {
             error!("port {}: cannot register capture socket: {e}", p.name);
         }
@@ -141,9 +181,9 @@ impl Captures {
         self.ready[i] = false;
     }
 
-    /// Re-filters every socket for the present ports' MACs.
+    /// Re-filters every socket for the present ports' (and host interfaces') MACs.
     pub fn refilter(&self, ports: &PortTable) {
-        let macs = ports.macs();
+        let macs = self.macs(ports);
         for (i, c) in self.socks.iter().enumerate() {
             if let Some(c) = c {
                 if let Err(e) = c.set_macs(&macs) {

@@ -22,12 +22,13 @@ impl Daemon {
             .filter(|e| (e.port as usize) < self.ports.list.len())
             .filter(|e| !active_only || e.rate > 0 || !usable(e.port as usize))
             .map(|e| ClientSnap {
-                mac: e.mac,
+                key: e.key,
                 port: e.port as usize,
                 rate_bps: e.rate as f64 * 8.0,
                 talk: Talk {
-                    v4: (!e.ip.is_unspecified()).then_some((e.ip, e.server_ip)),
-                    v6: e.ip6.zip(e.server_ip6),
+                    v4: (!e.ip.is_unspecified()).then_some(e.ip),
+                    v6: e.ip6,
+                    servers: e.servers,
                 },
             })
             .collect()
@@ -89,7 +90,7 @@ impl Daemon {
                 .iter()
                 .filter(|c| c.port == i)
                 .map(|c| {
-                    let held = self.steer.held(&c.mac, now_ms);
+                    let held = self.steer.held(&c.key, now_ms);
                     format!(
                         "{:.1}{}",
                         c.rate_bps / 1e6,

@@ -7,7 +7,9 @@ use std::time::Instant;
 use log::{error, info, warn};
 
 use super::{with_ctx, Daemon, CAPTURE_BATCH, NETLINK_BATCH};
+use crate::capture::frame::tag_in_frame;
 use crate::capture::{parse, Frame, PACKET_HOST};
+use crate::client::ClientKey;
 use crate::host::Change;
 use crate::netlink::{NlEvent, RouteSocket};
 use crate::steer::{ArpSeen, NdSeen};
@@ -31,7 +33,9 @@ impl Daemon {
         }
         let now_ms = self.clock.ms(Instant::now());
         let mut links_changed = false;
+        let mut addrs_changed = false;
         for ev in &events {
+            addrs_changed |= matches!(ev, NlEvent::Addr(_) | NlEvent::AddrRemoved(_));
             if let NlEvent::Link(l) = ev {
                 if let (Some(i), Some(rx)) = (self.ports.by_ifindex(l.index), l.rx_bytes) {
                     self.ports.list[i].record_counter(now_ms, rx);
@@ -49,6 +53,26 @@ impl Daemon {
         }
         if links_changed {
             self.sync_ports();
+        }
+        if links_changed || addrs_changed {
+            self.refresh_host();
+        }
+    }
+
+    /// What the capture path needs from the host view, copied once per change rather than asked
+    /// per frame: the server's addresses and its interfaces' own MACs. Shapes on the bond that
+    /// rlbd cannot steer, appearing while it runs, are reported once each.
+    pub(super) fn refresh_host(&mut self) {
+        self.ours = self.host.our_addresses().collect();
+        self.ours.sort();
+        self.ours.dedup();
+        self.captures
+            .set_host_macs(&self.ports, self.host.host_macs());
+        for (name, why) in self.host.unsupported() {
+            if !self.unsupported_seen.contains(name) {
+                error!("interface {name} is not steered: {why}");
+                self.unsupported_seen.push(name.clone());
+            }
         }
     }
 
@@ -173,34 +197,49 @@ impl Daemon {
         // Reused across calls: the hot path allocates nothing per frame or per wakeup.
         let mut arps = std::mem::take(&mut self.arp_buf);
         let table = &mut self.table;
-        let Some(cap) = self.captures.get_mut(i) else {
+        let ours = &self.ours;
+        let is_ours = |ip: std::net::IpAddr| ours.contains(&ip);
+        // Frames to a macvlan's (or a bridge's own) MAC reach the port as another host's; they
+        // are the server's all the same. A frame for another port's MAC flooded here
+        // (promiscuous port, a switch that forgot a MAC) is not this port's load.
+        let Some((cap, host_macs)) = self.captures.socket_and_host_macs(i) else {
             self.captures.ready[i] = false;
             return;
         };
-        let n = cap.drain(CAPTURE_BATCH, |meta, bytes| match parse(bytes) {
-            // A frame for another port's MAC flooded here (promiscuous port, a switch that
-            // forgot a MAC) is not this port's load.
-            Some(Frame::Ipv4 {
-                src_mac,
-                src_ip,
-                dst_ip,
-                ..
-            }) if meta.pkt_type == PACKET_HOST => {
-                table.account(src_mac, src_ip, dst_ip, port, meta.bytes(), tick);
+        let n = cap.drain(CAPTURE_BATCH, |meta, bytes| {
+            let vlan = meta.vlan.unwrap_or_else(|| tag_in_frame(bytes));
+            if vlan == u16::MAX {
+                return;
             }
-            Some(Frame::Ipv6 {
-                src_mac,
-                src_ip,
-                dst_ip,
-                ..
-            }) if meta.pkt_type == PACKET_HOST => {
-                table.account_v6(src_mac, src_ip, dst_ip, port, meta.bytes(), tick);
+            let host = |dst: &crate::Mac| meta.pkt_type == PACKET_HOST || host_macs.contains(dst);
+            match parse(bytes) {
+                Some(Frame::Ipv4 {
+                    src_mac,
+                    dst_mac,
+                    src_ip,
+                    dst_ip,
+                }) if host(&dst_mac) => {
+                    let key = ClientKey::new(src_mac, vlan);
+                    let (src, dst) = (src_ip.into(), dst_ip.into());
+                    table.account(key, src, dst, port, meta.bytes(), tick, is_ours);
+                }
+                Some(Frame::Ipv6 {
+                    src_mac,
+                    dst_mac,
+                    src_ip,
+                    dst_ip,
+                }) if host(&dst_mac) => {
+                    let key = ClientKey::new(src_mac, vlan);
+                    let (src, dst) = (src_ip.into(), dst_ip.into());
+                    table.account(key, src, dst, port, meta.bytes(), tick, is_ours);
+                }
+                Some(f @ (Frame::Arp { .. } | Frame::Nd { .. })) => {
+                    // ARP and Neighbor Discovery are rare; a flood of them is bounded by the
+                    // batch.
+                    arps.push((f, meta.is_outgoing(), vlan));
+                }
+                _ => {}
             }
-            Some(f @ (Frame::Arp { .. } | Frame::Nd { .. })) => {
-                // ARP and Neighbor Discovery are rare; a flood of them is bounded by the batch.
-                arps.push((f, meta.is_outgoing()));
-            }
-            _ => {}
         });
         let more = n >= CAPTURE_BATCH || cap.pending();
         self.captures.ready[i] = more;
@@ -213,11 +252,11 @@ impl Daemon {
 
     /// ARP and Neighbor Discovery frames of one batch, to the steering core (which re-asserts
     /// the moves they put at risk).
-    fn watch_frames(&mut self, frames: &mut Vec<(Frame, bool)>) {
+    fn watch_frames(&mut self, frames: &mut Vec<(Frame, bool, u16)>) {
         let now_ms = self.clock.ms(Instant::now());
         let (steer, out) = (&mut self.steer, &mut self.actions);
         with_ctx(&self.host, &self.ports, |ctx| {
-            for (f, outgoing) in frames.drain(..) {
+            for (f, outgoing, vlan) in frames.drain(..) {
                 match f {
                     Frame::Arp {
                         eth_src,
@@ -232,6 +271,7 @@ impl Daemon {
                             eth_src,
                             eth_dst,
                             sha,
+                            vlan,
                         };
                         steer.on_arp(now_ms, &seen, ctx, out);
                     }
@@ -250,6 +290,7 @@ impl Daemon {
                             eth_dst,
                             target,
                             lladdr,
+                            vlan,
                         };
                         steer.on_nd(now_ms, &seen, ctx, out);
                     }

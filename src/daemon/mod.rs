@@ -83,7 +83,11 @@ pub struct Daemon {
     clock: Clock,
     /// ARP and ND frames of one capture batch, handled after it (reused: no allocation per
     /// wakeup).
-    arp_buf: Vec<(Frame, bool)>,
+    arp_buf: Vec<(Frame, bool, u16)>,
+    /// The server's addresses, for the capture path (copied from the host view on change).
+    ours: Vec<std::net::IpAddr>,
+    /// Interfaces on the bond already reported as not steerable.
+    unsupported_seen: Vec<String>,
     /// The steering core's actions, carried out after each call into it (reused).
     actions: Vec<Action>,
     watchdog: bool,
@@ -244,7 +248,7 @@ impl Daemon {
         let now_ms = self.now_ms();
         let table = &self.table;
         self.steer
-            .forget_idle(now_ms, |mac| table.get(mac).is_some(), &mut self.actions);
+            .forget_idle(now_ms, |key| table.get(key).is_some(), &mut self.actions);
         self.carry_out();
         if self.watchdog {
             setup::sd_notify("WATCHDOG=1");

@@ -150,11 +150,12 @@ impl Daemon {
             .into_iter()
             .map(|e| ClientStatus {
                 ip: client_addr(e),
-                mac: e.mac.to_string(),
+                mac: e.key.mac.to_string(),
+                vlan: e.key.vlan,
                 port: port_name(e.port as usize),
                 rate_bps: e.rate as f64 * 8.0,
                 last_seen_secs_ago: self.clock.tick.saturating_sub(e.last_seen),
-                moved: self.steer.moved(&e.mac).map(|m| {
+                moved: self.steer.moved(&e.key).map(|m| {
                     let ago = now_ms.saturating_sub(m.at_ms) / 1000;
                     MoveStatus {
                         to: port_name(m.port),
@@ -162,6 +163,7 @@ impl Daemon {
                         reason: m.reason,
                         hold_down_left_secs: hold.saturating_sub(ago),
                         reasserts: m.reasserts,
+                        addresses: m.claims.iter().map(|c| c.server().to_string()).collect(),
                     }
                 }),
             })

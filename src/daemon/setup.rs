@@ -230,6 +230,8 @@ pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
             next_learning: now,
         },
         arp_buf: Vec::new(),
+        ours: Vec::new(),
+        unsupported_seen: Vec::new(),
         actions: Vec::new(),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
         settings,
@@ -251,6 +253,13 @@ impl Daemon {
         for n in snap.neighbours {
             self.host.apply(&NlEvent::Neigh(n));
         }
+        // A shape rlbd cannot steer is a configuration to change, not a reason to run half
+        // blind: the clients behind it would stay where the driver put them, silently.
+        if let Some((name, why)) = self.host.unsupported().first() {
+            return Err(Fatal::config(format!(
+                "interface {name} on the bond cannot be steered: {why}"
+            )));
+        }
         for c in self.ports.sync(self.host.links()) {
             if let crate::host::Change::Added(i) = c {
                 self.start_port(i)?;
@@ -261,6 +270,20 @@ impl Daemon {
                 return Err(Fatal::config(format!("bond {name} has no slaves")));
             }
         }
+        self.refresh_host();
+        let shape: Vec<String> = self
+            .host
+            .host_ifs()
+            .filter_map(|(i, vlan)| {
+                let name = &self.host.links().get(&i)?.name;
+                Some(if vlan == 0 {
+                    name.clone()
+                } else {
+                    format!("{name} (VLAN {vlan})")
+                })
+            })
+            .collect();
+        info!("the server's interfaces: {}", shape.join(", "));
         // First counters now, so the first evaluation has a rate.
         if let Err(e) = self.nl.request_links() {
             warn!("cannot request link counters: {e}");

@@ -4,10 +4,11 @@
 #![forbid(unsafe_code)]
 
 pub mod ports;
+pub mod stack;
 pub mod view;
 
 #[cfg(test)]
 pub mod testing;
 
 pub use ports::{Change, Port, PortTable};
-pub use view::{Applied, Claim, HostView, Talk};
+pub use view::{Applied, Claim, HostView, Talk, Unclaimable};

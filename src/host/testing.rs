@@ -5,10 +5,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::config::Target;
 use crate::host::HostView;
-use crate::netlink::{AddrEntry, BondInfo, BondMode, LinkInfo, NeighEntry, NlEvent};
+use crate::netlink::{AddrEntry, BondInfo, BondMode, LinkInfo, NeighEntry, NlEvent, VlanInfo};
 use crate::Mac;
 
 pub const BOND: u32 = 10;
+/// bond0.100, an 802.1Q VLAN over the bond.
+pub const VLAN_IF: u32 = 11;
 pub const OTHER_IF: u32 = 99;
 pub const CLIENT: Mac = Mac(2, 0, 0, 0, 0, 0xc1);
 pub const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -33,6 +35,18 @@ pub fn link(index: u32, name: &str, kind: Option<&str>) -> NlEvent {
     })
 }
 
+/// An 802.1Q VLAN `id` named `name` over `parent`.
+pub fn vlan_link(index: u32, name: &str, parent: u32, id: u16) -> NlEvent {
+    let NlEvent::Link(l) = link(index, name, Some("vlan")) else {
+        unreachable!()
+    };
+    NlEvent::Link(LinkInfo {
+        parent: Some(parent),
+        vlan: Some(VlanInfo { id, ad: false }),
+        ..l
+    })
+}
+
 pub fn addr(ifindex: u32, net: &str) -> NlEvent {
     NlEvent::Addr(AddrEntry {
         ifindex,
@@ -49,15 +63,19 @@ pub fn neigh(ifindex: u32, ip: IpAddr, mac: Mac, state: u16) -> NlEvent {
     })
 }
 
-/// A bond with 198.18.0.1/24 and 2001:db8::1/64, an unrelated interface with 198.18.0.2/24, and
-/// the client confirmed on the bond for both families.
+/// A bond with 198.18.0.1/24 and 2001:db8::1/64, VLAN 100 over it (bond0.100) with
+/// 198.18.100.1/24 and 2001:db8:100::1/64, an unrelated interface with 198.18.0.2/24, and the
+/// client confirmed on the bond (untagged) for both families.
 pub fn view() -> HostView {
     let mut v = HostView::new(Target::Bond("bond0".into()));
     for ev in [
         link(BOND, "bond0", Some("bond")),
         link(OTHER_IF, "eth9", None),
+        vlan_link(VLAN_IF, "bond0.100", BOND, 100),
         addr(BOND, "198.18.0.1/24"),
         addr(BOND, "2001:db8::1/64"),
+        addr(VLAN_IF, "198.18.100.1/24"),
+        addr(VLAN_IF, "2001:db8:100::1/64"),
         addr(OTHER_IF, "198.18.0.2/24"),
         neigh(BOND, CLIENT_IP.into(), CLIENT, libc::NUD_REACHABLE),
         neigh(BOND, CLIENT6.into(), CLIENT, libc::NUD_STALE),

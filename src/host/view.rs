@@ -7,20 +7,24 @@
 //! Pure: no sockets, no clock.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnetwork::IpNetwork;
 
+use super::stack::{self, Stack};
+use crate::client::{ClientKey, ServerSet};
 use crate::config::Target;
 use crate::netlink::{LinkInfo, NeighEntry, NlEvent};
 use crate::Mac;
 
-/// What a client's latest frames told us: its source and the server address it sent to, per
-/// family (from the client table; unverified wire data until the view confirms it).
+/// What a client's frames told us: its latest source per family and the server addresses it
+/// sent to (from the client table; unverified wire data until the view confirms it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Talk {
-    pub v4: Option<(Ipv4Addr, Ipv4Addr)>,
-    pub v6: Option<(Ipv6Addr, Ipv6Addr)>,
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+    pub servers: ServerSet,
 }
 
 impl Talk {
@@ -29,11 +33,59 @@ impl Talk {
         let mut t = Talk::default();
         for c in claims {
             match *c {
-                Claim::V4 { client, server } => t.v4 = t.v4.or(Some((client, server))),
-                Claim::V6 { client, server } => t.v6 = t.v6.or(Some((client, server))),
+                Claim::V4 { client, server } => {
+                    t.v4 = t.v4.or(Some(client));
+                    t.servers.note(server.into(), 0, 0);
+                }
+                Claim::V6 { client, server } => {
+                    t.v6 = t.v6.or(Some(client));
+                    t.servers.note(server.into(), 0, 0);
+                }
             }
         }
         t
+    }
+}
+
+/// Why a client cannot be moved whole: the claims a move needs, or why there are none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unclaimable {
+    /// The kernel's neighbour table has no confirmed entry for this MAC on the client's VLAN.
+    NotConfirmed,
+    /// It talks to `server` but the kernel confirms no address of that family at its MAC.
+    NoNeighbour { server: IpAddr },
+    /// It talks to more of the server's addresses than a move claims.
+    TooManyAddresses,
+    /// Its traffic to `server` is routed through the server, and the server has no address in
+    /// the client's subnet on its VLAN to claim instead.
+    NoOnLinkAddress { server: IpAddr },
+    /// It talks to `server`, an address on `interface`, which is not stacked on the bond.
+    Unwatched { server: IpAddr, interface: String },
+}
+
+impl fmt::Display for Unclaimable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unclaimable::NotConfirmed => write!(f, "no confirmed neighbour entry"),
+            Unclaimable::NoNeighbour { server } => write!(
+                f,
+                "it talks to {server} but the kernel confirms none of its addresses of that family"
+            ),
+            Unclaimable::TooManyAddresses => write!(
+                f,
+                "it talks to more than {} of the server's addresses",
+                ServerSet::MAX
+            ),
+            Unclaimable::NoOnLinkAddress { server } => write!(
+                f,
+                "its traffic to {server} is routed, with no server address on its subnet to claim"
+            ),
+            Unclaimable::Unwatched { server, interface } => write!(
+                f,
+                "it talks to {server} on {interface}, which is not on the bond (rlbd watches only \
+                 the bond and what is stacked on it)"
+            ),
+        }
     }
 }
 
@@ -75,8 +127,9 @@ pub struct HostView {
     /// Confirmed neighbours: (ifindex, IP) -> MAC, and the same indexed by MAC.
     neigh: HashMap<(u32, IpAddr), Mac>,
     by_mac: HashMap<Mac, BTreeSet<(u32, IpAddr)>>,
-    /// Interfaces whose addresses and neighbours are the server's (derived from the links).
-    host_ifs: BTreeSet<u32>,
+    /// Interfaces whose addresses and neighbours are the server's, with their VLANs (derived
+    /// from the links).
+    stack: Stack,
 }
 
 impl HostView {
@@ -87,7 +140,7 @@ impl HostView {
             addrs: BTreeSet::new(),
             neigh: HashMap::new(),
             by_mac: HashMap::new(),
-            host_ifs: BTreeSet::new(),
+            stack: Stack::default(),
         }
     }
 
@@ -118,7 +171,7 @@ impl HostView {
             NlEvent::DumpDone | NlEvent::Overrun => {}
         }
         if applied.links {
-            self.host_ifs = self.derive_host_ifs();
+            self.stack = stack::derive(&self.target, &self.links);
         }
         applied
     }
@@ -158,30 +211,42 @@ impl HostView {
         }
     }
 
-    fn derive_host_ifs(&self) -> BTreeSet<u32> {
-        match &self.target {
-            Target::Bond(name) => self
-                .links
-                .values()
-                .filter(|l| &l.name == name && l.kind.as_deref() == Some("bond"))
-                .map(|l| l.index)
-                .collect(),
-            Target::Ports(names) => self
-                .links
-                .values()
-                .filter(|l| names.contains(&l.name))
-                .map(|l| l.index)
-                .collect(),
-        }
-    }
-
     pub fn links(&self) -> &HashMap<u32, LinkInfo> {
         &self.links
     }
 
     /// True for an interface whose addresses and neighbours are the server's.
     pub fn is_host_if(&self, ifindex: u32) -> bool {
-        self.host_ifs.contains(&ifindex)
+        self.stack.vlan_of.contains_key(&ifindex)
+    }
+
+    /// The VLAN (0: untagged) of one of the server's interfaces.
+    pub fn vlan_of(&self, ifindex: u32) -> Option<u16> {
+        self.stack.vlan_of.get(&ifindex).copied()
+    }
+
+    /// The server's interfaces: ifindex -> VLAN.
+    pub fn host_ifs(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.stack.vlan_of.iter().map(|(i, v)| (*i, *v))
+    }
+
+    /// Interfaces on the bond whose clients rlbd cannot steer, with why.
+    pub fn unsupported(&self) -> &[(String, String)] {
+        &self.stack.unsupported
+    }
+
+    /// The MACs the server's own frames are addressed to, besides the ports' (a macvlan's, a
+    /// bridge's of its own): the capture must count those frames as the server's load too.
+    pub fn host_macs(&self) -> Vec<Mac> {
+        let mut macs: Vec<Mac> = self
+            .stack
+            .vlan_of
+            .keys()
+            .filter_map(|i| self.links.get(i)?.mac)
+            .collect();
+        macs.sort();
+        macs.dedup();
+        macs
     }
 
     /// True for one of the server's own addresses (on one of its interfaces).
@@ -199,70 +264,156 @@ impl HostView {
             .map(|(_, n)| n.ip())
     }
 
-    /// True when the kernel's neighbour table, on one of the server's interfaces, has `ip` at
-    /// `mac` in a confirmed state: the only kind of client rlbd ever sends a frame to.
-    pub fn confirms(&self, mac: Mac, ip: IpAddr) -> bool {
-        self.by_mac
-            .get(&mac)
-            .is_some_and(|set| set.iter().any(|(ifx, i)| *i == ip && self.is_host_if(*ifx)))
+    /// The interface that holds `ip`, whichever it is (for telling an operator that a client's
+    /// traffic goes to an interface rlbd does not steer).
+    pub fn owner_of(&self, ip: IpAddr) -> Option<&str> {
+        let (ifx, _) = self.addrs.iter().find(|(_, n)| n.ip() == ip)?;
+        self.links.get(ifx).map(|l| l.name.as_str())
     }
 
-    /// True when `mac` is a confirmed neighbour of the server for any address.
-    pub fn knows(&self, mac: Mac) -> bool {
+    /// The server's neighbour entries at `key`'s MAC on interfaces of its VLAN.
+    fn entries_of(&self, key: ClientKey) -> impl Iterator<Item = IpAddr> + '_ {
         self.by_mac
-            .get(&mac)
-            .is_some_and(|set| set.iter().any(|(ifx, _)| self.is_host_if(*ifx)))
+            .get(&key.mac)
+            .into_iter()
+            .flatten()
+            .filter(move |(ifx, _)| self.vlan_of(*ifx) == Some(key.vlan))
+            .map(|(_, ip)| *ip)
     }
 
-    /// The lowest confirmed IPv4 neighbour address with this MAC on the server's interfaces.
-    pub fn confirmed_v4(&self, mac: Mac) -> Option<Ipv4Addr> {
-        self.by_mac
-            .get(&mac)?
-            .iter()
-            .find_map(|(ifx, ip)| match ip {
-                IpAddr::V4(v4) if self.is_host_if(*ifx) => Some(*v4),
-                _ => None,
-            })
+    /// True when the kernel's neighbour table, on one of the server's interfaces of the client's
+    /// VLAN, has `ip` at its MAC in a confirmed state: the only kind of client rlbd ever sends a
+    /// frame to.
+    pub fn confirms(&self, key: ClientKey, ip: IpAddr) -> bool {
+        self.entries_of(key).any(|i| i == ip)
     }
 
-    /// The server address to claim toward an IPv4 client: the one it talks to when that is
-    /// ours, else ours in the client's subnet. Never an address that is not the server's.
-    pub fn server_v4_for(&self, client: Ipv4Addr, talks_to: Option<Ipv4Addr>) -> Option<Ipv4Addr> {
-        if let Some(ip) = talks_to.filter(|ip| self.is_ours((*ip).into())) {
-            return Some(ip);
+    /// True when `key` is a confirmed neighbour of the server for any address.
+    pub fn knows(&self, key: ClientKey) -> bool {
+        self.entries_of(key).next().is_some()
+    }
+
+    /// The lowest confirmed IPv4 neighbour address of `key`.
+    pub fn confirmed_v4(&self, key: ClientKey) -> Option<Ipv4Addr> {
+        self.entries_of(key).find_map(|ip| match ip {
+            IpAddr::V4(v4) => Some(v4),
+            IpAddr::V6(_) => None,
+        })
+    }
+
+    fn confirmed_v6(&self, key: ClientKey, prefer: Option<Ipv6Addr>) -> Option<Ipv6Addr> {
+        if let Some(p) = prefer.filter(|p| self.confirms(key, (*p).into())) {
+            return Some(p);
         }
+        self.entries_of(key).find_map(|ip| match ip {
+            IpAddr::V6(v6) => Some(v6),
+            IpAddr::V4(_) => None,
+        })
+    }
+
+    /// True when `ip` is the server's on an interface of VLAN `vlan`: a client there reaches
+    /// it on-link, by the MAC it resolved for it.
+    pub fn on_link(&self, ip: IpAddr, vlan: u16) -> bool {
         self.addrs
             .iter()
-            .filter(|(ifx, _)| self.is_host_if(*ifx))
-            .find_map(|(_, n)| match n {
-                IpNetwork::V4(n) if n.contains(client) => Some(n.ip()),
-                _ => None,
-            })
+            .any(|(ifx, n)| n.ip() == ip && self.vlan_of(*ifx) == Some(vlan))
     }
 
-    /// What to claim toward the client at `mac`, from what it sends: for IPv4, its confirmed
-    /// neighbour address and the server address it talks to (or ours in its subnet); for IPv6,
-    /// its source and destination when the destination is ours and the kernel confirms the
-    /// source at this MAC. Empty for a MAC the kernel does not confirm.
-    pub fn claims_for(&self, mac: Mac, talk: &Talk) -> Vec<Claim> {
+    /// The server's address in `client`'s subnet on VLAN `vlan`: the next hop a client uses
+    /// for what it sends through the server.
+    fn gateway_for(&self, client: IpAddr, vlan: u16) -> Option<IpAddr> {
+        self.addrs
+            .iter()
+            .find(|(ifx, n)| self.vlan_of(*ifx) == Some(vlan) && n.contains(client))
+            .map(|(_, n)| n.ip())
+    }
+
+    fn gateway_claim_v4(&self, client: Ipv4Addr, vlan: u16) -> Option<Claim> {
+        match self.gateway_for(client.into(), vlan)? {
+            IpAddr::V4(server) => Some(Claim::V4 { client, server }),
+            IpAddr::V6(_) => None,
+        }
+    }
+
+    fn gateway_claim_v6(&self, client: Ipv6Addr, vlan: u16) -> Option<Claim> {
+        match self.gateway_for(client.into(), vlan)? {
+            IpAddr::V6(server) => Some(Claim::V6 { client, server }),
+            IpAddr::V4(_) => None,
+        }
+    }
+
+    /// Everything a move of `key` must claim so that all of its traffic follows: one claim per
+    /// server address it talks to on-link, and for traffic routed through the server, the
+    /// server's address in its subnet. An error when any part cannot be claimed: a move that
+    /// would leave part of a client's traffic behind is not made.
+    pub fn claims_for(&self, key: ClientKey, talk: &Talk) -> Result<Vec<Claim>, Unclaimable> {
+        if talk.servers.overflowed() {
+            return Err(Unclaimable::TooManyAddresses);
+        }
+        let v4 = talk
+            .v4
+            .filter(|s| self.confirms(key, (*s).into()))
+            .or_else(|| self.confirmed_v4(key));
+        let v6 = self.confirmed_v6(key, talk.v6);
         let mut claims = Vec::new();
-        if let Some(client) = self.confirmed_v4(mac) {
-            if let Some(server) = self.server_v4_for(client, talk.v4.map(|(_, dst)| dst)) {
-                claims.push(Claim::V4 { client, server });
+        let mut routed: Vec<IpAddr> = Vec::new();
+        for server in talk.servers.iter() {
+            if !self.on_link(server, key.vlan) {
+                routed.push(server);
+                continue;
+            }
+            claims.push(match server {
+                IpAddr::V4(server) => Claim::V4 {
+                    client: v4.ok_or(Unclaimable::NoNeighbour {
+                        server: server.into(),
+                    })?,
+                    server,
+                },
+                IpAddr::V6(server) => Claim::V6 {
+                    client: v6.ok_or(Unclaimable::NoNeighbour {
+                        server: server.into(),
+                    })?,
+                    server,
+                },
+            });
+        }
+        if let Some(other) = talk.servers.other() {
+            if let Some(name) = self.owner_of(other).filter(|_| !self.is_ours(other)) {
+                return Err(Unclaimable::Unwatched {
+                    server: other,
+                    interface: name.to_string(),
+                });
+            }
+            routed.push(other);
+        }
+        for via in routed {
+            let claim = if via.is_ipv4() {
+                v4.and_then(|client| self.gateway_claim_v4(client, key.vlan))
+            } else {
+                v6.and_then(|client| self.gateway_claim_v6(client, key.vlan))
+            };
+            let claim = claim.ok_or(Unclaimable::NoOnLinkAddress { server: via })?;
+            if !claims.contains(&claim) {
+                claims.push(claim);
             }
         }
-        if let Some((client, server)) = talk.v6 {
-            if self.is_ours(server.into()) && self.confirms(mac, client.into()) {
-                claims.push(Claim::V6 { client, server });
+        // Quiet (a moved client between bursts): the next hop in its subnet, as the driver
+        // would have answered for.
+        if talk.servers.is_empty() && talk.servers.other().is_none() {
+            if let Some(c) = v4.and_then(|client| self.gateway_claim_v4(client, key.vlan)) {
+                claims.push(c);
             }
         }
-        claims
+        if claims.is_empty() {
+            return Err(Unclaimable::NotConfirmed);
+        }
+        Ok(claims)
     }
 
     /// True while a claim may still be sent: the address is the server's and the kernel still
-    /// confirms the client at this MAC.
-    pub fn allows(&self, mac: Mac, claim: &Claim) -> bool {
-        self.is_ours(claim.server()) && self.confirms(mac, claim.client())
+    /// confirms the client at this MAC on its VLAN.
+    pub fn allows(&self, key: ClientKey, claim: &Claim) -> bool {
+        self.is_ours(claim.server()) && self.confirms(key, claim.client())
     }
 }
 
@@ -275,6 +426,8 @@ fn shape_changed(a: &LinkInfo, b: &LinkInfo) -> bool {
         || a.master != b.master
         || a.kind != b.kind
         || a.bond != b.bond
+        || a.parent != b.parent
+        || a.vlan != b.vlan
 }
 
 #[cfg(test)]

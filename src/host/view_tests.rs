@@ -1,4 +1,5 @@
 use super::*;
+use crate::client::{ClientKey, ServerSet};
 use crate::host::testing::*;
 
 #[test]
@@ -13,16 +14,31 @@ fn only_addresses_on_the_servers_interfaces_are_ours() {
     assert!(!v.is_ours(CLIENT_IP.into()));
 }
 
+const KEY: ClientKey = ClientKey::untagged(CLIENT);
+
+fn talk_to(v4: Option<Ipv4Addr>, v6: Option<Ipv6Addr>, servers: &[IpAddr]) -> Talk {
+    let mut set = ServerSet::default();
+    for ip in servers {
+        set.note(*ip, 0, 0);
+    }
+    Talk {
+        v4,
+        v6,
+        servers: set,
+    }
+}
+
 #[test]
 fn claims_need_a_confirmed_neighbour_and_our_address() {
     let v = view();
-    let talk = Talk {
-        v4: Some((CLIENT_IP, SERVER)),
-        v6: Some((CLIENT6, SERVER6)),
-    };
+    let talk = talk_to(
+        Some(CLIENT_IP),
+        Some(CLIENT6),
+        &[SERVER.into(), SERVER6.into()],
+    );
     assert_eq!(
-        v.claims_for(CLIENT, &talk),
-        vec![
+        v.claims_for(KEY, &talk),
+        Ok(vec![
             Claim::V4 {
                 client: CLIENT_IP,
                 server: SERVER
@@ -31,46 +47,158 @@ fn claims_need_a_confirmed_neighbour_and_our_address() {
                 client: CLIENT6,
                 server: SERVER6
             }
-        ]
+        ])
     );
     // A spoofed source: the same addresses from a MAC the kernel does not confirm.
-    assert!(v.claims_for(Mac(2, 9, 9, 9, 9, 9), &talk).is_empty());
-    // Talking to an address that is not ours: ours in its subnet is claimed instead.
-    let talk = Talk {
-        v4: Some((CLIENT_IP, SERVER2)),
-        v6: Some((CLIENT6, "2001:db8::99".parse().unwrap())),
-    };
+    let stranger = ClientKey::untagged(Mac(2, 9, 9, 9, 9, 9));
+    assert!(v.claims_for(stranger, &talk).is_err());
+    // The same MAC on a VLAN where the kernel has no entry for it.
+    assert!(v.claims_for(ClientKey::new(CLIENT, 100), &talk).is_err());
+}
+
+#[test]
+fn a_client_of_several_addresses_is_claimed_for_each_or_not_at_all() {
+    let mut v = view();
+    v.apply(&addr(BOND, "198.18.0.3/24"));
+    let third: IpAddr = Ipv4Addr::new(198, 18, 0, 3).into();
+    let talk = talk_to(
+        Some(CLIENT_IP),
+        None,
+        &[SERVER.into(), third, SERVER6.into()],
+    );
+    let claims = v.claims_for(KEY, &talk).unwrap();
+    let servers: Vec<IpAddr> = claims.iter().map(Claim::server).collect();
+    assert_eq!(servers, vec![SERVER.into(), third, SERVER6.into()]);
+    // IPv6 no longer confirmed: the move would leave its IPv6 traffic behind.
+    v.apply(&neigh(BOND, CLIENT6.into(), CLIENT, libc::NUD_FAILED));
     assert_eq!(
-        v.claims_for(CLIENT, &talk),
-        vec![Claim::V4 {
+        v.claims_for(KEY, &talk),
+        Err(Unclaimable::NoNeighbour {
+            server: SERVER6.into()
+        })
+    );
+    // More addresses than a move claims.
+    let mut many = talk_to(Some(CLIENT_IP), None, &[]);
+    for n in 1..=5 {
+        many.servers
+            .note(Ipv4Addr::new(198, 18, 0, n).into(), 1, 60);
+    }
+    assert_eq!(v.claims_for(KEY, &many), Err(Unclaimable::TooManyAddresses));
+}
+
+#[test]
+fn traffic_through_the_server_claims_its_address_on_the_clients_subnet() {
+    let v = view();
+    let mut talk = talk_to(Some(CLIENT_IP), None, &[]);
+    talk.servers
+        .note_other(Ipv4Addr::new(203, 0, 113, 5).into());
+    assert_eq!(
+        v.claims_for(KEY, &talk),
+        Ok(vec![Claim::V4 {
             client: CLIENT_IP,
             server: SERVER
-        }]
+        }])
     );
+    // Quiet (nothing measured this second): the same next hop.
+    assert_eq!(
+        v.claims_for(KEY, &talk_to(Some(CLIENT_IP), None, &[])),
+        Ok(vec![Claim::V4 {
+            client: CLIENT_IP,
+            server: SERVER
+        }])
+    );
+    // To an address on an interface not stacked on the bond: named, not moved.
+    let mut talk = talk_to(Some(CLIENT_IP), None, &[SERVER.into()]);
+    talk.servers.note_other(SERVER2.into());
+    assert_eq!(
+        v.claims_for(KEY, &talk),
+        Err(Unclaimable::Unwatched {
+            server: SERVER2.into(),
+            interface: "eth9".into()
+        })
+    );
+}
+
+#[test]
+fn a_client_on_a_vlan_is_confirmed_there_and_claimed_its_vlans_address() {
+    let mut v = view();
+    let on100 = ClientKey::new(CLIENT, 100);
+    let ip100 = Ipv4Addr::new(198, 18, 100, 11);
+    let server100 = Ipv4Addr::new(198, 18, 100, 1);
+    assert_eq!(v.vlan_of(VLAN_IF), Some(100));
+    assert!(v.is_ours(server100.into()));
+    v.apply(&neigh(VLAN_IF, ip100.into(), CLIENT, libc::NUD_REACHABLE));
+    assert!(v.confirms(on100, ip100.into()));
+    assert!(!v.confirms(KEY, ip100.into()), "not on the untagged side");
+    assert!(!v.confirms(on100, CLIENT_IP.into()));
+    let talk = talk_to(Some(ip100), None, &[server100.into()]);
+    assert_eq!(
+        v.claims_for(on100, &talk),
+        Ok(vec![Claim::V4 {
+            client: ip100,
+            server: server100
+        }])
+    );
+    // The VLAN removed: its addresses and neighbours go with it.
+    v.apply(&NlEvent::LinkRemoved {
+        index: VLAN_IF,
+        name: "bond0.100".into(),
+    });
+    assert!(!v.is_ours(server100.into()));
+    assert!(!v.knows(on100));
+}
+
+#[test]
+fn a_bridge_over_the_bond_and_a_macvlan_carry_the_servers_addresses() {
+    let mut v = HostView::new(Target::Bond("bond0".into()));
+    let NlEvent::Link(mut bond) = link(BOND, "bond0", Some("bond")) else {
+        unreachable!()
+    };
+    bond.master = Some(20);
+    let NlEvent::Link(mut mv) = link(21, "mv0", Some("macvlan")) else {
+        unreachable!()
+    };
+    mv.parent = Some(BOND);
+    mv.mac = Some(Mac(2, 0, 0, 0, 0, 0x30));
+    for ev in [
+        NlEvent::Link(bond),
+        link(20, "br0", Some("bridge")),
+        NlEvent::Link(mv),
+        addr(20, "198.18.0.1/24"),
+        addr(21, "198.18.1.1/24"),
+        neigh(20, CLIENT_IP.into(), CLIENT, libc::NUD_REACHABLE),
+    ] {
+        v.apply(&ev);
+    }
+    assert!(v.is_ours(SERVER.into()));
+    assert!(v.is_ours(Ipv4Addr::new(198, 18, 1, 1).into()));
+    assert!(v.confirms(KEY, CLIENT_IP.into()));
+    assert!(v.host_macs().contains(&Mac(2, 0, 0, 0, 0, 0x30)));
+    assert!(v.unsupported().is_empty());
 }
 
 #[test]
 fn an_unconfirmed_or_removed_neighbour_is_not_confirmed() {
     let mut v = view();
-    assert!(v.confirms(CLIENT, CLIENT_IP.into()));
+    assert!(v.confirms(KEY, CLIENT_IP.into()));
     v.apply(&neigh(BOND, CLIENT_IP.into(), CLIENT, libc::NUD_FAILED));
-    assert!(!v.confirms(CLIENT, CLIENT_IP.into()));
-    assert_eq!(v.confirmed_v4(CLIENT), None);
+    assert!(!v.confirms(KEY, CLIENT_IP.into()));
+    assert_eq!(v.confirmed_v4(KEY), None);
     v.apply(&neigh(BOND, CLIENT_IP.into(), CLIENT, libc::NUD_REACHABLE));
-    assert!(v.confirms(CLIENT, CLIENT_IP.into()));
+    assert!(v.confirms(KEY, CLIENT_IP.into()));
     // The IP moved to another MAC: the old MAC is no longer confirmed for it.
     let other = Mac(2, 0, 0, 0, 0, 0xc2);
     v.apply(&neigh(BOND, CLIENT_IP.into(), other, libc::NUD_REACHABLE));
-    assert!(!v.confirms(CLIENT, CLIENT_IP.into()));
-    assert!(v.confirms(other, CLIENT_IP.into()));
+    assert!(!v.confirms(KEY, CLIENT_IP.into()));
+    assert!(v.confirms(other.into(), CLIENT_IP.into()));
     v.apply(&NlEvent::NeighRemoved(NeighEntry {
         ifindex: BOND,
         ip: CLIENT_IP.into(),
         mac: Some(other),
         state: 0,
     }));
-    assert!(!v.confirms(other, CLIENT_IP.into()));
-    assert!(v.knows(CLIENT), "still confirmed for IPv6");
+    assert!(!v.confirms(other.into(), CLIENT_IP.into()));
+    assert!(v.knows(KEY), "still confirmed for IPv6");
 }
 
 #[test]
@@ -79,8 +207,8 @@ fn neighbours_on_other_interfaces_do_not_count() {
     let m = Mac(2, 0, 0, 0, 0, 0x77);
     let ip: IpAddr = Ipv4Addr::new(198, 18, 0, 77).into();
     v.apply(&neigh(OTHER_IF, ip, m, libc::NUD_REACHABLE));
-    assert!(!v.confirms(m, ip));
-    assert!(!v.knows(m));
+    assert!(!v.confirms(m.into(), ip));
+    assert!(!v.knows(m.into()));
 }
 
 #[test]
@@ -92,7 +220,7 @@ fn a_removed_interface_takes_its_addresses_and_neighbours() {
     };
     assert!(v.apply(&ev).links);
     assert!(!v.is_ours(SERVER.into()));
-    assert!(!v.knows(CLIENT));
+    assert!(!v.knows(KEY));
     // The bond made again: addresses and neighbours come back only from new events.
     assert!(v.apply(&link(BOND + 1, "bond0", Some("bond"))).links);
     assert!(v.is_host_if(BOND + 1));

@@ -12,8 +12,8 @@ use netlink_packet_core::{
 };
 pub use netlink_packet_route::link::BondMode;
 use netlink_packet_route::link::{
-    BondAllPortActive, InfoBond, InfoData, LinkAttribute, LinkFlags, LinkHeader,
-    LinkInfo as NlLinkInfo, State,
+    BondAllPortActive, InfoBond, InfoData, InfoVlan, LinkAttribute, LinkFlags, LinkHeader,
+    LinkInfo as NlLinkInfo, State, VlanProtocol,
 };
 use netlink_packet_route::AddressFamily;
 
@@ -40,6 +40,18 @@ pub struct LinkInfo {
     pub rx_packets: Option<u64>,
     /// Present when `kind` is "bond" and the kernel sent IFLA_INFO_DATA.
     pub bond: Option<BondInfo>,
+    /// IFLA_LINK: the device this one is stacked on (a VLAN's, macvlan's or ipvlan's parent).
+    pub parent: Option<u32>,
+    /// Present when `kind` is "vlan": its tag and protocol.
+    pub vlan: Option<VlanInfo>,
+}
+
+/// A VLAN device's IFLA_INFO_DATA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VlanInfo {
+    pub id: u16,
+    /// 802.1ad (QinQ, TPID 0x88a8) rather than 802.1Q.
+    pub ad: bool,
 }
 
 /// Bond master settings from IFLA_INFO_DATA of a "bond" link.
@@ -73,6 +85,7 @@ const IFINFOMSG_LEN: usize = 16;
 
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
+const IFLA_LINK: u16 = 5;
 const IFLA_MASTER: u16 = 10;
 const IFLA_OPERSTATE: u16 = 16;
 const IFLA_LINKINFO: u16 = 18;
@@ -83,6 +96,10 @@ const IFLA_INFO_DATA: u16 = 2;
 
 const IFLA_BOND_MODE: u16 = 1;
 const IFLA_BOND_ALL_SLAVES_ACTIVE: u16 = 17;
+
+const IFLA_VLAN_ID: u16 = 1;
+const IFLA_VLAN_PROTOCOL: u16 = 5;
+const ETH_P_8021AD: u16 = 0x88a8;
 
 pub(crate) fn mac_from_slice(bytes: &[u8]) -> Option<Mac> {
     <[u8; 6]>::try_from(bytes).ok().map(Mac::from)
@@ -117,6 +134,7 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
             kind,
             IFLA_ADDRESS
                 | IFLA_IFNAME
+                | IFLA_LINK
                 | IFLA_MASTER
                 | IFLA_OPERSTATE
                 | IFLA_LINKINFO
@@ -129,6 +147,10 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
             Ok(LinkAttribute::Address(bytes)) => info.mac = mac_from_slice(&bytes),
             // The crate calls IFLA_MASTER "Controller".
             Ok(LinkAttribute::Controller(master)) => info.master = (master != 0).then_some(master),
+            // A device can name itself as its own link (real NICs do): that is no parent.
+            Ok(LinkAttribute::Link(link)) => {
+                info.parent = (link != 0 && link != header.index).then_some(link)
+            }
             Ok(LinkAttribute::OperState(state)) => operstate = Some(state),
             Ok(LinkAttribute::Stats64(stats)) => {
                 info.rx_bytes = Some(stats.rx_bytes);
@@ -162,6 +184,7 @@ fn apply_link_info(info: &mut LinkInfo, infos: &[NlLinkInfo]) {
         match item {
             NlLinkInfo::Kind(kind) => info.kind = Some(kind.to_string()),
             NlLinkInfo::Data(InfoData::Bond(attrs)) => info.bond = bond_info(attrs),
+            NlLinkInfo::Data(InfoData::Vlan(attrs)) => info.vlan = vlan_info(attrs),
             _ => {}
         }
     }
@@ -186,6 +209,19 @@ fn bond_info(attrs: &[InfoBond]) -> Option<BondInfo> {
     })
 }
 
+fn vlan_info(attrs: &[InfoVlan]) -> Option<VlanInfo> {
+    let mut id = None;
+    let mut ad = false;
+    for attr in attrs {
+        match attr {
+            InfoVlan::Id(v) => id = Some(*v),
+            InfoVlan::Protocol(p) => ad = *p == VlanProtocol::Ieee8021Ad,
+            _ => {}
+        }
+    }
+    Some(VlanInfo { id: id?, ad })
+}
+
 /// Decodes the few IFLA_LINKINFO fields we need straight from the wire, one attribute at a
 /// time, for when the crate rejects the nest as a whole (e.g. one bond option it validates
 /// more strictly than the running kernel encodes it).
@@ -199,8 +235,10 @@ fn apply_raw_link_info(info: &mut LinkInfo, nest: &[u8]) {
             _ => {}
         }
     }
-    if let (Some("bond"), Some(data)) = (kind.as_deref(), data) {
-        info.bond = raw_bond_info(data);
+    match (kind.as_deref(), data) {
+        (Some("bond"), Some(data)) => info.bond = raw_bond_info(data),
+        (Some("vlan"), Some(data)) => info.vlan = raw_vlan_info(data),
+        _ => {}
     }
     info.kind = kind;
 }
@@ -229,6 +267,21 @@ fn raw_bond_info(data: &[u8]) -> Option<BondInfo> {
         mode: mode?,
         all_slaves_active,
     })
+}
+
+fn raw_vlan_info(data: &[u8]) -> Option<VlanInfo> {
+    let mut id = None;
+    let mut ad = false;
+    for nla in NlasIterator::new(data).map_while(Result::ok) {
+        let v = nla.value();
+        match nla.kind() {
+            IFLA_VLAN_ID => id = v.get(..2).map(|b| u16::from_ne_bytes([b[0], b[1]])),
+            // The protocol is in network byte order, unlike the id.
+            IFLA_VLAN_PROTOCOL => ad = v.get(..2) == Some(&ETH_P_8021AD.to_be_bytes()[..]),
+            _ => {}
+        }
+    }
+    Some(VlanInfo { id: id?, ad })
 }
 
 #[cfg(test)]

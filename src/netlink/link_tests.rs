@@ -271,3 +271,57 @@ fn mac_needs_exactly_six_bytes() {
         "IPoIB-style addresses are not MACs"
     );
 }
+
+#[test]
+fn a_vlan_names_its_parent_tag_and_protocol() {
+    for (proto, ad) in [
+        (VlanProtocol::Ieee8021Q, false),
+        (VlanProtocol::Ieee8021Ad, true),
+    ] {
+        let mut msg = LinkMessage::default();
+        msg.header.index = 12;
+        msg.attributes = vec![
+            LinkAttribute::IfName("bond0.100".into()),
+            LinkAttribute::Link(4),
+            LinkAttribute::LinkInfo(vec![
+                NlLinkInfo::Kind(InfoKind::Vlan),
+                NlLinkInfo::Data(InfoData::Vlan(vec![
+                    InfoVlan::Id(100),
+                    InfoVlan::Protocol(proto),
+                ])),
+            ]),
+        ];
+        let info = parse_ok(&emit(&msg));
+        assert_eq!(info.parent, Some(4));
+        assert_eq!(info.kind.as_deref(), Some("vlan"));
+        assert_eq!(info.vlan, Some(VlanInfo { id: 100, ad }));
+    }
+}
+
+#[test]
+fn a_device_that_is_its_own_link_has_no_parent() {
+    let mut msg = LinkMessage::default();
+    msg.header.index = 3;
+    msg.attributes = vec![LinkAttribute::IfName("eth0".into()), LinkAttribute::Link(3)];
+    assert_eq!(parse_ok(&emit(&msg)).parent, None);
+}
+
+#[test]
+fn vlan_data_decoded_by_hand() {
+    let mut data = Vec::new();
+    nla(&mut data, IFLA_VLAN_ID, &200u16.to_ne_bytes());
+    nla(&mut data, IFLA_VLAN_PROTOCOL, &0x88a8u16.to_be_bytes());
+    let mut nest = Vec::new();
+    nla(&mut nest, IFLA_INFO_KIND, b"vlan\0");
+    nla(&mut nest, IFLA_INFO_DATA, &data);
+    let mut info = LinkInfo::default();
+    apply_raw_link_info(&mut info, &nest);
+    assert_eq!(info.vlan, Some(VlanInfo { id: 200, ad: true }));
+    // Truncated: no id, no VLAN info (never a made-up tag).
+    let mut nest = Vec::new();
+    nla(&mut nest, IFLA_INFO_KIND, b"vlan\0");
+    nla(&mut nest, IFLA_INFO_DATA, &[1, 0]);
+    let mut info = LinkInfo::default();
+    apply_raw_link_info(&mut info, &nest);
+    assert_eq!(info.vlan, None);
+}

@@ -18,7 +18,7 @@ mod sysfs;
 mod netns_tests;
 
 pub use addr::AddrEntry;
-pub use link::{counter_delta, BondInfo, BondMode, LinkInfo, Mac};
+pub use link::{counter_delta, BondInfo, BondMode, LinkInfo, Mac, VlanInfo};
 pub use neigh::NeighEntry;
 pub use socket::{NlEvent, RouteSocket, Snapshot};
 pub use sysfs::{link_speed_mbps, read_ipv4_conf};

@@ -55,9 +55,53 @@ pub fn learning_frame(port_mac: Mac) -> [u8; MIN_FRAME] {
     buf
 }
 
+/// TPID of an 802.1Q tag.
+const TPID_8021Q: [u8; 2] = [0x81, 0x00];
+
+/// `frame` as it must leave a bond's port toward a client on VLAN `vlan`: with an 802.1Q tag
+/// (priority 0) after the MAC addresses, padded so the frame is still Ethernet's minimum once a
+/// switch strips the tag. Untouched for VLAN 0. AF_PACKET sends exactly these bytes: a VLAN
+/// device's tagging is not in the path of a frame sent on a slave.
+pub fn tagged(frame: &[u8], vlan: u16) -> Vec<u8> {
+    if vlan == 0 || frame.len() < 12 {
+        return frame.to_vec();
+    }
+    let mut out = Vec::with_capacity(frame.len().max(MIN_FRAME) + 4);
+    out.extend_from_slice(&frame[..12]);
+    out.extend_from_slice(&TPID_8021Q);
+    out.extend_from_slice(&(vlan & 0x0fff).to_be_bytes());
+    out.extend_from_slice(&frame[12..]);
+    if out.len() < MIN_FRAME + 4 {
+        out.resize(MIN_FRAME + 4, 0);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_goes_after_the_addresses_and_the_frame_stays_parseable() {
+        let client = Mac(2, 0, 0, 0, 0, 0xc1);
+        let port = Mac(2, 0, 0, 0, 1, 1);
+        let ip = Ipv4Addr::new(198, 18, 100, 1);
+        let plain = steering_update(client, port, ip);
+        assert_eq!(tagged(&plain, 0), plain.to_vec());
+        let t = tagged(&plain, 100);
+        assert_eq!(t.len(), MIN_FRAME + 4);
+        assert_eq!(&t[12..16], &[0x81, 0x00, 0x00, 100]);
+        assert_eq!(&t[16..16 + 30], &plain[12..42]);
+        match crate::capture::frame::parse(&t) {
+            Some(crate::capture::frame::Frame::Arp {
+                sha, spa, eth_dst, ..
+            }) => {
+                assert_eq!((sha, spa, eth_dst), (port, ip, client));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(&tagged(&plain, 4095)[14..16], &[0x0f, 0xff]);
+    }
     use crate::capture::{parse, Frame};
 
     const CLIENT: Mac = Mac(0x02, 0, 0, 0, 0, 0x0b);

@@ -19,10 +19,11 @@ use std::net::IpAddr;
 
 use log::Level;
 
-use super::arp::steering_update;
+use super::arp::{steering_update, tagged};
 use super::limiter::Limiter;
 use super::nd::neighbor_advertisement;
 use super::watch::{at_risk, nd_at_risk, ArpSeen, NdSeen};
+use crate::client::ClientKey;
 use crate::host::{Claim, HostView, Talk};
 use crate::policy::{PolicyConfig, Reason};
 use crate::Mac;
@@ -38,7 +39,7 @@ pub enum Action {
     /// Send `frame` out of `port`: an update telling `client` to use that port.
     Send {
         port: PortId,
-        client: Mac,
+        client: ClientKey,
         claim: Claim,
         frame: Vec<u8>,
     },
@@ -70,7 +71,7 @@ impl Ctx<'_> {
 /// One client as the daemon measured it this second.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientSnap {
-    pub mac: Mac,
+    pub key: ClientKey,
     /// The port its latest frames arrived on.
     pub port: PortId,
     pub rate_bps: f64,
@@ -129,9 +130,9 @@ pub struct Counters {
 
 pub struct Steerer {
     cfg: SteerConfig,
-    moved: HashMap<Mac, Moved>,
+    moved: HashMap<ClientKey, Moved>,
     /// (due, client): a client's entry is live while its `pending` holds that due time.
-    timers: BinaryHeap<Reverse<(u64, Mac)>>,
+    timers: BinaryHeap<Reverse<(u64, ClientKey)>>,
     limiter: Limiter,
     counters: Counters,
 }
@@ -174,11 +175,11 @@ impl Steerer {
         self.counters
     }
 
-    pub fn moved(&self, client: &Mac) -> Option<&Moved> {
+    pub fn moved(&self, client: &ClientKey) -> Option<&Moved> {
         self.moved.get(client)
     }
 
-    pub fn moved_iter(&self) -> impl Iterator<Item = (&Mac, &Moved)> {
+    pub fn moved_iter(&self) -> impl Iterator<Item = (&ClientKey, &Moved)> {
         self.moved.iter()
     }
 
@@ -187,7 +188,7 @@ impl Steerer {
     }
 
     /// Moved less than the hold-down ago: stays where it is, except for failover.
-    pub fn held(&self, client: &Mac, now: u64) -> bool {
+    pub fn held(&self, client: &ClientKey, now: u64) -> bool {
         let hold = self.cfg.policy.hold_down.saturating_mul(1000);
         self.moved
             .get(client)
@@ -230,7 +231,7 @@ impl Steerer {
             .collect();
     }
 
-    fn schedule(&mut self, client: Mac, first: u64, count: u32, out: &mut Vec<Action>) {
+    fn schedule(&mut self, client: ClientKey, first: u64, count: u32, out: &mut Vec<Action>) {
         let step = self.cfg.repeat_interval_ms;
         let Some(m) = self.moved.get_mut(&client) else {
             return;
@@ -252,7 +253,7 @@ impl Steerer {
 
     /// Sends the update that keeps `client` where rlbd put it: one frame per claim the host view
     /// still allows, each within the rate limits.
-    fn send_update(&mut self, now: u64, client: Mac, ctx: &Ctx, out: &mut Vec<Action>) {
+    fn send_update(&mut self, now: u64, client: ClientKey, ctx: &Ctx, out: &mut Vec<Action>) {
         let Some(m) = self.moved.get(&client) else {
             return;
         };
@@ -275,7 +276,7 @@ impl Steerer {
                 );
                 continue;
             }
-            if !self.limiter.allow(client, now) {
+            if !self.limiter.allow(client.mac, now) {
                 self.counters.suppressed += 1;
                 log(
                     out,
@@ -286,10 +287,13 @@ impl Steerer {
             }
             self.counters.sent += 1;
             let frame = match claim {
-                Claim::V4 { server, .. } => steering_update(client, port.mac, server).to_vec(),
-                Claim::V6 { client: c6, server } => {
-                    neighbor_advertisement(client, c6, port.mac, server).to_vec()
+                Claim::V4 { server, .. } => {
+                    tagged(&steering_update(client.mac, port.mac, server), client.vlan)
                 }
+                Claim::V6 { client: c6, server } => tagged(
+                    &neighbor_advertisement(client.mac, c6, port.mac, server),
+                    client.vlan,
+                ),
             };
             out.push(Action::Send {
                 port: m.port,
@@ -303,7 +307,14 @@ impl Steerer {
     /// Queues the update again for a moved client whose move something on the wire undid or is
     /// about to undo. Several frames in a burst share one re-assertion: a send already due as
     /// soon as this one would be covers them all.
-    fn reassert(&mut self, now: u64, client: Mac, why: &str, ctx: &Ctx, out: &mut Vec<Action>) {
+    fn reassert(
+        &mut self,
+        now: u64,
+        client: ClientKey,
+        why: &str,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
         let due = now + self.cfg.reassert_delay_ms;
         let Some(m) = self.moved.get_mut(&client) else {
             return;
@@ -326,7 +337,7 @@ impl Steerer {
     }
 
     /// The MAC of the port rlbd put `client` on; `None` for a client it did not move.
-    fn assigned_mac(&self, client: &Mac, ctx: &Ctx) -> Option<Mac> {
+    fn assigned_mac(&self, client: &ClientKey, ctx: &Ctx) -> Option<Mac> {
         let m = self.moved.get(client)?;
         ctx.ports.get(m.port).map(|p| p.mac)
     }
@@ -335,7 +346,7 @@ impl Steerer {
         &mut self,
         now: u64,
         what: &str,
-        risks: Vec<(Mac, &'static str)>,
+        risks: Vec<(ClientKey, &'static str)>,
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
@@ -373,9 +384,10 @@ impl Steerer {
         let risks = nd_at_risk(
             seen,
             |ip| ctx.host.is_ours((*ip).into()),
-            |ip| {
+            |ip, vlan| {
                 moved
                     .iter()
+                    .filter(|(k, _)| k.vlan == vlan)
                     .find(|(_, m)| {
                         m.claims
                             .iter()
@@ -399,7 +411,7 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
-        let on: Vec<(Mac, &'static str)> = self
+        let on: Vec<(ClientKey, &'static str)> = self
             .moved
             .iter()
             .filter(|(_, m)| m.port == port)

@@ -2,6 +2,7 @@
 //! kernel confirms for IPv4 and IPv6.
 
 use super::*;
+use crate::client::ServerSet;
 use crate::host::testing::*;
 use crate::policy::{Move, PortView};
 
@@ -67,9 +68,13 @@ impl World {
 }
 
 pub fn talk() -> Talk {
+    let mut servers = ServerSet::default();
+    servers.note(SERVER.into(), 0, 0);
+    servers.note(SERVER6.into(), 0, 0);
     Talk {
-        v4: Some((CLIENT_IP, SERVER)),
-        v6: Some((CLIENT6, SERVER6)),
+        v4: Some(CLIENT_IP),
+        v6: Some(CLIENT6),
+        servers,
     }
 }
 

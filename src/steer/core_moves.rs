@@ -4,9 +4,9 @@
 use log::Level;
 
 use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer};
+use crate::client::ClientKey;
 use crate::host::{Claim, Talk};
 use crate::policy::{self, ClientView, Move, PortView, Reason};
-use crate::Mac;
 
 impl Steerer {
     /// Puts `client` on `mv.to`: claims what the host view allows toward it, logs the move with
@@ -16,7 +16,7 @@ impl Steerer {
     pub fn apply_move(
         &mut self,
         now: u64,
-        client: Mac,
+        client: ClientKey,
         talk: &Talk,
         mv: &Move,
         why: &str,
@@ -38,15 +38,13 @@ impl Steerer {
             );
             return false;
         }
-        let claims = ctx.host.claims_for(client, talk);
-        if claims.is_empty() {
-            log(
-                out,
-                Level::Debug,
-                format!("not moving {client}: no confirmed neighbour entry with a server address to claim"),
-            );
-            return false;
-        }
+        let claims = match ctx.host.claims_for(client, talk) {
+            Ok(claims) => claims,
+            Err(why) => {
+                log(out, Level::Debug, format!("not moving {client}: {why}"));
+                return false;
+            }
+        };
         let line = move_line(self.cfg.dry_run, client, &claims, mv, why, ctx);
         log(out, Level::Info, line);
         match mv.reason {
@@ -98,19 +96,19 @@ impl Steerer {
         let dead = |p: PortId| down.contains(&p) || !ports.get(p).is_some_and(|v| v.up);
         let mut snaps: Vec<ClientSnap> = Vec::new();
         for c in clients {
-            let port = match self.moved.get(&c.mac) {
+            let port = match self.moved.get(&c.key) {
                 Some(m) if dead(m.port) => m.port,
                 _ => c.port,
             };
-            if down.contains(&port) || self.moved.get(&c.mac).is_some_and(|m| dead(m.port)) {
+            if down.contains(&port) || self.moved.get(&c.key).is_some_and(|m| dead(m.port)) {
                 snaps.push(ClientSnap { port, ..*c });
             }
         }
         // Moved clients quiet this second are not in the client list, and still need a port.
-        for (mac, m) in &self.moved {
-            if dead(m.port) && !snaps.iter().any(|s| s.mac == *mac) {
+        for (key, m) in &self.moved {
+            if dead(m.port) && !snaps.iter().any(|s| s.key == *key) {
                 snaps.push(ClientSnap {
-                    mac: *mac,
+                    key: *key,
                     port: m.port,
                     rate_bps: 0.0,
                     talk: Talk::from_claims(&m.claims),
@@ -121,7 +119,7 @@ impl Steerer {
             return;
         }
         // The planner breaks ties by index: a stable order keeps the outcome deterministic.
-        snaps.sort_by_key(|s| s.mac);
+        snaps.sort_by_key(|s| s.key);
         let views = client_views(&snaps, |_| true);
         // The planner takes a port as down from its view: make sure the ones just lost are.
         let mut ports = ports.to_vec();
@@ -134,7 +132,7 @@ impl Steerer {
             if mv.reason == Reason::Failover {
                 let s = snaps[mv.client];
                 let why = format!("failover: {} is down", ctx.port_name(mv.from));
-                self.apply_move(now, s.mac, &s.talk, &mv, &why, ctx, out);
+                self.apply_move(now, s.key, &s.talk, &mv, &why, ctx, out);
             }
         }
     }
@@ -152,11 +150,20 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> usize {
-        let views = client_views(clients, |mac| self.held(mac, now));
+        // A client that cannot be moved whole is not offered to the planner: it would pick it,
+        // the move would be refused, and a client that could have gone would stay.
+        let views: Vec<ClientView> = clients
+            .iter()
+            .map(|c| ClientView {
+                port: c.port,
+                rate_bps: c.rate_bps,
+                held: self.held(&c.key, now) || ctx.host.claims_for(c.key, &c.talk).is_err(),
+            })
+            .collect();
         let mut made = 0;
         for mv in policy::plan(&self.cfg.policy, ports, &views) {
             let c = clients[mv.client];
-            made += usize::from(self.apply_move(now, c.mac, &c.talk, &mv, &why(&mv), ctx, out));
+            made += usize::from(self.apply_move(now, c.key, &c.talk, &mv, &why(&mv), ctx, out));
         }
         made
     }
@@ -173,20 +180,25 @@ impl Steerer {
     ) {
         let new: Vec<ClientSnap> = clients
             .iter()
-            .filter(|c| !self.moved.contains_key(&c.mac))
+            .filter(|c| !self.moved.contains_key(&c.key))
             .copied()
             .collect();
         let views = client_views(&new, |_| false);
         for mv in policy::place_new(&self.cfg.policy, ports, &views) {
             let c = new[mv.client];
             let why = "placement: a new client, balance-tlb places none itself";
-            self.apply_move(now, c.mac, &c.talk, &mv, why, ctx, out);
+            self.apply_move(now, c.key, &c.talk, &mv, why, ctx, out);
         }
     }
 
     /// Forgets the moves of clients that have left: not `active` (in the client table) and moved
     /// longer than the idle timeout ago.
-    pub fn forget_idle(&mut self, now: u64, active: impl Fn(&Mac) -> bool, out: &mut Vec<Action>) {
+    pub fn forget_idle(
+        &mut self,
+        now: u64,
+        active: impl Fn(&ClientKey) -> bool,
+        out: &mut Vec<Action>,
+    ) {
         let idle = self.cfg.idle_ms;
         self.moved.retain(|mac, m| {
             let keep = active(mac) || now.saturating_sub(m.at_ms) < idle;
@@ -208,7 +220,7 @@ impl Steerer {
 /// and after, why, and every address claimed.
 fn move_line(
     dry_run: bool,
-    client: Mac,
+    client: ClientKey,
     claims: &[Claim],
     mv: &Move,
     why: &str,
@@ -233,13 +245,13 @@ fn move_line(
     )
 }
 
-fn client_views(snaps: &[ClientSnap], held: impl Fn(&Mac) -> bool) -> Vec<ClientView> {
+fn client_views(snaps: &[ClientSnap], held: impl Fn(&ClientKey) -> bool) -> Vec<ClientView> {
     snaps
         .iter()
         .map(|s| ClientView {
             port: s.port,
             rate_bps: s.rate_bps,
-            held: held(&s.mac),
+            held: held(&s.key),
         })
         .collect()
 }

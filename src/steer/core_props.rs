@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use super::fixture::{cfg, World, P};
 use super::*;
 use crate::capture::NdKind;
+use crate::client::ServerSet;
 use crate::host::testing::*;
 use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
 use crate::policy::Move;
@@ -21,16 +22,54 @@ const TOTAL: u32 = 20;
 fn mac(c: usize) -> Mac {
     Mac(2, 0, 0, 0, 0x10, c as u8)
 }
+/// Odd clients are on VLAN 100 (bond0.100), even ones untagged.
+fn vlan(c: usize) -> u16 {
+    if c % 2 == 1 {
+        100
+    } else {
+        0
+    }
+}
+fn key(c: usize) -> ClientKey {
+    ClientKey::new(mac(c), vlan(c))
+}
+fn ifx(c: usize) -> u32 {
+    if vlan(c) == 0 {
+        BOND
+    } else {
+        VLAN_IF
+    }
+}
 fn ip4(c: usize) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, 0, 20 + c as u8)
+    Ipv4Addr::new(198, 18, vlan(c) as u8, 20 + c as u8)
+}
+/// 2001:db8::/64 untagged, 2001:db8:100::/64 on VLAN 100.
+fn net6(c: usize) -> u16 {
+    if vlan(c) == 0 {
+        0
+    } else {
+        0x100
+    }
 }
 fn ip6(c: usize) -> Ipv6Addr {
-    Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x20 + c as u16)
+    Ipv6Addr::new(0x2001, 0xdb8, net6(c), 0, 0, 0, 0, 0x20 + c as u16)
+}
+fn server4(c: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, vlan(c) as u8, 1)
+}
+fn server6(c: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0xdb8, net6(c), 0, 0, 0, 0, 1)
 }
 fn talk(c: usize, v6: bool) -> Talk {
+    let mut servers = ServerSet::default();
+    servers.note(server4(c).into(), 0, 0);
+    if v6 {
+        servers.note(server6(c).into(), 0, 0);
+    }
     Talk {
-        v4: Some((ip4(c), SERVER)),
-        v6: v6.then_some((ip6(c), SERVER6)),
+        v4: Some(ip4(c)),
+        v6: v6.then_some(ip6(c)),
+        servers,
     }
 }
 
@@ -51,6 +90,7 @@ enum Op {
     HostBroadcast {
         p: usize,
         n: usize,
+        vlan: u16,
     },
     ClientAsks {
         c: usize,
@@ -99,7 +139,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (c.clone(), p.clone(), any::<bool>(), any::<bool>())
             .prop_map(|(c, to, failover, v6)| Op::Move { c, to, failover, v6 }),
         2 => (c.clone(), p.clone(), n.clone()).prop_map(|(c, p, n)| Op::HostReply { c, p, n }),
-        1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::HostBroadcast { p, n }),
+        1 => (p.clone(), n.clone(), prop_oneof![Just(0u16), Just(100u16)])
+            .prop_map(|(p, n, vlan)| Op::HostBroadcast { p, n, vlan }),
         2 => (c.clone(), n.clone()).prop_map(|(c, n)| Op::ClientAsks { c, n }),
         1 => (p.clone(), any::<bool>(), c.clone(), n.clone())
             .prop_map(|(p, multicast, c, n)| Op::HostNa { p, multicast, c, n }),
@@ -121,7 +162,7 @@ struct Harness {
     s: Steerer,
     now: u64,
     macs: [Mac; 3],
-    sends: HashMap<Mac, Vec<u64>>,
+    sends: HashMap<ClientKey, Vec<u64>>,
     all_sends: Vec<u64>,
 }
 
@@ -130,9 +171,9 @@ impl Harness {
         let mut w = World::new();
         for c in 0..CLIENTS {
             w.host
-                .apply(&neigh(BOND, ip4(c).into(), mac(c), libc::NUD_REACHABLE));
+                .apply(&neigh(ifx(c), ip4(c).into(), mac(c), libc::NUD_REACHABLE));
             w.host
-                .apply(&neigh(BOND, ip6(c).into(), mac(c), libc::NUD_STALE));
+                .apply(&neigh(ifx(c), ip6(c).into(), mac(c), libc::NUD_STALE));
         }
         let s = Steerer::new(SteerConfig {
             per_client_per_sec: PER_CLIENT,
@@ -189,9 +230,21 @@ impl Harness {
                 "claimed {}",
                 claim.server()
             );
+            // An address the client reaches on its own VLAN, in a frame tagged for it.
+            assert!(
+                self.w.host.on_link(claim.server(), client.vlan),
+                "claimed {} toward {client}, not on its VLAN",
+                claim.server()
+            );
+            if client.vlan == 0 {
+                assert_ne!(frame[12..14], [0x81, 0x00], "tagged for an untagged client");
+            } else {
+                assert_eq!(frame[12..14], [0x81, 0x00]);
+                assert_eq!(frame[14..16], client.vlan.to_be_bytes());
+            }
             // From a live port, with its MAC, to the client.
             assert!(self.w.usable[*port], "sent from down port {port}");
-            assert_eq!(frame[0..6], client.octets());
+            assert_eq!(frame[0..6], client.mac.octets());
             assert_eq!(frame[6..12], self.macs[*port].octets());
             let times = self.sends.entry(*client).or_default();
             times.push(self.now);
@@ -223,7 +276,7 @@ impl Harness {
         }
         for (c, m) in &self.s.moved {
             let claims = self.w.host.claims_for(*c, &Talk::from_claims(&m.claims));
-            if !claims.is_empty() {
+            if claims.is_ok() {
                 assert!(self.w.usable[m.port], "{c} left on down port {}", m.port);
             }
         }
@@ -260,7 +313,7 @@ impl Harness {
     }
 
     fn reasserts(&self, c: usize) -> u64 {
-        self.s.moved(&mac(c)).map_or(0, |m| m.reasserts)
+        self.s.moved(&key(c)).map_or(0, |m| m.reasserts)
     }
 
     /// A burst of one frame is answered with at most one re-assertion per client.
@@ -274,7 +327,7 @@ impl Harness {
     }
 
     fn apply(&mut self, op: Op) {
-        let moved_before: HashMap<Mac, u64> =
+        let moved_before: HashMap<ClientKey, u64> =
             self.s.moved.iter().map(|(k, m)| (*k, m.at_ms)).collect();
         match op {
             Op::Move {
@@ -296,7 +349,7 @@ impl Harness {
                 self.run(|s, _, now, out| {
                     s.forget_idle(
                         now,
-                        |m| (0..CLIENTS).any(|c| mac(c) == *m && active[c]),
+                        |k| (0..CLIENTS).any(|c| key(c) == *k && active[c]),
                         out,
                     )
                 });
@@ -307,7 +360,7 @@ impl Harness {
 
     /// An overload move of a client moved less than the hold-down ago never happens, whatever
     /// asked for it.
-    fn check_hold_down(&self, before: &HashMap<Mac, u64>) {
+    fn check_hold_down(&self, before: &HashMap<ClientKey, u64>) {
         let hold = self.s.cfg.policy.hold_down * 1000;
         for (c, m) in &self.s.moved {
             if m.at_ms != self.now || m.reason != Reason::Overload {
@@ -339,7 +392,7 @@ impl Harness {
             to_util: (0.1, 0.2),
         };
         self.run(|s, ctx, now, out| {
-            s.apply_move(now, mac(c), &talk(c, v6), &mv, "prop", ctx, out);
+            s.apply_move(now, key(c), &talk(c, v6), &mv, "prop", ctx, out);
         });
     }
 
@@ -356,11 +409,12 @@ impl Harness {
                         eth_src: m,
                         eth_dst: mac(c),
                         sha: m,
+                        vlan: vlan(c),
                     },
                     n,
                 );
             }
-            Op::HostBroadcast { p, n } => {
+            Op::HostBroadcast { p, n, vlan } => {
                 let m = self.macs[p];
                 self.arp(
                     ArpSeen {
@@ -369,6 +423,7 @@ impl Harness {
                         eth_src: m,
                         eth_dst: b,
                         sha: m,
+                        vlan,
                     },
                     n,
                 );
@@ -382,6 +437,7 @@ impl Harness {
                         eth_src: m,
                         eth_dst: b,
                         sha: m,
+                        vlan: vlan(c),
                     },
                     n,
                 );
@@ -398,8 +454,9 @@ impl Harness {
                     kind: NdKind::Na,
                     eth_src: m,
                     eth_dst: dst,
-                    target: SERVER6,
+                    target: server6(c),
                     lladdr: Some(m),
+                    vlan: vlan(c),
                 };
                 self.nd(seen, n);
             }
@@ -409,8 +466,9 @@ impl Harness {
                     kind: NdKind::Ns,
                     eth_src: mac(c),
                     eth_dst: Mac(0x33, 0x33, 0xff, 0, 0, 1),
-                    target: SERVER6,
+                    target: server6(c),
                     lladdr: Some(mac(c)),
+                    vlan: vlan(c),
                 };
                 self.nd(seen, n);
             }
@@ -418,11 +476,43 @@ impl Harness {
         }
     }
 
-    /// Neighbour entries and the server's addresses changing in the kernel.
+    /// Neighbour entries and the server's addresses changing in the kernel (an address change
+    /// hits the bond's and the VLAN's alike).
     fn kernel(&mut self, op: Op) {
+        if let Op::Addr { v6, present } = op {
+            for (ifindex, net) in [
+                (
+                    BOND,
+                    if v6 {
+                        "2001:db8::1/64"
+                    } else {
+                        "198.18.0.1/24"
+                    },
+                ),
+                (
+                    VLAN_IF,
+                    if v6 {
+                        "2001:db8:100::1/64"
+                    } else {
+                        "198.18.100.1/24"
+                    },
+                ),
+            ] {
+                let a = AddrEntry {
+                    ifindex,
+                    network: net.parse().unwrap(),
+                };
+                self.w.host.apply(&if present {
+                    NlEvent::Addr(a)
+                } else {
+                    NlEvent::AddrRemoved(a)
+                });
+            }
+            return;
+        }
         let ev = match op {
             Op::Neigh { c, v6, ok } => NlEvent::Neigh(NeighEntry {
-                ifindex: BOND,
+                ifindex: ifx(c),
                 ip: if v6 {
                     IpAddr::from(ip6(c))
                 } else {
@@ -435,22 +525,6 @@ impl Harness {
                     libc::NUD_FAILED
                 },
             }),
-            Op::Addr { v6, present } => {
-                let net = if v6 {
-                    "2001:db8::1/64"
-                } else {
-                    "198.18.0.1/24"
-                };
-                let a = AddrEntry {
-                    ifindex: BOND,
-                    network: net.parse().unwrap(),
-                };
-                if present {
-                    NlEvent::Addr(a)
-                } else {
-                    NlEvent::AddrRemoved(a)
-                }
-            }
             _ => unreachable!(),
         };
         self.w.host.apply(&ev);
@@ -480,7 +554,7 @@ impl Harness {
         views[hot].overloaded = true;
         let snaps: Vec<ClientSnap> = (0..CLIENTS)
             .map(|c| ClientSnap {
-                mac: mac(c),
+                key: key(c),
                 port: on[c],
                 rate_bps: f64::from(rates[c]) * 1e6 / 4.0,
                 talk: talk(c, c % 2 == 0),
@@ -517,7 +591,7 @@ proptest! {
         h.apply(Op::HostReply { c, p: 0, n });
         prop_assert_eq!(h.reasserts(c), 1);
         h.apply(Op::Advance(2000));
-        let sent = h.sends[&mac(c)].iter().filter(|t| **t >= 2000).count();
+        let sent = h.sends[&key(c)].iter().filter(|t| **t >= 2000).count();
         // One re-assertion: ARP and NA, now and one repeat.
         prop_assert_eq!(sent, 4);
     }

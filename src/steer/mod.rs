@@ -10,7 +10,7 @@ pub mod watch;
 pub use self::core::{
     Action, ClientSnap, Counters, Ctx, Moved, PortId, PortInfo, SteerConfig, Steerer,
 };
-pub use arp::{learning_frame, steering_update};
+pub use arp::{learning_frame, steering_update, tagged};
 pub use limiter::Limiter;
 pub use nd::neighbor_advertisement;
 pub use watch::{at_risk, nd_at_risk, ArpSeen, NdSeen, Risk};

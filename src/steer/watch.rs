@@ -6,6 +6,7 @@ use std::net::Ipv6Addr;
 
 use super::arp::Mac;
 use crate::capture::NdKind;
+use crate::client::ClientKey;
 
 const BROADCAST: Mac = Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
 const ARP_REQUEST: u16 = 1;
@@ -57,6 +58,8 @@ pub struct ArpSeen {
     pub eth_dst: Mac,
     /// Sender hardware address: the MAC the frame tells its hearers to use for the sender.
     pub sha: Mac,
+    /// The VLAN it travels on (0: untagged): only clients on that VLAN hear it.
+    pub vlan: u16,
 }
 
 /// The clients to re-assert. `assigned(client)` is the MAC of the port rlbd put the client on,
@@ -65,20 +68,22 @@ pub struct ArpSeen {
 /// puts nobody at risk.
 pub fn at_risk(
     f: &ArpSeen,
-    assigned: impl Fn(&Mac) -> Option<Mac>,
-    moved: impl Iterator<Item = Mac>,
-) -> Vec<(Mac, Risk)> {
-    let wrong = |client: &Mac| assigned(client).is_some_and(|want| want != f.sha);
+    assigned: impl Fn(&ClientKey) -> Option<Mac>,
+    moved: impl Iterator<Item = ClientKey>,
+) -> Vec<(ClientKey, Risk)> {
+    let wrong = |client: &ClientKey| assigned(client).is_some_and(|want| want != f.sha);
+    let (dst, src) = (
+        ClientKey::new(f.eth_dst, f.vlan),
+        ClientKey::new(f.eth_src, f.vlan),
+    );
     match (f.outgoing, f.op) {
-        (true, ARP_REPLY) if wrong(&f.eth_dst) => vec![(f.eth_dst, Risk::HostReplied)],
+        (true, ARP_REPLY) if wrong(&dst) => vec![(dst, Risk::HostReplied)],
         (true, ARP_REQUEST) if f.eth_dst == BROADCAST => moved
-            .filter(|m| wrong(m))
+            .filter(|m| m.vlan == f.vlan && wrong(m))
             .map(|m| (m, Risk::HostBroadcast))
             .collect(),
-        (true, ARP_REQUEST) if wrong(&f.eth_dst) => vec![(f.eth_dst, Risk::HostAsked)],
-        (false, ARP_REQUEST) if assigned(&f.eth_src).is_some() => {
-            vec![(f.eth_src, Risk::ClientAsked)]
-        }
+        (true, ARP_REQUEST) if wrong(&dst) => vec![(dst, Risk::HostAsked)],
+        (false, ARP_REQUEST) if assigned(&src).is_some() => vec![(src, Risk::ClientAsked)],
         _ => Vec::new(),
     }
 }
@@ -93,6 +98,8 @@ pub struct NdSeen {
     pub target: Ipv6Addr,
     /// The link-layer address option (source for an NS, target for an NA), if any.
     pub lladdr: Option<Mac>,
+    /// The VLAN it travels on (0: untagged).
+    pub vlan: u16,
 }
 
 /// The IPv6 sibling of [`at_risk`]. `ours(ip)` tells the server's own addresses;
@@ -108,27 +115,31 @@ pub struct NdSeen {
 pub fn nd_at_risk(
     f: &NdSeen,
     ours: impl Fn(&Ipv6Addr) -> bool,
-    client_with: impl Fn(&Ipv6Addr) -> Option<Mac>,
-    assigned: impl Fn(&Mac) -> Option<Mac>,
-    moved: impl Iterator<Item = Mac>,
-) -> Vec<(Mac, Risk)> {
+    client_with: impl Fn(&Ipv6Addr, u16) -> Option<ClientKey>,
+    assigned: impl Fn(&ClientKey) -> Option<Mac>,
+    moved: impl Iterator<Item = ClientKey>,
+) -> Vec<(ClientKey, Risk)> {
     let said = f.lladdr.unwrap_or(f.eth_src);
-    let wrong = |client: &Mac| assigned(client).is_some_and(|want| want != said);
+    let wrong = |client: &ClientKey| assigned(client).is_some_and(|want| want != said);
     let multicast = f.eth_dst.is_multicast();
+    let (dst, src) = (
+        ClientKey::new(f.eth_dst, f.vlan),
+        ClientKey::new(f.eth_src, f.vlan),
+    );
     match (f.outgoing, f.kind) {
         (true, NdKind::Na) if !ours(&f.target) => Vec::new(),
         (true, NdKind::Na) if multicast => moved
-            .filter(|m| wrong(m))
+            .filter(|m| m.vlan == f.vlan && wrong(m))
             .map(|m| (m, Risk::HostAdvertisedAll))
             .collect(),
-        (true, NdKind::Na) if wrong(&f.eth_dst) => vec![(f.eth_dst, Risk::HostAdvertised)],
-        (true, NdKind::Ns) if multicast => client_with(&f.target)
+        (true, NdKind::Na) if wrong(&dst) => vec![(dst, Risk::HostAdvertised)],
+        (true, NdKind::Ns) if multicast => client_with(&f.target, f.vlan)
             .filter(|c| wrong(c))
             .map(|c| vec![(c, Risk::HostSolicited)])
             .unwrap_or_default(),
-        (true, NdKind::Ns) if wrong(&f.eth_dst) => vec![(f.eth_dst, Risk::HostSolicited)],
-        (false, NdKind::Ns) if ours(&f.target) && assigned(&f.eth_src).is_some() => {
-            vec![(f.eth_src, Risk::ClientSolicited)]
+        (true, NdKind::Ns) if wrong(&dst) => vec![(dst, Risk::HostSolicited)],
+        (false, NdKind::Ns) if ours(&f.target) && assigned(&src).is_some() => {
+            vec![(src, Risk::ClientSolicited)]
         }
         _ => Vec::new(),
     }
@@ -145,12 +156,26 @@ mod tests {
     const B: Mac = Mac(2, 0, 0, 0, 0, 0xb);
     const C: Mac = Mac(2, 0, 0, 0, 0, 0xc);
 
-    /// A and B were moved to P1; C was never moved.
-    fn check(f: ArpSeen) -> Vec<(Mac, Risk)> {
-        let moved: HashMap<Mac, Mac> = [(A, P1), (B, P1)].into_iter().collect();
-        let mut v = at_risk(&f, |m| moved.get(m).copied(), moved.keys().copied());
+    fn untagged(v: Vec<(ClientKey, Risk)>) -> Vec<(Mac, Risk)> {
+        let mut v: Vec<(Mac, Risk)> = v
+            .into_iter()
+            .map(|(k, r)| {
+                assert_eq!(k.vlan, 0);
+                (k.mac, r)
+            })
+            .collect();
         v.sort();
         v
+    }
+
+    /// A and B were moved to P1; C was never moved.
+    fn check(f: ArpSeen) -> Vec<(Mac, Risk)> {
+        let moved: HashMap<ClientKey, Mac> = [(A.into(), P1), (B.into(), P1)].into_iter().collect();
+        untagged(at_risk(
+            &f,
+            |m| moved.get(m).copied(),
+            moved.keys().copied(),
+        ))
     }
 
     fn frame(outgoing: bool, op: u16, eth_src: Mac, eth_dst: Mac, sha: Mac) -> ArpSeen {
@@ -160,7 +185,42 @@ mod tests {
             eth_src,
             eth_dst,
             sha,
+            vlan: 0,
         }
+    }
+
+    #[test]
+    fn a_frame_risks_only_clients_on_its_vlan() {
+        // A moved on VLAN 100 and on VLAN 200 (one host, one MAC, two VLANs); B on VLAN 100.
+        let moved: HashMap<ClientKey, Mac> = [
+            (ClientKey::new(A, 100), P1),
+            (ClientKey::new(A, 200), P1),
+            (ClientKey::new(B, 100), P1),
+        ]
+        .into_iter()
+        .collect();
+        let run = |f: ArpSeen| {
+            let mut v = at_risk(&f, |m| moved.get(m).copied(), moved.keys().copied());
+            v.sort();
+            v
+        };
+        let on = |vlan, f: ArpSeen| ArpSeen { vlan, ..f };
+        assert_eq!(
+            run(on(200, frame(true, ARP_REPLY, P0, A, P0))),
+            vec![(ClientKey::new(A, 200), Risk::HostReplied)]
+        );
+        assert_eq!(
+            run(on(100, frame(true, ARP_REQUEST, P0, BROADCAST, P0))),
+            vec![
+                (ClientKey::new(A, 100), Risk::HostBroadcast),
+                (ClientKey::new(B, 100), Risk::HostBroadcast)
+            ]
+        );
+        assert!(run(on(300, frame(true, ARP_REQUEST, P0, BROADCAST, P0))).is_empty());
+        assert!(
+            run(frame(true, ARP_REPLY, P0, A, P0)).is_empty(),
+            "A untagged was not moved"
+        );
     }
 
     #[test]
@@ -224,21 +284,19 @@ mod tests {
 
     /// A and B were moved to P1; C was never moved. The server owns SERVER6; A uses A6, C C6.
     fn check6(f: NdSeen) -> Vec<(Mac, Risk)> {
-        let moved: HashMap<Mac, Mac> = [(A, P1), (B, P1)].into_iter().collect();
-        let mut v = nd_at_risk(
+        let moved: HashMap<ClientKey, Mac> = [(A.into(), P1), (B.into(), P1)].into_iter().collect();
+        untagged(nd_at_risk(
             &f,
             |ip| *ip == SERVER6,
-            |ip| {
+            |ip, vlan| {
                 [(A6, A), (C6, C)]
                     .iter()
                     .find(|(i, _)| i == ip)
-                    .map(|x| x.1)
+                    .map(|x| ClientKey::new(x.1, vlan))
             },
             |m| moved.get(m).copied(),
             moved.keys().copied(),
-        );
-        v.sort();
-        v
+        ))
     }
 
     fn nd(
@@ -256,6 +314,7 @@ mod tests {
             eth_dst,
             target,
             lladdr,
+            vlan: 0,
         }
     }
 
