@@ -306,7 +306,7 @@ stage_baseline() {
 }
 
 no_move_fails() {
-    for _n in total arrive rearp rearp-hold hostarp; do
+    for _n in total arrive rearp hostarp; do
         verdict 1 "$_n" "(needs a moved client)" "skipped: no client of $PAIR was moved"
     done
 }
@@ -402,20 +402,20 @@ stage_steer() {
     verdict $? arrive "$MOVED's traffic (to all of $TARGETS) arrives on sl1" \
         "sl1 frame rate / $MOVED's payload rate = $arr (>= 0.95 when all of it comes in on sl1)"
 
-    # the moved client re-ARPs: the driver answers from its own table; the move must come back
+    # The moved client re-ARPs: the driver answers from its own table; the move must come back.
+    # When that answer comes depends on the client's next packet and the emulator's load (seen
+    # from 0 to 1.8 s after the flush), so the check follows the client for 2 + HOLD_SECONDS s
+    # from the flush and wants every time off sl1 (the flushed entry's, the driver's revert) over
+    # within 2 s, and sl1 at the end.
     for a in $TARGETS; do $IP -n "$MOVED" neigh flush to "$a"; done
     mark "$MOVED ARP flushed"
-    cs_now
-    track "$MOVED" "$CS" 2 sl1 $TARGETS
-    [ "$LAST" = sl1 ]
-    verdict $? rearp "re-ARP: $MOVED back on sl1 within 2 s" "trace:$TRACE; on sl1 since ${OK_AT}s" && ra=ok || ra=FAIL
     a=$(snap)
     cs_now
-    track "$MOVED" "$CS" "$HOLD_SECONDS" sl1 $TARGETS
+    track "$MOVED" "$CS" $((2 + HOLD_SECONDS)) sl1 $TARGETS
     r=$(rates "$a" "$(snap)")
     [ "$LAST" = sl1 ] && fcmp "$MAXDEV" '<=' 2
-    verdict $? rearp-hold "re-ARP: $MOVED holds sl1 for ${HOLD_SECONDS} s (any revert repaired within 2 s)" \
-        "samples off sl1: $NDEV, longest ${MAXDEV}s; trace:$TRACE; rx sl0/sl1/total $r" || ra=FAIL
+    verdict $? rearp "re-ARP: $MOVED back on sl1 within 2 s of each time off it, followed for $((2 + HOLD_SECONDS)) s" \
+        "samples off sl1: $NDEV, longest ${MAXDEV}s; trace:$TRACE; rx sl0/sl1/total $r" && ra=ok || ra=FAIL
     fig rearp "$ra"
 
     # The host's own ARP request (sender MAC: the bond's, or the bridge's/macvlan's) reverts every

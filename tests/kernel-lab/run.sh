@@ -56,7 +56,7 @@
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
 #   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT
 #   BASE_SECONDS=3   traffic seconds per stage without steering
-#   HOLD_SECONDS=4   seconds a re-ARPed move must hold
+#   HOLD_SECONDS=4   seconds a re-ARPed move is followed beyond the first 2
 #   WIRE=0           1: print every ARP frame that crossed the slaves (KLAB-ARP lines)
 #   TIMEOUT          seconds a guest may run before qemu is killed (default from the scenarios)
 #   TCG_PROBE=60     seconds a TCG boot may take to reach /init before it is killed and retried
