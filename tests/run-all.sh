@@ -9,8 +9,8 @@
 # The kernel lab's default plan (PLAN in tests/kernel-lab/run.sh) is every topology (flat, VLAN,
 # two VLANs, two server addresses, bridge, macvlan, ipvlan, 802.1ad refusal) on 6.12, flat on 6.1,
 # flat and bridge on 5.10 (the driver before 6.0 balances a bridge master's ARPs itself): about
-# 12 minutes, which keeps the whole of CI under its 45 (README, "Tests"). SCENARIOS=all runs every
-# topology on every kernel (about 25 minutes).
+# 12 minutes, which keeps the whole of CI under its 45 (README, "Try it"). SCENARIOS=all runs every
+# topology on every kernel (about 22 minutes).
 #
 # Privileged tests are never skipped here: RLBD_REQUIRE_ROOT_TESTS=1 turns "skipped: needs root"
 # into a failure, so a green run means the namespace tests really ran.
