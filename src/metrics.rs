@@ -301,6 +301,7 @@ pub(crate) mod tests {
             ring_drops: 1,
             clients: 1,
             sampling: 1,
+            no_move: None,
         };
         StatusReport {
             schema: SCHEMA_VERSION,

@@ -123,6 +123,9 @@ pub struct PortStatus {
     /// absent in older reports, hence the default.
     #[serde(default = "exact")]
     pub sampling: u32,
+    /// While the port is overloaded and nothing moves off it: why, in words; null otherwise.
+    #[serde(default)]
+    pub no_move: Option<String>,
 }
 
 fn exact() -> u32 {

@@ -392,7 +392,13 @@ fn ports_table(r: &StatusReport) -> String {
     .map(String::from)
     .to_vec()];
     rows.extend(r.ports.iter().map(port_row));
-    table(&rows, &[3, 4, 7, 8, 9])
+    let mut out = table(&rows, &[3, 4, 7, 8, 9]);
+    for p in &r.ports {
+        if let Some(why) = &p.no_move {
+            let _ = writeln!(out, "{}: overloaded, nothing moved: {why}", p.name);
+        }
+    }
+    out
 }
 
 fn clients_table(r: &StatusReport, top: Option<usize>) -> String {
@@ -412,7 +418,7 @@ fn clients_table(r: &StatusReport, top: Option<usize>) -> String {
         }
     );
     if shown > 0 {
-        let mut rows = vec![["IP", "MAC", "PORT", "RATE", "MOVED"]
+        let mut rows = vec![["IP", "MAC", "VLAN", "PORT", "RATE", "MOVED"]
             .map(String::from)
             .to_vec()];
         for c in r.clients.iter().take(shown) {
@@ -428,6 +434,9 @@ fn clients_table(r: &StatusReport, top: Option<usize>) -> String {
                     if m.hold_down_left_secs > 0 {
                         let _ = write!(s, ", held {} more", duration(m.hold_down_left_secs));
                     }
+                    if m.addresses.len() > 1 {
+                        let _ = write!(s, ", for {}", m.addresses.join(" "));
+                    }
                     if m.reasserts > 0 {
                         let _ = write!(
                             s,
@@ -442,12 +451,17 @@ fn clients_table(r: &StatusReport, top: Option<usize>) -> String {
             rows.push(vec![
                 c.ip.clone(),
                 c.mac.clone(),
+                if c.vlan == 0 {
+                    "-".into()
+                } else {
+                    c.vlan.to_string()
+                },
                 c.port.clone(),
                 rate(c.rate_bps),
                 moved,
             ]);
         }
-        out.push_str(&table(&rows, &[3]));
+        out.push_str(&table(&rows, &[4]));
     }
 
     out

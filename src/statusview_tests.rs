@@ -42,6 +42,24 @@ fn text_names_ports_bars_clients_and_totals() {
 }
 
 #[test]
+fn text_shows_vlans_claimed_addresses_and_why_nothing_moved() {
+    let mut r = sample_report();
+    r.clients[0].vlan = 100;
+    if let Some(m) = r.clients[0].moved.as_mut() {
+        m.addresses = vec!["198.18.100.1".into(), "198.18.100.2".into()];
+    }
+    r.ports[0].no_move = Some("one client (02:00:00:00:00:01) carries 95.0 Mbit/s of it".into());
+    let text = render_text(&r, None);
+    assert!(text.contains(" VLAN "), "{text}");
+    assert!(text.contains(" 100 "), "{text}");
+    assert!(text.contains("for 198.18.100.1 198.18.100.2"), "{text}");
+    assert!(
+        text.contains("p0: overloaded, nothing moved: one client (02:00:00:00:00:01) carries"),
+        "{text}"
+    );
+}
+
+#[test]
 fn finds_the_only_socket_or_names_the_choices() {
     let dir = std::env::temp_dir().join(format!("rlbd-sv-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -173,6 +173,7 @@ fn synthetic_report() -> StatusReport {
         ring_drops: 7,
         clients: 1,
         sampling: 64,
+        no_move: None,
     };
     StatusReport {
         schema: SCHEMA_VERSION,

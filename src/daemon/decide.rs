@@ -4,12 +4,13 @@
 
 use std::time::Instant;
 
-use log::debug;
+use log::{debug, info};
 
 use super::{with_ctx, Daemon, EVAL_DELAY};
 use crate::host::Talk;
 use crate::netlink::BondMode;
 use crate::policy::Move;
+use crate::steer::explain::{self, Facts};
 use crate::steer::ClientSnap;
 
 impl Daemon {
@@ -65,11 +66,10 @@ impl Daemon {
         };
         let (steer, out) = (&mut self.steer, &mut self.actions);
         let made = with_ctx(&self.host, ports, |ctx| {
+            steer.refresh_claims(now_ms, &clients, ctx, out);
             steer.rebalance(now_ms, &views, &clients, &why, ctx, out)
         });
-        if made == 0 && log::log_enabled!(log::Level::Debug) {
-            self.explain_no_move(&views, &clients);
-        }
+        self.explain_no_move(now_ms, &views, &clients, &made);
         if self.ports.bond_mode == Some(BondMode::BalanceTlb) {
             let (steer, out) = (&mut self.steer, &mut self.actions);
             with_ctx(&self.host, &self.ports, |ctx| {
@@ -79,32 +79,45 @@ impl Daemon {
         self.carry_out();
     }
 
-    /// "Why did it not move?" is the first question an operator asks.
-    fn explain_no_move(&self, views: &[crate::policy::PortView], clients: &[ClientSnap]) {
-        let now_ms = self.clock.ms(Instant::now());
-        for (i, (p, v)) in self.ports.list.iter().zip(views).enumerate() {
-            if !v.overloaded {
+    /// "Why did it not move?" is the first question an operator asks: for each overloaded port
+    /// nothing moved off, the reason in words, logged when the episode starts (and at debug when
+    /// it changes) and kept for the status.
+    fn explain_no_move(
+        &mut self,
+        now_ms: u64,
+        views: &[crate::policy::PortView],
+        clients: &[ClientSnap],
+        made: &[usize],
+    ) {
+        let steer = &self.steer;
+        let held = |c: &ClientSnap| steer.held(&c.key, now_ms);
+        let facts = Facts {
+            host: &self.host,
+            policy: &self.settings.policy,
+            held: &held,
+        };
+        for (i, v) in views.iter().enumerate() {
+            let Some(p) = self.ports.list.get_mut(i) else {
+                continue;
+            };
+            if !v.overloaded || made.contains(&i) {
+                if p.no_move.take().is_some() && !v.overloaded {
+                    debug!("port {}: no longer overloaded", p.name);
+                }
                 continue;
             }
-            let on: Vec<String> = clients
-                .iter()
-                .filter(|c| c.port == i)
-                .map(|c| {
-                    let held = self.steer.held(&c.key, now_ms);
-                    format!(
-                        "{:.1}{}",
-                        c.rate_bps / 1e6,
-                        if held { " (held)" } else { "" }
-                    )
-                })
-                .collect();
-            debug!(
-                "port {} overloaded ({}, {:.2} of capacity) but no move fits; clients there, Mbit/s: [{}]",
-                p.name,
-                p.detector.window_string(),
-                v.utilization(),
-                on.join(", ")
-            );
+            let why = explain::no_move(i, views, clients, &facts);
+            let window = p.detector.window_string();
+            match &p.no_move {
+                None => info!(
+                    "port {} overloaded ({window}, {:.2} of capacity) and nothing moved: {why}",
+                    p.name,
+                    v.utilization()
+                ),
+                Some(old) if *old != why => debug!("port {}: nothing moved: {why}", p.name),
+                Some(_) => {}
+            }
+            p.no_move = Some(why);
         }
     }
 }

@@ -124,6 +124,7 @@ impl Daemon {
                     ring_drops: drops.max(p.ring_drops),
                     clients: per_port[i],
                     sampling: self.captures.sampling(i),
+                    no_move: p.no_move.clone(),
                 }
             })
             .collect()

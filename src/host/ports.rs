@@ -31,6 +31,8 @@ pub struct Port {
     pub rx_bps: Option<f64>,
     /// Frames the capture ring dropped, as last reported.
     pub ring_drops: u64,
+    /// While it is overloaded and nothing moves off it: why, in words.
+    pub no_move: Option<String>,
 }
 
 impl Port {
@@ -47,6 +49,7 @@ impl Port {
             last: None,
             rx_bps: None,
             ring_drops: 0,
+            no_move: None,
         }
     }
 

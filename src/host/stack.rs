@@ -30,7 +30,6 @@ pub fn derive(target: &Target, links: &HashMap<u32, LinkInfo>) -> Stack {
             for l in links.values().filter(|l| names.contains(&l.name)) {
                 s.vlan_of.insert(l.index, 0);
             }
-            return s;
         }
         Target::Bond(name) => {
             let Some(bond) = links

@@ -347,6 +347,9 @@ impl HostView {
     /// server's address in its subnet. An error when any part cannot be claimed: a move that
     /// would leave part of a client's traffic behind is not made.
     pub fn claims_for(&self, key: ClientKey, talk: &Talk) -> Result<Vec<Claim>, Unclaimable> {
+        if !self.knows(key) {
+            return Err(Unclaimable::NotConfirmed);
+        }
         if talk.servers.overflowed() {
             return Err(Unclaimable::TooManyAddresses);
         }

@@ -20,10 +20,17 @@ use std::time::{Duration, Instant};
 
 /// The server's address on every port.
 pub const SERVER_IP: &str = "198.18.0.1";
-/// The ports of the server, in order.
+/// The ports of the server in the default lab, in order.
 pub const PORTS: [&str; 2] = ["p0", "p1"];
-/// The clients, in order; client `cN` has address 198.18.0.(10+N).
+/// The clients of the default lab, in order; client `cN` has address 198.18.0.(10+N).
 pub const CLIENTS: [&str; 4] = ["c1", "c2", "c3", "c4"];
+/// Every port name a lab can have ([`Lab::build_sized`]); a lab with `n` ports has the first `n`.
+pub const ALL_PORTS: [&str; 8] = ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"];
+/// Every client name a lab can have; a lab with `n` clients has the first `n`.
+pub const ALL_CLIENTS: [&str; 16] = [
+    "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12", "c13", "c14", "c15",
+    "c16",
+];
 /// The TCP port the lab sink listens on.
 pub const SINK_PORT: u16 = 5001;
 /// The server's IPv6 address on every port, with [`LabOptions::ipv6`] (documentation prefix).
@@ -93,17 +100,23 @@ pub fn client_ip(client: &str) -> LabResult<String> {
     let n: u8 = client
         .strip_prefix('c')
         .and_then(|n| n.parse().ok())
-        .filter(|n| (1..=CLIENTS.len() as u8).contains(n))
+        .filter(|n| (1..=ALL_CLIENTS.len() as u8).contains(n))
         .ok_or_else(|| format!("no such client {client}"))?;
     Ok(format!("198.18.0.{}", 10 + n))
 }
 
-/// The port a client is placed on when the lab is built: c1, c3 on p0; c2, c4 on p1.
+/// The port a client is placed on when the default lab is built: c1, c3 on p0; c2, c4 on p1.
 pub fn initial_port(client: &str) -> &'static str {
-    match client {
-        "c2" | "c4" => PORTS[1],
-        _ => PORTS[0],
-    }
+    initial_port_of(client, PORTS.len())
+}
+
+/// Round robin over `ports` ports by client number: c1 on p0, c2 on p1, ...
+fn initial_port_of(client: &str, ports: usize) -> &'static str {
+    let n: usize = client
+        .strip_prefix('c')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    ALL_PORTS[(n.max(1) - 1) % ports.clamp(1, ALL_PORTS.len())]
 }
 
 /// Runs a command and returns its stdout, or an error carrying its stderr.
@@ -139,6 +152,8 @@ pub struct Lab {
     stop: Arc<AtomicBool>,
     start: Instant,
     ipv6: bool,
+    ports: &'static [&'static str],
+    clients: &'static [&'static str],
 }
 
 impl Lab {
@@ -149,6 +164,29 @@ impl Lab {
 
     /// [`Lab::build`] with options (IPv6).
     pub fn build_with(cap_mbit: u32, opts: LabOptions) -> LabResult<Lab> {
+        Self::build_sized(cap_mbit, PORTS.len(), CLIENTS.len(), opts)
+    }
+
+    /// A lab with `ports` server ports (`p0`.., at most 8) and `clients` clients (`c1`.., at
+    /// most 16), each port capped at `cap_mbit`; client `cN` starts on port `(N-1) % ports`.
+    pub fn build_sized(
+        cap_mbit: u32,
+        ports: usize,
+        clients: usize,
+        opts: LabOptions,
+    ) -> LabResult<Lab> {
+        if !(1..=ALL_PORTS.len()).contains(&ports) {
+            return Err(format!(
+                "a lab has 1 to {} ports, not {ports}",
+                ALL_PORTS.len()
+            ));
+        }
+        if !(1..=ALL_CLIENTS.len()).contains(&clients) {
+            return Err(format!(
+                "a lab has 1 to {} clients, not {clients}",
+                ALL_CLIENTS.len()
+            ));
+        }
         if !is_root() {
             return Err("the namespace lab needs root (it creates network namespaces)".into());
         }
@@ -166,6 +204,8 @@ impl Lab {
             stop: stop_flag(),
             start: Instant::now(),
             ipv6: opts.ipv6,
+            ports: &ALL_PORTS[..ports],
+            clients: &ALL_CLIENTS[..clients],
         };
         // On error `lab` is dropped here, which deletes whatever was made.
         lab.create()?;
@@ -174,7 +214,7 @@ impl Lab {
 
     fn create(&mut self) -> LabResult<()> {
         let mut nodes = vec!["srv", "sw"];
-        nodes.extend(CLIENTS);
+        nodes.extend(self.clients);
         for node in nodes {
             let ns = self.ns(node);
             run_cmd(&["ip", "netns", "add", &ns])?;
@@ -203,7 +243,7 @@ impl Lab {
         self.ip("sw", &["link", "add", "br0", "type", "bridge"])?;
         self.ip("sw", &["link", "set", "br0", "up"])?;
         let burst = tbf_burst_bytes(self.cap_mbit, kernel_hz());
-        for (i, port) in PORTS.iter().enumerate() {
+        for (i, port) in self.ports.iter().enumerate() {
             let swp = format!("s-{port}");
             let mac = format!("02:00:c6:12:01:{i:02x}");
             self.veth("srv", port, &mac, &swp)?;
@@ -238,10 +278,10 @@ impl Lab {
                 "bridge", "-n", &sw, "fdb", "replace", &mac, "dev", &swp, "master", "static",
             ])?;
         }
-        for key in ["all", "default", "p0", "p1"] {
+        for key in ["all", "default"].iter().chain(self.ports) {
             self.sysctl("srv", &format!("net/ipv4/conf/{key}/rp_filter"), "0")?;
         }
-        for (i, client) in CLIENTS.iter().enumerate() {
+        for (i, client) in self.clients.iter().enumerate() {
             let mac = format!("02:00:c6:12:00:{:02x}", i + 1);
             self.veth(client, "eth0", &mac, &format!("s-{client}"))?;
             let ip = client_ip(client)?;
@@ -253,7 +293,7 @@ impl Lab {
             self.ip(client, &["link", "set", "eth0", "up"])?;
             // The server never ARPs for a client: a broadcast ARP request from one server port
             // would point every client that hears it at that port and undo the placement.
-            for port in PORTS {
+            for port in self.ports {
                 self.ip(
                     "srv",
                     &[
@@ -289,12 +329,13 @@ impl Lab {
                 }
             }
         }
-        self.macs = PORTS
+        self.macs = self
+            .ports
             .iter()
             .map(|p| self.port_mac(p))
             .collect::<LabResult<_>>()?;
-        for client in CLIENTS {
-            self.place(client, initial_port(client))?;
+        for client in self.clients {
+            self.place(client, initial_port_of(client, self.ports.len()))?;
         }
         Ok(())
     }
@@ -398,6 +439,77 @@ impl Lab {
         self.cap_mbit
     }
 
+    /// The server's ports, in order.
+    pub fn ports(&self) -> &'static [&'static str] {
+        self.ports
+    }
+
+    /// The clients, in order.
+    pub fn clients(&self) -> &'static [&'static str] {
+        self.clients
+    }
+
+    /// Caps what `client` sends at `mbit` Mbit/s (`tc tbf` on its egress): its demand, as a
+    /// rate-limited application would have one. `None` removes the cap.
+    pub fn cap_client(&self, client: &str, mbit: Option<f64>) -> LabResult<()> {
+        let ns = self.ns(client);
+        let Some(mbit) = mbit else {
+            // Deleting a root qdisc that is not there fails; nothing to undo then.
+            let _ = run_cmd(&["tc", "-n", &ns, "qdisc", "del", "dev", "eth0", "root"]);
+            return Ok(());
+        };
+        if !(mbit.is_finite() && mbit > 0.0) {
+            return Err(format!("cap for {client}: {mbit} is not a positive rate"));
+        }
+        let kbit = (mbit * 1000.0).round().max(1.0) as u64;
+        let burst = tbf_burst_bytes(mbit.ceil() as u32, kernel_hz()).to_string();
+        run_cmd(&[
+            "tc",
+            "-n",
+            &ns,
+            "qdisc",
+            "replace",
+            "dev",
+            "eth0",
+            "root",
+            "tbf",
+            "rate",
+            &format!("{kbit}kbit"),
+            "burst",
+            &burst,
+            "latency",
+            "50ms",
+        ])
+        .map(|_| ())
+    }
+
+    /// Pins `client`'s neighbour entry for the server to `port`'s MAC (`nud permanent`): no ARP
+    /// changes it, rlbd's updates included. The control runs of a placement use this; `place`
+    /// makes the entry dynamic again.
+    pub fn pin(&self, client: &str, port: &str) -> LabResult<()> {
+        let mac = self.port_mac(port)?;
+        self.ip(
+            client,
+            &[
+                "neigh",
+                "replace",
+                SERVER_IP,
+                "lladdr",
+                &mac,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
+            ],
+        )?;
+        match self.neigh_mac(client)? {
+            Some(got) if got == mac => Ok(()),
+            got => Err(format!(
+                "pinning {client} on {port}: its entry for {SERVER_IP} reads {got:?}, not {mac}"
+            )),
+        }
+    }
+
     /// Seconds since the lab was built (the time base of samples and events).
     pub fn elapsed(&self) -> f64 {
         self.start.elapsed().as_secs_f64()
@@ -493,7 +605,7 @@ impl Lab {
     /// The server port whose MAC (as read when the lab was built) is `mac`.
     fn port_with_mac(&self, mac: Option<String>) -> Option<&'static str> {
         let mac = mac?;
-        PORTS
+        self.ports
             .iter()
             .zip(&self.macs)
             .find(|(_, m)| **m == mac)
@@ -757,7 +869,11 @@ mod tests {
     #[test]
     fn clients() {
         assert_eq!(client_ip("c3").unwrap(), "198.18.0.13");
-        assert!(client_ip("c5").is_err());
+        assert_eq!(client_ip("c16").unwrap(), "198.18.0.26");
+        assert!(client_ip("c17").is_err());
         assert_eq!(initial_port("c4"), "p1");
+        assert_eq!(initial_port("c3"), "p0");
+        assert_eq!(initial_port_of("c6", 4), "p1");
+        assert_eq!(initial_port_of("c4", 4), "p3");
     }
 }

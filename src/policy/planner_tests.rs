@@ -22,6 +22,7 @@ fn client(port: PortId, rate: f64) -> ClientView {
         port,
         rate_bps: rate,
         held: false,
+        since_move: None,
     }
 }
 
@@ -101,13 +102,15 @@ fn rule_3_1_without_single_big_flow_walk_n_minus_1() {
 
 #[test]
 fn rule_3_2_the_single_biggest_flow_never_moves_but_the_others_may() {
-    // An elephant at 850 (>= 0.8 x 1000) and two mice; walk N, skipping the elephant.
+    // An elephant at 810 (>= 0.8 x 1000) and two mice; walk N, skipping the elephant. (At 92%
+    // the port is not saturated: the rates are the demands; two empty ports take one mouse
+    // each, as every port takes at most one client a round.)
     let clients = [
-        client(0, 850.0 * MBIT),
-        client(0, 100.0 * MBIT),
-        client(0, 50.0 * MBIT),
+        client(0, 810.0 * MBIT),
+        client(0, 70.0 * MBIT),
+        client(0, 40.0 * MBIT),
     ];
-    let ports = ports_from(&[GBIT, GBIT], &clients, &[true, false]);
+    let ports = ports_from(&[GBIT, GBIT, GBIT], &clients, &[true, false, false]);
     let moves = plan(&cfg(), &ports, &clients);
     assert!(moves.iter().all(|m| m.client != 0), "{moves:?}");
     let moved: Vec<_> = moves.iter().map(|m| m.client).collect();
@@ -318,6 +321,7 @@ fn scenario() -> impl Strategy<Value = (Vec<PortView>, Vec<ClientView>, u64)> {
                     port: p,
                     rate_bps: r,
                     held,
+                    since_move: None,
                 })
                 .collect();
             let ports = ports
@@ -359,15 +363,57 @@ proptest! {
     }
 
     #[test]
-    fn prop_no_overload_move_pushes_a_target_over_threshold((ports, clients, _) in scenario()) {
+    fn prop_no_overload_move_pushes_a_target_over_threshold_or_a_saturated_ports_over_max_fill(
+        (ports, clients, _) in scenario()
+    ) {
+        // The paper's rule 3(b), except off a saturated port (issue 15): then up to max_fill,
+        // or when nothing fits there, one client up to the saturated port's own level.
         let c = cfg();
         let mut load: Vec<f64> = ports.iter().map(|p| p.rx_bps).collect();
+        let mut past_fill = std::collections::HashMap::new();
         for m in plan(&c, &ports, &clients) {
             load[m.from] -= m.rate_bps;
             load[m.to] += m.rate_bps;
-            if m.reason == Reason::Overload {
-                prop_assert!(load[m.to] / ports[m.to].capacity_bps <= c.threshold + 1e-9, "{m:?}");
+            if m.reason != Reason::Overload {
+                continue;
             }
+            let util = load[m.to] / ports[m.to].capacity_bps;
+            if ports[m.from].utilization() < c.saturated {
+                prop_assert!(util <= c.threshold + 1e-9, "{m:?}");
+            } else if util > c.max_fill + 1e-9 {
+                prop_assert!(util <= ports[m.from].utilization() + 1e-9, "{m:?}");
+                *past_fill.entry(m.from).or_insert(0) += 1;
+            }
+        }
+        prop_assert!(past_fill.values().all(|&n| n == 1), "{past_fill:?}");
+    }
+
+    #[test]
+    fn prop_each_port_takes_at_most_one_client_per_round_for_overload(
+        (ports, clients, _) in scenario()
+    ) {
+        let mut got = std::collections::HashMap::new();
+        for m in plan(&cfg(), &ports, &clients) {
+            if m.reason == Reason::Overload {
+                *got.entry(m.to).or_insert(0) += 1;
+            }
+        }
+        prop_assert!(got.values().all(|&n| n == 1), "{got:?}");
+    }
+
+    #[test]
+    fn prop_nothing_moves_for_overload_while_a_move_settles(
+        (ports, mut clients, _) in scenario(),
+        which in any::<prop::sample::Index>(),
+        ago in 0u64..SETTLE_SECS,
+    ) {
+        if clients.is_empty() {
+            return Ok(());
+        }
+        let i = which.index(clients.len());
+        clients[i].since_move = Some(ago);
+        for m in plan(&cfg(), &ports, &clients) {
+            prop_assert_eq!(m.reason, Reason::Failover);
         }
     }
 
@@ -420,6 +466,123 @@ proptest! {
 }
 
 #[test]
+fn a_saturated_port_sends_one_client_to_each_target_then_waits_for_a_clean_second() {
+    // 20 Mbit/s ports; p0 saturated by clients whose rates are TCP's shares. Round 1: one client
+    // to each of p1, p2, p3, largest first, each to the emptiest port left.
+    let mut clients: Vec<ClientView> = [3.0, 2.5, 2.5, 2.0, 2.0, 2.0, 1.5, 1.5, 1.5, 1.5]
+        .iter()
+        .map(|r| client(0, r * MBIT))
+        .collect();
+    let caps = [20.0 * MBIT; 4];
+    let ports = ports_from(&caps, &clients, &[true, false, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    assert_eq!(got, vec![(0, 1), (1, 2), (2, 3)]);
+    // The next second still shows part of the old placement: nothing moves.
+    for m in &moves {
+        clients[m.client].port = m.to;
+        clients[m.client].held = true;
+        clients[m.client].since_move = Some(1);
+    }
+    let ports = ports_from(&caps, &clients, &[true, false, false, false]);
+    assert!(plan(&cfg(), &ports, &clients).is_empty());
+}
+
+#[test]
+fn past_the_threshold_when_a_saturated_port_loses_more() {
+    // The issue's case: p0 at 100% with a 4 Mbit/s client, p1 at 65%. The paper's rule refuses
+    // (p1 would end at 85% > 80%); the bond gains 4 Mbit/s by the move, and p1 stays under 93%.
+    let clients = [
+        client(0, 8.0 * MBIT),
+        client(0, 8.0 * MBIT),
+        client(0, 4.0 * MBIT),
+        client(1, 13.0 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT, 20.0 * MBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!((moves[0].client, moves[0].to), (2, 1));
+    assert!((moves[0].to_util.1 - 0.85).abs() < 1e-9, "{moves:?}");
+    // With max_fill at the threshold, the paper's rule alone: no move.
+    let paper = PolicyConfig {
+        max_fill: 0.8,
+        ..cfg()
+    };
+    assert!(plan(&paper, &ports, &clients).is_empty());
+    // Past max_fill only when nothing else fits, and then only up to p0's level: at 75%, p1
+    // takes the 4 Mbit/s client (95% < p0's 100%); at 85%, nothing (105%).
+    for (p1, moved) in [(15.0, true), (17.0, false)] {
+        let clients = [
+            client(0, 8.0 * MBIT),
+            client(0, 8.0 * MBIT),
+            client(0, 4.0 * MBIT),
+            client(1, p1 * MBIT),
+        ];
+        let ports = ports_from(&[20.0 * MBIT, 20.0 * MBIT], &clients, &[true, false]);
+        let moves = plan(&cfg(), &ports, &clients);
+        assert_eq!(!moves.is_empty(), moved, "p1 at {p1}: {moves:?}");
+        if moved {
+            assert_eq!((moves[0].client, moves[0].to), (2, 1));
+        }
+    }
+}
+
+#[test]
+fn a_saturated_port_stops_sending_when_what_is_left_looks_no_busier_than_the_target() {
+    // From the namespace lab: after two moves p0 counts down to 50%, no busier than p2 with its
+    // 9.6 Mbit/s; the rest of p0 is not moved there, least of all the client TCP starved to
+    // 0.1 Mbit/s (its demand was 3.6: p2 would have been overfilled unseen).
+    let clients = [
+        client(0, 5.2 * MBIT),
+        client(0, 4.3 * MBIT),
+        client(0, 3.7 * MBIT),
+        client(0, 3.0 * MBIT),
+        client(0, 2.1 * MBIT),
+        client(0, 1.2 * MBIT),
+        client(0, 0.1 * MBIT),
+        client(1, 6.6 * MBIT),
+        client(2, 9.6 * MBIT),
+        client(3, 3.6 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT; 4], &clients, &[true, false, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    assert_eq!(got, vec![(0, 3), (1, 1)]);
+}
+
+#[test]
+fn when_nothing_fits_the_least_served_client_goes_but_not_a_starved_one() {
+    // p0 saturated by four clients; every room is under max_fill for each of them. The least
+    // served (3.0) goes to the emptiest port up to its capacity; the one TCP starved (0.3, under
+    // a quarter of the 4.9 mean share) is passed over.
+    let clients = [
+        client(0, 8.0 * MBIT),
+        client(0, 8.3 * MBIT),
+        client(0, 3.0 * MBIT),
+        client(0, 0.3 * MBIT),
+        client(1, 16.0 * MBIT),
+        client(2, 16.5 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT; 3], &clients, &[true, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    assert_eq!(got, vec![(2, 1)]);
+}
+
+#[test]
+fn a_port_over_the_threshold_but_not_saturated_keeps_the_papers_rule() {
+    // p0 at 90% is overloaded but carries all its clients want: a target above 80% is no gain.
+    let clients = [
+        client(0, 9.0 * MBIT),
+        client(0, 5.0 * MBIT),
+        client(0, 4.0 * MBIT),
+        client(1, 13.0 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT, 20.0 * MBIT], &clients, &[true, false]);
+    assert!(plan(&cfg(), &ports, &clients).is_empty());
+}
+
+#[test]
 fn a_starved_client_on_a_saturated_port_is_moved_even_beside_an_elephant() {
     // What the kernel lab showed: TCP gave one client 28 of 30 Mbit/s and the other 1.4. The big
     // one counts as the single biggest flow; the starved one must go, or the port stays stuck.
@@ -444,6 +607,7 @@ fn place_new_spreads_new_clients_and_counts_each_at_once() {
         port: 0,
         rate_bps: rate,
         held: false,
+        since_move: None,
     };
     let new = vec![c(10.0 * mb), c(30.0 * mb), c(20.0 * mb), c(1_000.0)];
     let moves = place_new(&cfg, &ports, &new);

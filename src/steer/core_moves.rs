@@ -120,7 +120,7 @@ impl Steerer {
         }
         // The planner breaks ties by index: a stable order keeps the outcome deterministic.
         snaps.sort_by_key(|s| s.key);
-        let views = client_views(&snaps, |_| true);
+        let views = client_views(&snaps, |_| true, |_| None);
         // The planner takes a port as down from its view: make sure the ones just lost are.
         let mut ports = ports.to_vec();
         for &p in down {
@@ -139,7 +139,7 @@ impl Steerer {
 
     /// The once-a-second decision: the planner's moves for overloaded ports, with the clients
     /// rlbd moved less than the hold-down ago held where they are. `why(move)` says, for the log,
-    /// why the source port counts as overloaded. Returns the number of moves made.
+    /// why the source port counts as overloaded. Returns the ports moves were made off.
     #[allow(clippy::too_many_arguments)]
     pub fn rebalance(
         &mut self,
@@ -149,7 +149,7 @@ impl Steerer {
         why: &dyn Fn(&Move) -> String,
         ctx: &Ctx,
         out: &mut Vec<Action>,
-    ) -> usize {
+    ) -> Vec<PortId> {
         // A client that cannot be moved whole is not offered to the planner: it would pick it,
         // the move would be refused, and a client that could have gone would stay.
         let views: Vec<ClientView> = clients
@@ -158,14 +158,60 @@ impl Steerer {
                 port: c.port,
                 rate_bps: c.rate_bps,
                 held: self.held(&c.key, now) || ctx.host.claims_for(c.key, &c.talk).is_err(),
+                since_move: self.since_move_secs(&c.key, now),
             })
             .collect();
-        let mut made = 0;
+        let mut made = Vec::new();
         for mv in policy::plan(&self.cfg.policy, ports, &views) {
             let c = clients[mv.client];
-            made += usize::from(self.apply_move(now, c.key, &c.talk, &mv, &why(&mv), ctx, out));
+            if self.apply_move(now, c.key, &c.talk, &mv, &why(&mv), ctx, out) {
+                made.push(mv.from);
+            }
         }
         made
+    }
+
+    /// Claims the addresses a moved client started to talk to since its move (an NFS client
+    /// that mounts a second export, a dual-stack client's first IPv6 frame), so that all of its
+    /// traffic stays where rlbd put it. What can no longer be claimed stays as it was.
+    pub fn refresh_claims(
+        &mut self,
+        now: u64,
+        clients: &[ClientSnap],
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        for c in clients {
+            let Some(m) = self.moved.get_mut(&c.key) else {
+                continue;
+            };
+            let Ok(claims) = ctx.host.claims_for(c.key, &c.talk) else {
+                continue;
+            };
+            let new: Vec<Claim> = claims
+                .into_iter()
+                .filter(|n| !m.claims.contains(n))
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            let list: Vec<String> = new.iter().map(|n| n.server().to_string()).collect();
+            log(
+                out,
+                Level::Info,
+                format!(
+                    "{} ({}) now also talks to {}: claimed on {}",
+                    new[0].client(),
+                    c.key,
+                    list.join(", "),
+                    ctx.port_name(m.port)
+                ),
+            );
+            m.claims.extend(new);
+            let repeats = self.cfg.repeats;
+            self.schedule(c.key, now, repeats, out);
+        }
+        self.on_timer(now, ctx, out);
     }
 
     /// balance-tlb: the first placement of each new client (one rlbd has not moved), since the
@@ -183,7 +229,7 @@ impl Steerer {
             .filter(|c| !self.moved.contains_key(&c.key))
             .copied()
             .collect();
-        let views = client_views(&new, |_| false);
+        let views = client_views(&new, |_| false, |_| None);
         for mv in policy::place_new(&self.cfg.policy, ports, &views) {
             let c = new[mv.client];
             let why = "placement: a new client, balance-tlb places none itself";
@@ -245,13 +291,18 @@ fn move_line(
     )
 }
 
-fn client_views(snaps: &[ClientSnap], held: impl Fn(&ClientKey) -> bool) -> Vec<ClientView> {
+fn client_views(
+    snaps: &[ClientSnap],
+    held: impl Fn(&ClientKey) -> bool,
+    since_move: impl Fn(&ClientKey) -> Option<u64>,
+) -> Vec<ClientView> {
     snaps
         .iter()
         .map(|s| ClientView {
             port: s.port,
             rate_bps: s.rate_bps,
             held: held(&s.key),
+            since_move: since_move(&s.key),
         })
         .collect()
 }

@@ -410,7 +410,9 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
     let mut s = Steerer::new(cfg());
     let other = ClientKey::untagged(Mac(2, 0, 0, 0, 0, 0xc3));
     let mut ports = w.port_views();
-    ports[0].rx_bps = 95e6;
+    // Overloaded, not saturated (94%): the paper's walk, which stops at the first client that
+    // stays (a saturated port's walk would look past it and move CLIENT).
+    ports[0].rx_bps = 90e6;
     ports[0].overloaded = true;
     let clients = [
         ClientSnap {
@@ -431,7 +433,7 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
     // that stays, and walks no further (one client stays on the hot port).
     let made =
         w.with(|ctx| s.rebalance(0, &ports, &clients, &|_| "overload".into(), ctx, &mut out));
-    assert_eq!(made, 0);
+    assert!(made.is_empty());
     assert!(s.moved(&other).is_none());
     // Confirmed: now it moves.
     let mut w2 = World::new();
@@ -443,7 +445,7 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
     ));
     let made =
         w2.with(|ctx| s.rebalance(0, &ports, &clients, &|_| "overload".into(), ctx, &mut out));
-    assert_eq!(made, 1);
+    assert_eq!(made, vec![0]);
     assert!(s.held(&other, 1000));
     let again = w2.with(|ctx| {
         s.rebalance(
@@ -455,8 +457,8 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
             &mut out,
         )
     });
-    assert_eq!(
-        again, 0,
+    assert!(
+        again.is_empty(),
         "both held: the planner is offered nothing to move"
     );
 }

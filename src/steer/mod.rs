@@ -3,6 +3,7 @@
 
 pub mod arp;
 pub mod core;
+pub mod explain;
 pub mod limiter;
 pub mod nd;
 pub mod watch;
