@@ -178,9 +178,11 @@ sc_macvlan() {
 }
 # A client moved to a slave's MAC sends frames that no macvlan claims: they reach the server's
 # address on mv0 only through bond0's own stack (the weak host model), which strict reverse-path
-# filtering forbids (the route back to the client is through mv0). A fact, not a check: the moved
-# client's payload rate for 2 s with rp_filter 0 (this guest's default), then 1 (strict; some
-# distributions' default), then 2 (loose).
+# filtering would be expected to forbid (the route back to the client is through mv0). Measured
+# on 5.10, 6.1 and 6.12: the established flow kept arriving under every setting (likely because
+# an established socket's cached route skips the check; a new connection was not tried). A fact,
+# not a check: the moved client's payload rate for 2 s with rp_filter 0 (this guest's default),
+# then 1 (strict; some distributions' default), then 2 (loose).
 macvlan_extras() {
     [ -n "$A_MOVED" ] || return 0
     _facts=""
