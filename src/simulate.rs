@@ -1,25 +1,46 @@
 //! `rlbd simulate`: replays a scenario through the detector and planner, one tick a second.
 //!
-//! The switch model: each up slave delivers at most its capacity, shared max-min fairly among
-//! the clients sending to it; a down slave delivers nothing; a move takes effect on the next tick.
+//! The switch model: each up slave delivers at most its capacity, shared among the clients
+//! sending to it; a down slave delivers nothing; a move takes effect on the next tick. Demands are
+//! elastic: a client sends its demand when its slave has room, and on a saturated slave it gets
+//! a share of the capacity, max-min fair (water filling), or, with `elastic.unfairness` > 1,
+//! weighted max-min with a weight drawn afresh each time the client lands on a slave, as TCP
+//! flows that ramped up in a different order end up with different shares. With
+//! `elastic.move_lag`, a move takes effect that fraction of a second late, as the daemon's moves
+//! do (it decides a little after the second's counters were read), so the first sample after a
+//! move still shows part of the old placement.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{self, ClientView, Detector, PolicyConfig, PortView};
+use crate::policy::{self, PolicyConfig};
+
+pub mod generate;
+pub mod ideal;
+mod world;
+
+pub use world::{fair_share, run, weighted_share};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub slaves: Vec<SlaveSpec>,
+    #[serde(default)]
     pub clients: Vec<ClientSpec>,
+    #[serde(default)]
     pub ticks: Vec<Tick>,
     #[serde(default)]
     pub events: Vec<Event>,
     #[serde(default)]
     pub config: PolicyConfig,
+    /// Clients and demands drawn from a seed, instead of `clients` and `ticks`.
+    #[serde(default)]
+    pub random_demands: Option<RandomDemands>,
+    /// How a saturated slave shares its capacity, and how late moves take effect.
+    #[serde(default)]
+    pub elastic: Elastic,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +71,65 @@ pub struct Event {
     pub up: bool,
 }
 
+/// `clients` clients, all on `slave`, idle until tick `start`, then each sending a fixed demand
+/// drawn from `seed`, the demands adding up to `load` x the capacity of all slaves.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomDemands {
+    pub seed: u64,
+    pub load: f64,
+    pub clients: usize,
+    pub slave: String,
+    pub ticks: usize,
+    #[serde(default = "default_start")]
+    pub start: usize,
+    /// Smallest demand relative to the largest, in (0, 1].
+    #[serde(default = "default_spread")]
+    pub spread: f64,
+    /// No demand is more than this fraction of the smallest slave's capacity.
+    #[serde(default = "default_max_share")]
+    pub max_share: f64,
+}
+
+fn default_start() -> usize {
+    1
+}
+fn default_spread() -> f64 {
+    0.25
+}
+fn default_max_share() -> f64 {
+    0.6
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Elastic {
+    /// Seed of the share weights.
+    pub seed: u64,
+    /// Largest share weight (the smallest is 1, drawn log-uniformly between): 1 is max-min
+    /// fair, 30 lets one flow get thirty times another's share on a saturated slave (the
+    /// namespace lab's TCP flows through one tbf: some nearly starve for seconds).
+    pub unfairness: f64,
+    /// Fraction of the second after a decision during which the old placement still holds,
+    /// in [0, 1).
+    pub move_lag: f64,
+    /// Share of its capacity a saturated slave delivers, in (0, 1]: a real port's receive
+    /// counter tops out under its nominal speed (framing, gaps; the namespace lab's tbf ports
+    /// read about 0.97), while a client that is not held back reads what it sends.
+    pub efficiency: f64,
+}
+
+impl Default for Elastic {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            unfairness: 1.0,
+            move_lag: 0.0,
+            efficiency: 1.0,
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct SlaveOut {
     pub rx_mbps: f64,
@@ -72,11 +152,19 @@ pub struct TickOut {
     pub slaves: BTreeMap<String, SlaveOut>,
     pub moves: Vec<MoveOut>,
     pub delivered_mbps: f64,
+    /// What the clients wanted this tick, Mbit/s.
+    pub demand_mbps: f64,
+    /// Each client's slave index this tick (before this tick's moves), and its demand: for the
+    /// in-process checks, not printed.
+    #[serde(skip)]
+    pub placement: Vec<usize>,
+    #[serde(skip)]
+    pub demands: Vec<f64>,
 }
 
 /// Parses and checks a scenario; every error names the field at fault.
 pub fn parse(text: &str) -> Result<Scenario, String> {
-    let s: Scenario = serde_json::from_str(text).map_err(|e| format!("scenario: {e}"))?;
+    let mut s: Scenario = serde_json::from_str(text).map_err(|e| format!("scenario: {e}"))?;
     s.config.validate().map_err(|e| format!("config.{e}"))?;
     if s.slaves.is_empty() {
         return Err("slaves: at least one slave is needed".into());
@@ -89,13 +177,32 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
                 sl.capacity_mbps
             ));
         }
-        if !names.insert(sl.name.as_str()) {
+        if !names.insert(sl.name.clone()) {
             return Err(format!("slaves[{i}].name: {:?} appears twice", sl.name));
         }
     }
+    let e = &s.elastic;
+    if !(e.unfairness.is_finite() && e.unfairness >= 1.0) {
+        return Err(format!(
+            "elastic.unfairness: {} is not a number >= 1",
+            e.unfairness
+        ));
+    }
+    if !(e.move_lag >= 0.0 && e.move_lag < 1.0) {
+        return Err(format!("elastic.move_lag: {} is not in [0, 1)", e.move_lag));
+    }
+    if !(e.efficiency > 0.0 && e.efficiency <= 1.0) {
+        return Err(format!(
+            "elastic.efficiency: {} is not in (0, 1]",
+            e.efficiency
+        ));
+    }
+    if let Some(r) = s.random_demands.clone() {
+        expand(&mut s, &r)?;
+    }
     let mut ips = std::collections::HashSet::new();
     for (i, c) in s.clients.iter().enumerate() {
-        if !names.contains(c.slave.as_str()) {
+        if !names.contains(&c.slave) {
             return Err(format!("clients[{i}].slave: unknown slave {:?}", c.slave));
         }
         if !ips.insert(c.ip.as_str()) {
@@ -115,149 +222,73 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         }
     }
     for (i, e) in s.events.iter().enumerate() {
-        if !names.contains(e.slave.as_str()) {
+        if !names.contains(&e.slave) {
             return Err(format!("events[{i}].slave: unknown slave {:?}", e.slave));
         }
     }
     Ok(s)
 }
 
-/// Max-min fair shares of `capacity` among `demands` (water filling).
-pub fn fair_share(capacity: f64, demands: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..demands.len()).collect();
-    order.sort_by(|&a, &b| demands[a].total_cmp(&demands[b]));
-    let mut out = vec![0.0; demands.len()];
-    let mut left = capacity.max(0.0);
-    for (k, &i) in order.iter().enumerate() {
-        let share = left / (order.len() - k) as f64;
-        out[i] = demands[i].min(share);
-        left -= out[i];
+/// Replaces `random_demands` by the clients and ticks it stands for.
+fn expand(s: &mut Scenario, r: &RandomDemands) -> Result<(), String> {
+    if !s.clients.is_empty() || !s.ticks.is_empty() {
+        return Err("random_demands: give either it or clients and ticks, not both".into());
     }
-    out
-}
-
-/// Runs the scenario; one `TickOut` per tick goes to `emit`.
-pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
-    let cfg = &s.config;
-    let slave_ix: BTreeMap<&str, usize> = s
+    if !s.slaves.iter().any(|sl| sl.name == r.slave) {
+        return Err(format!("random_demands.slave: unknown slave {:?}", r.slave));
+    }
+    if !(r.load.is_finite() && r.load > 0.0) {
+        return Err(format!("random_demands.load: {} is not positive", r.load));
+    }
+    if !(r.max_share > 0.0 && r.max_share.is_finite()) {
+        return Err(format!(
+            "random_demands.max_share: {} is not positive",
+            r.max_share
+        ));
+    }
+    if r.start >= r.ticks {
+        return Err(format!(
+            "random_demands.start: {} is not before the last tick ({})",
+            r.start, r.ticks
+        ));
+    }
+    let total_cap: f64 = s.slaves.iter().map(|sl| sl.capacity_mbps).sum();
+    let smallest = s
         .slaves
         .iter()
-        .enumerate()
-        .map(|(i, sl)| (sl.name.as_str(), i))
+        .map(|sl| sl.capacity_mbps)
+        .fold(f64::INFINITY, f64::min);
+    let d = generate::demands(&generate::DemandSpec {
+        seed: r.seed,
+        clients: r.clients,
+        total: ((r.load * total_cap) * 10.0).round() / 10.0,
+        max_each: r.max_share * smallest,
+        spread: r.spread,
+    })
+    .map_err(|e| format!("random_demands.{e}"))?;
+    s.clients = (0..r.clients)
+        .map(|i| ClientSpec {
+            ip: format!("198.18.{}.{}", 1 + i / 200, 11 + i % 200),
+            slave: r.slave.clone(),
+        })
         .collect();
-    let mut up = vec![true; s.slaves.len()];
-    let mut on: Vec<usize> = s
+    let zero: BTreeMap<String, f64> = s.clients.iter().map(|c| (c.ip.clone(), 0.0)).collect();
+    let on: BTreeMap<String, f64> = s
         .clients
         .iter()
-        .map(|c| slave_ix[c.slave.as_str()])
+        .zip(&d)
+        .map(|(c, x)| (c.ip.clone(), *x))
         .collect();
-    let mut demand = vec![0.0; s.clients.len()];
-    let mut moved_at: Vec<Option<u64>> = vec![None; s.clients.len()];
-    let mut detectors: Vec<Detector> = s
-        .slaves
-        .iter()
-        .map(|_| Detector::new(cfg.window, cfg.hits))
+    s.ticks = (0..r.ticks)
+        .map(|t| Tick {
+            demand_mbps: match t {
+                0 => Some(zero.clone()),
+                t if t == r.start => Some(on.clone()),
+                _ => None,
+            },
+        })
         .collect();
-    let mut pending: Vec<(usize, usize)> = Vec::new();
-
-    for (t, tick) in s.ticks.iter().enumerate() {
-        let t = t as u64;
-        for e in s.events.iter().filter(|e| e.t == t) {
-            up[slave_ix[e.slave.as_str()]] = e.up;
-        }
-        for (c, to) in pending.drain(..) {
-            on[c] = to;
-        }
-        if let Some(d) = &tick.demand_mbps {
-            for (i, c) in s.clients.iter().enumerate() {
-                if let Some(v) = d.get(&c.ip) {
-                    demand[i] = *v;
-                }
-            }
-        }
-        // What each slave delivers this second.
-        let mut rate = vec![0.0; s.clients.len()];
-        for (p, sl) in s.slaves.iter().enumerate() {
-            if !up[p] {
-                continue;
-            }
-            let members: Vec<usize> = (0..s.clients.len()).filter(|&c| on[c] == p).collect();
-            let d: Vec<f64> = members.iter().map(|&c| demand[c]).collect();
-            for (k, share) in fair_share(sl.capacity_mbps, &d).into_iter().enumerate() {
-                rate[members[k]] = share;
-            }
-        }
-        let mut ports = Vec::with_capacity(s.slaves.len());
-        for (p, sl) in s.slaves.iter().enumerate() {
-            let rx: f64 = (0..s.clients.len())
-                .filter(|&c| on[c] == p)
-                .map(|c| rate[c])
-                .sum();
-            let util = rx / sl.capacity_mbps;
-            if up[p] {
-                detectors[p].push(Some(util), cfg.threshold);
-            } else {
-                detectors[p].reset();
-            }
-            ports.push(PortView {
-                capacity_bps: sl.capacity_mbps * 1e6,
-                up: up[p],
-                rx_bps: rx * 1e6,
-                overloaded: detectors[p].overloaded(),
-            });
-        }
-        // A down slave's clients demand as before; the daemon sees them there (last frames).
-        let clients: Vec<ClientView> = (0..s.clients.len())
-            .map(|c| ClientView {
-                port: on[c],
-                rate_bps: if up[on[c]] {
-                    rate[c] * 1e6
-                } else {
-                    demand[c] * 1e6
-                },
-                held: moved_at[c].is_some_and(|m| t.saturating_sub(m) < cfg.hold_down),
-            })
-            .collect();
-        let moves = policy::plan(cfg, &ports, &clients);
-        let mut out_moves = Vec::with_capacity(moves.len());
-        for m in &moves {
-            moved_at[m.client] = Some(t);
-            pending.push((m.client, m.to));
-            out_moves.push(MoveOut {
-                client: s.clients[m.client].ip.clone(),
-                from: s.slaves[m.from].name.clone(),
-                to: s.slaves[m.to].name.clone(),
-                rate_mbps: round(m.rate_bps / 1e6),
-                reason: m.reason,
-            });
-        }
-        let slaves = s
-            .slaves
-            .iter()
-            .zip(&ports)
-            .map(|(sl, p)| {
-                let rx = p.rx_bps / 1e6;
-                (
-                    sl.name.clone(),
-                    SlaveOut {
-                        rx_mbps: round(rx),
-                        util: round(rx / sl.capacity_mbps),
-                        overloaded: p.overloaded,
-                    },
-                )
-            })
-            .collect();
-        emit(&TickOut {
-            t,
-            slaves,
-            moves: out_moves,
-            delivered_mbps: round(rate.iter().sum()),
-        });
-    }
-}
-
-fn round(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+    Ok(())
 }
 
 /// The subcommand: read FILE (or `-`), print JSON lines.
@@ -298,5 +329,22 @@ mod tests {
             vec![100.0, 450.0, 450.0]
         );
         assert!(fair_share(1000.0, &[]).is_empty());
+    }
+
+    #[test]
+    fn weighted_share_gives_by_weight_and_never_more_than_asked() {
+        assert_eq!(
+            weighted_share(30.0, &[100.0, 100.0], &[1.0, 2.0]),
+            vec![10.0, 20.0]
+        );
+        // The small client is satisfied; the rest is split 1:2.
+        assert_eq!(
+            weighted_share(30.0, &[6.0, 100.0, 100.0], &[3.0, 1.0, 2.0]),
+            vec![6.0, 8.0, 16.0]
+        );
+        assert_eq!(
+            weighted_share(30.0, &[5.0, 6.0], &[1.0, 3.0]),
+            vec![5.0, 6.0]
+        );
     }
 }

@@ -2,9 +2,11 @@
 
 pub mod chart;
 pub mod demo;
+mod devsample;
 pub mod flood;
 pub mod labchart;
 pub mod netns;
+pub mod packing;
 pub mod sample;
 pub mod scenario;
 pub mod traffic;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::netns::{read_rx_bytes, Lab, LabResult, PORTS};
+use super::netns::{read_rx_bytes, Lab, LabResult};
 
-/// One sample: the mean rate of each port (Mbit/s, in `PORTS` order) over the period ending at
+/// One sample: the mean rate of each port (Mbit/s, in the lab's port order) over the period ending at
 /// `t` seconds after the lab was built.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
@@ -58,6 +58,7 @@ impl Series {
 
 /// Samples every port of the lab server every `period` until [`Sampler::finish`].
 pub struct Sampler {
+    ports: &'static [&'static str],
     stop: Arc<AtomicBool>,
     handle: JoinHandle<LabResult<Vec<Sample>>>,
 }
@@ -68,8 +69,13 @@ impl Sampler {
         let ns = lab.ns("srv");
         let t0 = lab.started();
         let flag = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || sample_loop(&ns, t0, period, &flag));
-        Sampler { stop, handle }
+        let ports = lab.ports();
+        let handle = std::thread::spawn(move || sample_loop(&ns, ports, t0, period, &flag));
+        Sampler {
+            ports,
+            stop,
+            handle,
+        }
     }
 
     /// Stops sampling and returns the series.
@@ -80,7 +86,7 @@ impl Sampler {
             .join()
             .map_err(|_| "sampler thread panicked".to_string())??;
         Ok(Series {
-            ports: PORTS.iter().map(|p| p.to_string()).collect(),
+            ports: self.ports.iter().map(|p| p.to_string()).collect(),
             samples,
         })
     }
@@ -88,13 +94,14 @@ impl Sampler {
 
 fn sample_loop(
     ns: &str,
+    ports: &[&str],
     t0: Instant,
     period: Duration,
     stop: &AtomicBool,
 ) -> LabResult<Vec<Sample>> {
     let global = super::netns::stop_flag();
     let mut samples = Vec::new();
-    let mut last = (Instant::now(), read_rx_bytes(ns, &PORTS)?);
+    let mut last = (Instant::now(), read_rx_bytes(ns, ports)?);
     let mut next = last.0 + period;
     while !stop.load(Ordering::Relaxed) && !global.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -103,7 +110,7 @@ fn sample_loop(
             continue;
         }
         next += period;
-        let bytes = read_rx_bytes(ns, &PORTS)?;
+        let bytes = read_rx_bytes(ns, ports)?;
         let at = Instant::now();
         let dt = at.duration_since(last.0).as_secs_f64().max(1e-6);
         let mbit = bytes

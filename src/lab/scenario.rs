@@ -118,8 +118,8 @@ pub fn finish_sources(
     Ok(sent)
 }
 
-/// Starts `EXE run --ports p0,p1 --capacity p0=CAP --capacity p1=CAP -v` in the server namespace,
-/// its stdout and stderr appended to `log`.
+/// Starts `EXE run --ports p0,p1,.. --capacity p0=CAP .. -v` over every port of the lab in the
+/// server namespace, its stdout and stderr appended to `log`.
 pub fn start_daemon(lab: &Lab, exe: &Path, log: &Path, extra: &[&str]) -> LabResult<Child> {
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -130,18 +130,16 @@ pub fn start_daemon(lab: &Lab, exe: &Path, log: &Path, extra: &[&str]) -> LabRes
         .try_clone()
         .map_err(|e| format!("cannot open daemon log: {e}"))?;
     let exe = exe.to_string_lossy();
-    let cap0 = format!("p0={}", lab.cap_mbit());
-    let cap1 = format!("p1={}", lab.cap_mbit());
-    let mut args = vec![
-        &*exe,
-        "run",
-        "--ports",
-        "p0,p1",
-        "--capacity",
-        &cap0,
-        "--capacity",
-        &cap1,
-    ];
+    let ports = lab.ports().join(",");
+    let caps: Vec<String> = lab
+        .ports()
+        .iter()
+        .map(|p| format!("{p}={}", lab.cap_mbit()))
+        .collect();
+    let mut args = vec![&*exe, "run", "--ports", &ports];
+    for c in &caps {
+        args.extend(["--capacity", c.as_str()]);
+    }
     args.extend_from_slice(extra);
     lab.spawn_with("srv", &args, Stdio::from(file), Stdio::from(file2))
 }

@@ -15,6 +15,12 @@ pub const DEFAULT_HOLD_DOWN_SECS: u64 = 30;
 /// A moved client must leave its target at least this far below where the hot port was
 /// (anti-flapping: the target must not become the next hot port).
 pub const DEFAULT_MIN_GAIN: f64 = 0.05;
+/// Utilization at or over which a port counts as saturated: it carries less than its clients
+/// want, and their measured rates are only what TCP's shares left them.
+pub const DEFAULT_SATURATED: f64 = 0.94;
+/// How full a move may make its target when it relieves a saturated port (above the threshold:
+/// a nearly full bond cannot keep every port under it, and the saturated port loses more).
+pub const DEFAULT_MAX_FILL: f64 = 0.93;
 /// Longest window accepted; a longer one would react too slowly to be useful.
 pub const MAX_WINDOW: usize = 60;
 /// Longest hold-down accepted (one day).
@@ -36,6 +42,11 @@ pub struct PolicyConfig {
     /// Margin, in utilization, by which a target must stay below the hot port's level before
     /// the move, in [0, 1).
     pub min_gain: f64,
+    /// Utilization at or over which a port is saturated, in (0, 1].
+    pub saturated: f64,
+    /// Utilization up to which a move off a saturated port may fill its target, in
+    /// (0, saturated); at or under `threshold`, the paper's rule alone.
+    pub max_fill: f64,
 }
 
 impl Default for PolicyConfig {
@@ -47,6 +58,8 @@ impl Default for PolicyConfig {
             min_rate: DEFAULT_MIN_RATE_KBYTE,
             hold_down: DEFAULT_HOLD_DOWN_SECS,
             min_gain: DEFAULT_MIN_GAIN,
+            saturated: DEFAULT_SATURATED,
+            max_fill: DEFAULT_MAX_FILL,
         }
     }
 }
@@ -144,6 +157,22 @@ impl PolicyConfig {
                 format!("{} is not in [0, 1)", self.min_gain),
             ));
         }
+        if !(self.saturated > 0.0 && self.saturated <= 1.0) {
+            return Err(bad(
+                "saturated",
+                format!("{} is not in (0, 1]", self.saturated),
+            ));
+        }
+        // Under `saturated`, so that a port filled this far is not itself taken for saturated.
+        if !(self.max_fill > 0.0 && self.max_fill < self.saturated) {
+            return Err(bad(
+                "max_fill",
+                format!(
+                    "{} is not in (0, saturated ({}))",
+                    self.max_fill, self.saturated
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -167,58 +196,24 @@ mod tests {
 
     #[test]
     fn each_bad_knob_is_named() {
-        let cases: [(PolicyConfig, &str); 7] = [
-            (
-                PolicyConfig {
-                    threshold: 0.0,
-                    ..Default::default()
-                },
-                "threshold",
-            ),
-            (
-                PolicyConfig {
-                    threshold: 1.5,
-                    ..Default::default()
-                },
-                "threshold",
-            ),
-            (
-                PolicyConfig {
-                    window: 0,
-                    ..Default::default()
-                },
-                "window",
-            ),
-            (
-                PolicyConfig {
-                    hits: 4,
-                    ..Default::default()
-                },
-                "hits",
-            ),
-            (
-                PolicyConfig {
-                    min_rate: f64::NAN,
-                    ..Default::default()
-                },
-                "min_rate",
-            ),
-            (
-                PolicyConfig {
-                    hold_down: 100_000,
-                    ..Default::default()
-                },
-                "hold_down",
-            ),
-            (
-                PolicyConfig {
-                    min_gain: 1.0,
-                    ..Default::default()
-                },
-                "min_gain",
-            ),
+        type Edit = fn(&mut PolicyConfig);
+        let cases: [(Edit, &str); 11] = [
+            (|c| c.threshold = 0.0, "threshold"),
+            (|c| c.threshold = 1.5, "threshold"),
+            (|c| c.window = 0, "window"),
+            (|c| c.hits = 4, "hits"),
+            (|c| c.min_rate = f64::NAN, "min_rate"),
+            (|c| c.hold_down = 100_000, "hold_down"),
+            (|c| c.min_gain = 1.0, "min_gain"),
+            (|c| c.saturated = 0.0, "saturated"),
+            (|c| c.saturated = 1.01, "saturated"),
+            (|c| c.max_fill = f64::NAN, "max_fill"),
+            // At or over `saturated`: a port filled that far would itself count as saturated.
+            (|c| c.max_fill = 0.95, "max_fill"),
         ];
-        for (cfg, field) in cases {
+        for (edit, field) in cases {
+            let mut cfg = PolicyConfig::default();
+            edit(&mut cfg);
             assert_eq!(cfg.validate().unwrap_err().key, field, "{cfg:?}");
         }
     }

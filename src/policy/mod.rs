@@ -8,9 +8,10 @@
 pub mod config;
 pub mod detector;
 pub mod model;
+mod packing;
 pub mod planner;
 
 pub use config::{ConfigError, PolicyConfig};
 pub use detector::Detector;
 pub use model::{ClientView, Move, PortView, Reason};
-pub use planner::{place, place_new, plan};
+pub use planner::{place, place_new, plan, SETTLE_SECS};

@@ -39,6 +39,9 @@ pub struct ClientView {
     pub rate_bps: f64,
     /// Moved less than the hold-down ago: it stays where it is, except for failover.
     pub held: bool,
+    /// Seconds since rlbd last moved it, if it did (and still remembers the move). A client
+    /// moved one second ago still shows partly on its old port in this second's figures.
+    pub since_move: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 //! Choosing moves: the paper's adjustment rules (section 4.3, as `algorithm.md` reads them) plus
-//! failover, hold-down and a minimum gain.
+//! failover, hold-down, a minimum gain, and (in `packing.rs`) relief of a saturated port beyond
+//! the threshold when the bond as a whole still has room.
 //!
 //! Cost: one sort of the clients, O(n log n), then every client is looked at at most once per
 //! pass, with O(log p) to find the least-loaded port, so a round is O(n log n + n log p) where the
@@ -11,10 +12,10 @@ use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, PortView, Reason};
 
 /// Ports that can take traffic, ordered by utilization (ties by index, for determinism).
-struct Targets {
-    load: Vec<f64>,
-    capacity: Vec<f64>,
-    order: BTreeSet<(u64, PortId)>,
+pub(super) struct Targets {
+    pub(super) load: Vec<f64>,
+    pub(super) capacity: Vec<f64>,
+    pub(super) order: BTreeSet<(u64, PortId)>,
 }
 
 /// Total order on utilizations. Everything not positive (including -0.0, which an empty float
@@ -28,7 +29,7 @@ fn key(u: f64) -> u64 {
 }
 
 /// A rate that is usable as a load: negative, -0.0 and NaN become 0.
-fn nonneg(x: f64) -> f64 {
+pub(super) fn nonneg(x: f64) -> f64 {
     if x > 0.0 {
         x
     } else {
@@ -53,7 +54,7 @@ impl Targets {
         }
     }
 
-    fn util(&self, p: PortId) -> f64 {
+    pub(super) fn util(&self, p: PortId) -> f64 {
         utilization(self.load[p], self.capacity[p])
     }
 
@@ -61,9 +62,14 @@ impl Targets {
         self.order.first().map(|&(_, p)| p)
     }
 
+    /// The least-loaded port that has not taken a client this round.
+    fn least_loaded_free(&self, took: &[bool]) -> Option<PortId> {
+        self.order.iter().map(|&(_, p)| p).find(|&p| !took[p])
+    }
+
     /// Moves `rate` of load from `from` to `to`, keeping the ordering right. `from` may be a
     /// down port, which is not in the ordering.
-    fn shift(&mut self, from: PortId, to: PortId, rate: f64) {
+    pub(super) fn shift(&mut self, from: PortId, to: PortId, rate: f64) {
         for (p, delta) in [(from, -rate), (to, rate)] {
             let was = self.order.remove(&(key(self.util(p)), p));
             self.load[p] = nonneg(self.load[p] + delta);
@@ -99,55 +105,33 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
     let by_port: Vec<usize> = packed.iter().map(|k| (*k as u32) as usize).collect();
     let groups = group_bounds(&by_port, clients);
 
-    // Failover: a down port delivers nothing, so every client seen there goes, hold-down or
-    // not, each to the port that is least loaded at that moment.
-    for &(port, start, end) in &groups {
-        if ports[port].up {
-            continue;
-        }
-        for &c in &by_port[start..end] {
-            let Some(to) = targets.least_loaded() else {
-                break;
-            };
-            let rate = nonneg(clients[c].rate_bps);
-            let from_before = targets.util(port);
-            let to_before = targets.util(to);
-            targets.shift(port, to, rate);
-            moves.push(Move {
-                client: c,
-                from: port,
-                to,
-                rate_bps: rate,
-                reason: Reason::Failover,
-                from_util: (from_before, targets.util(port)),
-                to_util: (to_before, targets.util(to)),
-            });
-        }
+    failover(ports, clients, &groups, &by_port, &mut targets, &mut moves);
+
+    // A move decided last round took effect a moment after that round's figures were read,
+    // so this round's still show part of the old placement: the target looks emptier and the
+    // moved client smaller than they are. Decide on a clean second.
+    if clients
+        .iter()
+        .any(|c| c.since_move.is_some_and(|s| s < SETTLE_SECS))
+    {
+        return moves;
     }
 
-    // Overload: hottest overloaded port first, so the worst imbalance gets the free room.
-    let mut hot: Vec<&(PortId, usize, usize)> = groups
-        .iter()
-        .filter(|(p, _, _)| ports[*p].up && ports[*p].overloaded && ports[*p].capacity_bps > 0.0)
-        .collect();
-    hot.sort_by(|a, b| {
-        targets
-            .util(b.0)
-            .total_cmp(&targets.util(a.0))
-            .then(a.0.cmp(&b.0))
-    });
-    for &&(h, start, end) in &hot {
-        relieve(
-            cfg,
-            h,
-            &by_port[start..end],
-            clients,
-            &mut targets,
-            &mut moves,
-        );
-    }
+    overload(
+        cfg,
+        ports,
+        clients,
+        &groups,
+        &by_port,
+        &mut targets,
+        &mut moves,
+    );
     moves
 }
+
+/// Seconds after a move before the figures show only the new placement: the move lands a
+/// moment into a one-second sample, so the sample after it is mixed.
+pub const SETTLE_SECS: u64 = 2;
 
 /// Where a new client should go: the least-utilized live port (ties to the lowest index).
 pub fn place(ports: &[PortView]) -> Option<PortId> {
@@ -185,6 +169,75 @@ pub fn place_new(cfg: &PolicyConfig, ports: &[PortView], new: &[ClientView]) -> 
     moves
 }
 
+/// Failover: a down port delivers nothing, so every client seen there goes, hold-down or not,
+/// each to the port that is least loaded at that moment.
+fn failover(
+    ports: &[PortView],
+    clients: &[ClientView],
+    groups: &[(PortId, usize, usize)],
+    by_port: &[usize],
+    targets: &mut Targets,
+    moves: &mut Vec<Move>,
+) {
+    for &(port, start, end) in groups {
+        if ports[port].up {
+            continue;
+        }
+        for &c in &by_port[start..end] {
+            let Some(to) = targets.least_loaded() else {
+                break;
+            };
+            let rate = nonneg(clients[c].rate_bps);
+            let from_before = targets.util(port);
+            let to_before = targets.util(to);
+            targets.shift(port, to, rate);
+            moves.push(Move {
+                client: c,
+                from: port,
+                to,
+                rate_bps: rate,
+                reason: Reason::Failover,
+                from_util: (from_before, targets.util(port)),
+                to_util: (to_before, targets.util(to)),
+            });
+        }
+    }
+}
+
+/// Overload relief, hottest overloaded port first so the worst imbalance gets the free room.
+fn overload(
+    cfg: &PolicyConfig,
+    ports: &[PortView],
+    clients: &[ClientView],
+    groups: &[(PortId, usize, usize)],
+    by_port: &[usize],
+    targets: &mut Targets,
+    moves: &mut Vec<Move>,
+) {
+    let mut hot: Vec<&(PortId, usize, usize)> = groups
+        .iter()
+        .filter(|(p, _, _)| ports[*p].up && ports[*p].overloaded && ports[*p].capacity_bps > 0.0)
+        .collect();
+    hot.sort_by(|a, b| {
+        targets
+            .util(b.0)
+            .total_cmp(&targets.util(a.0))
+            .then(a.0.cmp(&b.0))
+    });
+    // Each port takes at most one client per round: a reading can be wrong (a port ramping up
+    // reads under its saturation for a second, and then its clients' rates look like their
+    // demands), and the next clean second shows what the client really draws there.
+    let mut took = vec![false; ports.len()];
+    for &&(h, start, end) in &hot {
+        let on_h = &by_port[start..end];
+        if ports[h].utilization() >= cfg.saturated {
+            super::packing::relieve_saturated(cfg, h, on_h, clients, targets, &mut took, moves);
+        } else {
+            relieve(cfg, h, on_h, clients, targets, &mut took, moves);
+        }
+    }
+}
+
 /// (port, start, end) ranges of `sorted` (clients sorted by port).
 fn group_bounds(sorted: &[usize], clients: &[ClientView]) -> Vec<(PortId, usize, usize)> {
     let mut groups = Vec::new();
@@ -207,6 +260,7 @@ fn relieve(
     on_h: &[usize],
     clients: &[ClientView],
     targets: &mut Targets,
+    took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
     let floor = cfg.min_rate_bps();
@@ -239,7 +293,7 @@ fn relieve(
         }
         // Rule 3(a): the best port is the currently least-loaded one. Rule 4: if that is the hot
         // port itself, the load is already as even as it gets.
-        let Some(best) = targets.least_loaded() else {
+        let Some(best) = targets.least_loaded_free(took) else {
             return;
         };
         if best == h {
@@ -263,6 +317,7 @@ fn relieve(
         }
         debug_assert!(h_after < h_before);
         targets.shift(h, best, rate);
+        took[best] = true;
         moves.push(Move {
             client: c,
             from: h,

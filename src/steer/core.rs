@@ -195,6 +195,15 @@ impl Steerer {
             .is_some_and(|m| now.saturating_sub(m.at_ms) < hold)
     }
 
+    /// Whole seconds (rounded: decisions come a second apart, give or take a few ms) since rlbd
+    /// moved `client`, if it did: the planner makes no overload move while a move of the last
+    /// second still blurs the figures (`policy::SETTLE_SECS`).
+    pub fn since_move_secs(&self, client: &ClientKey, now: u64) -> Option<u64> {
+        self.moved
+            .get(client)
+            .map(|m| (now.saturating_sub(m.at_ms) + 500) / 1000)
+    }
+
     /// The earliest time a send is due, for the loop's timeout.
     pub fn next_due(&self) -> Option<u64> {
         self.timers.peek().map(|Reverse((t, _))| *t)

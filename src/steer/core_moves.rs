@@ -120,7 +120,7 @@ impl Steerer {
         }
         // The planner breaks ties by index: a stable order keeps the outcome deterministic.
         snaps.sort_by_key(|s| s.key);
-        let views = client_views(&snaps, |_| true);
+        let views = client_views(&snaps, |_| true, |_| None);
         // The planner takes a port as down from its view: make sure the ones just lost are.
         let mut ports = ports.to_vec();
         for &p in down {
@@ -158,6 +158,7 @@ impl Steerer {
                 port: c.port,
                 rate_bps: c.rate_bps,
                 held: self.held(&c.key, now) || ctx.host.claims_for(c.key, &c.talk).is_err(),
+                since_move: self.since_move_secs(&c.key, now),
             })
             .collect();
         let mut made = Vec::new();
@@ -228,7 +229,7 @@ impl Steerer {
             .filter(|c| !self.moved.contains_key(&c.key))
             .copied()
             .collect();
-        let views = client_views(&new, |_| false);
+        let views = client_views(&new, |_| false, |_| None);
         for mv in policy::place_new(&self.cfg.policy, ports, &views) {
             let c = new[mv.client];
             let why = "placement: a new client, balance-tlb places none itself";
@@ -290,13 +291,18 @@ fn move_line(
     )
 }
 
-fn client_views(snaps: &[ClientSnap], held: impl Fn(&ClientKey) -> bool) -> Vec<ClientView> {
+fn client_views(
+    snaps: &[ClientSnap],
+    held: impl Fn(&ClientKey) -> bool,
+    since_move: impl Fn(&ClientKey) -> Option<u64>,
+) -> Vec<ClientView> {
     snaps
         .iter()
         .map(|s| ClientView {
             port: s.port,
             rate_bps: s.rate_bps,
             held: held(&s.key),
+            since_move: since_move(&s.key),
         })
         .collect()
 }

@@ -410,7 +410,9 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
     let mut s = Steerer::new(cfg());
     let other = ClientKey::untagged(Mac(2, 0, 0, 0, 0, 0xc3));
     let mut ports = w.port_views();
-    ports[0].rx_bps = 95e6;
+    // Overloaded, not saturated (94%): the paper's walk, which stops at the first client that
+    // stays (a saturated port's walk would look past it and move CLIENT).
+    ports[0].rx_bps = 90e6;
     ports[0].overloaded = true;
     let clients = [
         ClientSnap {

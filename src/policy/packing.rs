@@ -1,0 +1,175 @@
+//! Relief of a saturated port: the paper's walk, changed for a bond that is nearly full.
+//!
+//! A port is saturated when it carries about all it can (`saturated`, 94% by default): its
+//! clients want more than it delivers, and what each one gets is TCP's share, which says little
+//! about what it would draw elsewhere (flows that ramped up late can be starved to a tenth of
+//! their demand for seconds). Three changes to the paper's walk follow:
+//!
+//! - **Past the threshold.** The threshold stays the trigger, but a target may be filled up to
+//!   `max_fill` (93%), not only up to the threshold: when the whole bond is over 80% busy no
+//!   placement keeps every port under 80%, and the saturated port loses everything its clients
+//!   want beyond its capacity. The target still ends below the saturated port: the peak does
+//!   not rise.
+//! - **One client of unknown demand per target per round.** A client's rate on a saturated port
+//!   is only a lower bound of its demand, so each target takes at most one such client a round;
+//!   the next clean second shows what the client really draws there (its demand, on a port with
+//!   room) and how much room is left, before the target takes another.
+//! - **The smallest client when nothing fits.** When the saturated port keeps clients that fit
+//!   nowhere under `max_fill`, its least-served client (that TCP did not starve) goes to the port
+//!   with the most room as long as what it draws now leaves that port no busier than the
+//!   saturated one: the saturated port sheds that much for certain, and the target at worst ends
+//!   as full as the saturated port is. The next round learns from what it then draws.
+//!
+//! As in the paper, a single biggest flow never moves, and without one at least one client stays.
+
+use super::config::PolicyConfig;
+use super::model::{utilization, ClientView, Move, PortId, Reason};
+use super::planner::Targets;
+
+/// Under this part of its port's mean share a client counts as starved by TCP.
+const STARVED_SHARE: f64 = 0.25;
+
+/// Walks the clients of the saturated port `h` (`on_h`, largest first) and moves each that fits
+/// to the least-loaded port that has not taken one this round (`took`).
+pub(super) fn relieve_saturated(
+    cfg: &PolicyConfig,
+    h: PortId,
+    on_h: &[usize],
+    clients: &[ClientView],
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) {
+    let floor = cfg.min_rate_bps();
+    let eligible: Vec<usize> = on_h
+        .iter()
+        .copied()
+        .filter(|&c| clients[c].rate_bps >= floor)
+        .collect();
+    // N = 1: one single flow; moving it would only move the saturation.
+    if eligible.len() <= 1 {
+        return;
+    }
+    let elephant_rate = cfg.threshold * targets.capacity[h];
+    let has_elephant = eligible
+        .iter()
+        .any(|&c| clients[c].rate_bps >= elephant_rate);
+    // Every client is looked at (not only the first N-1 as in the paper's walk: the smallest
+    // is often the one that fits), but at most N-1 leave unless an elephant stays.
+    let may_move = if has_elephant {
+        eligible.len()
+    } else {
+        eligible.len() - 1
+    };
+    let starved = starved_under(clients, &eligible, elephant_rate);
+    let movable = |c: usize| {
+        let rate = clients[c].rate_bps;
+        rate < elephant_rate && rate >= starved && !clients[c].held
+    };
+    let fill = cfg.max_fill.max(cfg.threshold);
+    let mut moved = 0;
+    for &c in eligible.iter().filter(|&&c| movable(c)) {
+        if moved == may_move {
+            return;
+        }
+        let Some(best) = emptiest_free(cfg, targets, took, h) else {
+            return;
+        };
+        let rate = clients[c].rate_bps;
+        let after = utilization(targets.load[best] + rate, targets.capacity[best]);
+        // The saturated port counts down by what each client drew there: after a few moves the
+        // rest of it may look no busier than this target would be, and the smaller clients left
+        // to try are the ones TCP starved. Stop there; the next round shows where things stand.
+        if after >= targets.util(h) && moved > 0 {
+            break;
+        }
+        if after <= fill && after < targets.util(h) {
+            shift(h, best, c, rate, targets, took, moves);
+            moved += 1;
+        }
+    }
+    // With `max_fill` at the threshold, the paper's rule alone.
+    if moved > 0 || cfg.max_fill <= cfg.threshold {
+        return;
+    }
+    // Nothing fitted: the least-served client (the walk is largest first).
+    if let Some(&c) = eligible.iter().rev().find(|&&c| movable(c)) {
+        least_served(cfg, h, c, clients, targets, took, moves);
+    }
+}
+
+/// The rate under which a client of the saturated port counts as starved by TCP: a small part
+/// of the port's mean share. What such a client draws says nothing of its demand, and it may
+/// stay starved for seconds on its new port, hiding what it will take there; it waits until it
+/// draws more (or others have left). The mean is over the clients other than an elephant:
+/// beside one, a small client is all there is.
+fn starved_under(clients: &[ClientView], eligible: &[usize], elephant_rate: f64) -> f64 {
+    let small: Vec<f64> = eligible
+        .iter()
+        .map(|&c| clients[c].rate_bps)
+        .filter(|&r| r < elephant_rate)
+        .collect();
+    STARVED_SHARE * small.iter().sum::<f64>() / small.len().max(1) as f64
+}
+
+/// Moves client `c` off the saturated port `h` to the emptiest port, if what it draws now
+/// leaves that port no busier than `h` reads (a full port reads about that much): `h` sheds
+/// that much for certain, and the next round learns from what `c` then draws.
+fn least_served(
+    cfg: &PolicyConfig,
+    h: PortId,
+    c: usize,
+    clients: &[ClientView],
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) {
+    let Some(best) = emptiest_free(cfg, targets, took, h) else {
+        return;
+    };
+    let rate = clients[c].rate_bps;
+    if utilization(targets.load[best] + rate, targets.capacity[best]) <= targets.util(h) {
+        shift(h, best, c, rate, targets, took, moves);
+    }
+}
+
+/// Records the move of client `c` from `h` to `to`, what it draws now going with it.
+fn shift(
+    h: PortId,
+    to: PortId,
+    c: usize,
+    rate: f64,
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) {
+    let from = targets.util(h);
+    let before = targets.util(to);
+    targets.shift(h, to, rate);
+    took[to] = true;
+    moves.push(Move {
+        client: c,
+        from: h,
+        to,
+        rate_bps: rate,
+        reason: Reason::Overload,
+        from_util: (from, targets.util(h)),
+        to_util: (before, targets.util(to)),
+    });
+}
+
+/// The least-loaded port other than `h` that has room (is not saturated), is less loaded than
+/// `h` (the paper's rule 4), and has not taken a client of unknown demand this round.
+fn emptiest_free(
+    cfg: &PolicyConfig,
+    targets: &Targets,
+    took: &[bool],
+    h: PortId,
+) -> Option<PortId> {
+    targets
+        .order
+        .iter()
+        .map(|&(_, p)| p)
+        .find(|&p| p != h && !took[p] && targets.util(p) < cfg.saturated)
+        .filter(|&p| targets.util(p) < targets.util(h))
+}
