@@ -8,6 +8,7 @@
 #
 # The package contents are described in Cargo.toml ([package.metadata.deb] and
 # [package.metadata.generate-rpm]); the man pages are gzipped here into target/packaging/man/,
+# the shell completions generated into target/packaging/completions/ (`rlbd completions SHELL`),
 # and the .rpm takes a stripped copy of the binary from target/packaging/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -48,6 +49,12 @@ mkdir -p target/packaging/man
 for page in man/rlbd.8 man/rlbd.toml.5; do
   gzip -9 -n -c "$page" >"target/packaging/man/$(basename "$page").gz"
 done
+
+# Shell completions, generated from the command-line definitions by the binary itself.
+mkdir -p target/packaging/completions
+target/release/rlbd completions bash >target/packaging/completions/rlbd.bash
+target/release/rlbd completions zsh >target/packaging/completions/_rlbd
+target/release/rlbd completions fish >target/packaging/completions/rlbd.fish
 
 say "deb"
 # --no-build: reuse the release binary above; cargo-deb strips its copy.

@@ -18,6 +18,18 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The command line that shell completions offer: `Cli` without its hidden subcommands (such as
+/// `completions`), which clap_complete would otherwise list.
+pub fn completion_command() -> clap::Command {
+    let full = <Cli as clap::CommandFactory>::command();
+    let mut cmd = clap::Command::new("rlbd").version(env!("CARGO_PKG_VERSION"));
+    if let Some(about) = full.get_about() {
+        cmd = cmd.about(about.clone());
+    }
+    cmd.subcommand_required(true)
+        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned())
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground.
@@ -38,6 +50,13 @@ pub enum Command {
     Metrics(MetricsArgs),
     /// Build a throwaway namespace lab and show rlbd fixing an unbalanced bond (root).
     Demo(DemoArgs),
+    /// Print a shell completion script generated from these definitions (packaging/build.sh
+    /// writes them into both packages).
+    #[command(hide = true)]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -95,5 +95,10 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("demo", e, 1),
         },
+        Command::Completions { shell } => {
+            let mut cmd = rlbd::cli::completion_command();
+            clap_complete::generate(shell, &mut cmd, "rlbd", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! the snap length, and drops everything else. One 802.1Q tag is
 //! looked through (the kernel normally strips the tag before taps see the frame, but not always, e.g.
 //! outgoing frames without VLAN offload). Building the program is plain safe code; attaching it is
-//! in `socket.rs`.
+//! in `setup.rs`.
 //!
 //! Sampling: with a ratio N > 1 the kernel keeps each IPv4/IPv6 frame of (a) with probability 1/N
 //! (the `SKF_AD_RANDOM` extension, a per-CPU pseudo-random number, masked to N - 1) and drops the

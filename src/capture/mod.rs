@@ -1,12 +1,13 @@
 //! Capture hot path: one AF_PACKET socket per port with a TPACKET_V3 receive ring and a classic BPF
 //! filter (`socket`), frame parsing (`frame`), and bounded per-client accounting (`table`).
 //!
-//! All `unsafe` code of this module lives in `socket.rs` and `ring.rs`.
+//! All `unsafe` code of this module lives in `socket.rs`, `setup.rs` and `ring.rs`.
 
 pub mod filter;
 pub mod frame;
 mod ring;
 pub mod sampling;
+mod setup;
 pub mod socket;
 pub mod table;
 

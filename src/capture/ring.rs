@@ -1,6 +1,6 @@
 //! The TPACKET_V3 receive ring: its geometry ([`RingConfig`]), the kernel's counters
 //! ([`RingStats`]) and the walk over the mmap'ed blocks. The mapping itself is made by
-//! `socket.rs`; this file owns it from then on and holds the `unsafe` reads of it.
+//! `setup.rs`; this file owns it from then on and holds the `unsafe` reads of it.
 
 use std::io;
 use std::mem;

@@ -3,10 +3,8 @@
 
 use super::*;
 use crate::capture::frame::tests::{arp_frame, ipv4_frame};
-use crate::capture::frame::{parse, Frame};
-use std::net::Ipv4Addr;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use crate::capture::frame::Frame;
+use std::time::Duration;
 
 #[test]
 fn config_validation() {
@@ -50,106 +48,10 @@ fn config_validation() {
     assert!(e.to_string().contains("rlbd-no-such-if0"), "{e}");
 }
 
-// Test addresses: 198.18.0.0/15 only; locally administered MACs.
-const CAP_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x01);
-const PEER_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x02);
-const CLIENT: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x09);
-const OTHER: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x77);
-const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 9);
-const OTHER_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 7);
+#[path = "socket_test_lab.rs"]
+mod lab;
 
-type Captured = Vec<(FrameMeta, Vec<u8>)>;
-
-fn ip(args: &str) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args.split_whitespace())
-        .output()
-        .map_err(|e| format!("cannot run `ip {args}`: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {args}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn small_ring() -> RingConfig {
-    RingConfig {
-        block_size: 1 << 16,
-        block_count: 4,
-        retire_timeout_ms: 10,
-        ..RingConfig::default()
-    }
-}
-
-/// Drains `sock` (in chunks of `chunk`) until `want` frames arrived or `timeout` passed, then
-/// keeps listening for `linger` to catch anything unexpected.
-fn collect(
-    sock: &mut CaptureSocket,
-    want: usize,
-    chunk: usize,
-    timeout: Duration,
-    linger: Duration,
-) -> Captured {
-    let mut poll = mio::Poll::new().unwrap();
-    poll.registry()
-        .register(sock, Token(7), Interest::READABLE)
-        .unwrap();
-    let mut events = mio::Events::with_capacity(4);
-    let mut got: Captured = Vec::new();
-    let start = Instant::now();
-    let mut deadline = start + timeout;
-    let mut lingering = false;
-    loop {
-        loop {
-            let n = sock.drain(chunk, |m, d| got.push((m, d.to_vec())));
-            assert!(n <= chunk);
-            if n < chunk {
-                break;
-            }
-        }
-        if got.len() >= want && !lingering {
-            lingering = true;
-            deadline = Instant::now() + linger;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            break;
-        }
-        // Short waits: readiness is edge-triggered and only signalled per retired block.
-        let wait = (deadline - now).min(Duration::from_millis(25));
-        poll.poll(&mut events, Some(wait)).unwrap();
-    }
-    poll.registry().deregister(sock).unwrap();
-    got
-}
-
-fn ours(got: &Captured) -> Vec<(FrameMeta, Option<Frame>, usize)> {
-    got.iter()
-        .filter(|(_, d)| {
-            d.len() >= 12 && (d[6..12] == CLIENT.octets() || d[6..12] == CAP_MAC.octets())
-        })
-        .map(|(m, d)| (*m, parse(d), d.len()))
-        .collect()
-}
-
-struct Lab {
-    cap: CaptureSocket,
-    peer: CaptureSocket,
-    /// A second socket on cap0 that passes ARP only: it sees what `cap` sends as OUTGOING.
-    cap_arp: CaptureSocket,
-}
-
-fn to_us() -> Vec<u8> {
-    ipv4_frame(CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300)
-}
-
-fn to_other() -> Vec<u8> {
-    ipv4_frame(CLIENT, OTHER, CLIENT_IP, OTHER_IP, false, 300)
-}
+use lab::*;
 
 fn live() -> Result<(), String> {
     // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
@@ -188,21 +90,6 @@ fn live() -> Result<(), String> {
     sampling(&mut lab);
     overflow(&mut lab);
     Ok(())
-}
-
-/// Nothing but what the filter passes got through (no IPv6 router solicitations etc.).
-fn only_what_the_filter_passes(got: &Captured) {
-    for (m, d) in got {
-        match parse(d) {
-            Some(Frame::Arp { .. }) => {}
-            Some(Frame::Ipv4 { dst_mac, .. }) | Some(Frame::Ipv6 { dst_mac, .. }) => {
-                assert_eq!(dst_mac, CAP_MAC)
-            }
-            // Neighbor Discovery passes in any direction, like ARP.
-            Some(Frame::Nd { .. }) => {}
-            None => panic!("unexpected frame {m:?} {d:02x?}"),
-        }
-    }
 }
 
 fn filter_and_direction(lab: &mut Lab) {

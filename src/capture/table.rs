@@ -50,13 +50,6 @@ fn key(k: &ClientKey) -> u64 {
     k.as_u64()
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    entry: ClientEntry,
-    prev: u32,
-    next: u32,
-}
-
 /// A bucket of the open-addressing index: slot number (NIL when empty) and the low 32 bits of the
 /// key's hash (its home bucket, and a cheap pre-check before touching the slot).
 #[derive(Debug, Clone, Copy)]
@@ -331,15 +324,6 @@ impl ClientTable {
         Some(e)
     }
 
-    /// Live entries, most recently seen first.
-    pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            table: self,
-            cur: self.head,
-            left: self.len,
-        }
-    }
-
     /// A keyed multiply-xorshift mix: several times cheaper than SipHash on this per-frame path,
     /// and with secret per-table keys a flood cannot aim its sources at one probe chain.
     fn tag(&self, client: &ClientKey) -> u32 {
@@ -405,99 +389,13 @@ impl ClientTable {
         self.index[hole] = EMPTY;
         hole
     }
-
-    fn alloc_slot(&mut self, entry: ClientEntry) -> u32 {
-        let slot = Slot {
-            entry,
-            prev: NIL,
-            next: NIL,
-        };
-        if self.free != NIL {
-            let s = self.free;
-            self.free = self.slots[s as usize].next;
-            self.slots[s as usize] = slot;
-            s
-        } else {
-            // Never reallocates: `slots` was created with `capacity` room and len <= capacity.
-            debug_assert!(self.slots.len() < self.slots.capacity());
-            self.slots.push(slot);
-            (self.slots.len() - 1) as u32
-        }
-    }
-
-    fn unlink(&mut self, s: u32) {
-        let Slot { prev, next, .. } = self.slots[s as usize];
-        if prev != NIL {
-            self.slots[prev as usize].next = next;
-        } else {
-            self.head = next;
-        }
-        if next != NIL {
-            self.slots[next as usize].prev = prev;
-        } else {
-            self.tail = prev;
-        }
-    }
-
-    fn push_front(&mut self, s: u32) {
-        let old = self.head;
-        {
-            let slot = &mut self.slots[s as usize];
-            slot.prev = NIL;
-            slot.next = old;
-        }
-        if old != NIL {
-            self.slots[old as usize].prev = s;
-        } else {
-            self.tail = s;
-        }
-        self.head = s;
-    }
-
-    fn touch(&mut self, s: u32) {
-        if self.head != s {
-            self.unlink(s);
-            self.push_front(s);
-        }
-    }
 }
 
-/// Iterator over live entries, most recently seen first.
-#[derive(Debug, Clone)]
-pub struct Iter<'a> {
-    table: &'a ClientTable,
-    cur: u32,
-    left: usize,
-}
+#[path = "table_lru.rs"]
+mod lru;
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = &'a ClientEntry;
-
-    fn next(&mut self) -> Option<&'a ClientEntry> {
-        if self.cur == NIL {
-            return None;
-        }
-        let slot = &self.table.slots[self.cur as usize];
-        self.cur = slot.next;
-        self.left -= 1;
-        Some(&slot.entry)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
-}
-
-impl ExactSizeIterator for Iter<'_> {}
-
-impl<'a> IntoIterator for &'a ClientTable {
-    type Item = &'a ClientEntry;
-    type IntoIter = Iter<'a>;
-
-    fn into_iter(self) -> Iter<'a> {
-        self.iter()
-    }
-}
+pub use lru::Iter;
+use lru::Slot;
 
 #[cfg(test)]
 #[path = "table_tests.rs"]

@@ -36,7 +36,11 @@ impl Daemon {
         };
         format!(
             "{what}: {}; {} clients, {} moved, {} updates sent{}",
-            ports.join(" "),
+            if ports.is_empty() {
+                "no ports".to_string()
+            } else {
+                ports.join(" ")
+            },
             self.table.len(),
             self.steer.moved_count(),
             self.steer.counters().sent,

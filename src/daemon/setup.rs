@@ -266,9 +266,11 @@ impl Daemon {
                 self.start_port(i)?;
             }
         }
+        // At boot the bond's device appears before the network manager enslaves its slaves
+        // (systemd-networkd does it moments later): wait for them, as for a bond that returns.
         if let Target::Bond(name) = target {
             if !self.ports.list.iter().any(|p| p.present) {
-                return Err(Fatal::config(format!("bond {name} has no slaves")));
+                info!("bond {name} has no slaves yet; waiting for them");
             }
         }
         self.refresh_host();

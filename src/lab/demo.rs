@@ -1,6 +1,8 @@
 //! `rlbd demo`: builds the namespace lab, shows two busy clients stuck on one port, then runs
 //! rlbd and shows it spreading them.
 
+use std::path::Path;
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -172,31 +174,85 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
 
     let log = std::env::temp_dir().join(format!("rlbd-demo-{}.log", std::process::id()));
     let _ = std::fs::remove_file(&log);
+    let (b, status) = phase_b(&lab, &exe, &log, args.seconds)?;
+    print_results(cap, args.seconds, &a, &b);
+    println!("rlbd stopped: {status}; log: {}", log.display());
+
+    if let Some(path) = &args.chart {
+        write_chart(path, args.cap_mbit, &a, &b)?;
+    }
+    if b.moved.is_none() {
+        return Err(format!(
+            "rlbd moved no client in {} s; log tail:\n{}",
+            args.seconds,
+            tail(&log, 20)
+        ));
+    }
+    Ok(())
+}
+
+/// Phase B: the busy clients start on p0 again, this time with rlbd running. Returns the phase
+/// and how rlbd ended when stopped after it.
+fn phase_b(lab: &Lab, exe: &Path, log: &Path, seconds: u32) -> LabResult<(Phase, ExitStatus)> {
     for c in BUSY {
         lab.place(c, PORTS[0])?;
     }
     eprintln!("phase B: starting rlbd (log: {})", log.display());
-    let mut daemon = start_daemon(&lab, &exe, &log, &["-v"])?;
+    let mut daemon = start_daemon(lab, exe, log, &["-v"])?;
     lab.sleep(Duration::from_millis(1500))?;
     if let Some(st) = daemon.try_wait().map_err(|e| format!("wait: {e}"))? {
         return Err(format!(
             "rlbd exited before the traffic started ({st}); log {}:\n{}",
             log.display(),
-            tail(&log, 20)
+            tail(log, 20)
         ));
     }
-    eprintln!(
-        "phase B: c1 and c3 send for {} s with rlbd running",
-        args.seconds
-    );
-    let b = run_phase(&lab, &BUSY, args.seconds, true);
+    eprintln!("phase B: c1 and c3 send for {seconds} s with rlbd running");
+    let b = run_phase(lab, &BUSY, seconds, true);
+    // Stopped whether or not the phase went well: its failure is reported after.
     let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
-    let b = b?;
+    Ok((b?, status))
+}
 
+/// The rates of both phases (phase B also before and after the move), the time to move and
+/// what each phase sent.
+fn print_results(cap: f64, seconds: u32, a: &Phase, b: &Phase) {
     let mut rows = vec![
         ("A: without rlbd", a.port_mbit.clone()),
         ("B: with rlbd", b.port_mbit.clone()),
     ];
+    if let Some(m) = &b.moved {
+        if let Some(before) = b.series.mean(b.t0, m.t) {
+            rows.push(("B: before the move", before));
+        }
+        // Skip a second after the move: TCP takes a moment to fill the new port.
+        if let Some(after) = b.series.mean(m.t + 1.0, b.t1) {
+            rows.push(("B: after the move (+1 s on)", after));
+        }
+    }
+    println!();
+    print_table(cap, &rows);
+    match &b.moved {
+        Some(m) => println!(
+            "time to move: {:.1} s after traffic start; moved: {} -> {}",
+            m.t - b.t0,
+            m.client,
+            m.to_port.unwrap_or("?")
+        ),
+        None => println!("time to move: none within {seconds} s; no client moved"),
+    }
+    for (phase, p) in [("A", a), ("B", b)] {
+        let sent: Vec<String> = p
+            .sent
+            .iter()
+            .map(|(c, n)| format!("{c} {:.1} MB", *n as f64 / 1e6))
+            .collect();
+        println!("sent in {phase}: {}", sent.join(", "));
+    }
+}
+
+/// Both phases on one chart, with the starts of the phases and the move marked.
+fn write_chart(path: &Path, cap_mbit: u32, a: &Phase, b: &Phase) -> Result<(), String> {
     let mut marks = vec![
         Mark {
             t: a.t0,
@@ -208,61 +264,18 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         },
     ];
     if let Some(m) = &b.moved {
-        if let Some(before) = b.series.mean(b.t0, m.t) {
-            rows.push(("B: before the move", before));
-        }
-        // Skip a second after the move: TCP takes a moment to fill the new port.
-        if let Some(after) = b.series.mean(m.t + 1.0, b.t1) {
-            rows.push(("B: after the move (+1 s on)", after));
-        }
         let to = m.to_port.unwrap_or("?");
         marks.push(Mark {
             t: m.t,
             label: format!("rlbd moved {} to {to}", m.client),
         });
     }
-    println!();
-    print_table(cap, &rows);
-    match &b.moved {
-        Some(m) => println!(
-            "time to move: {:.1} s after traffic start; moved: {} -> {}",
-            m.t - b.t0,
-            m.client,
-            m.to_port.unwrap_or("?")
-        ),
-        None => println!(
-            "time to move: none within {} s; no client moved",
-            args.seconds
-        ),
-    }
-    for (phase, p) in [("A", &a), ("B", &b)] {
-        let sent: Vec<String> = p
-            .sent
-            .iter()
-            .map(|(c, n)| format!("{c} {:.1} MB", *n as f64 / 1e6))
-            .collect();
-        println!("sent in {phase}: {}", sent.join(", "));
-    }
-    println!("rlbd stopped: {status}; log: {}", log.display());
-
-    if let Some(path) = &args.chart {
-        let mut series = a.series.clone();
-        series.extend(b.series.clone());
-        let title = format!(
-            "rlbd demo: per-port receive rate, cap {} Mbit/s per port",
-            args.cap_mbit
-        );
-        std::fs::write(path, svg(&title, &series, cap, &marks, 1.0))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        println!("chart: {}", path.display());
-    }
-    if b.moved.is_none() {
-        return Err(format!(
-            "rlbd moved no client in {} s; log tail:\n{}",
-            args.seconds,
-            tail(&log, 20)
-        ));
-    }
+    let mut series = a.series.clone();
+    series.extend(b.series.clone());
+    let title = format!("rlbd demo: per-port receive rate, cap {cap_mbit} Mbit/s per port");
+    std::fs::write(path, svg(&title, &series, f64::from(cap_mbit), &marks, 1.0))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("chart: {}", path.display());
     Ok(())
 }
 

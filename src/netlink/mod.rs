@@ -10,6 +10,7 @@ mod addr;
 mod event;
 mod link;
 mod neigh;
+mod rawfd;
 mod request;
 mod resync;
 mod socket;

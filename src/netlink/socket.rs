@@ -16,6 +16,7 @@ pub use super::event::NlEvent;
 use super::event::{error_code, next_message, route_event, MsgHead};
 use super::link::LinkInfo;
 use super::neigh::NeighEntry;
+use super::rawfd::{grow_receive_buffer, wait_readable};
 use super::request::{dump_request, link_request, Dump, DumpKind};
 use super::resync::Mirror;
 
@@ -46,9 +47,6 @@ enum Origin {
 const RX_BUF_INITIAL: usize = 64 * 1024;
 /// A datagram larger than this is not an rtnetlink message we could use.
 const RX_BUF_MAX: usize = 1024 * 1024;
-/// Socket receive buffer. Neighbour tables can change by thousands of entries at once (a
-/// flush, a failover); every notification lost costs a full re-dump.
-const SO_RCVBUF_BYTES: libc::c_int = 4 * 1024 * 1024;
 /// A dump that has produced nothing for this long is considered lost, so that one stuck
 /// request cannot block all later ones.
 const DUMP_STALL: Duration = Duration::from_secs(10);
@@ -467,19 +465,7 @@ impl RouteSocket {
             NLMSG_ERROR => {
                 let code = error_code(payload);
                 match ours {
-                    Some(dump) if code != 0 => {
-                        self.in_flight = None;
-                        self.mirror.abort(dump.kind);
-                        let err = io::Error::from_raw_os_error(code.saturating_neg());
-                        // Keep the queue moving before reporting; a send error is secondary.
-                        if let Err(e) = self.send_next() {
-                            warn!("{e}");
-                        }
-                        return Err(context(format_args!(
-                            "{} dump (seq {}) failed",
-                            dump.kind, dump.seq
-                        ))(err));
-                    }
+                    Some(dump) if code != 0 => return Err(self.dump_failed(dump, code)),
                     _ => {
                         debug!("NLMSG_ERROR {code} for seq {seq} port {port} ignored");
                         None
@@ -494,37 +480,18 @@ impl RouteSocket {
         }
         Ok(())
     }
-}
 
-/// Raises the socket's receive buffer, past `rmem_max` when we have CAP_NET_ADMIN.
-///
-/// `RLBD_TEST_NETLINK_RCVBUF` (bytes), a hidden test knob, sets it instead: the fault tests shrink
-/// it to make the kernel drop notifications on purpose.
-fn grow_receive_buffer(socket: &Socket) {
-    let fd = socket.as_raw_fd();
-    let value = std::env::var("RLBD_TEST_NETLINK_RCVBUF")
-        .ok()
-        .and_then(|v| v.parse::<libc::c_int>().ok())
-        .unwrap_or(SO_RCVBUF_BYTES);
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: `value` is a live c_int and its size is passed alongside.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            return;
+    /// Ends the dump in flight, which the kernel refused with `code`, and sends the next one.
+    fn dump_failed(&mut self, dump: Dump, code: i32) -> io::Error {
+        self.in_flight = None;
+        self.mirror.abort(dump.kind);
+        let err = io::Error::from_raw_os_error(code.saturating_neg());
+        // Keep the queue moving before reporting; a send error is secondary.
+        if let Err(e) = self.send_next() {
+            warn!("{e}");
         }
+        context(format_args!("{} dump (seq {}) failed", dump.kind, dump.seq))(err)
     }
-    debug!(
-        "could not raise rtnetlink receive buffer: {}",
-        io::Error::last_os_error()
-    );
 }
 
 /// Takes the answer to a [`RouteSocket::request_link`] off the list of those awaited; true when
@@ -547,26 +514,4 @@ fn single_answer(
         io::Error::from_raw_os_error(code.saturating_neg())
     );
     true
-}
-
-/// Waits until the socket is readable or `timeout` passes (which is not an error: the caller
-/// decides).
-fn wait_readable(socket: &Socket, timeout: Duration) -> io::Result<()> {
-    let mut pfd = libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis())
-        .unwrap_or(libc::c_int::MAX)
-        .max(1);
-    // SAFETY: one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
 }

@@ -1,470 +1,559 @@
 #!/bin/sh
-# guest-test.sh: runs as the kernel-lab guest's test (busybox sh, started by /init of the
-# initramfs that run.sh builds). Not meant for a host: it builds network namespaces and a bond.
+# guest-test.sh: the kernel-lab guest's test (busybox sh, started by /init of the initramfs that
+# run.sh builds). Runs the scenarios in $SCENARIOS one after another, each on a fresh topology
+# (guest-lib.sh), and exits 0 only when every check of every scenario passed.
 #
-# Topology (addresses in 198.18.0.0/24 only):
-#   srv: bond0 (balance-alb, miimon 100) 198.18.0.1 with slaves sl0, sl1 (veth)
-#   sw:  bridge br0 with ports p0, p1 (peers of sl0, sl1; tc tbf CAP_MBIT toward the server)
-#        and pc1..pc4 (peers of the clients' eth0)
-#   c1..c4: eth0 198.18.0.11 .. 198.18.0.14
-# Phase 1: the driver alone; c1 and c3 (both on slave 0) send at once: the bond gets one cap.
-# Phase 2: rlbd run must move one of them to slave 1 and keep it there.
-# Prints one PASS/FAIL line per check; exits 0 only when every check passed.
-# iproute2 is called by full path: busybox runs its own applets ahead of PATH.
+# Scenarios (the server's addresses, the clients, the heavy pair the driver puts on one slave):
+#   flat           198.18.0.1 on bond0; c1..c4 untagged; c1 + c3
+#   vlan           198.18.100.1 on bond0.100; c1..c4 on their eth0.100; c1 + c3 on VLAN 100
+#   two-vlans      bond0.100 and bond0.200 at once; c1..c4 on both VLANs (one MAC, two VLANs);
+#                  c1 + c3 on VLAN 100, then c1 + c3 on VLAN 200
+#   two-addresses  198.18.0.1 and 198.18.0.2 on bond0; c1 and c3 each talk to both
+#   bridge         198.18.0.1 on br0 whose port is bond0 (and a guest, 198.18.0.50, behind br0)
+#   macvlan        198.18.0.1 on mv0, a macvlan over bond0 with its own MAC
+#   ipvlan         198.18.0.1 on ipv0, an ipvlan (L2 mode) over bond0 sharing the bond's MAC
+#   qinq           198.18.30.1 on bond0.300, an 802.1ad VLAN over bond0; c1..c4 on their 802.1ad
+#                  eth0.300. rlbd must refuse it at start (exit 78, a message naming bond0.300 and
+#                  802.1ad); only the stand-in runs the stages
+# Each scenario's checks: the driver's placement; without steering the pair gets one slave's
+# capacity; with steering (rlbd, or the stand-in when STANDIN=1) a client of the pair is on sl1
+# for every address it uses within 5 s of the traffic's start; the pair then reaches TOTAL_X times
+# one slave's capacity and the moved client's traffic arrives on sl1; the move survives the
+# client's re-ARP and the host's ARP request; the moved client is re-steered when sl1 fails.
+# flat adds the active-slave change and (rlbd only) runtime changes of the bond.
+#
+# Lines for run.sh: "PASS:/FAIL: <scenario>/<check>: ...", KLAB-SCENARIO begin/end,
+# KLAB-SUMMARY (one per scenario, key=value figures), KLAB-WIRE, KLAB-SAMPLE/KLAB-MARK (chart).
 
-IP=/usr/sbin/ip
-TC=/usr/sbin/tc
-SS=/usr/sbin/ss
-RLBD=/usr/bin/rlbd
-RLBD_LAB=/usr/bin/rlbd-lab # test-only tooling: traffic sink and source
-CAP=${CAP_MBIT:-30}
-PHASES=${PHASES:-1 2}
-S1=${SECONDS_1:-8}
-SERVER=198.18.0.1
-PORT=5001
-FAILS=0
-CHECKS=0
+HERE=$(dirname "$0")
+. "$HERE/guest-lib.sh"
+. "$HERE/guest-flat.sh"
 
-ts() { cut -d' ' -f1 /proc/uptime; }
-say() { echo "[$(ts)] $*"; }
-verdict() { # $1: 0 = pass, $2: check name, $3: figures
-    CHECKS=$((CHECKS + 1))
-    if [ "$1" = 0 ]; then
-        echo "PASS: $2 -- $3"
-    else
-        echo "FAIL: $2 -- $3"
-        FAILS=$((FAILS + 1))
-    fi
-}
-# awk-based float helpers
-fcmp() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }"; } # fcmp A '>=' B
-fcalc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
+# ---- scenarios: topology, placement, stages ----------------------------------------------------
+# A scenario sets STAGES and, per stage S: S_PAIR (the heavy pair), S_NET (the clients' /24),
+# S_TARGETS (the server addresses each client of the pair sends to), S_VLAN (the tag, or empty),
+# S_ARPING ("IF:SOURCE" for the host's ARP requests); EXTRAS names a function to run at the end.
 
-srv() { $IP netns exec srv "$@"; }
-
-# "uptime rx_sl0 rx_sl1" from the server's own namespace
-# (one process reads the clock and both counters, so the process start-up cost under TCG does not
-# blur the interval)
-snap() {
-    srv cat /proc/uptime /sys/class/net/sl0/statistics/rx_bytes /sys/class/net/sl1/statistics/rx_bytes |
-        awk 'NR == 1 { t = $1 } NR > 1 { r = r " " $1 } END { print t r }'
-}
-# rates between two snaps: "mbit_sl0 mbit_sl1 mbit_total seconds"
-rates() {
-    echo "$1 $2" | awk '{ dt = $4 - $1; a = ($5 - $2) * 8 / dt / 1e6; b = ($6 - $3) * 8 / dt / 1e6;
-        printf "%.1f %.1f %.1f %.1f\n", a, b, a + b, dt }'
-}
-# server MAC in client $1's neighbour table (empty when none)
-nmac() { $IP -n "$1" neigh show "$SERVER" | sed -n 's/.* lladdr \([0-9a-f:]*\).*/\1/p'; }
-slave_macs() { set -- $(srv cat /sys/class/net/sl0/address /sys/class/net/sl1/address); MAC0=$1; MAC1=$2; }
-sname() {
-    case "$1" in
-    "") echo none ;;
-    "$MAC0") echo sl0 ;;
-    "$MAC1") echo sl1 ;;
-    *) echo "other" ;;
-    esac
-}
-print_table() { # $1: title, $2: "m0 m1 total dt"
-    set -- "$1" $2
-    echo "  $1 (window ${5}s, cap ${CAP} Mbit/s per port)"
-    echo "    slave  MAC                rx Mbit/s"
-    printf '    sl0    %s  %9s\n' "$MAC0" "$2"
-    printf '    sl1    %s  %9s\n' "$MAC1" "$3"
-    printf '    total                     %9s  (%.2fx cap)\n' "$4" "$(fcalc "$4 / $CAP")"
+sc_flat() {
+    base_topology || return 1
+    srv $IP addr add 198.18.0.1/24 dev bond0
+    client_net "" 198.18.0 "" || return 1
+    start_sink
+    placement "c1:198.18.0.1=sl0 c2:198.18.0.1=sl1 c3:198.18.0.1=sl0 c4:198.18.0.1=sl1"
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.0 A_TARGETS=198.18.0.1 A_VLAN="" A_ARPING="bond0:198.18.0.1"
+    EXTRAS=flat_extras
 }
 
-# ---- chart lines (tests/kernel-lab/run.sh draws cache/chart.svg from them with rlbd-lab chart)
-# KLAB-SAMPLE <uptime> sl0=<rx_bytes> sl1=<rx_bytes>  every 0.5 s from phase 1's traffic to the
-#   end of phase 2; one shell in the server's namespace reads the clock and both counters with
-#   builtins (no process per sample but sleep); an unreadable counter prints as "sl1=".
-# KLAB-MARK <uptime> <label>  at the moments worth marking.
-SAMPLER_PID=""
-sampler_start() {
-    [ -n "$SAMPLER_PID" ] && return 0
-    srv sh -c 'd=/sys/class/net; while :; do
-        a=; b=; read t _ </proc/uptime; read a <$d/sl0/statistics/rx_bytes; read b <$d/sl1/statistics/rx_bytes
-        echo "KLAB-SAMPLE $t sl0=$a sl1=$b"; sleep 0.5; done' 2>/dev/null &
-    SAMPLER_PID=$!
-}
-sampler_stop() {
-    [ -z "$SAMPLER_PID" ] && return 0
-    kill "$SAMPLER_PID" 2>/dev/null
-    wait "$SAMPLER_PID" 2>/dev/null
-    SAMPLER_PID=""
-}
-mark() { read _mark_t _ </proc/uptime; echo "KLAB-MARK $_mark_t $*"; }
-
-start_source() { # $1: client, $2: seconds; call it directly (not in $(...)) and take $!
-    $IP netns exec "$1" $RLBD_LAB source --to "$SERVER:$PORT" --seconds "$2" >"/tmp/src-$1.out" 2>&1 &
-}
-
-setup() {
-    say "building the lab: bond0 balance-alb, 2 slaves, bridge, tbf ${CAP}mbit, 4 clients"
-    for ns in srv sw c1 c2 c3 c4; do
-        $IP netns add $ns || return 1
-        $IP -n $ns link set lo up
-    done
-    $IP -n sw link add br0 type bridge stp_state 0 forward_delay 0 || return 1
-    $IP -n sw link set br0 up
-    $IP -n srv link add bond0 type bond mode balance-alb miimon 100 || return 1
-    for i in 0 1; do
-        $IP link add sl$i netns srv address 02:00:00:00:00:1$i type veth peer name p$i netns sw || return 1
-        $IP -n srv link set sl$i master bond0 || return 1
-        $IP -n sw link set p$i master br0
-        $IP -n sw link set p$i up
-        $TC -n sw qdisc add dev p$i root tbf rate "${CAP}mbit" burst 64kb latency 50ms || return 1
-    done
-    $IP -n srv link set bond0 up
-    $IP -n srv addr add "$SERVER/24" dev bond0
-    for i in 1 2 3 4; do
-        $IP link add eth0 netns c$i address 02:00:00:00:01:0$i type veth peer name pc$i netns sw || return 1
-        $IP -n sw link set pc$i master br0
-        $IP -n sw link set pc$i up
-        $IP -n c$i addr add 198.18.0.1$i/24 dev eth0
-        $IP -n c$i link set eth0 up
-    done
-    # both slaves up in the bond
-    n=0
-    while [ $n -lt 50 ]; do
-        s=$(srv cat /sys/class/net/sl0/bonding_slave/mii_status /sys/class/net/sl1/bonding_slave/mii_status | tr '\n' ' ')
-        [ "$s" = "up up " ] && break
-        sleep 0.1
-        n=$((n + 1))
-    done
-    say "slave mii status: $s; $(srv cat /sys/class/net/bond0/bonding/mode)"
-    slave_macs
-    say "bond0 $(srv cat /sys/class/net/bond0/address), sl0 $MAC0, sl1 $MAC1"
-    srv $RLBD_LAB sink --listen "$SERVER:$PORT" >/tmp/sink.log 2>&1 &
-    SINK_PID=$!
-    return 0
-}
-
-placements() {
-    # ARP in order c1, c2, c3, c4: the driver's round robin gives c1,c3 -> slave 0, c2,c4 -> slave 1
-    for i in 1 2 3 4; do
-        $IP netns exec c$i ping -c 1 -W 3 "$SERVER" >/dev/null 2>&1 || say "c$i: ping failed"
-    done
-    got=""
-    for i in 1 2 3 4; do
-        m=$(nmac c$i)
-        say "placement: c$i -> $m ($(sname "$m"))"
-        got="$got $(sname "$m")"
-    done
-    [ "$got" = " sl0 sl1 sl0 sl1" ]
-    verdict $? "driver placement c1,c3 on sl0 and c2,c4 on sl1" "got c1..c4 ->$got"
-}
-
-phase1() {
-    echo "=== PHASE 1: the driver alone (no rlbd), c1 + c3 for ${S1}s ==="
-    sampler_start
-    mark "phase 1: c1+c3, no rlbd"
-    start_source c1 "$S1"
-    p1=$!
-    start_source c3 "$S1"
-    p3=$!
-    sleep 2
-    a=$(snap)
-    sleep $((S1 - 3))
-    b=$(snap)
-    wait "$p1" "$p3"
-    r=$(rates "$a" "$b")
-    say "source bytes sent: c1 $(cat /tmp/src-c1.out) c3 $(cat /tmp/src-c3.out)"
-    print_table "phase 1, c1 + c3, no rlbd" "$r"
-    set -- $r
-    P1_TOTAL=$3
-    fcmp "$3" '>=' "$(fcalc "0.6 * $CAP")"
-    verdict $? "phase 1 traffic flows (total >= 0.6x cap)" "total $3 Mbit/s, sl0 $1, sl1 $2"
-    fcmp "$3" '<' "$(fcalc "1.3 * $CAP")"
-    verdict $? "phase 1 without rlbd the total stays near one cap (< 1.3x cap)" \
-        "total $3 Mbit/s < $(fcalc "1.3 * $CAP")"
-}
-
-
-# ---- phase 2 helpers ----------------------------------------------------------------------
-# bytes_received by the server from each given client IP (TCP sockets on $PORT), in order
-cbytes() {
-    srv $SS -tniH state established "( sport = :$PORT )" | awk -v ips="$*" '
-        BEGIN { n = split(ips, ip, " ") }
-        /bytes_received:/ {
-            if (cur != "") { match($0, /bytes_received:[0-9]+/); b[cur] += substr($0, RSTART + 15, RLENGTH - 15) }
-            cur = ""; next
-        }
-        { cur = ""; for (i = 1; i <= n; i++) if (index($0, " " ip[i] ":") || index($0, "\t" ip[i] ":")) cur = ip[i] }
-        END { for (i = 1; i <= n; i++) printf "%d ", b[ip[i]] + 0; print "" }'
-}
-cip() { echo "198.18.0.1${1#c}"; } # c3 -> 198.18.0.13
-
-# Follow client $1's entry for the server from uptime $2 until $3 s after it, wanting slave $4.
-# Sets TRACE (changes, "t:slave"), LAST, OK_AT (start of the final run of $4, or never),
-# NDEV (samples not on $4) and MAXDEV (longest time off $4, s).
-track() {
-    TRACE=""; LAST=""; OK_AT=never; NDEV=0; MAXDEV=0
-    _prev=""; _dev=""
-    while :; do
-        _rel=$(fcalc "$(ts) - $2")
-        fcmp "$_rel" '>' "$3" && break
-        _s=$(sname "$(nmac "$1")")
-        [ "$_s" != "$_prev" ] && TRACE="$TRACE ${_rel}s:$_s" && _prev=$_s
-        if [ "$_s" = "$4" ]; then
-            if [ -n "$_dev" ]; then
-                _d=$(fcalc "$_rel - $_dev")
-                fcmp "$_d" '>' "$MAXDEV" && MAXDEV=$_d
-                _dev=""
+# The driver keeps one entry per client address: a client's ARP for a second server address
+# sends the entry of its first to the active slave (sl0, with an update to the client) and takes
+# the next slave of the round robin for the second; ARPing the same address again changes
+# nothing. Clients $1 ARP alternately for $3 and $2 until both entries name sl0 (at most 6
+# times); when two steps have not done it, c4 ARPs once to shift the round robin by one. The
+# answers are figures; the end state is a check.
+second_address() {
+    _got=""
+    _ok=0
+    _by=$2
+    for _c in $1; do
+        _ans=""
+        _a=$3
+        for _step in 1 2 3 4 5 6; do
+            $IP -n "$_c" neigh flush to "$_a" 2>/dev/null
+            $IP netns exec "$_c" ping -c 1 -W 3 "$_a" >/dev/null 2>&1 || say "$_c: ping $_a failed"
+            _s1=$(sname "$(nmac "$_c" "$2")")
+            _s2=$(sname "$(nmac "$_c" "$3")")
+            _ans="$_ans${_ans:+, }${_a##*.}:$_s1/$_s2"
+            [ "$_s1" = sl0 ] && [ "$_s2" = sl0 ] && break
+            [ "$_a" = "$3" ] && _a=$2 || _a=$3
+            if [ $((_step % 2)) = 0 ]; then
+                [ "$_by" = "$2" ] && _by=$3 || _by=$2
+                $IP -n c4 neigh flush to "$_by" 2>/dev/null
+                $IP netns exec c4 ping -c 1 -W 3 "$_by" >/dev/null 2>&1
+                _ans="$_ans, c4"
             fi
-            [ "$OK_AT" = never ] && OK_AT=$_rel
-        else
-            NDEV=$((NDEV + 1))
-            [ -z "$_dev" ] && _dev=$_rel
-            OK_AT=never
-        fi
-        LAST=$_s
-        sleep 0.2
-    done
-    if [ -n "$_dev" ]; then
-        _d=$(fcalc "$3 - $_dev")
-        fcmp "$_d" '>' "$MAXDEV" && MAXDEV=$_d
-    fi
-}
-
-# Sample the server's bytes from clients $3.. from uptime $1 until $2 s after it (every ~0.25 s;
-# the samples stay in /tmp/flow). Prints, per client, the first time (s after $1) at which an
-# interval delivered more than 3000 bytes (two segments), or "never". A client sent to a dead MAC
-# gets exactly nothing; one sharing a capped port may get little (TCP is unfair under tbf).
-flow_track() {
-    _t0=$1; _until=$2; shift 2
-    : >/tmp/flow
-    while :; do
-        _rel=$(fcalc "$(ts) - $_t0")
-        echo "$_rel $(cbytes "$@")" >>/tmp/flow
-        fcmp "$_rel" '>' "$_until" && break
-        sleep 0.25
-    done
-    awk -v n=$# '
-        NR > 1 { for (i = 1; i <= n; i++) if (at[i] == "" && $(i + 1) - p[i] > 3000) at[i] = $1 }
-        { for (i = 1; i <= n; i++) p[i] = $(i + 1) }
-        END { for (i = 1; i <= n; i++) printf "%s ", (at[i] == "" ? "never" : at[i]); print "" }' /tmp/flow
-}
-# kB delivered per interval for each client in /tmp/flow: "t:kB/kB ..."
-flow_show() {
-    awk 'NR > 1 { printf "%s:", $1; for (i = 2; i <= NF; i++) printf "%s%d", (i > 2 ? "/" : ""), ($i - p[i]) / 1000; printf " " }
-        { for (i = 2; i <= NF; i++) p[i] = $i } END { print "" }' /tmp/flow
-}
-
-rlbd_alive() { kill -0 "$RLBD_PID" 2>/dev/null; }
-
-# state of port $1 as rlbd reports it ("up", "down", "absent"; empty when it lists no such port)
-port_state() {
-    srv $RLBD status --json 2>/dev/null |
-        sed -n 's/.*"name":"'"$1"'","ifindex":[0-9]*,"mac":"[^"]*","state":"\([a-z]*\)".*/\1/p'
-}
-# wait up to $3 s for port $1 to reach state $2; prints the seconds it took or "never"
-wait_state() {
-    t0=$(ts)
-    while fcmp "$(fcalc "$(ts) - $t0")" '<=' "$3"; do
-        [ "$(port_state "$1")" = "$2" ] && { fcalc "$(ts) - $t0"; return 0; }
-        sleep 0.2
-    done
-    echo never
-    return 1
-}
-enslave() { # bond, slaves...
-    b=$1
-    shift
-    for sl in "$@"; do
-        srv $IP link set "$sl" down
-        srv $IP link set "$sl" master "$b"
-        srv $IP link set "$sl" up
-    done
-}
-
-# Runtime changes: a slave released and enslaved again, the bond deleted and made again. rlbd
-# must follow each from link events, keep running, and be whole again afterwards.
-runtime_changes() {
-    srv $IP link set sl0 up
-    srv $IP link set sl1 nomaster
-    mark "sl1 released, back"
-    w=$(wait_state sl1 absent 3)
-    verdict $? "slave released: rlbd drops sl1" "sl1 absent after ${w}s"
-    enslave bond0 sl1
-    w=$(wait_state sl1 up 5)
-    verdict $? "slave enslaved again: rlbd takes sl1 back" "sl1 up after ${w}s"
-
-    srv $IP link del bond0
-    mark "bond0 deleted"
-    sleep 2
-    rlbd_alive && grep -q "bond bond0 is gone; waiting for it to return" /tmp/rlbd.log
-    verdict $? "bond deleted: rlbd logs it and waits" "$(grep -c 'is gone' /tmp/rlbd.log) log line(s); alive: $(rlbd_alive && echo yes || echo no)"
-    srv $IP link add bond0 type bond mode balance-alb miimon 100
-    enslave bond0 sl0 sl1
-    srv $IP link set bond0 up
-    srv $IP addr add "$SERVER/24" dev bond0
-    mark "bond0 made again"
-    w0=$(wait_state sl0 up 5)
-    r0=$?
-    w1=$(wait_state sl1 up 5)
-    [ $r0 = 0 ] && [ $? = 0 ]
-    verdict $? "bond made again: rlbd resumes on its slaves" "sl0 up after ${w0}s, sl1 after ${w1}s; $(grep -c 'bond bond0 (ifindex' /tmp/rlbd.log) 'found' log lines"
-}
-
-phase2() {
-    echo "=== PHASE 2: rlbd run, c1 + c3 ==="
-    sampler_start
-    mark "rlbd started"
-    srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
-    RLBD_PID=$!
-    sleep 2
-    if rlbd_alive; then
-        say "rlbd running (pid $RLBD_PID)"
-    else
-        wait "$RLBD_PID"
-        say "rlbd exited at once (status $?)"
-    fi
-    for c in c1 c3; do say "before traffic: $c -> $(sname "$(nmac $c)")"; done
-
-    start_source c1 90
-    p1=$!
-    start_source c3 90
-    p3=$!
-    T0=$(ts)
-    mark "phase 2: c1+c3 again"
-
-    # 1. one of c1/c3 moved to slave 1 within 5 s
-    MOVED=""
-    while fcmp "$(fcalc "$(ts) - $T0")" '<=' 5; do
-        for c in c1 c3; do
-            [ "$(sname "$(nmac $c)")" = sl1 ] && MOVED=$c && break
         done
-        [ -n "$MOVED" ] && break
+        _got="$_got $_c: after ARP for (.1/.2 entries) $_ans;"
+        [ "$_s1" = sl0 ] && [ "$_s2" = sl0 ] || _ok=1
+    done
+    verdict $_ok place2 "after ARPing a second address, $1 send to sl0 for both" "$_got"
+}
+
+srv_vlan() { # $1: VLAN id, $2: address/prefix
+    srv $IP link add link bond0 name "bond0.$1" type vlan id "$1" || return 1
+    srv $IP link set "bond0.$1" up
+    srv $IP addr add "$2" dev "bond0.$1"
+}
+
+sc_vlan() {
+    base_topology || return 1
+    srv_vlan 100 198.18.100.1/24 || return 1
+    client_net "" 198.18.100 100 || return 1
+    start_sink
+    placement "c1:198.18.100.1=sl0 c2:198.18.100.1=sl1 c3:198.18.100.1=sl0 c4:198.18.100.1=sl1"
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.100 A_TARGETS=198.18.100.1 A_VLAN=100 A_ARPING="bond0.100:198.18.100.1"
+}
+
+sc_two_vlans() {
+    base_topology || return 1
+    srv_vlan 100 198.18.100.1/24 || return 1
+    srv_vlan 200 198.18.200.1/24 || return 1
+    client_net "" 198.18.100 100 || return 1
+    client_net "" 198.18.200 200 || return 1
+    start_sink
+    # the driver's round robin goes on across VLANs: after four clients it is back at sl0
+    placement "c1:198.18.100.1=sl0 c2:198.18.100.1=sl1 c3:198.18.100.1=sl0 c4:198.18.100.1=sl1
+        c1:198.18.200.1=sl0 c2:198.18.200.1=sl1 c3:198.18.200.1=sl0 c4:198.18.200.1=sl1"
+    STAGES="A B"
+    A_PAIR="c1 c3" A_NET=198.18.100 A_TARGETS=198.18.100.1 A_VLAN=100 A_ARPING="bond0.100:198.18.100.1"
+    B_PAIR="c1 c3" B_NET=198.18.200 B_TARGETS=198.18.200.1 B_VLAN=200 B_ARPING="bond0.200:198.18.200.1"
+}
+
+sc_two_addresses() {
+    base_topology || return 1
+    srv $IP addr add 198.18.0.1/24 dev bond0
+    srv $IP addr add 198.18.0.2/24 dev bond0
+    client_net "" 198.18.0 "" || return 1
+    start_sink
+    placement "c1:198.18.0.1=sl0 c2:198.18.0.1=sl1 c3:198.18.0.1=sl0 c4:198.18.0.1=sl1"
+    second_address "c1 c3" 198.18.0.1 198.18.0.2
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.0 A_TARGETS="198.18.0.1 198.18.0.2" A_VLAN=""
+    A_ARPING="bond0:198.18.0.1 bond0:198.18.0.2"
+}
+
+sc_bridge() {
+    base_topology || return 1
+    srv $IP link add br0 type bridge stp_state 0 forward_delay 0 || return 1
+    srv $IP link set bond0 master br0 || return 1
+    # a guest behind the bridge: its address is never the server's
+    $IP netns add vm && NSES="$NSES vm"
+    $IP link add vmp netns srv address 02:00:00:00:02:00 type veth peer name eth0 netns vm address 02:00:00:00:02:01 || return 1
+    srv $IP link set vmp master br0
+    srv $IP link set vmp up
+    $IP -n vm link set eth0 up
+    $IP -n vm addr add 198.18.0.50/24 dev eth0
+    srv $IP link set br0 up
+    srv $IP addr add 198.18.0.1/24 dev br0
+    say "br0 $(srv cat /sys/class/net/br0/address) (bond0 $(srv cat /sys/class/net/bond0/address))"
+    EXTRA_MACS="$(srv cat /sys/class/net/br0/address)=br0"
+    client_net "" 198.18.0 "" || return 1
+    start_sink
+    $IP netns exec vm ping -c 1 -W 3 198.18.0.12 >/dev/null 2>&1 || say "vm: ping c2 failed"
+    # Since 6.0 the driver leaves ARPs from a bridge master alone: every client gets br0's MAC,
+    # the bond's, which is sl0's. Before, it balanced them as the bond's own.
+    if kernel_before 6 0; then
+        placement "c1:198.18.0.1=sl0 c2:198.18.0.1=sl1 c3:198.18.0.1=sl0 c4:198.18.0.1=sl1"
+    else
+        placement "c1:198.18.0.1=sl0 c2:198.18.0.1=sl0 c3:198.18.0.1=sl0 c4:198.18.0.1=sl0"
+    fi
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.0 A_TARGETS=198.18.0.1 A_VLAN="" A_ARPING="br0:198.18.0.1"
+    EXTRAS=bridge_extras
+}
+bridge_extras() {
+    # no ARP reply for the guest's address may leave a slave with any MAC but the guest's own
+    n=$(awk '$4 == "out" && $8 == "reply" && $10 == "spa=198.18.0.50" && $9 != "sha=02:00:00:00:02:01"' /tmp/arp.log | wc -l)
+    verdict $([ "$n" = 0 ] && echo 0 || echo 1) guest "the guest's address behind the bridge (198.18.0.50) is never claimed" \
+        "$n ARP replies for it with another MAC left the slaves"
+}
+
+sc_macvlan() {
+    base_topology || return 1
+    srv $IP link add mv0 link bond0 address 02:00:00:00:00:30 type macvlan mode bridge || return 1
+    srv $IP link set mv0 up
+    srv $IP addr add 198.18.0.1/24 dev mv0
+    EXTRA_MACS="02:00:00:00:00:30=mv0"
+    client_net "" 198.18.0 "" || return 1
+    start_sink
+    # Two answers to each client's ARP: mv0's with its own MAC, which the driver leaves alone, and
+    # (arp_ignore 0: any interface answers for any local address) bond0's with the bond's MAC,
+    # which the driver balances like its own. The client keeps whichever it takes last: mv0's MAC
+    # comes in on the active slave (sl0), a slave's MAC on that slave.
+    placement "c1:198.18.0.1=mv0|sl0 c2:198.18.0.1=mv0|sl1 c3:198.18.0.1=mv0|sl0 c4:198.18.0.1=mv0|sl1"
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.0 A_TARGETS=198.18.0.1 A_VLAN="" A_ARPING="mv0:198.18.0.1"
+    EXTRAS=macvlan_extras
+}
+# A client moved to a slave's MAC sends frames that no macvlan claims: they reach the server's
+# address on mv0 only through bond0's own stack (the weak host model), which strict reverse-path
+# filtering would be expected to forbid (the route back to the client is through mv0). Measured
+# on 5.10, 6.1 and 6.12: the established flow kept arriving under every setting (likely because
+# an established socket's cached route skips the check; a new connection was not tried). A fact,
+# not a check: the moved client's payload rate for 2 s with rp_filter 0 (this guest's default),
+# then 1 (strict; some distributions' default), then 2 (loose).
+macvlan_extras() {
+    [ -n "$A_MOVED" ] || return 0
+    _facts=""
+    for _rpf in 0 1 2; do
+        for _k in all default bond0 mv0; do srv sysctl -qw "net.ipv4.conf.$_k.rp_filter=$_rpf"; done
+        _set=$(srv cat /proc/sys/net/ipv4/conf/all/rp_filter /proc/sys/net/ipv4/conf/bond0/rp_filter /proc/sys/net/ipv4/conf/mv0/rp_filter | tr '\n' '/')
+        sleep 0.5
+        cs_now; _t0=$CS; _b0=$(fbytes "$(cip "$A_MOVED" 198.18.0)")
+        sleep 2
+        cs_now; _b1=$(fbytes "$(cip "$A_MOVED" 198.18.0)")
+        _r=$(awk -v a="$_b0" -v b="$_b1" -v dt=$((CS - _t0)) 'BEGIN { printf "%.1f", (b - a) * 8 / (dt / 100) / 1e6 }')
+        _facts="$_facts${_facts:+, }rp_filter=$_rpf (all/bond0/mv0 read back ${_set%/}): $_r Mbit/s"
+        fig fact "rpf$_rpf=$_r"
+    done
+    for _k in all default bond0 mv0; do srv sysctl -qw "net.ipv4.conf.$_k.rp_filter=0"; done
+    echo "FACT: $SC/rp_filter: $A_MOVED ($(cstate "$A_MOVED" 198.18.0.1)) delivers to mv0's address, per reverse-path filter: $_facts"
+}
+
+# ipvlan (L2 mode) shares the bond's MAC: its ARP answers carry a slave's MAC as sender, so the
+# driver takes them for the bond's own and balances them. But the server's own broadcast ARP
+# request for each new client follows at once (likely because ipvlan delivers broadcasts later,
+# from a work queue, so the echo reply finds no neighbour yet), which puts every client on the
+# bond's MAC until the driver re-announces its placement 2-3 s later (measured on 5.10, 6.1 and
+# 6.12): placement is read after that.
+sc_ipvlan() {
+    base_topology || return 1
+    srv $IP link add ipv0 link bond0 type ipvlan mode l2 || return 1
+    srv $IP link set ipv0 up
+    srv $IP addr add 198.18.0.1/24 dev ipv0
+    say "ipv0 $(srv cat /sys/class/net/ipv0/address) (bond0 $(srv cat /sys/class/net/bond0/address))"
+    client_net "" 198.18.0 "" || return 1
+    start_sink
+    placement "c1:198.18.0.1=sl0 c2:198.18.0.1=sl1 c3:198.18.0.1=sl0 c4:198.18.0.1=sl1" 3.5
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.0 A_TARGETS=198.18.0.1 A_VLAN="" A_ARPING="ipv0:198.18.0.1"
+}
+
+# An 802.1ad (service tag, QinQ outer) VLAN over the bond, the clients on 802.1ad VLAN 300. rlbd
+# does not steer it: it must refuse at start (exit 78, EX_CONFIG) naming the interface. With the
+# stand-in (tagging its updates 802.1ad) the stages run as for vlan, to record what the driver
+# allows a steerer there.
+sc_qinq() {
+    base_topology || return 1
+    srv $IP link add link bond0 name bond0.300 type vlan proto 802.1ad id 300 || return 1
+    srv $IP link set bond0.300 up
+    srv $IP addr add 198.18.30.1/24 dev bond0.300
+    client_net "" 198.18.30 300 802.1ad || return 1
+    start_sink
+    placement "c1:198.18.30.1=sl0 c2:198.18.30.1=sl1 c3:198.18.30.1=sl0 c4:198.18.30.1=sl1"
+    if [ "$STANDIN" != 1 ]; then
+        REFUSAL=qinq_refused
+        return 0
+    fi
+    STAGES=A
+    A_PAIR="c1 c3" A_NET=198.18.30 A_TARGETS=198.18.30.1 A_VLAN=ad:300 A_ARPING="bond0.300:198.18.30.1"
+}
+qinq_refused() {
+    mark "rlbd started (must refuse)"
+    $IP netns exec srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
+    _pid=$!
+    _n=0
+    while [ $_n -lt 50 ] && kill -0 $_pid 2>/dev/null; do
+        sleep 0.2
+        _n=$((_n + 1))
+    done
+    if kill -0 $_pid 2>/dev/null; then
+        kill $_pid
+        wait $_pid
+        _rc="still running after 10 s"
+    else
+        wait $_pid
+        _rc=$?
+    fi
+    echo "--- rlbd log ($(wc -l </tmp/rlbd.log) lines; the last 20) ---"
+    tail -n 20 /tmp/rlbd.log
+    echo "--- end of rlbd log ---"
+    fig fact "exit=$(echo "$_rc" | tr ' ' _)"
+    _line=$(grep -m1 'bond0\.300' /tmp/rlbd.log | grep '802\.1ad')
+    [ "$_rc" = 78 ]
+    verdict $? refuse-exit "rlbd refuses an 802.1ad VLAN over the bond at start: exit 78 (EX_CONFIG)" "exit status: $_rc"
+    [ -n "$_line" ]
+    verdict $? refuse-message "the refusal names bond0.300 and 802.1ad" "${_line:-no log line names both bond0.300 and 802.1ad}"
+}
+
+# ---- the stages ---------------------------------------------------------------------------------
+stage_vars() { # $1: stage
+    eval "PAIR=\$$1_PAIR NET=\$$1_NET TARGETS=\$$1_TARGETS VLAN=\$$1_VLAN ARPING=\$$1_ARPING"
+}
+
+# The driver alone: the pair for BASE_SECONDS, measured from 1 s in to 0.5 s before the end.
+# When the driver put another client on sl1, it sends too: then sl1 is full while sl0 carries the
+# pair, and the total is what this lab (an emulator on a shared host) can carry with both ports
+# busy at that moment: the "lab ceiling", printed beside the steered total so that a shortfall of
+# the lab can be told from one of the steering. The checks never use it.
+stage_baseline() {
+    bst=$1
+    stage_vars "$1"
+    ref=""
+    for c in c1 c2 c3 c4; do
+        case " $PAIR " in *" $c "*) continue ;; esac
+        [ "$(cstate "$c" ${TARGETS%% *})" = sl1 ] && ref=$c && break
+    done
+    mark "$1: $PAIR, no steering${ref:+ ($ref on sl1)}"
+    start_pair "$PAIR" "$TARGETS" "$BASE_SECONDS"
+    [ -n "$ref" ] && start_source "$ref" "${TARGETS%% *}" "$BASE_SECONDS"
+    sleep 1
+    a=$(snap)
+    sleep "$(fcalc "$BASE_SECONDS - 1.5")"
+    b=$(snap)
+    stop_sources
+    r=$(rates "$a" "$b")
+    print_table "stage $1 ($PAIR to $TARGETS${ref:+; $ref on sl1 for the lab ceiling}), the driver alone" "$r"
+    set -- $r
+    fig base "$(fcalc2 "$1 / $CAP")"
+    eval "${bst}_BASE_X=$(fcalc2 "$1 / $CAP")"
+    if [ -n "$ref" ]; then
+        fig ceil "$(fcalc2 "$3 / $CAP")"
+    else
+        fig ceil -
+    fi
+    fcmp "$1" '>=' "$(fcalc "0.6 * $CAP")" && fcmp "$1" '<' "$(fcalc "1.3 * $CAP")" &&
+        { [ -n "$ref" ] || fcmp "$2" '<' "$(fcalc "0.1 * $CAP")"; }
+    verdict $? base "without steering the pair gets one slave's capacity (sl0: 0.6x to 1.3x cap)" \
+        "sl0 $1 Mbit/s = $(fcalc2 "$1 / $CAP")x cap; sl1 $2${ref:+ ($ref alone; lab ceiling sl0+sl1 $3 = $(fcalc2 "$3 / $CAP")x cap)}"
+}
+
+no_move_fails() {
+    for _n in total arrive rearp hostarp; do
+        verdict 1 "$_n" "(needs a moved client)" "skipped: no client of $PAIR was moved"
+    done
+}
+
+# With steering: the move, the figures, re-ARP, the host's request. Leaves the pair sending.
+# Sets S_MOVED (client) for the failover.
+stage_steer() {
+    st=$1
+    stage_vars "$st"
+    eval "${st}_MOVED="
+    if [ "$STANDIN" = 1 ]; then
+        first=${PAIR%% *}
+        for a in $TARGETS; do STANDIN_TARGETS="$STANDIN_TARGETS $first/$a/$VLAN"; done
+    fi
+    start_pair "$PAIR" "$TARGETS" 600
+    cs_now
+    T0=$CS
+    mark "$st: $PAIR, steering"
+    standin_start "$STANDIN_TARGETS"
+
+    # Waits up to 15 s: a move after 5 s fails the move check, but the checks after it still
+    # measure what a late move does (on a loaded host the emulated ports fill slowly and a move
+    # can come at 5-6 s; skipping everything after it would hide the rest).
+    MOVED=""
+    while :; do
+        for c in $PAIR; do
+            cstate_v "$c" $TARGETS
+            [ "$CSTATE" = sl1 ] && MOVED=$c && break
+        done
+        cs_now
+        [ -n "$MOVED" ] || [ $((CS - T0)) -gt 1500 ] && break
         sleep 0.25
     done
-    tm=$(fcalc "$(ts) - $T0")
-    if [ -n "$MOVED" ]; then
-        mark "$MOVED moved to sl1"
-        [ "$MOVED" = c1 ] && STAYED=c3 || STAYED=c1
-        verdict 0 "rlbd moves c1 or c3 to sl1 within 5 s" "$MOVED on sl1 at ${tm}s after traffic start; $STAYED on $(sname "$(nmac $STAYED)")"
-    else
-        verdict 1 "rlbd moves c1 or c3 to sl1 within 5 s" "after ${tm}s: c1 on $(sname "$(nmac c1)"), c3 on $(sname "$(nmac c3)")"
+    tm=$(secs $((CS - T0)))
+    late=$([ $((CS - T0)) -gt 500 ] && echo 1 || echo 0)
+    # A steerer acts on a port over 80% of its capacity: when this lab (an emulator on a shared
+    # host) could not fill sl0 that far without steering, a late or missing move is the lab's
+    # shortfall as much as the steerer's. Said beside the verdict, never changing it.
+    eval "bx=\${${st}_BASE_X:-}"
+    lab_note=""
+    [ -n "$bx" ] && fcmp "$bx" '<' 0.8 && lab_note=" (lab: without steering the pair filled sl0 to only ${bx}x cap, under the 0.8 overload threshold)"
+    now=""
+    for c in $PAIR; do now="$now $c->$(cstate "$c" $TARGETS)"; done
+    if [ -z "$MOVED" ]; then
+        fig move never
+        verdict 1 move "a client of $PAIR is on sl1 for all of $TARGETS within 5 s" "after ${tm}s:$now$lab_note"
+        sleep 1
+        a=$(snap)
+        sleep 3
+        r=$(rates "$a" "$(snap)")
+        print_table "stage $st ($PAIR to $TARGETS), steering, nothing moved" "$r"
+        set -- $r
+        fig total "$(fcalc2 "$3 / $CAP")"
+        no_move_fails
+        return 1
     fi
+    eval "${st}_MOVED=$MOVED"
+    mark "$MOVED moved to sl1"
+    fig move "$tm$([ "$late" = 1 ] && echo '(late)')"
+    STAYED=${PAIR% *}
+    [ "$STAYED" = "$MOVED" ] && STAYED=${PAIR#* }
+    verdict "$late" move "a client of $PAIR is on sl1 for all of $TARGETS within 5 s" "at ${tm}s after traffic start:$now$lab_note"
 
-    # 2. the total reaches 1.8x cap: 1 s samples for 5 s from 1 s after the move; best 2 s window
-    sleep 1
+    # figures: 1 s samples for 5 s from 1 s after the move; the best 2 s window and the mean
+    # (samples on a fixed schedule: the ss below takes part of each second)
+    cs_now
+    t_next=$((CS + 100))
     : >/tmp/snaps
     for k in 0 1 2 3 4 5; do
-        [ $k -gt 0 ] && sleep 1
-        echo "$(snap) $(cbytes 198.18.0.11 198.18.0.13)" >>/tmp/snaps
+        cs_now
+        [ "$CS" -lt "$t_next" ] && sleep "$(secs $((t_next - CS)))"
+        t_next=$((t_next + 100))
+        # slave counters, then per-client payload bytes stamped with the middle of the ss run
+        # (an exec under TCG takes a variable 0.1-0.5 s)
+        sn=$(snap)
+        cs_now
+        tb=$CS
+        fb=$(fbytes "$(cip "$MOVED" "$NET")" "$(cip "$STAYED" "$NET")")
+        cs_now
+        echo "$sn $fb$(secs $(((tb + CS) / 2)))" >>/tmp/snaps
     done
     r=$(rates "$(sed -n 1p /tmp/snaps | cut -d' ' -f1-3)" "$(sed -n 6p /tmp/snaps | cut -d' ' -f1-3)")
-    print_table "phase 2, c1 + c3, with rlbd" "$r"
-    awk 'NR == 1 { f = $0 } END { split(f, a, " "); dt = $1 - a[1]
-        printf "    per client: c1 %.1f Mbit/s, c3 %.1f Mbit/s\n", ($4 - a[4]) * 8 / dt / 1e6, ($5 - a[5]) * 8 / dt / 1e6 }' /tmp/snaps
+    print_table "stage $st ($PAIR to $TARGETS), steering, $MOVED moved" "$r"
+    set -- $r
+    mean=$3
+    per=$(awk -v m="$MOVED" -v s="$STAYED" 'NR == 1 { f = $0 } END { split(f, a, " ");
+        dt = $6 - a[6]; printf "%s %.1f Mbit/s, %s %.1f Mbit/s", m, ($4 - a[4]) * 8 / dt / 1e6, s, ($5 - a[5]) * 8 / dt / 1e6 }' /tmp/snaps)
+    echo "    per client (TCP payload): $per"
     best=$(awk '{ t[NR] = $1; x[NR] = $2 + $3 } END { for (i = 3; i <= NR; i++) { v = (x[i] - x[i - 2]) * 8 / (t[i] - t[i - 2]) / 1e6; if (v > m) m = v }
         printf "%.1f", m }' /tmp/snaps)
     secs=$(awk '{ t[NR] = $1; x[NR] = $2 + $3 } NR > 1 { printf "%.1f ", (x[NR] - x[NR - 1]) * 8 / (t[NR] - t[NR - 1]) / 1e6 }' /tmp/snaps)
-    fcmp "$best" '>=' "$(fcalc "1.8 * $CAP")"
-    verdict $? "with rlbd the total reaches >= 1.8x cap" "best 2 s window $best Mbit/s (need $(fcalc "1.8 * $CAP")); per second: $secs"
+    fig total "$(fcalc2 "$best / $CAP")"
+    fig mean "$(fcalc2 "$mean / $CAP")"
+    fcmp "$best" '>=' "$(fcalc "$TOTAL_X * $CAP")"
+    verdict $? total "the pair reaches >= ${TOTAL_X}x one slave's capacity" \
+        "best 2 s window $best Mbit/s = $(fcalc2 "$best / $CAP")x (need $(fcalc "$TOTAL_X * $CAP")); 5 s mean $mean = $(fcalc2 "$mean / $CAP")x; per second: $secs"
+    # Everything the moved client sent must have come in on sl1: sl1's frame rate covers its
+    # payload rate (frames are ~4.6% larger). Part of it left behind on sl0 shows as a shortfall.
+    arr=$(awk 'NR == 1 { f = $0 } END { split(f, a, " "); sl1 = ($3 - a[3]) / ($1 - a[1]); p = ($4 - a[4]) / ($6 - a[6])
+        printf "%.2f", sl1 / (p > 0 ? p : 1) }' /tmp/snaps)
+    fig arrive "$arr"
+    fcmp "$arr" '>=' 0.95
+    verdict $? arrive "$MOVED's traffic (to all of $TARGETS) arrives on sl1" \
+        "sl1 frame rate / $MOVED's payload rate = $arr (>= 0.95 when all of it comes in on sl1)"
 
-    if [ -z "$MOVED" ]; then
-        for n in "flush: back on sl1 within 2 s" "flush: holds sl1 for 10 s" "server ARP request: restored within 2 s" \
-            "sl1 down: moved client's traffic resumes within 2 s" "active-slave change followed"; do
-            verdict 1 "$n" "skipped: no client was moved"
-        done
-    else
-        # 3. the moved client re-ARPs: the driver answers with sl0; rlbd must re-assert sl1
-        $IP -n "$MOVED" neigh flush "$SERVER"
-        mark "$MOVED ARP flushed"
-        T1=$(ts)
-        track "$MOVED" "$T1" 2 sl1
-        [ "$LAST" = sl1 ]
-        verdict $? "flush: $MOVED back on sl1 within 2 s" "trace:$TRACE; on sl1 since ${OK_AT}s"
-        a=$(snap)
-        T2=$(ts)
-        track "$MOVED" "$T2" 10 sl1
-        b=$(snap)
-        r=$(rates "$a" "$b")
-        [ "$LAST" = sl1 ] && fcmp "$MAXDEV" '<=' 2
-        verdict $? "flush: $MOVED holds sl1 for 10 s (any revert repaired within 2 s)" \
-            "samples off sl1: $NDEV, longest ${MAXDEV}s; trace:$TRACE; rx sl0/sl1/total $r Mbit/s over 10 s"
+    # The moved client re-ARPs: the driver answers from its own table; the move must come back.
+    # When that answer comes depends on the client's next packet and the emulator's load (seen
+    # from 0 to 1.8 s after the flush), so the check follows the client for 2 + HOLD_SECONDS s
+    # from the flush and wants every time off sl1 (the flushed entry's, the driver's revert) over
+    # within 2 s, and sl1 at the end.
+    for a in $TARGETS; do $IP -n "$MOVED" neigh flush to "$a"; done
+    mark "$MOVED ARP flushed"
+    a=$(snap)
+    cs_now
+    track "$MOVED" "$CS" $((2 + HOLD_SECONDS)) sl1 $TARGETS
+    r=$(rates "$a" "$(snap)")
+    [ "$LAST" = sl1 ] && fcmp "$MAXDEV" '<=' 2
+    verdict $? rearp "re-ARP: $MOVED back on sl1 within 2 s of each time off it, followed for $((2 + HOLD_SECONDS)) s" \
+        "samples off sl1: $NDEV, longest ${MAXDEV}s; trace:$TRACE; rx sl0/sl1/total $r" && ra=ok || ra=FAIL
+    fig rearp "$ra"
 
-        # 4. the server sends an ARP request (sender MAC = the bond's): every client reverts to sl0
-        srv arping -I bond0 -c 1 -w 1 198.18.0.99 >/dev/null 2>&1 &
-        mark "server ARP request"
-        T3=$(ts)
-        track "$MOVED" "$T3" 2 sl1
-        wait $!
-        [ "$LAST" = sl1 ]
-        verdict $? "server ARP request: $MOVED restored to sl1 within 2 s" "trace:$TRACE; on sl1 since ${OK_AT}s"
-
-        # 5. the moved-to slave fails: the driver does not re-steer a client it did not place
-        sleep 1
-        a=$(snap)
-        srv $IP link set sl1 down
-        mark "sl1 down"
-        T4=$(ts)
-        f=$(flow_track "$T4" 3 "$(cip $MOVED)" "$(cip $STAYED)")
-        b=$(snap)
-        r=$(rates "$a" "$b")
-        set -- $f
-        say "kB per interval ($MOVED/$STAYED): $(flow_show)"
-        [ "$1" != never ] && fcmp "$1" '<=' 2
-        verdict $? "sl1 down: $MOVED's traffic resumes within 2 s" \
-            "$MOVED receives again at ${1}s, $STAYED at ${2}s; $MOVED now -> $(sname "$(nmac $MOVED)"); rx sl0/sl1/total $r Mbit/s over the 3 s"
-
-        # 6. active-slave change: sl1 back, then sl0 down; alb swaps the MACs of sl0 and sl1
-        srv $IP link set sl1 up
-        mark "sl1 up"
-        n=0
-        while [ $n -lt 30 ] && [ "$(srv cat /sys/class/net/sl1/bonding_slave/mii_status)" != up ]; do
-            sleep 0.1
-            n=$((n + 1))
-        done
-        sleep 5
-        say "sl1 up again; c1 -> $(sname "$(nmac c1)"), c3 -> $(sname "$(nmac c3)"); active $(srv cat /sys/class/net/bond0/bonding/active_slave)"
-        pre1=$(sname "$(nmac c1)"); pre3=$(sname "$(nmac c3)")
-        srv $IP link set sl0 down
-        mark "sl0 down (sl1 active)"
-        T5=$(ts)
-        f=$(flow_track "$T5" 8 198.18.0.11 198.18.0.13)
-        set -- $f
-        say "kB per interval (c1/c3): $(flow_show)"
-        old0=$MAC0
-        slave_macs
-        say "after sl0 down: active $(srv cat /sys/class/net/bond0/bonding/active_slave); sl0 $MAC0, sl1 $MAC1 (bond0 $(srv cat /sys/class/net/bond0/address), sl0 had $old0)"
-        say "c1 -> $(nmac c1) ($(sname "$(nmac c1)")), c3 -> $(nmac c3) ($(sname "$(nmac c3)"))"
-        # 8 s: a client the driver placed itself is re-steered by the driver only after 2-3 s, and
-        # TCP's retransmission back-off adds to that; a client nobody re-steers never receives.
-        [ "$1" != never ] && [ "$2" != never ] && fcmp "$1" '<=' 8 && fcmp "$2" '<=' 8
-        verdict $? "active-slave change followed: c1 and c3 both receive within 8 s" \
-            "c1 (was on $pre1) receives at ${1}s, c3 (was on $pre3) at ${2}s after sl0 down"
-    fi
-
-    runtime_changes
-
-    rlbd_alive
-    verdict $? "rlbd still running at the end" "pid $RLBD_PID"
-    kill "$p1" "$p3" 2>/dev/null
-    kill "$RLBD_PID" 2>/dev/null
-    wait "$p1" "$p3" "$RLBD_PID" 2>/dev/null
-    sampler_stop
-    n=$(wc -l </tmp/rlbd.log)
-    echo "--- rlbd log ($n lines; the last 150) ---"
-    tail -n 150 /tmp/rlbd.log
-    echo "--- end of rlbd log ---"
+    # The host's own ARP request (sender MAC: the bond's, or the bridge's/macvlan's) reverts every
+    # client that hears it at once, and 2-3 s later the driver re-announces the clients it placed:
+    # followed for 4 s, each revert must be repaired within 2 s.
+    apids=""
+    for p in $ARPING; do
+        $IP netns exec srv arping -I "${p%%:*}" -s "${p#*:}" -c 1 -w 1 "$NET.99" >/dev/null 2>&1 &
+        apids="$apids $!"
+    done
+    mark "host ARP request"
+    cs_now
+    track "$MOVED" "$CS" 4 sl1 $TARGETS
+    wait $apids
+    fcmp "$MAXDEV" '<=' 2
+    verdict $? hostarp "host ARP request ($ARPING): $MOVED back on sl1 within 2 s of each revert (4 s)" \
+        "samples off sl1: $NDEV, longest ${MAXDEV}s; trace:$TRACE" && fig hostarp ok || fig hostarp FAIL
+    return 0
 }
 
-say "guest test: CAP_MBIT=$CAP PHASES='$PHASES'"
-if ! setup; then
-    verdict 1 "lab setup" "a command failed"
-    exit 1
-fi
-placements
-for ph in $PHASES; do
-    case "$ph" in
-    1) phase1 ;;
-    2) phase2 ;;
+# sl1 fails with every stage's pair sending: each moved client's traffic to each of its
+# addresses must resume within 2 s. Leaves sl1 up again.
+failover() {
+    keys=""
+    moved=""
+    names=""
+    for st in $STAGES; do
+        stage_vars "$st"
+        eval "m=\$${st}_MOVED"
+        [ -z "$m" ] && continue
+        moved="$moved $m:$NET"
+        for a in $TARGETS; do
+            keys="$keys $(cip "$m" "$NET")/$a"
+            names="$names $m->$a"
+        done
+    done
+    if [ -z "$keys" ]; then
+        fig failover n/a
+        verdict 1 failover "sl1 down: a moved client's traffic resumes within 2 s" "skipped: no client was moved"
+        return
+    fi
+    if [ "$(echo $STAGES | wc -w)" -gt 1 ]; then
+        stop_sources
+        for st in $STAGES; do
+            stage_vars "$st"
+            start_pair "$PAIR" "$TARGETS" 600
+        done
+        sleep 2
+    fi
+    before=""
+    for st in $STAGES; do
+        stage_vars "$st"
+        eval "m=\$${st}_MOVED"
+        [ -n "$m" ] && before="$before $m($NET)->$(cstate "$m" $TARGETS)"
+    done
+    sleep 0.5
+    a=$(snap)
+    srv $IP link set sl1 down
+    mark "sl1 down"
+    cs_now
+    f=$(flow_track "$CS" 3 $keys)
+    r=$(rates "$a" "$(snap)")
+    say "kB per interval ($(echo $names | tr ' ' '/')): $(flow_show)"
+    ok=0
+    worst=0
+    for t in $f; do
+        [ "$t" = never ] && { ok=1; worst=never; continue; }
+        fcmp "$t" '<=' 2 || ok=1
+        [ "$worst" != never ] && fcmp "$t" '>' "$worst" && worst=$t
+    done
+    fig failover "$([ $ok = 0 ] && echo "${worst}s" || echo "FAIL($worst)")"
+    verdict $ok failover "sl1 down: the moved clients' traffic resumes within 2 s" \
+        "before:$before; resumes at (s) $f for$names; rx sl0/sl1/total $r Mbit/s"
+    srv $IP link set sl1 up
+    mark "sl1 up"
+    n=0
+    while [ $n -lt 30 ] && [ "$(srv cat /sys/class/net/sl1/bonding_slave/mii_status)" != up ]; do
+        sleep 0.1
+        n=$((n + 1))
+    done
+}
+
+run_scenario() { # $1: scenario name
+    SC=$1
+    SC_CHECKS=0 SC_FAILS=0 STAGES="" EXTRAS="" REFUSAL="" EXTRA_MACS="" STANDIN_TARGETS=""
+    F_place="" F_base="" F_ceil="" F_move="" F_total="" F_mean="" F_arrive="" F_rearp="" F_hostarp="" F_failover="" F_fact=""
+    cs_now
+    t_sc=$CS
+    echo "KLAB-SCENARIO $SC begin $(ts)"
+    echo "=== SCENARIO $SC ($([ "$STANDIN" = 1 ] && echo 'STAND-IN, not rlbd' || echo rlbd)) ==="
+    say "guest: load average $(cut -d' ' -f1-3 /proc/loadavg), $(ls /proc 2>/dev/null | grep -c '^[0-9]') processes, namespaces: $(ls /run/netns 2>/dev/null | tr '\n' ' ')"
+    if ! "sc_$(echo "$SC" | tr - _)"; then
+        verdict 1 setup "lab setup" "a command failed"
+    elif [ -n "$REFUSAL" ]; then
+        "$REFUSAL"
+        wire_summary
+    else
+        for st in $STAGES; do stage_baseline "$st"; done
+        steer_start
+        for st in $STAGES; do
+            stop_sources
+            stage_steer "$st"
+        done
+        failover
+        [ -n "$EXTRAS" ] && "$EXTRAS"
+        if [ "$STANDIN" != 1 ]; then
+            rlbd_alive
+            verdict $? alive "rlbd still running at the end" "pid $RLBD_PID"
+        fi
+        wire_summary
+    fi
+    teardown
+    verdict_all=PASS
+    [ "$SC_FAILS" != 0 ] && verdict_all=FAIL
+    echo "KLAB-SUMMARY scenario=$SC mode=$([ "$STANDIN" = 1 ] && echo stand-in || echo rlbd) place=${F_place:--} base=${F_base:--} ceil=${F_ceil:--} move=${F_move:--} total=${F_total:--} mean=${F_mean:--} arrive=${F_arrive:--} rearp=${F_rearp:--} hostarp=${F_hostarp:--} failover=${F_failover:--} fact=${F_fact:--} checks=$((SC_CHECKS - SC_FAILS))/$SC_CHECKS verdict=$verdict_all time=$(cs_now; secs $((CS - t_sc)))"
+    echo "KLAB-SCENARIO $SC end $(ts)"
+}
+
+say "guest test: CAP_MBIT=$CAP SCENARIOS='$SCENARIOS' STANDIN=$STANDIN TOTAL_X=$TOTAL_X traffic tools: $LAB_SOURCE"
+for sc in $SCENARIOS; do
+    case "$sc" in
+    flat | vlan | two-vlans | two-addresses | bridge | macvlan | ipvlan | qinq) run_scenario "$sc" ;;
+    *) SC=$sc; SC_CHECKS=0; SC_FAILS=0; verdict 1 unknown "known scenario" "no scenario named $sc" ;;
     esac
 done
-sampler_stop
-kill "$SINK_PID" 2>/dev/null
-echo "=== $CHECKS checks: $((CHECKS - FAILS)) passed, $FAILS failed ==="
-[ "$FAILS" = 0 ]
+echo "=== $ALL_CHECKS checks: $((ALL_CHECKS - ALL_FAILS)) passed, $ALL_FAILS failed ==="
+[ "$ALL_FAILS" = 0 ]

@@ -1,44 +1,69 @@
 #!/usr/bin/env bash
-# tests/kernel-lab/run.sh: test rlbd against a real Linux bonding driver in a QEMU guest.
+# tests/kernel-lab/run.sh: test rlbd against the real Linux bonding driver in QEMU guests, on
+# several Debian kernels, in several topologies.
 #
-# Usage (as root, Debian bookworm host with the Rust toolchain):
-#   tests/kernel-lab/run.sh
+# Usage (as root, Debian bookworm host with the Rust toolchain and gcc):
+#   tests/kernel-lab/run.sh                      the CI run: the scenarios of PLAN per kernel
+#   KERNELS=6.1 tests/kernel-lab/run.sh          one kernel (its scenarios of PLAN), for a quick loop
+#   SCENARIOS=all tests/kernel-lab/run.sh        every scenario on every kernel
+#   STANDIN=1 SCENARIOS=all tests/kernel-lab/run.sh
+#                                                the scenarios' plumbing with a stand-in, not rlbd
 #
-# The host kernel may have no bonding driver, so this boots Debian's own kernel under QEMU (TCG)
-# with an initramfs holding busybox, the host's iproute2, the needed modules and rlbd, and runs
-# tests/kernel-lab/guest-test.sh inside it: a balance-alb bond with two veth slaves behind a
-# bridge whose server-facing ports are capped with tc tbf, four clients, bulk TCP traffic.
-#   phase 1: the driver alone (no rlbd): c1 and c3 share slave 0, the bond gets one port's cap;
-#   phase 2: `rlbd run` must move one of them to slave 1 and keep it there (re-ARP, server ARP
-#            request, slave failure, active-slave change).
-# All traffic stays inside the guest; the only network used is Debian's apt mirrors (packages).
-# The exit code is the guest's verdict: 0 when every check passed, 1 when a check failed, 2 when
-# the guest never printed its result line (boot failure, timeout).
+# The host kernel may have no bonding driver, so this boots Debian's own kernels under QEMU (TCG),
+# one boot per kernel, each with an initramfs holding busybox, the host's iproute2, the needed
+# modules, rlbd, rlbd-lab (traffic) and klab-arp (klab-arp.c: crafted and sniffed ARP), and runs
+# guest-test.sh inside it: each of that kernel's scenarios on a fresh balance-alb bond with two veth
+# slaves behind a bridge whose server-facing ports are capped with tc tbf (guest-test.sh describes
+# the scenarios and their checks). All traffic stays inside the guest; the only network used is
+# Debian's apt mirrors (packages).
+#
+# Kernels (series as words):
+#   5.10  bullseye's (linux-image-amd64 of bullseye; the oldest Debian still serves)
+#   6.1   bookworm's
+#   6.12  bookworm-backports' (trixie's series; .ko.xz modules, decompressed when unpacked)
+# Scenarios (names as words): flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq
+#   (guest-test.sh describes each).
+# Which scenarios run on which kernel (PLAN): every topology on at least one kernel. The default,
+#   "6.12:all 6.1:flat 5.10:flat,bridge", keeps the lab within ~12 minutes of CI (measured: a
+#   boot 15-30 s, a scenario 30-90 s; README, "Try it"): every topology on the newest driver,
+#   the basics on the older two, and on 5.10 the bridge, whose ARPs the driver before 6.0
+#   balances itself. KERNELS alone picks kernels of PLAN (a kernel PLAN does not name runs flat);
+#   SCENARIOS ("all" for every one) runs those scenarios on every kernel of KERNELS (default: all
+#   three).
+#
+# Output: each guest's console streamed (without its KLAB-SAMPLE lines), then a table with one row
+# per scenario and kernel (cache/results.txt), then the timings per kernel and in total. Exit
+# code: 0 when every check on every kernel passed, 1 when a check failed, 2 when a guest never
+# printed its result line (boot failure, timeout).
 #
 # Steps, each skipped when its result is cached in tests/kernel-lab/cache/:
-#   1. qemu-system-x86 from bookworm-backports and busybox-static, installed through a private apt
-#      configuration (cache/apt/; /etc/apt is not modified); Debian's kernel package (the one
-#      linux-image-amd64 depends on) downloaded with `apt-get download`, unpacked with dpkg-deb -x
-#      (not installed), modules.dep made with `busybox depmod`.
-#   2. rlbd built (cargo build --release), initramfs cache/lab.cpio built.
-#   3. the guest booted; its console is streamed here (without its KLAB-SAMPLE lines) and kept in
-#      cache/console.log.
-#   4. (always, pass or fail) cache/chart.svg drawn from the console log with `rlbd-lab chart`:
-#      the receive rate of sl0 and sl1 over time from the guest's `KLAB-SAMPLE <uptime>
-#      sl0=<rx_bytes> sl1=<rx_bytes>` lines (every 0.5 s through phases 1 and 2), with the
-#      moments of its `KLAB-MARK <uptime> <label>` lines marked. A chart that cannot be made is a
-#      warning, never a failure.
+#   1. qemu-system-x86 (bookworm-backports) and busybox-static through a private apt configuration
+#      (tests/lib/debian.sh; /etc/apt is not modified); each kernel package downloaded with
+#      `apt-get download` and unpacked into cache/kernel-<series>/ (never installed).
+#   2. rlbd and rlbd-lab built (cargo build --release), klab-arp built (gcc -static).
+#   3. per kernel: the initramfs cache/<series>/lab.cpio, the boot (console in
+#      cache/<series>/console.log), and per scenario cache/<series>/chart-<scenario>.svg drawn
+#      with `rlbd-lab chart` from the scenario's KLAB-SAMPLE/KLAB-MARK lines (a chart that cannot
+#      be made is a warning, never a failure).
 #
 # Environment overrides:
+#   PLAN="6.12:all 6.1:flat 5.10:flat,bridge"  kernel:scenario,scenario... (or kernel:all), in
+#                    the order to boot
+#   KERNELS          kernel series to run (default: PLAN's; with SCENARIOS: all three)
+#   SCENARIOS        scenarios to run on every kernel instead of PLAN's ("all" for every one)
+#   STANDIN=0        1: a stand-in sends the moves instead of rlbd (guest-lib.sh), to prove a
+#                    scenario measures what it should; its results say STAND-IN, not rlbd
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
-#   TIMEOUT=300      seconds for the whole guest run before qemu is killed
+#   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT
+#   BASE_SECONDS=3   traffic seconds per stage without steering
+#   HOLD_SECONDS=4   seconds a re-ARPed move is followed beyond the first 2
+#   WIRE=0           1: print every ARP frame that crossed the slaves (KLAB-ARP lines)
+#   TIMEOUT          seconds a guest may run before qemu is killed (default from the scenarios)
 #   TCG_PROBE=60     seconds a TCG boot may take to reach /init before it is killed and retried
 #   BOOT_TRIES=3     TCG boots tried (a boot that hangs before /init is retried)
 #   RLBD_BIN=PATH    use this rlbd binary instead of building one with cargo (rlbd-lab, the test
 #                    tooling, is then taken from beside it)
-#   KEEP_CACHE=1     0 removes the downloaded/unpacked kernel and the initramfs after the run
-#   PHASES="1 2"     which guest phases to run ("1" = driver-only baseline)
-#   SECONDS_1=8      traffic seconds in phase 1
+#   KEEP_CACHE=1     0 removes the downloaded/unpacked kernels and the initramfs after the run
 #   ACCEL=auto       auto|tcg|kvm; auto tries KVM only when it is not kvm_pvm and boots in time
 #   MIRROR, SECURITY_MIRROR  Debian mirror URLs (default: taken from /etc/apt/sources.list*;
 #                    no built-in fallback, see tests/lib/debian.sh)
@@ -47,118 +72,195 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE="$HERE/cache"
+ALL_KERNELS="5.10 6.1 6.12"
+ALL_SCENARIOS="flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq"
+DEFAULT_PLAN="6.12:all 6.1:flat 5.10:flat,bridge"
+PLAN=${PLAN:-$DEFAULT_PLAN}
+SCENARIOS=${SCENARIOS:-}
+[ "$SCENARIOS" = all ] && SCENARIOS=$ALL_SCENARIOS
+STANDIN=${STANDIN:-0}
 CAP_MBIT=${CAP_MBIT:-30}
-TIMEOUT=${TIMEOUT:-300}
+TOTAL_X=${TOTAL_X:-1.9}
+BASE_SECONDS=${BASE_SECONDS:-3}
+HOLD_SECONDS=${HOLD_SECONDS:-4}
+WIRE=${WIRE:-0}
 TCG_PROBE=${TCG_PROBE:-60}
 BOOT_TRIES=${BOOT_TRIES:-3}
 KEEP_CACHE=${KEEP_CACHE:-1}
-PHASES=${PHASES:-1 2}
-SECONDS_1=${SECONDS_1:-8}
 ACCEL=${ACCEL:-auto}
 KVM_PROBE=${KVM_PROBE:-30}
 LAB_NAME=run.sh
+# bullseye carries the 5.10 kernel; always listed, so the private lists stay the same whichever
+# KERNELS a run asks for
+APT_EXTRA_SUITES="${APT_EXTRA_SUITES:+$APT_EXTRA_SUITES }bullseye"
 # shellcheck source=tests/lib/debian.sh
 . "$HERE/../lib/debian.sh"
 
 [ "$(id -u)" = 0 ] || die "run as root (installs packages, boots a VM)"
 case "$CAP_MBIT" in *[!0-9]* | '') die "CAP_MBIT must be an integer" ;; esac
 { [ "$CAP_MBIT" -ge 20 ] && [ "$CAP_MBIT" -le 50 ]; } || die "CAP_MBIT must be within 20-50"
+known() { # $1: what, $2: word, $3: the known words
+    case " $3 " in *" $2 "*) ;; *) die "$1: unknown '$2' (known: $3)" ;; esac
+}
+# SC_OF[kernel]: the scenarios that kernel's guest runs
+declare -A SC_OF=()
+plan_kernels=""
+for e in $PLAN; do
+    k=${e%%:*}
+    known "PLAN kernel" "$k" "$ALL_KERNELS"
+    [ "$e" != "$k" ] || die "PLAN: '$e' names no scenarios (kernel:scenario,scenario... or kernel:all)"
+    v=${e#*:}
+    [ "$v" = all ] && v=$ALL_SCENARIOS
+    SC_OF[$k]=${v//,/ }
+    plan_kernels="$plan_kernels $k"
+done
+if [ -n "$SCENARIOS" ]; then
+    KERNELS=${KERNELS:-$ALL_KERNELS}
+else
+    KERNELS=${KERNELS:-$plan_kernels}
+fi
+[ -n "${KERNELS// /}" ] || die "no kernel to run (KERNELS, PLAN)"
+for k in $KERNELS; do
+    known KERNELS "$k" "$ALL_KERNELS"
+    if [ -n "$SCENARIOS" ]; then
+        SC_OF[$k]=$SCENARIOS
+    elif [ -z "${SC_OF[$k]:-}" ]; then
+        SC_OF[$k]=flat
+    fi
+    for s in ${SC_OF[$k]}; do known "scenario (PLAN, SCENARIOS)" "$s" "$ALL_SCENARIOS"; done
+done
+case "$STANDIN" in 0 | 1) ;; *) die "STANDIN must be 0 or 1" ;; esac
+# a scenario takes 15-70 s of guest time under TCG (per kernel: 90 + 150 s per scenario);
+# generous, so only a hang hits it
+TIMEOUT_SET=${TIMEOUT:-}
 mkdir -p "$CACHE"
 T_START=$(now)
+log "plan: $(for K in $KERNELS; do printf '%s: %s; ' "$K" "${SC_OF[$K]}"; done | sed 's/; $//')$([ "$STANDIN" = 1 ] && echo ' (STAND-IN)')"
 
 # ---------------------------------------------------------------------------------------------
-# 1. Packages and the kernel
+# 1. Packages
 # ---------------------------------------------------------------------------------------------
 T_DL=$(now)
 ensure_qemu_busybox
-KDIR="$CACHE/kernel"
-if ! KVER=$(kernel_version_in "$KDIR" 2>/dev/null); then
-    KPKG=$(kernel_package_of linux-image-amd64)
-    KVER=$(fetch_kernel "$KPKG" "$KDIR")
-fi
-VMLINUZ="$KDIR/boot/vmlinuz-$KVER"
-T_DL_END=$(elapsed "$T_DL")
-log "packages and kernel $KVER ready (${T_DL_END}s)"
+log "qemu and busybox ready ($(elapsed "$T_DL")s)"
 
 # ---------------------------------------------------------------------------------------------
-# 2. rlbd and the initramfs
+# 2. rlbd, rlbd-lab and klab-arp
 # ---------------------------------------------------------------------------------------------
-T_BUILD_END="skipped (RLBD_BIN given)"
+T_BUILD=$(now)
 if [ -n "${RLBD_BIN:-}" ]; then
     [ -x "$RLBD_BIN" ] || die "RLBD_BIN=$RLBD_BIN is not an executable"
 else
-    log "cargo build --release"
-    T_CARGO=$(now)
+    log "cargo build --release --bin rlbd --bin rlbd-lab"
     (cd "$REPO" && cargo build --release --quiet --bin rlbd --bin rlbd-lab) || die "cargo build --release failed"
     RLBD_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/rlbd"
     [ -x "$RLBD_BIN" ] || die "no $RLBD_BIN after cargo build"
-    T_BUILD_END="$(elapsed "$T_CARGO")s"
-    log "built $RLBD_BIN ($T_BUILD_END)"
 fi
+RLBD_LAB_BIN="$(dirname "$RLBD_BIN")/rlbd-lab"
+[ -x "$RLBD_LAB_BIN" ] || die "no $RLBD_LAB_BIN (the labs' traffic tooling) beside $RLBD_BIN"
+KARP_BIN="$CACHE/klab-arp"
+if [ ! -x "$KARP_BIN" ] || [ "$HERE/klab-arp.c" -nt "$KARP_BIN" ]; then
+    command -v gcc >/dev/null || die "no gcc to build $HERE/klab-arp.c"
+    gcc -static -O2 -Wall -Wextra -Werror -o "$KARP_BIN" "$HERE/klab-arp.c" ||
+        die "gcc -static klab-arp.c failed (static glibc: libc6-dev)"
+fi
+T_BUILD_END=$(elapsed "$T_BUILD")
+log "built: $RLBD_BIN, $RLBD_LAB_BIN, $KARP_BIN (${T_BUILD_END}s)"
 
-T_INITRD=$(now)
-ROOT="$CACHE/root"
-CPIO="$CACHE/lab.cpio"
-MODDIR="$KDIR/lib/modules/$KVER"
-rm -rf "$ROOT"
-mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin,etc/lab,proc,sys,dev,run,tmp,root,var,lib/modules/"$KVER"}
-ln -s ../run "$ROOT/var/run"
+# ---------------------------------------------------------------------------------------------
+# 3. One boot per kernel
+# ---------------------------------------------------------------------------------------------
+QPID=""
+PIDFILE=""
+cleanup() {
+    local rc=$? p
+    trap - EXIT INT TERM HUP
+    [ -n "$QPID" ] && kill "$QPID" 2>/dev/null || true
+    if [ -n "$PIDFILE" ] && [ -s "$PIDFILE" ]; then
+        p=$(cat "$PIDFILE" 2>/dev/null || true)
+        if [ -n "$p" ] && grep -q qemu "/proc/$p/comm" 2>/dev/null; then
+            kill "$p" 2>/dev/null || true
+            sleep 1
+            kill -9 "$p" 2>/dev/null || true
+        fi
+    fi
+    if [ "$KEEP_CACHE" = 0 ]; then
+        rm -rf "$CACHE"/kernel-* "$CACHE/debs" "$CACHE"/*/root "$CACHE"/*/lab.cpio "$CACHE/apt/lists"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM HUP
 
-# busybox with its applets as symlinks in /bin (iproute2 lives in /usr/sbin and is called by path)
-cp "$BUSYBOX" "$ROOT/bin/busybox"
-for a in $("$BUSYBOX" --list); do
-    [ "$a" = busybox ] || ln -s busybox "$ROOT/bin/$a"
-done
-
-# host binaries and every shared library they load (ldd lists the loader too)
-copy_with_libs() { # $1: source binary, $2: destination path inside the root
+# copy_with_libs SRC DEST: a host binary into $ROOT with every shared library it loads (ldd lists
+# the loader too)
+copy_with_libs() {
     install -D -m 0755 "$1" "$ROOT$2"
     local lib
     for lib in $(ldd "$1" 2>/dev/null | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }'); do
         [ -e "$ROOT$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$ROOT$lib"
     done
 }
-for b in ip tc bridge ss; do
-    src=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v "$b") || die "host has no iproute2 '$b'"
-    copy_with_libs "$src" "/usr/sbin/$b"
-done
-copy_with_libs "$RLBD_BIN" /usr/bin/rlbd
-RLBD_LAB_BIN="$(dirname "$RLBD_BIN")/rlbd-lab"
-[ -x "$RLBD_LAB_BIN" ] || die "no $RLBD_LAB_BIN (the labs' traffic tooling) beside $RLBD_BIN"
-copy_with_libs "$RLBD_LAB_BIN" /usr/bin/rlbd-lab
 
-# modules, dependencies first (from modules.dep); bonding without a default bond0
-declare -A MOD_SEEN=()
-MOD_ORDER=()
-mod_visit() { # $1: path relative to MODDIR
-    [ -n "${MOD_SEEN[$1]:-}" ] && return 0
-    MOD_SEEN[$1]=1
-    local deps d
-    deps=$(awk -v m="$1:" '$1 == m { $1 = ""; print }' "$MODDIR/modules.dep")
-    for d in $deps; do mod_visit "$d"; done
-    MOD_ORDER+=("$1")
-}
-for m in veth llc stp bridge bonding sch_tbf sch_htb tcp_diag; do # tcp_diag: ss -i (per-client bytes)
-    p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$MODDIR/modules.dep" | tr -d ':') || die "module $m not in modules.dep"
-    mod_visit "$p"
-done
-: >"$ROOT/etc/lab/modules"
-for p in "${MOD_ORDER[@]}"; do
-    case "$p" in *.ko) ;; *) die "compressed module $p: not supported" ;; esac
-    install -D -m 0644 "$MODDIR/$p" "$ROOT/lib/modules/$KVER/$p"
-    args=""
-    [ "$(basename "$p")" = bonding.ko ] && args="max_bonds=0"
-    echo "/lib/modules/$KVER/$p $args" >>"$ROOT/etc/lab/modules"
-done
+# build_initramfs: $ROOT and $CPIO for kernel $KVER in $KDIR
+build_initramfs() {
+    local a b src m p args
+    rm -rf "$ROOT"
+    mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin,etc/lab,klab,proc,sys,dev,run,tmp,root,var,lib/modules/"$KVER"}
+    ln -s ../run "$ROOT/var/run"
+    # busybox with its applets as symlinks in /bin (iproute2 lives in /usr/sbin, called by path)
+    cp "$BUSYBOX" "$ROOT/bin/busybox"
+    for a in $("$BUSYBOX" --list); do
+        [ "$a" = busybox ] || ln -s busybox "$ROOT/bin/$a"
+    done
+    for b in ip tc bridge ss; do
+        src=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v "$b") || die "host has no iproute2 '$b'"
+        copy_with_libs "$src" "/usr/sbin/$b"
+    done
+    copy_with_libs "$RLBD_BIN" /usr/bin/rlbd
+    copy_with_libs "$RLBD_LAB_BIN" /usr/bin/rlbd-lab
+    install -m 0755 "$KARP_BIN" "$ROOT/usr/bin/klab-arp"
 
-cat >"$ROOT/etc/lab/env" <<EOF2
+    # modules, dependencies first (from modules.dep); bonding without a default bond0
+    local -A seen=()
+    local order=()
+    local moddir="$KDIR/lib/modules/$KVER"
+    visit() { # $1: path relative to moddir
+        [ -n "${seen[$1]:-}" ] && return 0
+        seen[$1]=1
+        local deps d
+        deps=$(awk -v m="$1:" '$1 == m { $1 = ""; print }' "$moddir/modules.dep")
+        for d in $deps; do visit "$d"; done
+        order+=("$1")
+    }
+    # tcp_diag: ss -i (per-client bytes); 8021q: VLANs (802.1Q and 802.1ad); macvlan, ipvlan: their
+    # scenarios
+    for m in veth llc stp bridge 8021q bonding macvlan ipvlan sch_tbf sch_htb tcp_diag; do
+        p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | tr -d ':') || die "module $m not in $KVER's modules.dep"
+        visit "$p"
+    done
+    : >"$ROOT/etc/lab/modules"
+    for p in "${order[@]}"; do
+        case "$p" in *.ko) ;; *) die "compressed module $p: not supported" ;; esac
+        install -D -m 0644 "$moddir/$p" "$ROOT/lib/modules/$KVER/$p"
+        args=""
+        [ "$(basename "$p")" = bonding.ko ] && args="max_bonds=0"
+        echo "/lib/modules/$KVER/$p $args" >>"$ROOT/etc/lab/modules"
+    done
+
+    cat >"$ROOT/etc/lab/env" <<EOF2
 CAP_MBIT=$CAP_MBIT
-PHASES="$PHASES"
-SECONDS_1=$SECONDS_1
+SCENARIOS="${SC_OF[$K]}"
+STANDIN=$STANDIN
+TOTAL_X=$TOTAL_X
+BASE_SECONDS=$BASE_SECONDS
+HOLD_SECONDS=$HOLD_SECONDS
+WIRE=$WIRE
 KVER=$KVER
 EOF2
-install -m 0755 "$HERE/guest-test.sh" "$ROOT/guest-test.sh"
-cat >"$ROOT/init" <<'EOF2'
+    install -m 0755 "$HERE/guest-test.sh" "$ROOT/klab/guest-test.sh"
+    install -m 0644 "$HERE/guest-lib.sh" "$HERE/guest-flat.sh" "$ROOT/klab/"
+    cat >"$ROOT/init" <<'EOF2'
 #!/bin/busybox sh
 export PATH=/bin:/usr/bin:/usr/sbin:/sbin
 mount -t proc proc /proc
@@ -171,8 +273,8 @@ while read -r mod args; do
     insmod "$mod" $args || echo "KLAB: insmod $mod failed"
 done </etc/lab/modules
 . /etc/lab/env
-export CAP_MBIT PHASES SECONDS_1
-sh /guest-test.sh
+export CAP_MBIT SCENARIOS STANDIN TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE
+sh /klab/guest-test.sh
 rc=$?
 if [ "$rc" = 0 ]; then
     echo "KLAB-RESULT: PASS"
@@ -182,44 +284,17 @@ fi
 sync
 poweroff -f
 EOF2
-chmod 0755 "$ROOT/init"
-(cd "$ROOT" && find . | LC_ALL=C sort | "$BUSYBOX" cpio -o -H newc >"$CPIO" 2>/dev/null)
-T_INITRD_END=$(elapsed "$T_INITRD")
-log "initramfs $CPIO: $(du -h "$CPIO" | cut -f1), ${#MOD_ORDER[@]} modules (${T_INITRD_END}s)"
-
-# ---------------------------------------------------------------------------------------------
-# 3. Boot
-# ---------------------------------------------------------------------------------------------
-RAW="$CACHE/console.raw"
-CONSOLE="$CACHE/console.log"
-PIDFILE="$CACHE/qemu.pid"
-QPID=""
-cleanup() {
-    local rc=$? p
-    trap - EXIT INT TERM HUP
-    [ -n "$QPID" ] && kill "$QPID" 2>/dev/null || true
-    if [ -s "$PIDFILE" ]; then
-        p=$(cat "$PIDFILE" 2>/dev/null || true)
-        if [ -n "$p" ] && grep -q qemu "/proc/$p/comm" 2>/dev/null; then
-            kill "$p" 2>/dev/null || true
-            sleep 1
-            kill -9 "$p" 2>/dev/null || true
-        fi
-    fi
-    if [ "$KEEP_CACHE" = 0 ]; then
-        rm -rf "$CACHE/kernel" "$CACHE/kernel.tmp" "$CACHE/debs" "$CACHE/root" "$CPIO" "$CACHE/apt/lists"
-    fi
-    exit "$rc"
+    chmod 0755 "$ROOT/init"
+    (cd "$ROOT" && find . | LC_ALL=C sort | "$BUSYBOX" cpio -o -H newc >"$CPIO" 2>/dev/null)
+    log "initramfs $CPIO: $(du -h "$CPIO" | cut -f1), ${#order[@]} modules"
 }
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM HUP
 
 strip_console() { sed -u -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[()][A-Za-z0-9]//g' -e 's/\x1b[=>c]//g' -e 's/\r//g'; }
 stream_console() { # $1: pid to follow
     tail -n +1 -s 0.2 -F --pid="$1" "$RAW" 2>/dev/null | strip_console | while IFS= read -r line; do
         case "$line" in "KLAB-SAMPLE "*) continue ;; esac # for the chart only (console.log has them)
-        printf '%s\n' "$line"
-        case "$line" in *"KLAB: init started"*) now >"$CACHE/t_init" ;; esac
+        printf '[%s] %s\n' "$K" "$line"
+        case "$line" in *"KLAB: init started"*) now >"$KCACHE/t_init" ;; esac
     done
 }
 
@@ -228,9 +303,9 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     local qemu=(qemu-system-x86_64 -accel "$accel" -smp 2 -m 1024 -nographic -nic none -no-reboot
         -kernel "$VMLINUZ" -initrd "$CPIO" -append 'console=ttyS0 quiet panic=-1' -pidfile "$PIDFILE")
     [ "$accel" = kvm ] && qemu+=(-cpu host)
-    rm -f "$RAW" "$PIDFILE" "$CACHE/t_init"
+    rm -f "$RAW" "$PIDFILE" "$KCACHE/t_init"
     : >"$RAW"
-    log "booting ($accel): ${qemu[*]}"
+    log "booting Linux $KVER ($accel, timeout ${TIMEOUT}s; host load average $(cut -d' ' -f1-3 /proc/loadavg)): ${qemu[*]}"
     T_BOOT=$(now)
     timeout -k 10 "$TIMEOUT" "${qemu[@]}" </dev/null >"$RAW" 2>&1 &
     QPID=$!
@@ -238,11 +313,11 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     local spid=$!
     if [ "$probe" -gt 0 ]; then
         for ((i = 0; i < probe * 5; i++)); do
-            [ -e "$CACHE/t_init" ] && break
+            [ -e "$KCACHE/t_init" ] && break
             kill -0 "$QPID" 2>/dev/null || break
             sleep 0.2
         done
-        if [ ! -e "$CACHE/t_init" ]; then
+        if [ ! -e "$KCACHE/t_init" ]; then
             log "$accel did not reach /init within ${probe}s (qemu failed or too slow); stopping it"
             kill "$QPID" 2>/dev/null || true
             wait "$QPID" 2>/dev/null || true
@@ -273,41 +348,111 @@ boot_tcg() {
     return 1
 }
 
-case "$ACCEL" in
-tcg) boot_tcg || true ;;
-kvm) boot kvm 0 ;;
-auto)
-    if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] && boot kvm "$KVM_PROBE"; then
-        :
-    else
-        [ -d /sys/module/kvm_pvm ] && log "/dev/kvm is kvm_pvm (nested PVM): an unmodified kernel does not boot on it; using TCG"
-        boot_tcg || true
+# chart per scenario, from the scenario's own lines of the console log (never fails the run)
+charts() {
+    local s seg out
+    for s in ${SC_OF[$K]}; do
+        seg="$KCACHE/console-$s.log"
+        awk -v s="$s" '$0 ~ "KLAB-SCENARIO " s " begin" { on = 1 } on { print } $0 ~ "KLAB-SCENARIO " s " end" { on = 0 }' \
+            "$CONSOLE" >"$seg"
+        rm -f "$KCACHE/chart-$s.svg"
+        if out=$("$RLBD_LAB_BIN" chart --input "$seg" --output "$KCACHE/chart-$s.svg" --cap "$CAP_MBIT" \
+            --title "kernel lab, $s$([ "$STANDIN" = 1 ] && echo ' (STAND-IN, not rlbd)'): receive rate per bond slave (Linux $KVER, balance-alb, tbf $CAP_MBIT Mbit/s per port)" 2>&1); then
+            log "chart: $KCACHE/chart-$s.svg (${out% -> *})"
+        else
+            log "warning: no chart for $s: ${out:-$RLBD_LAB_BIN chart gave no reason}"
+        fi
+    done
+}
+
+declare -A K_RESULT=() K_TIME=() K_VER=() K_LOAD=()
+for K in $KERNELS; do
+    T_K=$(now)
+    KCACHE="$CACHE/$K"
+    KDIR="$CACHE/kernel-$K"
+    mkdir -p "$KCACHE"
+    if ! KVER=$(kernel_version_in "$KDIR" 2>/dev/null); then
+        KPKG=$(kernel_package_of_series linux-image-amd64 "$K") || exit 2
+        KVER=$(fetch_kernel "$KPKG" "$KDIR") || exit 2
     fi
-    ;;
-*) die "ACCEL must be auto, tcg or kvm" ;;
-esac
-strip_console <"$RAW" >"$CONSOLE"
+    K_VER[$K]=$KVER
+    TIMEOUT=${TIMEOUT_SET:-$((90 + 150 * $(wc -w <<<"${SC_OF[$K]}")))}
+    VMLINUZ="$KDIR/boot/vmlinuz-$KVER"
+    log "kernel $K: $KVER ready ($(elapsed "$T_K")s)"
+    ROOT="$KCACHE/root"
+    CPIO="$KCACHE/lab.cpio"
+    RAW="$KCACHE/console.raw"
+    CONSOLE="$KCACHE/console.log"
+    PIDFILE="$KCACHE/qemu.pid"
+    build_initramfs
 
-T_INIT="n/a"
-[ -e "$CACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$CACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
-log "timings: packages+kernel ${T_DL_END}s, cargo build ${T_BUILD_END}, initramfs ${T_INITRD_END}s, boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, whole run $(elapsed "$T_START")s"
-[ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
+    case "$ACCEL" in
+    tcg) boot_tcg || true ;;
+    kvm) boot kvm 0 ;;
+    auto)
+        if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] && boot kvm "$KVM_PROBE"; then
+            :
+        else
+            [ -d /sys/module/kvm_pvm ] && log "/dev/kvm is kvm_pvm (nested PVM): an unmodified kernel does not boot on it; using TCG"
+            boot_tcg || true
+        fi
+        ;;
+    *) die "ACCEL must be auto, tcg or kvm" ;;
+    esac
+    strip_console <"$RAW" >"$CONSOLE"
+    T_INIT="n/a"
+    [ -e "$KCACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$KCACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
+    [ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
+    charts
+    RESULT=$(grep -a '^KLAB-RESULT:' "$CONSOLE" | tail -n1 || true)
+    case "$RESULT" in
+    "KLAB-RESULT: PASS"*) K_RESULT[$K]=PASS ;;
+    "KLAB-RESULT: FAIL"*) K_RESULT[$K]=FAIL ;;
+    *) K_RESULT[$K]="no result (qemu exit $QRC)" ;;
+    esac
+    K_TIME[$K]=$(elapsed "$T_K")
+    K_LOAD[$K]=$(cut -d' ' -f1-3 /proc/loadavg)
+    log "kernel $K ($KVER): ${K_RESULT[$K]}; boot-to-init ${T_INIT}s, guest run $(elapsed "$T_BOOT")s, kernel total ${K_TIME[$K]}s; host load average now ${K_LOAD[$K]}; console log: $CONSOLE"
+done
 
 # ---------------------------------------------------------------------------------------------
-# 4. The chart (never fails the run)
+# 4. The table: one row per scenario and kernel
 # ---------------------------------------------------------------------------------------------
-CHART="$CACHE/chart.svg"
-rm -f "$CHART"
-if CHART_OUT=$("$RLBD_LAB_BIN" chart --input "$CONSOLE" --output "$CHART" --cap "$CAP_MBIT" \
-    --title "kernel lab: receive rate per bond slave (Linux $KVER, balance-alb, tbf $CAP_MBIT Mbit/s per port)" 2>&1); then
-    log "chart: $CHART (${CHART_OUT% -> *})"
-else
-    log "warning: no chart made: ${CHART_OUT:-$RLBD_LAB_BIN chart gave no reason}"
-fi
-RESULT=$(grep -a '^KLAB-RESULT:' "$CONSOLE" | tail -n1 || true)
-log "console log: $CONSOLE"
-case "$RESULT" in
-"KLAB-RESULT: PASS"*) log "RESULT: PASS"; exit 0 ;;
-"KLAB-RESULT: FAIL"*) log "RESULT: ${RESULT#KLAB-RESULT: }"; exit 1 ;;
-*) log "RESULT: no result line from the guest (qemu exit $QRC)"; exit 2 ;;
-esac
+{
+    echo "kernel lab: $( [ "$STANDIN" = 1 ] && echo 'STAND-IN MODE (not rlbd: proves the scenarios measure what they should)' || echo "rlbd $("$RLBD_BIN" --version 2>/dev/null | head -n1)"), cap $CAP_MBIT Mbit/s per slave, total needs ${TOTAL_X}x"
+    echo "  base: the pair without steering, x cap; ceil: the lab ceiling (pair on sl0, another client on sl1, no steering; not a check), x cap;"
+    echo "  move: s after traffic start; total: best 2 s window, x cap; mean: 5 s mean, x cap;"
+    echo "  arrive: sl1 frame rate / moved client's payload rate (>= 0.95: all of it on sl1); failover: s until the moved client receives again"
+    echo "  (two-vlans: one figure per VLAN stage, 100/200; facts: macvlan: the moved client's Mbit/s per rp_filter setting; qinq: rlbd's exit status)"
+    for s in $ALL_SCENARIOS; do
+        for K in $KERNELS; do
+            case " ${SC_OF[$K]} " in *" $s "*) ;; *) continue ;; esac
+            line=$(grep -a "^KLAB-SUMMARY scenario=$s " "$CACHE/$K/console.log" 2>/dev/null | tail -n1 || true)
+            [ -n "$line" ] || line="KLAB-SUMMARY scenario=$s verdict=NO-RESULT"
+            echo "$line kernel=$K"
+        done
+    done | awk '
+        BEGIN { n = split("scenario kernel place base ceil move total mean arrive rearp hostarp failover checks verdict time fact", col, " ")
+                split("scenario kernel placement base_x ceil_x move_s total_x mean_x arrive re-ARP host_ARP failover checks verdict guest_s facts", head, " ")
+                for (i = 1; i <= n; i++) w[i] = length(head[i]) }
+        { r++; for (i = 2; i <= NF; i++) { k = $i; sub(/=.*/, "", k); v = $i; sub(/^[^=]*=/, "", v); c[r, k] = v }
+          for (i = 1; i <= n; i++) { v = c[r, col[i]]; if (v == "") c[r, col[i]] = v = "-"; if (length(v) > w[i]) w[i] = length(v) } }
+        END { for (i = 1; i <= n; i++) printf "%-" w[i] + 2 "s", head[i]; print ""
+              for (j = 1; j <= r; j++) { for (i = 1; i <= n; i++) printf "%-" w[i] + 2 "s", c[j, col[i]]; print "" } }'
+} | tee "$CACHE/results.txt"
+
+T_TOTAL=$(elapsed "$T_START")
+timing="build ${T_BUILD_END}s"
+for K in $KERNELS; do timing="$timing; $K (${K_VER[$K]}) ${K_TIME[$K]}s ${K_RESULT[$K]} (host load after: ${K_LOAD[$K]})"; done
+log "timings: $timing; whole run ${T_TOTAL}s"
+rc=0
+for K in $KERNELS; do
+    case "${K_RESULT[$K]}" in
+    PASS) ;;
+    FAIL) [ "$rc" = 0 ] && rc=1 ;;
+    *) rc=2 ;;
+    esac
+done
+[ "$STANDIN" = 1 ] && log "STAND-IN MODE: rlbd was not tested"
+log "RESULT: $([ $rc = 0 ] && echo PASS || echo FAIL) ($(for K in $KERNELS; do printf '%s: %s; ' "$K" "${SC_OF[$K]}"; done | sed 's/; $//'))"
+exit "$rc"

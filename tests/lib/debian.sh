@@ -12,7 +12,8 @@
 #                 is no built-in fallback: with no Debian mirror configured the lab stops and says so.
 #
 # Provides: log, die, now, elapsed, private_apt_update, private_apt_install, private_apt_download,
-# ensure_qemu_busybox (sets BUSYBOX), fetch_kernel (a kernel package unpacked with modules.dep).
+# ensure_qemu_busybox (sets BUSYBOX), kernel_package_of, kernel_package_of_series, fetch_kernel (a
+# kernel package unpacked with modules.dep).
 
 log() { printf '[%s %s] %s\n' "${LAB_NAME:-lab}" "$(date +%T)" "$*"; }
 die() { log "error: $*" >&2; exit 2; }
@@ -109,6 +110,18 @@ kernel_package_of() { # $1: a metapackage, $2: optional apt-cache show -t releas
     apt-cache "${APT_OPTS[@]}" "${t[@]}" show --no-all-versions "$1" |
         sed -n 's/^Depends: *//p' | tr ',' '\n' | sed 's/[ (].*//' | grep -m1 '^linux-image-[0-9]' ||
         die "cannot find the package that $1 depends on"
+}
+
+# The kernel image package of one kernel series (e.g. 5.10, 6.1, 6.12): the one that the newest
+# version of metapackage $1 in that series depends on, in whichever suite of the private lists
+# carries it (bullseye's 5.10 needs APT_EXTRA_SUITES="bullseye"; 6.12 is in bookworm-backports).
+kernel_package_of_series() { # $1: a metapackage (linux-image-amd64), $2: series
+    private_apt_update
+    apt-cache "${APT_OPTS[@]}" show "$1" | awk -v s="$2." '
+        /^Version: / { v = $2; next }
+        /^Depends: / && index(v, s) == 1 { print v "\t" $0 }' |
+        sort -V -r | head -n1 | tr ',' '\n' | sed -n 's/.*\(linux-image-[0-9][^ ,(]*\).*/\1/p' | head -n1 |
+        grep . || die "no $1 of the $2 series in the private apt lists (suites: bookworm* $APT_EXTRA_SUITES)"
 }
 
 # The kernel version whose vmlinuz and modules.dep are both in $1 (an unpacked kernel tree).

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packaging test: builds the .deb and .rpm (packaging/build.sh), lints the man pages and checks
 # they cover every option and configuration key, checks the example configuration, installs the
-# .deb on this machine, checks every file, `rlbd --version`, the unit (`systemd-analyze verify`
-# and `systemd-analyze security` score <= 1.5) and that rlbd runs unprivileged with CAP_NET_RAW
+# .deb on this machine, checks every file, `rlbd --version`, the user and group rlbd, the shell
+# completions (bash run, zsh and fish read), the unit (`systemd-analyze verify` and
+# `systemd-analyze security` score <= 1.5) and that rlbd runs unprivileged with CAP_NET_RAW
 # alone, removes and purges it, checks the .rpm's file list and scriptlets, and runs lintian.
 #
 # Run as root on a fresh Debian/Ubuntu machine with the Rust toolchain; it installs what it needs.
@@ -52,11 +53,19 @@ fi
 
 tmp=$(mktemp -d)
 netns=rlbd-pkg-$$
+# The package's postinst makes the system user rlbd, which purge keeps: remove it afterwards
+# when this machine had none before.
+had_user=0
+getent passwd rlbd >/dev/null && had_user=1
 cleanup() {
   ip netns del "$netns" 2>/dev/null || true
   rm -rf "$tmp"
   if dpkg-query -W -f='${Status}' rlbd 2>/dev/null | grep -q 'install ok\|config-files'; then
     dpkg -P rlbd >/dev/null 2>&1 || true
+  fi
+  if [ "$had_user" = 0 ]; then
+    userdel rlbd 2>/dev/null || true
+    groupdel rlbd 2>/dev/null || true
   fi
 }
 trap cleanup EXIT
@@ -149,7 +158,10 @@ mapfile -t deb_files < <(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 
 unit_dir=/lib/systemd/system
 expected_deb=(/usr/sbin/rlbd "$unit_dir/rlbd@.service" /usr/share/man/man8/rlbd.8.gz
   /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/copyright
-  /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md)
+  /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md
+  /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
+  /usr/share/zsh/vendor-completions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
+  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
 for f in "${expected_deb[@]}"; do
   check "deb contains $f" grep -qxF -- "$f" <(printf '%s\n' "${deb_files[@]}")
 done
@@ -177,6 +189,34 @@ check "man finds rlbd(8)" man -w 8 rlbd
 check "man finds rlbd.toml(5)" man -w 5 rlbd.toml
 check "installed /etc/rlbd/rlbd.toml is valid" /usr/sbin/rlbd check-config /etc/rlbd/rlbd.toml
 check "installed unit is systemd/rlbd@.service" cmp -s "$unit_dir/rlbd@.service" systemd/rlbd@.service
+check "installed monitoring files are packaging/monitoring's" \
+  cmp -s /usr/share/rlbd/rlbd-rules.yml packaging/monitoring/rlbd-rules.yml
+check "postinst made the system group rlbd (operators)" getent group rlbd
+# shellcheck disable=SC2016 # expanded by the inner shell
+check "postinst made the system user rlbd (no login)" \
+  bash -c '[ "$(getent passwd rlbd | cut -d: -f7)" = /usr/sbin/nologin ] && [ "$(id -u rlbd)" -lt 1000 ]'
+
+step "shell completions"
+# Generated from the clap definitions: every visible subcommand is offered, hidden ones are not.
+complete_bash() { # words... -> the candidates bash offers for the last word
+  bash -c 'source /usr/share/bash-completion/completions/rlbd
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+    _rlbd rlbd "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$@"
+}
+bash_subs=$(complete_bash rlbd '' | sort | tr '\n' ' ')
+echo "bash offers after 'rlbd ': $bash_subs"
+for sub in "${subs[@]}"; do
+  check "bash completion offers subcommand $sub" grep -qw -- "$sub" <<<"$bash_subs"
+  check "zsh completion knows subcommand $sub" grep -q "'$sub:" /usr/share/zsh/vendor-completions/_rlbd
+  check "fish completion knows subcommand $sub" grep -qE -- "-a \"$sub\"|-a '$sub'" /usr/share/fish/vendor_completions.d/rlbd.fish
+done
+# shellcheck disable=SC2016 # expanded by the inner shell
+check "bash completion hides the lab and completions subcommands" \
+  bash -c '! grep -qwE "completions|lab-sink|lab-source|lab-flood|lab-chart" <<<"$1"' _ "$bash_subs"
+check "bash completion offers run's options" grep -qw -- --bond <(complete_bash rlbd run --b)
+check "zsh completion file is a #compdef for rlbd" grep -qx '#compdef rlbd' /usr/share/zsh/vendor-completions/_rlbd
+check "fish completion completes the command rlbd" grep -q '^complete -c rlbd ' /usr/share/fish/vendor_completions.d/rlbd.fish
 
 step "the unit: systemd-analyze verify (offline) and security"
 unit=$unit_dir/rlbd@.service
@@ -186,6 +226,11 @@ check "unit: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
 check "unit: WatchdogSec= set" grep -qE '^WatchdogSec=[1-9]' "$unit"
 check "unit: PrivateNetwork= not set" bash -c "! grep -q '^PrivateNetwork' '$unit'"
 check "unit: CapabilityBoundingSet=CAP_NET_RAW" grep -qx 'CapabilityBoundingSet=CAP_NET_RAW' "$unit"
+check "unit: runs as the package's user and group rlbd" bash -c "grep -qx 'User=rlbd' '$unit' && grep -qx 'Group=rlbd' '$unit'"
+# DynamicUser= would put /run/rlbd under /run/private (root only): no operator could ask rlbd.
+check "unit: no DynamicUser= (operators reach /run/rlbd)" bash -c "! grep -q '^DynamicUser=yes' '$unit'"
+check "unit: enabled instances start when their bond appears" \
+  bash -c "grep -qx 'WantedBy=sys-subsystem-net-devices-%i.device' '$unit' && grep -qx 'After=sys-subsystem-net-devices-%i.device' '$unit'"
 check "unit: ExecStart runs /usr/sbin/rlbd run --bond" grep -qE '^ExecStart=.*/usr/sbin/rlbd run --bond' "$unit"
 # verify loads the template as instance rlbd@i, needs no running systemd, checks the ExecStart
 # binaries and the man pages of Documentation= (installed above).
@@ -277,12 +322,17 @@ check "/usr/share/doc/rlbd removed" test ! -e /usr/share/doc/rlbd
 check "dpkg status: config-files" test "$(dpkg-query -W -f='${Status}' rlbd)" = "deinstall ok config-files"
 check "dpkg -P" dpkg -P rlbd
 check "purged /etc/rlbd" test ! -e /etc/rlbd
+# Debian's practice: a system user outlives its package (files may still belong to it).
+check "purge keeps the user and group rlbd" getent group rlbd
 
 step "the .rpm"
 echo "rpm file list (rpm -qlp):"
 rpm -qlp "$rpm_file" | tee "$tmp/rpm.list"
 expected_rpm=(/usr/sbin/rlbd /usr/lib/systemd/system/rlbd@.service /usr/share/man/man8/rlbd.8.gz
-  /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/README.md)
+  /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/README.md
+  /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
+  /usr/share/zsh/site-functions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
+  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
 for f in "${expected_rpm[@]}"; do
   check "rpm contains $f" grep -qxF -- "$f" "$tmp/rpm.list"
 done
@@ -290,6 +340,7 @@ check "rpm contains only the expected files" test "$(grep -c . "$tmp/rpm.list")"
 check "rpm: /etc/rlbd/rlbd.toml is %config" grep -qxF /etc/rlbd/rlbd.toml <(rpm -qcp "$rpm_file")
 rpm -qp --scripts "$rpm_file" >"$tmp/rpm.scripts"
 check "rpm: %post reloads systemd" grep -q 'daemon-reload' <(sed -n '/^postinstall/,/^[a-z]* scriptlet/p' "$tmp/rpm.scripts")
+check "rpm: %post makes the user rlbd" grep -q 'systemd-sysusers rlbd.conf' <(sed -n '/^postinstall/,/^[a-z]* scriptlet/p' "$tmp/rpm.scripts")
 check "rpm: %preun stops the instances" grep -q "systemctl stop 'rlbd@\*.service'" "$tmp/rpm.scripts"
 check "rpm: %postun present" grep -q '^postuninstall scriptlet' "$tmp/rpm.scripts"
 check "rpm: version $version" test "$(rpm -qp --qf '%{VERSION}' "$rpm_file")" = "$version"

@@ -7,14 +7,21 @@
 //! bytes (without the FCS). Frame `i` comes from source `i % sources`. Only for use between
 //! namespaces the caller made.
 
+mod frames;
+mod sys;
+
 use std::io;
 use std::mem;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::capture::Mac;
+
+pub use frames::{header, source};
+use sys::open_sender;
+pub use sys::{pin_to_cpu, process_cpu_ns, thread_cpu_ns};
 
 /// Ethernet + IPv4 + UDP headers.
 pub const HEADER_LEN: usize = 14 + 20 + 8;
@@ -142,164 +149,6 @@ impl FloodReport {
     }
 }
 
-/// A 32-bit bijection (so distinct inputs stay distinct), scrambled by `key`.
-fn mix32(x: u32, key: u64) -> u32 {
-    let mut x = x ^ (key as u32);
-    x = x.wrapping_mul(0x9e37_79b1);
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x85eb_ca6b);
-    x ^= x >> 13;
-    x = x.wrapping_add((key >> 32) as u32);
-    x
-}
-
-/// Source `s`'s MAC and IPv4 address.
-pub fn source(s: u32, seed: Option<u64>) -> (Mac, Ipv4Addr) {
-    const FIRST: u32 = u32::from_be_bytes([198, 18, 1, 0]);
-    const SPAN: u32 = (1 << 17) - 256;
-    let (m, a) = match seed {
-        None => (s, s),
-        Some(k) => (mix32(s, k), mix32(s, k.rotate_left(17) ^ 0x5bd1_e995)),
-    };
-    let b = m.to_be_bytes();
-    (
-        Mac::new(0x02, 0x52, b[0], b[1], b[2], b[3]),
-        Ipv4Addr::from(FIRST + a % SPAN),
-    )
-}
-
-fn ip_checksum(hdr: &[u8]) -> u16 {
-    let mut sum: u32 = hdr
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// The Ethernet, IPv4 and UDP headers of a frame of `size` bytes (the rest is zero padding).
-pub fn header(
-    src_mac: Mac,
-    dst_mac: Mac,
-    src_ip: Ipv4Addr,
-    dst_ip: Ipv4Addr,
-    size: usize,
-) -> [u8; HEADER_LEN] {
-    let mut h = [0u8; HEADER_LEN];
-    h[0..6].copy_from_slice(&dst_mac.octets());
-    h[6..12].copy_from_slice(&src_mac.octets());
-    h[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (size - 14) as u16;
-    let ip = &mut h[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[6] = 0x40; // don't fragment
-    ip[8] = 64; // TTL
-    ip[9] = 17; // UDP
-    ip[12..16].copy_from_slice(&src_ip.octets());
-    ip[16..20].copy_from_slice(&dst_ip.octets());
-    let sum = ip_checksum(ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    let udp = &mut h[34..42];
-    udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
-    udp[2..4].copy_from_slice(&DST_PORT.to_be_bytes());
-    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
-    // UDP checksum 0: none (allowed for IPv4).
-    h
-}
-
-/// Pins the calling thread to one CPU.
-pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data for which all-zero is the empty set; CPU_SET writes inside
-    // it (it ignores CPUs past the set's size) and sched_setaffinity only reads `set`.
-    unsafe {
-        let mut set: libc::cpu_set_t = mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("sched_setaffinity(cpu {cpu}): {e}"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// CPU time (user + system) of the calling thread, in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    rusage_ns(libc::RUSAGE_THREAD)
-}
-
-/// CPU time (user + system) of the whole process, in nanoseconds.
-pub fn process_cpu_ns() -> u64 {
-    rusage_ns(libc::RUSAGE_SELF)
-}
-
-fn rusage_ns(who: libc::c_int) -> u64 {
-    // SAFETY: `ru` is a writable rusage; getrusage only writes it.
-    let ru = unsafe {
-        let mut ru: libc::rusage = mem::zeroed();
-        if libc::getrusage(who, &mut ru) != 0 {
-            return 0;
-        }
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-/// A raw AF_PACKET socket bound to an interface for sending only (protocol 0: it receives
-/// nothing), bypassing the qdisc.
-fn open_sender(iface: &str) -> io::Result<OwnedFd> {
-    let name = std::ffi::CString::new(iface)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
-    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{iface}: {e}")));
-    }
-    // SAFETY: plain socket(2) call with constant arguments.
-    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let one: libc::c_int = 1;
-    // SAFETY: `one` is a live c_int and the length is its size. Failure only costs speed.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_QDISC_BYPASS,
-            (&one as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = 0;
-    sll.sll_ifindex = ifindex as i32;
-    // SAFETY: `sll` is a valid sockaddr_ll and the length passed is its size.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("bind to {iface}: {e}")));
-    }
-    Ok(fd)
-}
-
 /// Sends `cfg.count` frames out of `iface` as fast as it takes them, stopping early when `stop`
 /// is set. Headers for every source are built before the clock starts.
 pub fn flood(iface: &str, cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
@@ -414,45 +263,6 @@ pub fn run(args: &FloodArgs) -> Result<FloodReport, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::{parse, Frame};
-
-    #[test]
-    fn headers_parse_and_check() {
-        let (mac, ip) = source(7, None);
-        assert_eq!(mac, [0x02, 0x52, 0, 0, 0, 7]);
-        assert_eq!(ip, Ipv4Addr::new(198, 18, 1, 7));
-        let dst = [0x02, 0, 0, 0, 0, 1];
-        let h = header(mac, Mac::from(dst), ip, Ipv4Addr::new(198, 18, 0, 1), 64);
-        let mut frame = h.to_vec();
-        frame.resize(64, 0);
-        assert_eq!(
-            parse(&frame),
-            Some(Frame::Ipv4 {
-                src_mac: mac,
-                dst_mac: Mac::from(dst),
-                src_ip: ip,
-                dst_ip: Ipv4Addr::new(198, 18, 0, 1)
-            })
-        );
-        // A valid header sums to zero, and the lengths describe the frame.
-        assert_eq!(ip_checksum(&h[14..34]), 0);
-        assert_eq!(u16::from_be_bytes([h[16], h[17]]), 50);
-        assert_eq!(u16::from_be_bytes([h[38], h[39]]), 30);
-    }
-
-    #[test]
-    fn sources_are_distinct_and_in_range() {
-        for seed in [None, Some(0x1234_5678_9abc_def0)] {
-            let mut macs = std::collections::HashSet::new();
-            for s in 0..200_000 {
-                let (mac, ip) = source(s, seed);
-                assert!(macs.insert(mac), "duplicate MAC for source {s}");
-                let o = ip.octets();
-                assert_eq!(o[0], 198);
-                assert!(o[1] == 19 || (o[1] == 18 && o[2] >= 1), "{ip}");
-            }
-        }
-    }
 
     #[test]
     fn report_line_round_trips() {

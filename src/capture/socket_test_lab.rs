@@ -1,0 +1,129 @@
+//! The live capture test's lab: addresses, a veth pair's sockets, and draining what they
+//! capture.
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mio::{Interest, Token};
+
+use crate::capture::frame::tests::ipv4_frame;
+use crate::capture::frame::{parse, Frame};
+use crate::capture::socket::{CaptureSocket, FrameMeta, RingConfig};
+use crate::capture::Mac;
+
+// Test addresses: 198.18.0.0/15 only; locally administered MACs.
+pub(super) const CAP_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x01);
+pub(super) const PEER_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x02);
+pub(super) const CLIENT: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x09);
+pub(super) const OTHER: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x77);
+pub(super) const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub(super) const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 9);
+pub(super) const OTHER_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 7);
+
+pub(super) type Captured = Vec<(FrameMeta, Vec<u8>)>;
+
+pub(super) fn ip(args: &str) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args.split_whitespace())
+        .output()
+        .map_err(|e| format!("cannot run `ip {args}`: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`ip {args}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+pub(super) fn small_ring() -> RingConfig {
+    RingConfig {
+        block_size: 1 << 16,
+        block_count: 4,
+        retire_timeout_ms: 10,
+        ..RingConfig::default()
+    }
+}
+
+/// Drains `sock` (in chunks of `chunk`) until `want` frames arrived or `timeout` passed, then
+/// keeps listening for `linger` to catch anything unexpected.
+pub(super) fn collect(
+    sock: &mut CaptureSocket,
+    want: usize,
+    chunk: usize,
+    timeout: Duration,
+    linger: Duration,
+) -> Captured {
+    let mut poll = mio::Poll::new().unwrap();
+    poll.registry()
+        .register(sock, Token(7), Interest::READABLE)
+        .unwrap();
+    let mut events = mio::Events::with_capacity(4);
+    let mut got: Captured = Vec::new();
+    let start = Instant::now();
+    let mut deadline = start + timeout;
+    let mut lingering = false;
+    loop {
+        loop {
+            let n = sock.drain(chunk, |m, d| got.push((m, d.to_vec())));
+            assert!(n <= chunk);
+            if n < chunk {
+                break;
+            }
+        }
+        if got.len() >= want && !lingering {
+            lingering = true;
+            deadline = Instant::now() + linger;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        // Short waits: readiness is edge-triggered and only signalled per retired block.
+        let wait = (deadline - now).min(Duration::from_millis(25));
+        poll.poll(&mut events, Some(wait)).unwrap();
+    }
+    poll.registry().deregister(sock).unwrap();
+    got
+}
+
+pub(super) fn ours(got: &Captured) -> Vec<(FrameMeta, Option<Frame>, usize)> {
+    got.iter()
+        .filter(|(_, d)| {
+            d.len() >= 12 && (d[6..12] == CLIENT.octets() || d[6..12] == CAP_MAC.octets())
+        })
+        .map(|(m, d)| (*m, parse(d), d.len()))
+        .collect()
+}
+
+pub(super) struct Lab {
+    pub(super) cap: CaptureSocket,
+    pub(super) peer: CaptureSocket,
+    /// A second socket on cap0 that passes ARP only: it sees what `cap` sends as OUTGOING.
+    pub(super) cap_arp: CaptureSocket,
+}
+
+pub(super) fn to_us() -> Vec<u8> {
+    ipv4_frame(CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300)
+}
+
+pub(super) fn to_other() -> Vec<u8> {
+    ipv4_frame(CLIENT, OTHER, CLIENT_IP, OTHER_IP, false, 300)
+}
+
+/// Nothing but what the filter passes got through (no IPv6 router solicitations etc.).
+pub(super) fn only_what_the_filter_passes(got: &Captured) {
+    for (m, d) in got {
+        match parse(d) {
+            Some(Frame::Arp { .. }) => {}
+            Some(Frame::Ipv4 { dst_mac, .. }) | Some(Frame::Ipv6 { dst_mac, .. }) => {
+                assert_eq!(dst_mac, CAP_MAC)
+            }
+            // Neighbor Discovery passes in any direction, like ARP.
+            Some(Frame::Nd { .. }) => {}
+            None => panic!("unexpected frame {m:?} {d:02x?}"),
+        }
+    }
+}

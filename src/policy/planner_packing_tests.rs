@@ -1,0 +1,157 @@
+//! The planner on a saturated port (issue 15's packing rules), beside the paper's rules.
+
+use super::*;
+
+#[test]
+fn a_saturated_port_sends_one_client_to_each_target_then_waits_for_a_clean_second() {
+    // 20 Mbit/s ports; p0 saturated by clients whose rates are TCP's shares. Round 1: one client
+    // to each of p1, p2, p3, largest first, each to the emptiest port left.
+    let mut clients: Vec<ClientView> = [3.0, 2.5, 2.5, 2.0, 2.0, 2.0, 1.5, 1.5, 1.5, 1.5]
+        .iter()
+        .map(|r| client(0, r * MBIT))
+        .collect();
+    let caps = [20.0 * MBIT; 4];
+    let ports = ports_from(&caps, &clients, &[true, false, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    assert_eq!(got, vec![(0, 1), (1, 2), (2, 3)]);
+    // The next second still shows part of the old placement: nothing moves.
+    for m in &moves {
+        clients[m.client].port = m.to;
+        clients[m.client].held = true;
+        clients[m.client].since_move = Some(1);
+    }
+    let ports = ports_from(&caps, &clients, &[true, false, false, false]);
+    assert!(plan(&cfg(), &ports, &clients).is_empty());
+}
+
+#[test]
+fn past_the_threshold_when_a_saturated_port_loses_more() {
+    // The issue's case: p0 at 100% with a 4 Mbit/s client, p1 at 65%. The paper's rule refuses
+    // (p1 would end at 85% > 80%); the bond gains 4 Mbit/s by the move, and p1 stays under 93%.
+    let clients = [
+        client(0, 8.0 * MBIT),
+        client(0, 8.0 * MBIT),
+        client(0, 4.0 * MBIT),
+        client(1, 13.0 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT, 20.0 * MBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!((moves[0].client, moves[0].to), (2, 1));
+    assert!((moves[0].to_util.1 - 0.85).abs() < 1e-9, "{moves:?}");
+    // With max_fill at the threshold, the paper's rule alone: no move.
+    let paper = PolicyConfig {
+        max_fill: 0.8,
+        ..cfg()
+    };
+    assert!(plan(&paper, &ports, &clients).is_empty());
+    // Past max_fill only when nothing else fits, and then only up to p0's level: at 75%, p1
+    // takes the 4 Mbit/s client (95% < p0's 100%); at 85%, nothing (105%).
+    for (p1, moved) in [(15.0, true), (17.0, false)] {
+        let clients = [
+            client(0, 8.0 * MBIT),
+            client(0, 8.0 * MBIT),
+            client(0, 4.0 * MBIT),
+            client(1, p1 * MBIT),
+        ];
+        let ports = ports_from(&[20.0 * MBIT, 20.0 * MBIT], &clients, &[true, false]);
+        let moves = plan(&cfg(), &ports, &clients);
+        assert_eq!(!moves.is_empty(), moved, "p1 at {p1}: {moves:?}");
+        if moved {
+            assert_eq!((moves[0].client, moves[0].to), (2, 1));
+        }
+    }
+}
+
+#[test]
+fn a_saturated_port_stops_sending_when_what_is_left_looks_no_busier_than_the_target() {
+    // From the namespace lab: after two moves p0 counts down to 50%, no busier than p2 with its
+    // 9.6 Mbit/s; the rest of p0 is not moved there, least of all the client TCP starved to
+    // 0.1 Mbit/s (its demand was 3.6: p2 would have been overfilled unseen).
+    let clients = [
+        client(0, 5.2 * MBIT),
+        client(0, 4.3 * MBIT),
+        client(0, 3.7 * MBIT),
+        client(0, 3.0 * MBIT),
+        client(0, 2.1 * MBIT),
+        client(0, 1.2 * MBIT),
+        client(0, 0.1 * MBIT),
+        client(1, 6.6 * MBIT),
+        client(2, 9.6 * MBIT),
+        client(3, 3.6 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT; 4], &clients, &[true, false, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    assert_eq!(got, vec![(0, 3), (1, 1)]);
+}
+
+#[test]
+fn when_nothing_fits_the_least_served_client_goes_but_not_a_starved_one() {
+    // p0 saturated by four clients; every room is under max_fill for each of them. The least
+    // served (3.0) goes to the emptiest port up to its capacity; the one TCP starved (0.3, under
+    // a quarter of the 4.9 mean share) is passed over.
+    let clients = [
+        client(0, 8.0 * MBIT),
+        client(0, 8.3 * MBIT),
+        client(0, 3.0 * MBIT),
+        client(0, 0.3 * MBIT),
+        client(1, 16.0 * MBIT),
+        client(2, 16.5 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT; 3], &clients, &[true, false, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    assert_eq!(got, vec![(2, 1)]);
+}
+
+#[test]
+fn a_port_over_the_threshold_but_not_saturated_keeps_the_papers_rule() {
+    // p0 at 90% is overloaded but carries all its clients want: a target above 80% is no gain.
+    let clients = [
+        client(0, 9.0 * MBIT),
+        client(0, 5.0 * MBIT),
+        client(0, 4.0 * MBIT),
+        client(1, 13.0 * MBIT),
+    ];
+    let ports = ports_from(&[20.0 * MBIT, 20.0 * MBIT], &clients, &[true, false]);
+    assert!(plan(&cfg(), &ports, &clients).is_empty());
+}
+
+#[test]
+fn a_starved_client_on_a_saturated_port_is_moved_even_beside_an_elephant() {
+    // What the kernel lab showed: TCP gave one client 28 of 30 Mbit/s and the other 1.4. The big
+    // one counts as the single biggest flow; the starved one must go, or the port stays stuck.
+    let clients = [client(0, 28.0 * MBIT), client(0, 1.4 * MBIT)];
+    let ports = ports_from(&[30.0 * MBIT, 30.0 * MBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!((moves[0].client, moves[0].to), (1, 1));
+}
+
+#[test]
+fn place_new_spreads_new_clients_and_counts_each_at_once() {
+    let cfg = PolicyConfig::default();
+    let mb = 1e6;
+    // balance-tlb: every new client arrives on the active slave, port 0.
+    let ports = vec![
+        port(100.0 * mb, 60.0 * mb, false),
+        port(100.0 * mb, 0.0, false),
+        port(100.0 * mb, 0.0, false),
+    ];
+    let c = |rate: f64| ClientView {
+        port: 0,
+        rate_bps: rate,
+        held: false,
+        since_move: None,
+    };
+    let new = vec![c(10.0 * mb), c(30.0 * mb), c(20.0 * mb), c(1_000.0)];
+    let moves = place_new(&cfg, &ports, &new);
+    let got: Vec<(usize, usize)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    // 10 to port 1 (0 -> 10), 30 to port 2 (0 -> 30), 20 to port 1 (10 is now the least);
+    // the one under the 5 KB/s floor is left alone.
+    assert_eq!(got, vec![(0, 1), (1, 2), (2, 1)]);
+    assert!(moves.iter().all(|m| m.reason == Reason::Placement));
+    assert!((moves[2].to_util.1 - 0.30).abs() < 1e-9);
+}

@@ -1,0 +1,469 @@
+//! The world the core's properties run in: four clients (odd ones on VLAN 100) with IPv4 and
+//! IPv6 addresses, three ports, the host's view, and the events a run is made of, applied the way
+//! the event loop applies them.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+
+use super::super::fixture::{cfg, World, P};
+use super::*;
+use crate::capture::NdKind;
+use crate::client::ServerSet;
+use crate::host::testing::*;
+use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
+use crate::policy::Move;
+
+fn mac(c: usize) -> Mac {
+    Mac(2, 0, 0, 0, 0x10, c as u8)
+}
+/// Odd clients are on VLAN 100 (bond0.100), even ones untagged.
+fn vlan(c: usize) -> u16 {
+    if c % 2 == 1 {
+        100
+    } else {
+        0
+    }
+}
+pub(super) fn key(c: usize) -> ClientKey {
+    ClientKey::new(mac(c), vlan(c))
+}
+fn ifx(c: usize) -> u32 {
+    if vlan(c) == 0 {
+        BOND
+    } else {
+        VLAN_IF
+    }
+}
+fn ip4(c: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, vlan(c) as u8, 20 + c as u8)
+}
+/// 2001:db8::/64 untagged, 2001:db8:100::/64 on VLAN 100.
+fn net6(c: usize) -> u16 {
+    if vlan(c) == 0 {
+        0
+    } else {
+        0x100
+    }
+}
+fn ip6(c: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0xdb8, net6(c), 0, 0, 0, 0, 0x20 + c as u16)
+}
+fn server4(c: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, vlan(c) as u8, 1)
+}
+fn server6(c: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0xdb8, net6(c), 0, 0, 0, 0, 1)
+}
+fn talk(c: usize, v6: bool) -> Talk {
+    let mut servers = ServerSet::default();
+    servers.note(server4(c).into(), 0, 0);
+    if v6 {
+        servers.note(server6(c).into(), 0, 0);
+    }
+    Talk {
+        v4: Some(ip4(c)),
+        v6: v6.then_some(ip6(c)),
+        servers,
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Op {
+    Move {
+        c: usize,
+        to: usize,
+        failover: bool,
+        v6: bool,
+    },
+    /// The host answers client `c`'s ARP from port `p` (with `p`'s MAC), `n` times at once.
+    HostReply {
+        c: usize,
+        p: usize,
+        n: usize,
+    },
+    HostBroadcast {
+        p: usize,
+        n: usize,
+        vlan: u16,
+    },
+    ClientAsks {
+        c: usize,
+        n: usize,
+    },
+    HostNa {
+        p: usize,
+        multicast: bool,
+        c: usize,
+        n: usize,
+    },
+    ClientSolicits {
+        c: usize,
+        n: usize,
+    },
+    /// The kernel's entry for `c` (IPv4 or IPv6) becomes confirmed or fails.
+    Neigh {
+        c: usize,
+        v6: bool,
+        ok: bool,
+    },
+    /// The server's IPv4 or IPv6 address is removed or added back.
+    Addr {
+        v6: bool,
+        present: bool,
+    },
+    PortDown(usize),
+    PortUp(usize),
+    MacChanged(usize),
+    Rebalance {
+        hot: usize,
+        rates: [u8; CLIENTS],
+        on: [usize; CLIENTS],
+    },
+    Advance(u64),
+    Forget {
+        active: [bool; CLIENTS],
+    },
+}
+
+pub(super) fn op() -> impl Strategy<Value = Op> {
+    let c = 0..CLIENTS;
+    let p = 0..3usize;
+    let n = 1..5usize;
+    prop_oneof![
+        3 => (c.clone(), p.clone(), any::<bool>(), any::<bool>())
+            .prop_map(|(c, to, failover, v6)| Op::Move { c, to, failover, v6 }),
+        2 => (c.clone(), p.clone(), n.clone()).prop_map(|(c, p, n)| Op::HostReply { c, p, n }),
+        1 => (p.clone(), n.clone(), prop_oneof![Just(0u16), Just(100u16)])
+            .prop_map(|(p, n, vlan)| Op::HostBroadcast { p, n, vlan }),
+        2 => (c.clone(), n.clone()).prop_map(|(c, n)| Op::ClientAsks { c, n }),
+        1 => (p.clone(), any::<bool>(), c.clone(), n.clone())
+            .prop_map(|(p, multicast, c, n)| Op::HostNa { p, multicast, c, n }),
+        1 => (c.clone(), n).prop_map(|(c, n)| Op::ClientSolicits { c, n }),
+        2 => (c.clone(), any::<bool>(), any::<bool>()).prop_map(|(c, v6, ok)| Op::Neigh { c, v6, ok }),
+        1 => (any::<bool>(), any::<bool>()).prop_map(|(v6, present)| Op::Addr { v6, present }),
+        1 => p.clone().prop_map(Op::PortDown),
+        1 => p.clone().prop_map(Op::PortUp),
+        1 => p.clone().prop_map(Op::MacChanged),
+        2 => (p.clone(), any::<[u8; CLIENTS]>(), proptest::array::uniform4(p))
+            .prop_map(|(hot, rates, on)| Op::Rebalance { hot, rates, on }),
+        4 => (0..3000u64).prop_map(Op::Advance),
+        1 => any::<[bool; CLIENTS]>().prop_map(|active| Op::Forget { active }),
+    ]
+}
+
+pub(super) struct Harness {
+    pub(super) w: World,
+    pub(super) s: Steerer,
+    pub(super) now: u64,
+    pub(super) macs: [Mac; 3],
+    pub(super) sends: HashMap<ClientKey, Vec<u64>>,
+    pub(super) all_sends: Vec<u64>,
+}
+
+impl Harness {
+    pub(super) fn new() -> Harness {
+        let mut w = World::new();
+        for c in 0..CLIENTS {
+            w.host
+                .apply(&neigh(ifx(c), ip4(c).into(), mac(c), libc::NUD_REACHABLE));
+            w.host
+                .apply(&neigh(ifx(c), ip6(c).into(), mac(c), libc::NUD_STALE));
+        }
+        let s = Steerer::new(SteerConfig {
+            per_client_per_sec: PER_CLIENT,
+            total_per_sec: TOTAL,
+            ..cfg()
+        });
+        Harness {
+            w,
+            s,
+            now: 0,
+            macs: P,
+            sends: HashMap::new(),
+            all_sends: Vec::new(),
+        }
+    }
+
+    fn ports(&self) -> Vec<PortInfo<'static>> {
+        (0..3)
+            .map(|i| PortInfo {
+                name: ["p0", "p1", "p2"][i],
+                mac: self.macs[i],
+                usable: self.w.usable[i],
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the core with the current world, then checks every frame it sent.
+    fn run(&mut self, f: impl FnOnce(&mut Steerer, &Ctx, u64, &mut Vec<Action>)) -> Vec<Action> {
+        let ports = self.ports();
+        let mut out = Vec::new();
+        let ctx = Ctx {
+            host: &self.w.host,
+            ports: &ports,
+        };
+        f(&mut self.s, &ctx, self.now, &mut out);
+        self.check_actions(&out);
+        out
+    }
+
+    fn arp(&mut self, seen: ArpSeen, n: usize) {
+        let before: Vec<u64> = (0..CLIENTS).map(|c| self.reasserts(c)).collect();
+        self.run(|s, ctx, now, out| {
+            for _ in 0..n {
+                s.on_arp(now, &seen, ctx, out);
+            }
+        });
+        self.check_one_reassertion(&before);
+    }
+
+    fn nd(&mut self, seen: NdSeen, n: usize) {
+        let before: Vec<u64> = (0..CLIENTS).map(|c| self.reasserts(c)).collect();
+        self.run(|s, ctx, now, out| {
+            for _ in 0..n {
+                s.on_nd(now, &seen, ctx, out);
+            }
+        });
+        self.check_one_reassertion(&before);
+    }
+
+    /// Lets `dt` pass, waking at every due time as the event loop does.
+    pub(super) fn advance(&mut self, dt: u64) {
+        let end = self.now + dt;
+        while let Some(due) = self.s.next_due().filter(|t| *t <= end) {
+            self.now = self.now.max(due);
+            self.run(|s, ctx, now, out| s.on_timer(now, ctx, out));
+        }
+        self.now = end;
+    }
+
+    pub(super) fn reasserts(&self, c: usize) -> u64 {
+        self.s.moved(&key(c)).map_or(0, |m| m.reasserts)
+    }
+
+    pub(super) fn apply(&mut self, op: Op) {
+        let moved_before: HashMap<ClientKey, u64> =
+            self.s.moved.iter().map(|(k, m)| (*k, m.at_ms)).collect();
+        match op {
+            Op::Move {
+                c,
+                to,
+                failover,
+                v6,
+            } => self.do_move(c, to, failover, v6),
+            Op::HostReply { .. }
+            | Op::HostBroadcast { .. }
+            | Op::ClientAsks { .. }
+            | Op::HostNa { .. }
+            | Op::ClientSolicits { .. } => self.wire(op),
+            Op::Neigh { .. } | Op::Addr { .. } => self.kernel(op),
+            Op::PortDown(_) | Op::PortUp(_) | Op::MacChanged(_) => self.port(op),
+            Op::Rebalance { hot, rates, on } => self.rebalance(hot, rates, on),
+            Op::Advance(dt) => self.advance(dt),
+            Op::Forget { active } => {
+                self.run(|s, _, now, out| {
+                    s.forget_idle(
+                        now,
+                        |k| (0..CLIENTS).any(|c| key(c) == *k && active[c]),
+                        out,
+                    )
+                });
+            }
+        }
+        self.check_hold_down(&moved_before);
+    }
+
+    fn do_move(&mut self, c: usize, to: usize, failover: bool, v6: bool) {
+        let reason = if failover {
+            Reason::Failover
+        } else {
+            Reason::Overload
+        };
+        let mv = Move {
+            client: 0,
+            from: (to + 1) % 3,
+            to,
+            rate_bps: 1e6,
+            reason,
+            from_util: (0.9, 0.8),
+            to_util: (0.1, 0.2),
+        };
+        self.run(|s, ctx, now, out| {
+            s.apply_move(now, key(c), &talk(c, v6), &mv, "prop", ctx, out);
+        });
+    }
+
+    /// ARP and Neighbor Discovery seen on the wire.
+    fn wire(&mut self, op: Op) {
+        let b = Mac::broadcast();
+        match op {
+            Op::HostReply { c, p, n } => {
+                let m = self.macs[p];
+                self.arp(
+                    ArpSeen {
+                        outgoing: true,
+                        op: 2,
+                        eth_src: m,
+                        eth_dst: mac(c),
+                        sha: m,
+                        vlan: vlan(c),
+                    },
+                    n,
+                );
+            }
+            Op::HostBroadcast { p, n, vlan } => {
+                let m = self.macs[p];
+                self.arp(
+                    ArpSeen {
+                        outgoing: true,
+                        op: 1,
+                        eth_src: m,
+                        eth_dst: b,
+                        sha: m,
+                        vlan,
+                    },
+                    n,
+                );
+            }
+            Op::ClientAsks { c, n } => {
+                let m = mac(c);
+                self.arp(
+                    ArpSeen {
+                        outgoing: false,
+                        op: 1,
+                        eth_src: m,
+                        eth_dst: b,
+                        sha: m,
+                        vlan: vlan(c),
+                    },
+                    n,
+                );
+            }
+            Op::HostNa { p, multicast, c, n } => {
+                let m = self.macs[p];
+                let dst = if multicast {
+                    Mac(0x33, 0x33, 0, 0, 0, 1)
+                } else {
+                    mac(c)
+                };
+                let seen = NdSeen {
+                    outgoing: true,
+                    kind: NdKind::Na,
+                    eth_src: m,
+                    eth_dst: dst,
+                    target: server6(c),
+                    lladdr: Some(m),
+                    vlan: vlan(c),
+                };
+                self.nd(seen, n);
+            }
+            Op::ClientSolicits { c, n } => {
+                let seen = NdSeen {
+                    outgoing: false,
+                    kind: NdKind::Ns,
+                    eth_src: mac(c),
+                    eth_dst: Mac(0x33, 0x33, 0xff, 0, 0, 1),
+                    target: server6(c),
+                    lladdr: Some(mac(c)),
+                    vlan: vlan(c),
+                };
+                self.nd(seen, n);
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Neighbour entries and the server's addresses changing in the kernel (an address change
+    /// hits the bond's and the VLAN's alike).
+    fn kernel(&mut self, op: Op) {
+        if let Op::Addr { v6, present } = op {
+            for (ifindex, net) in [
+                (
+                    BOND,
+                    if v6 {
+                        "2001:db8::1/64"
+                    } else {
+                        "198.18.0.1/24"
+                    },
+                ),
+                (
+                    VLAN_IF,
+                    if v6 {
+                        "2001:db8:100::1/64"
+                    } else {
+                        "198.18.100.1/24"
+                    },
+                ),
+            ] {
+                let a = AddrEntry {
+                    ifindex,
+                    network: net.parse().unwrap(),
+                };
+                self.w.host.apply(&if present {
+                    NlEvent::Addr(a)
+                } else {
+                    NlEvent::AddrRemoved(a)
+                });
+            }
+            return;
+        }
+        let ev = match op {
+            Op::Neigh { c, v6, ok } => NlEvent::Neigh(NeighEntry {
+                ifindex: ifx(c),
+                ip: if v6 {
+                    IpAddr::from(ip6(c))
+                } else {
+                    IpAddr::from(ip4(c))
+                },
+                mac: Some(mac(c)),
+                state: if ok {
+                    libc::NUD_REACHABLE
+                } else {
+                    libc::NUD_FAILED
+                },
+            }),
+            _ => unreachable!(),
+        };
+        self.w.host.apply(&ev);
+    }
+
+    /// Ports failing, coming back, changing MAC; the shell calls failover on both of the
+    /// first two (coming back rescues clients stranded while no port was left).
+    fn port(&mut self, op: Op) {
+        match op {
+            Op::PortDown(p) | Op::PortUp(p) => {
+                self.w.usable[p] = matches!(op, Op::PortUp(_));
+                let down: Vec<usize> = if self.w.usable[p] { vec![] } else { vec![p] };
+                let views = self.w.port_views();
+                self.run(|s, ctx, now, out| s.failover(now, &down, &views, &[], ctx, out));
+                self.check_none_stranded();
+            }
+            Op::MacChanged(p) => {
+                self.macs[p].5 ^= 0x80;
+                self.run(|s, ctx, now, out| s.on_port_mac_changed(now, p, ctx, out));
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    fn rebalance(&mut self, hot: usize, rates: [u8; CLIENTS], on: [usize; CLIENTS]) {
+        let mut views = self.w.port_views();
+        views[hot].overloaded = true;
+        let snaps: Vec<ClientSnap> = (0..CLIENTS)
+            .map(|c| ClientSnap {
+                key: key(c),
+                port: on[c],
+                rate_bps: f64::from(rates[c]) * 1e6 / 4.0,
+                talk: talk(c, c % 2 == 0),
+            })
+            .collect();
+        for s in &snaps {
+            views[s.port].rx_bps += s.rate_bps;
+        }
+        self.run(|s, ctx, now, out| {
+            s.rebalance(now, &views, &snaps, &|_| "prop".into(), ctx, out);
+        });
+    }
+}
