@@ -145,6 +145,42 @@ const TOTALS: &[Scalar] = &[
         help: "Clients forgotten after the idle timeout.",
         value: |r| r.totals.table_expirations as f64,
     },
+    Scalar {
+        name: "rlbd_send_errors_total",
+        kind: "counter",
+        help: "Update frames the kernel refused to send.",
+        value: |r| r.totals.send_errors as f64,
+    },
+    Scalar {
+        name: "rlbd_send_retries_total",
+        kind: "counter",
+        help: "Refused update frames sent again after a transient error.",
+        value: |r| r.totals.send_retries as f64,
+    },
+    Scalar {
+        name: "rlbd_unreliable_seconds_total",
+        kind: "counter",
+        help: "Seconds whose client rates were not used for moves (capture ring drops).",
+        value: |r| r.totals.unreliable_seconds as f64,
+    },
+    Scalar {
+        name: "rlbd_netlink_resyncs_total",
+        kind: "counter",
+        help: "Times netlink notifications were lost and the kernel's tables re-read.",
+        value: |r| r.totals.netlink_resyncs as f64,
+    },
+    Scalar {
+        name: "rlbd_neighbours",
+        kind: "gauge",
+        help: "Confirmed neighbours of the server that rlbd knows.",
+        value: |r| r.totals.neighbours as f64,
+    },
+    Scalar {
+        name: "rlbd_foreign_claims_total",
+        kind: "counter",
+        help: "Episodes of another host claiming one of the server's addresses.",
+        value: |r| r.totals.foreign_claims as f64,
+    },
 ];
 
 const TAIL: &[Scalar] = &[

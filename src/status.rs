@@ -198,4 +198,32 @@ pub struct Totals {
     pub table_evictions: u64,
     /// Clients forgotten after the idle timeout.
     pub table_expirations: u64,
+    /// The fields below were added after schema 1's first release: absent in older reports.
+    /// Update frames the kernel refused to send (ENOBUFS, ENETDOWN...), first tries and
+    /// retries alike.
+    #[serde(default)]
+    pub send_errors: u64,
+    /// Refused update frames sent again later (transient errors only, with backoff).
+    #[serde(default)]
+    pub send_retries: u64,
+    /// Seconds whose client rates were not used for moves because a capture ring dropped
+    /// frames in them (the split among clients was incomplete).
+    #[serde(default)]
+    pub unreliable_seconds: u64,
+    /// Times the kernel dropped netlink notifications (ENOBUFS) and rlbd re-read its tables.
+    #[serde(default)]
+    pub netlink_resyncs: u64,
+    /// Neighbours on the server's interfaces that rlbd holds as confirmed by the kernel.
+    #[serde(default)]
+    pub neighbours: usize,
+    /// Episodes of another host claiming one of the server's addresses on the wire.
+    #[serde(default)]
+    pub foreign_claims: u64,
+    /// The latest the loop ran a due timer (a repeat, a re-assertion, the second's tick), ms
+    /// after it was due, since start.
+    #[serde(default)]
+    pub timer_late_max_ms: u64,
+    /// Timers run more than 100 ms after they were due, since start.
+    #[serde(default)]
+    pub timers_late: u64,
 }

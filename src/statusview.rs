@@ -487,6 +487,19 @@ fn totals_line(r: &StatusReport) -> String {
         t.table_evictions,
         t.table_expirations
     );
+    // Only when something went wrong: a quiet report stays short.
+    if t.send_errors + t.unreliable_seconds + t.netlink_resyncs + t.foreign_claims > 0 {
+        let _ = writeln!(
+            out,
+            "TROUBLE: send errors {} (retried {}); seconds with ring drops (no moves) {}; \
+             netlink resyncs {}; foreign claims of our addresses {}",
+            t.send_errors,
+            t.send_retries,
+            t.unreliable_seconds,
+            t.netlink_resyncs,
+            t.foreign_claims
+        );
+    }
     out
 }
 

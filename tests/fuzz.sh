@@ -1,15 +1,39 @@
 #!/usr/bin/env bash
-# Runs the frame-parser/accounting fuzz target (fuzz/) for FUZZ_SECONDS (default 60) with
-# libFuzzer and AddressSanitizer; any crash fails. Installs cargo-fuzz if missing. cargo-fuzz
-# needs nightly-only flags (-Zsanitizer): RUSTC_BOOTSTRAP=1 lets the machine's one stable
-# toolchain accept them, and its rust-std ships the ASan runtime.
+# Fuzzes every parser that reads what rlbd does not control, with libFuzzer and AddressSanitizer
+# (fuzz/fuzz_targets/): `frame` (captured frames into the client table), `netlink` (rtnetlink
+# datagrams through the daemon's framing and link/address/neighbour decoders into the host view),
+# `request` (control-socket request lines) and `config` (the TOML configuration loader). Each
+# target runs FUZZ_SECONDS (default 60) from its committed seeds (fuzz/seeds/TARGET; the netlink
+# ones are real kernel messages, see fuzz/seeds/capture-netlink.py) plus what earlier runs found
+# (fuzz/corpus/TARGET, not committed). Any crash fails. FUZZ_TARGETS picks a subset.
+#
+# Installs cargo-fuzz if missing. cargo-fuzz needs nightly-only flags (-Zsanitizer):
+# RUSTC_BOOTSTRAP=1 lets the machine's one stable toolchain accept them, and its rust-std ships
+# the ASan runtime.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../fuzz"
 secs=${FUZZ_SECONDS:-60}
+targets=${FUZZ_TARGETS:-frame netlink request config}
 command -v cargo-fuzz >/dev/null || cargo install --locked --quiet cargo-fuzz
-mkdir -p corpus/frame
 export RUSTC_BOOTSTRAP=1
-cargo fuzz build frame
-start=$(date +%s)
-cargo fuzz run frame -- -max_total_time="$secs" -print_final_stats=1 2>&1 | tail -n 15
-echo "fuzz: frame ran $(( $(date +%s) - start )) s without a crash"
+t0=$(date +%s)
+cargo fuzz build
+echo "fuzz: build took $(( $(date +%s) - t0 )) s"
+for t in $targets; do
+  mkdir -p "corpus/$t" "seeds/$t"
+  start=$(date +%s)
+  log="target/fuzz-$t.log"
+  mkdir -p target
+  # The first directory receives new inputs; the seeds are only read.
+  status=0
+  cargo fuzz run "$t" "corpus/$t" "seeds/$t" -- -max_total_time="$secs" -print_final_stats=1 \
+    >"$log" 2>&1 || status=$?
+  grep -E '^(stat::number_of_executed_units|stat::new_units_added|Done|INFO: seed corpus)' "$log" || true
+  if [ "$status" != 0 ]; then
+    tail -n 40 "$log" >&2
+    echo "fuzz: $t FAILED (exit $status); the input is under fuzz/artifacts/$t/" >&2
+    exit 1
+  fi
+  echo "fuzz: $t ran $(( $(date +%s) - start )) s without a crash"
+done
+echo "fuzz: all targets ($targets) in $(( $(date +%s) - t0 )) s"

@@ -221,6 +221,7 @@ fn synthetic_report() -> StatusReport {
             table_capacity: 4096,
             table_evictions: 11,
             table_expirations: 12,
+            ..Totals::default()
         },
     }
 }

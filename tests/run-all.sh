@@ -6,6 +6,7 @@
 #   SKIP_KERNEL_LAB=1 SKIP_SYSTEM_LAB=1 tests/run-all.sh   all but the QEMU guests (a quick local loop)
 #   SKIP_PACKING_BENCH=1 ...             and without the packing bench's short form
 #   KERNELS=6.1 tests/run-all.sh         the kernel lab on one kernel only (tests/kernel-lab/run.sh)
+#   SKIP_SOAK=1 tests/run-all.sh         all but the 60 s soak (tests/soak/run.sh)
 #
 # The kernel lab's default plan (PLAN in tests/kernel-lab/run.sh) is every topology (flat, VLAN,
 # two VLANs, two server addresses, bridge, macvlan, ipvlan, 802.1ad refusal) on 6.12, flat on 6.1,
@@ -61,8 +62,13 @@ if [ "${SKIP_PACKING_BENCH:-0}" != 1 ]; then
   cargo bench --bench packing -- --short
 fi
 
-step "fuzzing the frame parser and accounting"
+step "fuzzing the parsers of untrusted input (frames, netlink, control requests, configuration)"
 tests/fuzz.sh
+
+if [ "${SKIP_SOAK:-0}" != 1 ]; then
+  step "soak, short form: 200 clients, port failures, a port removed, reloads (60 s)"
+  tests/soak/run.sh
+fi
 
 if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
   step "real bonding driver in QEMU guests (${PLAN:-${SCENARIOS:+scenarios $SCENARIOS on }kernels ${KERNELS:-of the default plan}})"

@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
     }
     table.roll_over(tick + 1);
     for e in table.iter() {
-        assert_eq!(table.get(&e.mac), Some(e));
+        assert_eq!(table.get(&e.key), Some(e));
         assert_eq!(e.bytes_this_second, 0);
     }
 });

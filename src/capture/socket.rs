@@ -337,7 +337,9 @@ impl CaptureSocket {
             )
         };
         if n < 0 {
-            return Err(ctx(io::Error::last_os_error()));
+            // The bare OS error: callers decide on its errno (retry ENOBUFS, not ENETDOWN) and
+            // name the port themselves.
+            return Err(io::Error::last_os_error());
         }
         if n as usize != frame.len() {
             return Err(ctx(io::Error::new(

@@ -194,21 +194,16 @@ impl Captures {
         }
     }
 
-    /// Sends one frame out of `port`; a failure is logged with the port and what it was.
-    pub fn send(&self, ports: &PortTable, port: usize, frame: &[u8], what: &dyn Fn() -> String) {
-        let name = ports.list.get(port).map_or("?", |p| p.name.as_str());
-        match self.get(port) {
-            Some(c) => {
-                if let Err(e) = c.send(frame) {
-                    warn!("port {name}: cannot send {}: {e}", what());
-                }
-            }
-            None => debug!("port {name}: no socket to send {} on", what()),
-        }
+    /// Sends one frame out of `port`: `None` when the port has no socket, else what the kernel
+    /// said (its errno kept, for the caller's retry decision).
+    pub fn try_send(&self, port: usize, frame: &[u8]) -> Option<io::Result<()>> {
+        Some(self.get(port)?.send(frame))
     }
 
-    /// Reads each ring's drop counter into the port table; warns about new drops.
-    pub fn update_drops(&self, ports: &mut PortTable) {
+    /// Reads each ring's drop counter into the port table; warns about new drops. True when
+    /// some ring dropped frames since the last call.
+    pub fn update_drops(&self, ports: &mut PortTable) -> bool {
+        let mut dropped = false;
         for (p, c) in ports.list.iter_mut().zip(&self.socks) {
             let Some(c) = c.as_ref().filter(|_| p.present) else {
                 continue;
@@ -221,11 +216,13 @@ impl Captures {
                         s.drops - p.ring_drops
                     );
                     p.ring_drops = s.drops;
+                    dropped = true;
                 }
                 Ok(_) => {}
                 Err(e) => debug!("port {}: cannot read ring statistics: {e}", p.name),
             }
         }
+        dropped
     }
 
     /// (frames delivered, frames dropped) by port `i`'s ring since it was opened.

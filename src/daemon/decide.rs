@@ -52,6 +52,15 @@ impl Daemon {
             }
         }
         let views = self.ports.views();
+        if std::mem::take(&mut self.trouble.rates_unreliable) {
+            // The rings dropped frames this second: the client rates miss an unknown share, so
+            // the split among clients, which every move rests on, is not known. Port loads are
+            // exact (kernel counters) and keep feeding the detectors; moves wait for a clean
+            // second.
+            self.trouble.unreliable_seconds += 1;
+            debug!("capture ring drops this second: client rates incomplete, no move made on them");
+            return;
+        }
         let clients = self.client_snaps(true);
         let ports = &self.ports;
         let window = self.settings.policy.window;

@@ -254,6 +254,9 @@ impl Daemon {
     /// the moves they put at risk).
     fn watch_frames(&mut self, frames: &mut Vec<(Frame, bool, u16)>) {
         let now_ms = self.clock.ms(Instant::now());
+        for (f, outgoing, _vlan) in frames.iter() {
+            self.trouble.note_claim(now_ms, f, *outgoing, &self.host);
+        }
         let (steer, out) = (&mut self.steer, &mut self.actions);
         with_ctx(&self.host, &self.ports, |ctx| {
             for (f, outgoing, vlan) in frames.drain(..) {

@@ -14,6 +14,7 @@ mod decide;
 mod events;
 mod reload;
 mod report;
+mod retry;
 mod setup;
 
 use std::time::{Duration, Instant};
@@ -91,6 +92,7 @@ pub struct Daemon {
     /// The steering core's actions, carried out after each call into it (reused).
     actions: Vec<Action>,
     watchdog: bool,
+    trouble: retry::Trouble,
 }
 
 /// Runs `f` with the steering core's view of the host and the ports.
@@ -202,6 +204,9 @@ impl Daemon {
         if let Some(ms) = self.steer.next_due() {
             d = d.min(c.at(ms));
         }
+        if let Some(ms) = self.trouble.retries.next_due() {
+            d = d.min(c.at(ms));
+        }
         if matches!(self.ports.target, Target::Ports(_)) {
             d = d.min(c.next_learning);
         }
@@ -210,7 +215,13 @@ impl Daemon {
 
     fn run_timers(&mut self) {
         let now = Instant::now();
+        let now_ms = self.clock.ms(now);
+        if let Some(due) = self.steer.next_due().filter(|d| *d <= now_ms) {
+            self.trouble.timer_ran(due, now_ms);
+        }
         if now >= self.clock.next_tick {
+            let due = self.clock.ms(self.clock.next_tick);
+            self.trouble.timer_ran(due, now_ms);
             self.on_tick();
             self.clock.next_tick += TICK;
             if self.clock.next_tick <= now {
@@ -232,6 +243,7 @@ impl Daemon {
             self.steer.on_timer(now_ms, ctx, &mut self.actions)
         });
         self.carry_out();
+        self.retry_sends(now_ms);
     }
 
     fn on_tick(&mut self) {
@@ -244,7 +256,7 @@ impl Daemon {
             }
         }
         self.clock.eval_at = Some(Instant::now() + EVAL_DELAY);
-        self.captures.update_drops(&mut self.ports);
+        self.trouble.rates_unreliable = self.captures.update_drops(&mut self.ports);
         let now_ms = self.now_ms();
         let table = &self.table;
         self.steer
@@ -260,18 +272,62 @@ impl Daemon {
 
     /// Carries out what the steering core decided: frames onto the wire, lines into the log.
     fn carry_out(&mut self) {
-        for a in self.actions.drain(..) {
+        let mut actions = std::mem::take(&mut self.actions);
+        for a in actions.drain(..) {
             match a {
                 Action::Send {
                     port,
                     client,
                     claim,
                     frame,
-                } => self.captures.send(&self.ports, port, &frame, &|| {
-                    format!("the update to {} ({client})", claim.client())
-                }),
+                } => {
+                    self.trouble.retries.supersede(client);
+                    let what = || format!("the update to {} ({client})", claim.client());
+                    self.send_or_retry(port, client, frame, 1, &what);
+                }
                 Action::Log(level, msg) => log::log!(level, "{msg}"),
             }
+        }
+        // Kept (empty) for the next call: no allocation per batch.
+        self.actions = actions;
+    }
+
+    /// Sends one update frame; a refusal is counted, logged (rate-limited) and, when transient,
+    /// queued for another try.
+    fn send_or_retry(
+        &mut self,
+        port: usize,
+        client: crate::client::ClientKey,
+        frame: Vec<u8>,
+        tries: usize,
+        what: &dyn Fn() -> String,
+    ) {
+        let Some(Err(e)) = self.captures.try_send(port, &frame) else {
+            return;
+        };
+        let now_ms = self.now_ms();
+        let name = self.ports.list.get(port).map_or("?", |p| p.name.as_str());
+        let r = &mut self.trouble.retries;
+        match r.failed(now_ms, port, client, frame, tries, e.raw_os_error()) {
+            Some(n) if n > 1 => log::warn!(
+                "port {name}: cannot send {}: {e} ({} more refused since the last warning)",
+                what(),
+                n - 1
+            ),
+            Some(_) => log::warn!("port {name}: cannot send {}: {e}", what()),
+            None => log::debug!("port {name}: cannot send {}: {e}", what()),
+        }
+    }
+
+    /// Refused frames whose retry is due, on ports still usable (a port that went down is the
+    /// failover's business).
+    fn retry_sends(&mut self, now_ms: u64) {
+        for p in self.trouble.retries.due(now_ms) {
+            if !self.ports.list.get(p.port).is_some_and(|x| x.usable()) {
+                continue;
+            }
+            let what = || format!("the retried update to {}", p.client);
+            self.send_or_retry(p.port, p.client, p.frame.clone(), p.tries + 1, &what);
         }
     }
 

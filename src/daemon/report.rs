@@ -195,6 +195,14 @@ impl Daemon {
             table_capacity: self.table.capacity(),
             table_evictions: self.table.evictions(),
             table_expirations: self.table.expirations(),
+            send_errors: self.trouble.retries.errors(),
+            send_retries: self.trouble.retries.retried(),
+            unreliable_seconds: self.trouble.unreliable_seconds,
+            netlink_resyncs: self.nl.overruns(),
+            neighbours: self.host.confirmed_neighbours(),
+            foreign_claims: self.trouble.foreign.episodes(),
+            timer_late_max_ms: self.trouble.late_max_ms,
+            timers_late: self.trouble.late,
         }
     }
 

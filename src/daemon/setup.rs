@@ -233,6 +233,7 @@ pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
         ours: Vec::new(),
         unsupported_seen: Vec::new(),
         actions: Vec::new(),
+        trouble: Default::default(),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
         settings,
     };

@@ -271,6 +271,14 @@ impl HostView {
         self.links.get(ifx).map(|l| l.name.as_str())
     }
 
+    /// Confirmed neighbours (both families) on the server's interfaces, for the status.
+    pub fn confirmed_neighbours(&self) -> usize {
+        self.neigh
+            .keys()
+            .filter(|(ifx, _)| self.is_host_if(*ifx))
+            .count()
+    }
+
     /// The server's neighbour entries at `key`'s MAC on interfaces of its VLAN.
     fn entries_of(&self, key: ClientKey) -> impl Iterator<Item = IpAddr> + '_ {
         self.by_mac

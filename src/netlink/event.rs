@@ -2,6 +2,7 @@
 //! route family (links, neighbours, addresses) into an [`NlEvent`].
 
 use log::debug;
+use netlink_packet_core::{DecodeError, NetlinkBuffer, NLMSG_OVERRUN};
 
 use super::addr::{parse_addr, AddrEntry};
 use super::link::{parse_link, LinkInfo, LinkMsg};
@@ -85,4 +86,49 @@ pub(super) fn error_code(payload: &[u8]) -> i32 {
     payload
         .get(..4)
         .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The header fields of one netlink message that the socket's bookkeeping needs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MsgHead {
+    pub msg_type: u16,
+    pub flags: u16,
+    pub seq: u32,
+    pub port: u32,
+}
+
+/// Splits the first netlink message off `rest`: its header, its payload and how far to advance
+/// (its length rounded up to 4, never past the end). `Err` when no well-formed message starts
+/// there (the rest of the datagram is unusable then: lengths cannot be trusted).
+pub(super) fn next_message(rest: &[u8]) -> Result<(MsgHead, &[u8], usize), DecodeError> {
+    let buf = NetlinkBuffer::new_checked(rest)?;
+    let len = buf.length() as usize;
+    let head = MsgHead {
+        msg_type: buf.message_type(),
+        flags: buf.flags(),
+        seq: buf.sequence_number(),
+        port: buf.port_number(),
+    };
+    let payload = buf.payload();
+    Ok((head, payload, len.next_multiple_of(4).min(rest.len())))
+}
+
+/// Decodes one rtnetlink datagram (as read from the socket) into the events its link,
+/// neighbour and address messages make, with the socket's framing and decoders, but without its
+/// request bookkeeping (dump replies and notifications alike). A pure function of the bytes:
+/// for fuzzing and for tests of captured kernel messages.
+pub fn decode_datagram(datagram: &[u8]) -> Vec<NlEvent> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < datagram.len() {
+        let Ok((head, payload, advance)) = next_message(&datagram[pos..]) else {
+            break;
+        };
+        pos += advance.max(1);
+        match head.msg_type {
+            NLMSG_OVERRUN => out.push(NlEvent::Overrun),
+            t => out.extend(route_event(t, payload)),
+        }
+    }
+    out
 }

@@ -12,6 +12,7 @@ mod link;
 mod neigh;
 mod rawfd;
 mod request;
+mod resync;
 mod socket;
 mod sysfs;
 
@@ -19,6 +20,7 @@ mod sysfs;
 mod netns_tests;
 
 pub use addr::AddrEntry;
+pub use event::decode_datagram;
 pub use link::{counter_delta, BondInfo, BondMode, LinkInfo, Mac, VlanInfo};
 pub use neigh::NeighEntry;
 pub use socket::{NlEvent, RouteSocket, Snapshot};

@@ -13,9 +13,15 @@ use netlink_sys::Socket;
 const SO_RCVBUF_BYTES: libc::c_int = 4 * 1024 * 1024;
 
 /// Raises the socket's receive buffer, past `rmem_max` when we have CAP_NET_ADMIN.
+///
+/// `RLBD_TEST_NETLINK_RCVBUF` (bytes), a hidden test knob, sets it instead: the fault tests shrink
+/// it to make the kernel drop notifications on purpose.
 pub(super) fn grow_receive_buffer(socket: &Socket) {
     let fd = socket.as_raw_fd();
-    let value = SO_RCVBUF_BYTES;
+    let value = std::env::var("RLBD_TEST_NETLINK_RCVBUF")
+        .ok()
+        .and_then(|v| v.parse::<libc::c_int>().ok())
+        .unwrap_or(SO_RCVBUF_BYTES);
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
         // SAFETY: `value` is a live c_int and its size is passed alongside.
         let rc = unsafe {

@@ -8,18 +8,17 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use log::{debug, warn};
-use netlink_packet_core::{
-    NetlinkBuffer, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP_INTR,
-};
+use netlink_packet_core::{NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP_INTR};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use super::addr::AddrEntry;
 pub use super::event::NlEvent;
-use super::event::{error_code, route_event};
+use super::event::{error_code, next_message, route_event, MsgHead};
 use super::link::LinkInfo;
 use super::neigh::NeighEntry;
 use super::rawfd::{grow_receive_buffer, wait_readable};
 use super::request::{dump_request, link_request, Dump, DumpKind};
+use super::resync::Mirror;
 
 /// Everything the kernel knows at start-up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,6 +50,8 @@ const RX_BUF_MAX: usize = 1024 * 1024;
 /// A dump that has produced nothing for this long is considered lost, so that one stuck
 /// request cannot block all later ones.
 const DUMP_STALL: Duration = Duration::from_secs(10);
+/// Interrupted dumps re-run in a row before one is used as it is.
+const MAX_INTR_RETRIES: u32 = 3;
 /// How long `snapshot` waits for the kernel to make progress.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
 
@@ -77,6 +78,16 @@ pub struct RouteSocket {
     /// Notifications that arrived while `snapshot` was waiting for its dumps; handed out by
     /// the next `read_batch` so that nothing between snapshot and event loop is lost.
     pending: VecDeque<NlEvent>,
+    /// What has been reported, so that a dump can also report what is gone.
+    mirror: Mirror,
+    /// The dump in flight was interrupted by a change (NLM_F_DUMP_INTR): it may have missed
+    /// entries, so it must not be used to remove any.
+    dump_intr: bool,
+    /// Interrupted dumps re-run in a row; capped so a table that never stops changing cannot
+    /// keep the socket dumping.
+    intr_retries: u32,
+    /// Times the kernel reported lost notifications (ENOBUFS, NLMSG_OVERRUN, truncation).
+    overruns: u64,
 }
 
 impl fmt::Debug for RouteSocket {
@@ -124,7 +135,17 @@ impl RouteSocket {
             queued: VecDeque::new(),
             singles: VecDeque::new(),
             pending: VecDeque::new(),
+            mirror: Mirror::default(),
+            dump_intr: false,
+            intr_retries: 0,
+            overruns: 0,
         })
+    }
+
+    /// Times the kernel reported lost notifications since the socket was opened (each one
+    /// reported as an [`NlEvent::Overrun`], after which the caller re-dumps).
+    pub fn overruns(&self) -> u64 {
+        self.overruns
     }
 
     /// For registration with `mio` (READABLE). The registration is edge-triggered: keep
@@ -271,6 +292,7 @@ impl RouteSocket {
                     "{} dump (seq {}) got no reply for {:?}; abandoning it",
                     flight.dump.kind, flight.dump.seq, DUMP_STALL
                 );
+                self.mirror.abort(flight.dump.kind);
                 self.in_flight = None;
             }
         }
@@ -300,6 +322,8 @@ impl RouteSocket {
         let kernel = SocketAddr::new(0, 0);
         match self.socket.send_to(&bytes, &kernel, 0) {
             Ok(_) => {
+                self.mirror.begin(dump.kind);
+                self.dump_intr = false;
                 self.in_flight = Some(InFlight {
                     dump,
                     started: Instant::now(),
@@ -322,6 +346,7 @@ impl RouteSocket {
                     Ok(false) => return Ok(false),
                     Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                         debug!("rtnetlink receive buffer overrun; notifications were lost");
+                        self.overruns += 1;
                         sink(Origin::Other, NlEvent::Overrun);
                         done += 1;
                         continue;
@@ -367,8 +392,8 @@ impl RouteSocket {
     /// Decodes the netlink message at `rx_pos` and advances past it.
     fn decode_one(&mut self, sink: &mut dyn FnMut(Origin, NlEvent)) -> io::Result<()> {
         let rest = &self.rx[self.rx_pos..];
-        let buf = match NetlinkBuffer::new_checked(rest) {
-            Ok(buf) => buf,
+        let (head, payload, advance) = match next_message(rest) {
+            Ok(m) => m,
             Err(e) => {
                 debug!(
                     "dropping {} undecodable bytes from rtnetlink: {e}",
@@ -378,13 +403,13 @@ impl RouteSocket {
                 return Ok(());
             }
         };
-        let len = buf.length() as usize;
-        let msg_type = buf.message_type();
-        let flags = buf.flags();
-        let seq = buf.sequence_number();
-        let port = buf.port_number();
-        let payload = buf.payload();
-        self.rx_pos = (self.rx_pos + len.next_multiple_of(4)).min(self.rx.len());
+        let MsgHead {
+            msg_type,
+            flags,
+            seq,
+            port,
+        } = head;
+        self.rx_pos += advance.max(1);
 
         let ours = self
             .in_flight
@@ -394,10 +419,11 @@ impl RouteSocket {
             Some(dump) => Origin::Dump(dump.seq),
             None => Origin::Other,
         };
-        if ours.is_some() && flags & NLM_F_DUMP_INTR != 0 {
+        if ours.is_some() && flags & NLM_F_DUMP_INTR != 0 && !self.dump_intr {
             // The table changed during the dump; the notifications for that change are on
-            // their way, so the result converges without a retry.
+            // their way, but entries the dump skipped may be missing, so it removes nothing.
             debug!("rtnetlink dump seq {seq} was interrupted by a change");
+            self.dump_intr = true;
         }
 
         let code = error_code(payload);
@@ -406,10 +432,28 @@ impl RouteSocket {
         }
         let event = match msg_type {
             NLMSG_NOOP => None,
-            NLMSG_OVERRUN => Some(NlEvent::Overrun),
+            NLMSG_OVERRUN => {
+                self.overruns += 1;
+                Some(NlEvent::Overrun)
+            }
             NLMSG_DONE => match ours {
-                Some(_) => {
+                Some(dump) => {
                     self.in_flight = None;
+                    if self.dump_intr && self.intr_retries < MAX_INTR_RETRIES {
+                        self.mirror.abort(dump.kind);
+                        self.intr_retries += 1;
+                        let seq = self.take_seq();
+                        self.queued.push_back(Dump {
+                            kind: dump.kind,
+                            seq,
+                        });
+                    } else {
+                        self.intr_retries = 0;
+                        for gone in self.mirror.finish(dump.kind) {
+                            debug!("gone while notifications were lost: {gone:?}");
+                            sink(Origin::Other, gone);
+                        }
+                    }
                     sink(origin, NlEvent::DumpDone);
                     return self.send_next();
                 }
@@ -431,6 +475,7 @@ impl RouteSocket {
             other => route_event(other, payload),
         };
         if let Some(event) = event {
+            self.mirror.observe(&event);
             sink(origin, event);
         }
         Ok(())
@@ -439,6 +484,7 @@ impl RouteSocket {
     /// Ends the dump in flight, which the kernel refused with `code`, and sends the next one.
     fn dump_failed(&mut self, dump: Dump, code: i32) -> io::Error {
         self.in_flight = None;
+        self.mirror.abort(dump.kind);
         let err = io::Error::from_raw_os_error(code.saturating_neg());
         // Keep the queue moving before reporting; a send error is secondary.
         if let Err(e) = self.send_next() {

@@ -4,6 +4,7 @@
 pub mod arp;
 pub mod core;
 pub mod explain;
+pub mod foreign;
 pub mod limiter;
 pub mod nd;
 pub mod watch;

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+pub mod daemon;
+
 /// Prints a line to stderr (shown live with --nocapture) and stdout (kept in the test's output).
 macro_rules! say {
     ($($arg:tt)*) => {{

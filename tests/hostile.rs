@@ -1,0 +1,255 @@
+//! A hostile or confused LAN (root, namespace lab):
+//!
+//! - a third host (c4) claims the server's addresses with a storm of gratuitous ARPs, unsolicited
+//!   ARP replies and unsolicited Neighbor Advertisements carrying its own MAC: rlbd never answers
+//!   in a storm (its updates stay within the per-client limit), and warns once per episode,
+//!   naming the foreign MAC and the address;
+//! - a client that changes its MAC for the same IP, and a client that takes another's IP: rlbd
+//!   follows the kernel's neighbour table and never steers a MAC the table does not confirm;
+//!   once the table confirms the new MAC, it may.
+//!
+//! Frames are made by tests/lab/rawsend.py (Python's AF_PACKET), only between the lab's
+//! namespaces.
+
+#[macro_use]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::daemon::{lab_test, lab_test_with, start, status, stop};
+use common::lab_exe;
+use rlbd::lab::netns::{client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6};
+use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
+
+const PER_CLIENT_PER_SEC: u64 = rlbd::config::DEFAULT_PER_CLIENT_PER_SEC as u64;
+
+fn rawsend() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/rawsend.py")
+}
+
+/// Runs rawsend.py in `node` with `args`; waits for it.
+fn raw(lab: &Lab, node: &str, args: &[&str]) -> LabResult<String> {
+    let script = rawsend().to_string_lossy().to_string();
+    let mut full = vec!["python3", &script];
+    full.extend_from_slice(args);
+    lab.exec_in(node, &full)
+}
+
+fn client_mac(lab: &Lab, node: &str) -> LabResult<String> {
+    let out = lab.ip(node, &["-br", "link", "show", "eth0"])?;
+    out.split_whitespace()
+        .nth(2)
+        .map(str::to_string)
+        .ok_or_else(|| format!("no MAC for {node}'s eth0 in {out:?}"))
+}
+
+#[test]
+fn a_host_claiming_our_address_gets_one_warning_per_episode_and_no_storm() {
+    lab_test_with("foreign-claim", LabOptions { ipv6: true }, |lab, log| {
+        let mut failures = Vec::new();
+        let mut d = start(lab, "claim", &[], &[])?;
+        let _sink = start_sink(lab, lab_exe())?;
+        let mut sources = start_sources(lab, lab_exe(), &["c1", "c3"], 25.0)?;
+        let moved = watch_move(
+            lab,
+            &["c1", "c3"],
+            PORTS[0],
+            Instant::now() + Duration::from_secs(8),
+            || true,
+        )?;
+        say!("before the storm: {moved:?}");
+        lab.sleep(Duration::from_secs(1))?;
+        let before = status(&d)?;
+        let evil = client_mac(lab, "c4")?;
+        let own6 = client_ip6("c4")?;
+        // 5 s, 50 of each kind a second: 750 claims (ARP request, ARP reply, NA) from c4.
+        let t = Instant::now();
+        let n = raw(
+            lab,
+            "c4",
+            &[
+                "claim", "eth0", &evil, SERVER_IP, SERVER_IP6, "5", "50", &own6,
+            ],
+        )?;
+        let secs = t.elapsed().as_secs_f64();
+        lab.sleep(Duration::from_millis(500))?;
+        let after = status(&d)?;
+        let sent = after.totals.updates_sent - before.totals.updates_sent;
+        let reasserts = after.totals.reasserts - before.totals.reasserts;
+        let moved_clients = after.totals.clients_moved.max(1) as u64;
+        let text = std::fs::read_to_string(&d.log).unwrap_or_default();
+        let warned = |ip: &str| {
+            text.lines()
+                .filter(|l| l.contains("WARN") && l.contains(&evil) && l.contains(ip))
+                .count()
+        };
+        let (w4, w6) = (warned(SERVER_IP), warned(SERVER_IP6));
+        say!(
+            "storm of {} frames in {secs:.1} s from {evil}: rlbd sent {sent} updates \
+             ({reasserts} re-assertions) to {moved_clients} moved client(s); warnings: {w4} for \
+             {SERVER_IP}, {w6} for {SERVER_IP6}; foreign claim episodes {}",
+            n.trim(),
+            after.totals.foreign_claims
+        );
+        let limit = PER_CLIENT_PER_SEC * (secs.ceil() as u64 + 1) * moved_clients;
+        if sent > limit {
+            failures.push(format!(
+                "{sent} updates during the storm, over the per-client limit ({limit})"
+            ));
+        }
+        if w4 != 1 || w6 != 1 {
+            failures.push(format!(
+                "expected one warning per address for the episode, got {w4} (IPv4) and {w6} (IPv6)"
+            ));
+        }
+        if after.totals.foreign_claims != 2 {
+            failures.push(format!(
+                "{} foreign claim episodes counted, expected 2",
+                after.totals.foreign_claims
+            ));
+        }
+        // The same claimant again at once is the same episode: no new warning.
+        raw(
+            lab,
+            "c4",
+            &[
+                "claim", "eth0", &evil, SERVER_IP, SERVER_IP6, "1", "20", &own6,
+            ],
+        )?;
+        lab.sleep(Duration::from_millis(300))?;
+        let again = status(&d)?.totals.foreign_claims;
+        if again != 2 {
+            failures.push(format!(
+                "a claim 0 s later counted as a new episode ({again})"
+            ));
+        }
+        for s in &mut sources {
+            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
+        }
+        stop(lab, &mut d);
+        let _ = std::fs::copy(&d.log, log);
+        Ok(failures)
+    });
+}
+
+/// Sends UDP at `mbit` from `node` for `secs` in the background, as `src_mac`/`src_ip`, to the
+/// server's address on `port`'s MAC.
+fn udp_from(
+    lab: &Lab,
+    node: &str,
+    src_mac: &str,
+    src_ip: &str,
+    port: &str,
+    mbit: u32,
+    secs: u32,
+) -> LabResult<std::process::Child> {
+    let script = rawsend().to_string_lossy().to_string();
+    let dst = lab.port_mac(port)?;
+    let (mbit, secs) = (mbit.to_string(), secs.to_string());
+    lab.spawn_with(
+        node,
+        &[
+            "python3", &script, "udp", "eth0", src_mac, src_ip, &dst, SERVER_IP, &mbit, &secs,
+        ],
+        Stdio::null(),
+        Stdio::inherit(),
+    )
+}
+
+#[test]
+fn macs_the_neighbour_table_does_not_confirm_are_never_steered() {
+    lab_test("unconfirmed-macs", |lab, log| {
+        let mut failures = Vec::new();
+        let mut d = start(lab, "unconf", &[], &["-v"])?;
+        // c2 changes its MAC, keeping 198.18.0.12; c4 sends as 198.18.0.11, c1's address. The
+        // server's table (seeded permanent by the lab) still has .12 at c2's old MAC and .11 at
+        // c1's: neither new sender is confirmed.
+        let new_mac = "02:00:c6:12:00:99";
+        lab.ip("c2", &["link", "set", "eth0", "address", new_mac])?;
+        let c4_mac = client_mac(lab, "c4")?;
+        // c4 gave up its own address for c1's: the server's table no longer has c4 at all.
+        for p in PORTS {
+            lab.ip("srv", &["neigh", "del", "198.18.0.14", "dev", p])?;
+        }
+        for c in ["c2", "c4"] {
+            lab.place(c, PORTS[0])?;
+        }
+        // 2 x 45 Mbit/s on p0 (cap 100): overloaded, and both could move.
+        let mut senders = vec![
+            udp_from(lab, "c2", new_mac, "198.18.0.12", PORTS[0], 45, 12)?,
+            udp_from(lab, "c4", &c4_mac, "198.18.0.11", PORTS[0], 45, 12)?,
+        ];
+        let t = Instant::now();
+        let mut steered = Vec::new();
+        let mut seen_overload = false;
+        while t.elapsed() < Duration::from_secs(7) {
+            for c in ["c2", "c4"] {
+                if lab.client_port(c)? != Some(PORTS[0]) {
+                    steered.push(format!("{c} at {:.1} s", t.elapsed().as_secs_f64()));
+                }
+            }
+            let s = status(&d)?;
+            seen_overload |= s.ports[0].overloaded;
+            for c in &s.clients {
+                if c.moved.is_some() && (c.mac == new_mac || c.mac == c4_mac) {
+                    steered.push(format!("status shows {} ({}) moved", c.mac, c.ip));
+                }
+            }
+            lab.sleep(Duration::from_millis(250))?;
+        }
+        let s = status(&d)?;
+        say!(
+            "unconfirmed senders on p0 for 7 s: overloaded {seen_overload}, updates sent {}, \
+             steered: {steered:?}",
+            s.totals.updates_sent
+        );
+        if !seen_overload {
+            failures.push("p0 never overloaded: nothing was put to the test".into());
+        }
+        if !steered.is_empty() || s.totals.updates_sent > 0 {
+            failures.push(format!(
+                "an unconfirmed MAC was steered ({} updates sent): {steered:?}",
+                s.totals.updates_sent
+            ));
+        }
+        // The kernel learns c2's new MAC: now rlbd may steer it.
+        for p in PORTS {
+            lab.ip(
+                "srv",
+                &[
+                    "neigh",
+                    "replace",
+                    "198.18.0.12",
+                    "lladdr",
+                    new_mac,
+                    "dev",
+                    p,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
+        }
+        let moved = watch_move(
+            lab,
+            &["c2"],
+            PORTS[0],
+            Instant::now() + Duration::from_secs(6),
+            || true,
+        )?;
+        say!("after the table confirms {new_mac} for 198.18.0.12: {moved:?}");
+        if moved.is_none() {
+            failures.push("c2 not moved within 6 s once the table confirms its new MAC".into());
+        }
+        if lab.client_port("c4")? != Some(PORTS[0]) {
+            failures.push("c4 (sending as c1's address) was steered".into());
+        }
+        for c in &mut senders {
+            let _ = lab.stop_child(c, Duration::from_millis(500));
+        }
+        stop(lab, &mut d);
+        let _ = std::fs::copy(&d.log, log);
+        Ok(failures)
+    });
+}

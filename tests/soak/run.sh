@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The soak (issue 14): 200 clients starting and stopping at random (seeded), a port down and up
+# every 30 s, a port removed and added back, SIGHUP every minute, traffic only between the
+# namespaces it makes. Prints figures; fails only on a panic, a dead daemon or a broken lab.
+#
+#   sudo tests/soak/run.sh            short form, 60 s (what CI runs)
+#   sudo tests/soak/run.sh --long     long form, 10 minutes
+#   SOAK_SECONDS=N, SOAK_SEED=N       other lengths and seeds
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+secs=${SOAK_SECONDS:-60}
+[ "${1:-}" = --long ] && secs=${SOAK_SECONDS:-600}
+cargo build --release --quiet --bin rlbd
+out=target/soak
+rm -rf "$out"
+mkdir -p "$out"
+python3 tests/soak/soak.py --rlbd "$PWD/target/release/rlbd" --seconds "$secs" \
+  --seed "${SOAK_SEED:-14}" --out "$PWD/$out"
