@@ -155,7 +155,7 @@ impl Steerer {
         let views: Vec<ClientView> = clients
             .iter()
             .map(|c| ClientView {
-                port: c.port,
+                port: self.current_port(c, ports),
                 rate_bps: c.rate_bps,
                 held: self.held(&c.key, now) || ctx.host.claims_for(c.key, &c.talk).is_err(),
                 since_move: self.since_move_secs(&c.key, now),
@@ -164,11 +164,26 @@ impl Steerer {
         let mut made = Vec::new();
         for mv in policy::plan(&self.cfg.policy, ports, &views) {
             let c = clients[mv.client];
-            if self.apply_move(now, c.key, &c.talk, &mv, &why(&mv), ctx, out) {
+            let line = match mv.reason {
+                Reason::Failover => format!("failover: {} is down", ctx.port_name(mv.from)),
+                _ => why(&mv),
+            };
+            if self.apply_move(now, c.key, &c.talk, &mv, &line, ctx, out) {
                 made.push(mv.from);
             }
         }
         made
+    }
+
+    /// Where a client's traffic goes now: the port its latest frame came in on, unless that
+    /// port is down and rlbd has since put the client on a live one (an idle client sends no
+    /// frame to tell). Without this a quiet client on a dead port is moved again every second.
+    fn current_port(&self, c: &ClientSnap, ports: &[PortView]) -> PortId {
+        let up = |p: PortId| ports.get(p).is_some_and(|v| v.up);
+        match self.moved.get(&c.key) {
+            Some(m) if !up(c.port) && up(m.port) => m.port,
+            _ => c.port,
+        }
     }
 
     /// Claims the addresses a moved client started to talk to since its move (an NFS client

@@ -378,6 +378,42 @@ fn failover_moves_clients_seen_on_the_failed_port() {
 }
 
 #[test]
+fn a_quiet_client_failed_over_is_not_moved_again_while_its_old_port_is_down() {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    w.usable[0] = false;
+    // Idle: its latest frame, long ago, came in on p0, and it sends nothing to say otherwise.
+    let snap = ClientSnap {
+        key: CLIENT,
+        port: 0,
+        rate_bps: 0.0,
+        talk: talk(),
+    };
+    let mut out = Vec::new();
+    let mut ports = w.port_views();
+    ports[0].up = false;
+    w.with(|ctx| s.failover(0, &[0], &ports, &[snap], ctx, &mut out));
+    let first = s.moved(&CLIENT).unwrap().clone();
+    assert_eq!(first.reason, Reason::Failover);
+    out.clear();
+    for t in 1..5u64 {
+        let made = w.with(|ctx| {
+            s.rebalance(
+                t * 1000,
+                &ports,
+                &[snap],
+                &|_| "overload".into(),
+                ctx,
+                &mut out,
+            )
+        });
+        assert!(made.is_empty(), "moved again at {t} s");
+    }
+    assert_eq!(s.moved(&CLIENT).unwrap().at_ms, first.at_ms);
+    assert_eq!(s.counters().moves_failover, 1);
+}
+
+#[test]
 fn a_port_mac_change_re_asserts_the_clients_on_it() {
     let w = World::new();
     let mut s = moved_to_p1(&w);
