@@ -63,7 +63,8 @@ private_apt_update() {
         rm -f "$APTDIR/sources.list.new"
     fi
     if [ -z "$(find "$APTDIR/lists" -maxdepth 1 -name '*_InRelease' -mmin -1440 2>/dev/null | head -n1)" ]; then
-        log "apt-get update (private lists in $APTDIR)"
+        # To stderr: callers capture the stdout of functions that update first.
+        log "apt-get update (private lists in $APTDIR)" >&2
         apt-get -qq "${APT_OPTS[@]}" update >"$APTDIR/update.log" 2>&1 ||
             { cat "$APTDIR/update.log" >&2; die "apt-get update failed"; }
     fi
@@ -89,11 +90,11 @@ private_apt_download() { # $1: folder, then package names
 # qemu-utils backport) and busybox-static. Sets BUSYBOX.
 ensure_qemu_busybox() {
     if ! command -v qemu-system-x86_64 >/dev/null; then
-        log "installing qemu-system-x86 from bookworm-backports"
+        log "installing qemu-system-x86 from bookworm-backports" >&2
         private_apt_install -t bookworm-backports qemu-system-x86
     fi
     if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then
-        log "installing busybox-static"
+        log "installing busybox-static" >&2
         private_apt_install busybox-static
     fi
     BUSYBOX=/bin/busybox
