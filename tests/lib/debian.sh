@@ -37,6 +37,9 @@ APT_OPTS=(
     -o "Dir::Etc::sourcelist=$APTDIR/sources.list" -o "Dir::Etc::sourceparts=-"
     -o "Dir::State::lists=$APTDIR/lists" -o "Dir::Cache::pkgcache=$APTDIR/pkgcache.bin"
     -o "Dir::Cache::srcpkgcache=$APTDIR/srcpkgcache.bin" -o "APT::Sandbox::User=root"
+    # Whole index files: a day-old private list patched by pdiffs was seen to lose
+    # bookworm-backports' Packages altogether (no 6.12 kernel to be found).
+    -o "Acquire::PDiffs=false"
 )
 APT_READY=0
 # Suites beyond bookworm's own (bookworm, -updates, -security, -backports), one per word, from
