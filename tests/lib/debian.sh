@@ -144,7 +144,9 @@ kernel_version_in() {
 fetch_kernel() {
     local pkg=$1 dir=$2 v deb
     v=${pkg#linux-image-}
-    if [ "$(kernel_version_in "$dir" 2>/dev/null)" = "$v" ]; then
+    # A tree unpacked by an older version of this function may still hold .ko.xz files.
+    if [ "$(kernel_version_in "$dir" 2>/dev/null)" = "$v" ] &&
+        ! find "$dir/lib/modules/$v" -name '*.ko.xz' 2>/dev/null | grep -q .; then
         echo "$v"
         return 0
     fi
