@@ -372,7 +372,7 @@ for K in $KERNELS; do
     KDIR="$CACHE/kernel-$K"
     mkdir -p "$KCACHE"
     if ! KVER=$(kernel_version_in "$KDIR" 2>/dev/null) ||
-        find "$KDIR/lib/modules" -name '*.ko.xz' 2>/dev/null | grep -q .; then
+        [ -n "$(find "$KDIR/lib/modules" -name '*.ko.xz' -print -quit 2>/dev/null)" ]; then
         KPKG=$(kernel_package_of_series linux-image-amd64 "$K") || exit 2
         KVER=$(fetch_kernel "$KPKG" "$KDIR") || exit 2
     fi

@@ -146,7 +146,7 @@ fetch_kernel() {
     v=${pkg#linux-image-}
     # A tree unpacked by an older version of this function may still hold .ko.xz files.
     if [ "$(kernel_version_in "$dir" 2>/dev/null)" = "$v" ] &&
-        ! find "$dir/lib/modules/$v" -name '*.ko.xz' 2>/dev/null | grep -q .; then
+        [ -z "$(find "$dir/lib/modules/$v" -name '*.ko.xz' -print -quit 2>/dev/null)" ]; then
         echo "$v"
         return 0
     fi
