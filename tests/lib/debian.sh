@@ -156,7 +156,7 @@ fetch_kernel() {
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
     dpkg-deb -x "$deb" "$dir.tmp"
     [ -f "$dir.tmp/boot/vmlinuz-$v" ] || die "no boot/vmlinuz-$v in $deb"
-    if find "$dir.tmp/lib/modules/$v" -name '*.ko.xz' | grep -q .; then
+    if [ -n "$(find "$dir.tmp/lib/modules/$v" -name '*.ko.xz' -print -quit)" ]; then
         log "decompressing $v's modules (.ko.xz)" >&2
         find "$dir.tmp/lib/modules/$v" -name '*.ko.xz' -print0 | xargs -0 -r -n 64 xz -d
     fi
