@@ -24,7 +24,7 @@
 
 use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
-use super::planner::Targets;
+use super::planner::{Targets, Walk};
 
 /// Under this part of its port's mean share a client counts as starved by TCP.
 const STARVED_SHARE: f64 = 0.25;
@@ -40,26 +40,15 @@ pub(super) fn relieve_saturated(
     took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
-    let floor = cfg.min_rate_bps();
-    let eligible: Vec<usize> = on_h
-        .iter()
-        .copied()
-        .filter(|&c| clients[c].rate_bps >= floor)
-        .collect();
-    // N = 1: one single flow; moving it would only move the saturation.
-    if eligible.len() <= 1 {
-        return;
-    }
-    let elephant_rate = cfg.threshold * targets.capacity[h];
-    let has_elephant = eligible
-        .iter()
-        .any(|&c| clients[c].rate_bps >= elephant_rate);
     // Every client is looked at (not only the first N-1 as in the paper's walk: the smallest
     // is often the one that fits), but at most N-1 leave unless an elephant stays.
-    let may_move = if has_elephant {
-        eligible.len()
-    } else {
-        eligible.len() - 1
+    let Some(Walk {
+        eligible,
+        elephant_rate,
+        leave: may_move,
+    }) = Walk::of(cfg, h, on_h, clients, targets)
+    else {
+        return;
     };
     let starved = starved_under(clients, &eligible, elephant_rate);
     let movable = |c: usize| {

@@ -253,6 +253,49 @@ fn group_bounds(sorted: &[usize], clients: &[ClientView]) -> Vec<(PortId, usize,
     groups
 }
 
+/// Who may leave an overloaded port `h`, as the paper counts them.
+pub(super) struct Walk {
+    /// Its clients over the floor, largest first.
+    pub eligible: Vec<usize>,
+    /// A client at this rate alone would overload any port it went to.
+    pub elephant_rate: f64,
+    /// How many may leave: N-1 so at least one stays, or all N when an elephant stays anyway.
+    pub leave: usize,
+}
+
+impl Walk {
+    /// `None` when at most one client is over the floor: moving it would only move the load.
+    pub(super) fn of(
+        cfg: &PolicyConfig,
+        h: PortId,
+        on_h: &[usize],
+        clients: &[ClientView],
+        targets: &Targets,
+    ) -> Option<Walk> {
+        let floor = cfg.min_rate_bps();
+        // The 5 KB/s floor: keep-alives and probes are not clients worth moving, nor counted in
+        // N.
+        let eligible: Vec<usize> = on_h
+            .iter()
+            .copied()
+            .filter(|&c| clients[c].rate_bps >= floor)
+            .collect();
+        if eligible.len() <= 1 {
+            return None;
+        }
+        let elephant_rate = cfg.threshold * targets.capacity[h];
+        let has_elephant = eligible
+            .iter()
+            .any(|&c| clients[c].rate_bps >= elephant_rate);
+        let leave = eligible.len() - usize::from(!has_elephant);
+        Some(Walk {
+            eligible,
+            elephant_rate,
+            leave,
+        })
+    }
+}
+
 /// The paper's walk over one overloaded port `h`; `on_h` is sorted largest first.
 fn relieve(
     cfg: &PolicyConfig,
@@ -263,27 +306,13 @@ fn relieve(
     took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
-    let floor = cfg.min_rate_bps();
-    // The 5 KB/s floor: keep-alives and probes are not clients worth moving, nor counted in N.
-    let eligible: Vec<usize> = on_h
-        .iter()
-        .copied()
-        .filter(|&c| clients[c].rate_bps >= floor)
-        .collect();
-    // N = 1: one single big flow; moving it would only move the overload.
-    if eligible.len() <= 1 {
+    let Some(Walk {
+        eligible,
+        elephant_rate,
+        leave: walk,
+    }) = Walk::of(cfg, h, on_h, clients, targets)
+    else {
         return;
-    }
-    // Single big flow: a client whose rate alone reaches the threshold of `h` would overload any
-    // port it went to. When there is none, walk N-1 so at least one client stays on `h`.
-    let elephant_rate = cfg.threshold * targets.capacity[h];
-    let has_elephant = eligible
-        .iter()
-        .any(|&c| clients[c].rate_bps >= elephant_rate);
-    let walk = if has_elephant {
-        eligible.len()
-    } else {
-        eligible.len() - 1
     };
 
     for &c in &eligible[..walk] {
