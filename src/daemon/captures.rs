@@ -63,10 +63,8 @@ impl Captures {
 
     /// The host interfaces' own MACs that are no port's (a new set re-filters every socket).
     pub fn set_host_macs(&mut self, ports: &PortTable, macs: Vec<crate::Mac>) {
-        let macs: Vec<crate::Mac> = macs
-            .into_iter()
-            .filter(|m| !ports.macs().contains(m))
-            .collect();
+        let of_ports = ports.macs();
+        let macs: Vec<crate::Mac> = macs.into_iter().filter(|m| !of_ports.contains(m)).collect();
         if macs != self.host_macs {
             self.host_macs = macs;
             self.refilter(ports);

@@ -47,13 +47,16 @@ pub fn no_move(hot: PortId, ports: &[PortView], clients: &[ClientSnap], f: &Fact
         );
     }
     let free: Vec<&&ClientSnap> = on.iter().filter(|c| !(f.held)(c)).collect();
-    let unclaimable = free
-        .iter()
-        .find_map(|c| f.host.claims_for(c.key, &c.talk).err().map(|e| (c.key, e)));
-    let claimable = free
-        .iter()
-        .filter(|c| f.host.claims_for(c.key, &c.talk).is_ok())
-        .count();
+    let mut unclaimable = None;
+    let mut claimable = 0;
+    for c in &free {
+        match f.host.claims_for(c.key, &c.talk) {
+            Ok(_) => claimable += 1,
+            Err(e) => {
+                unclaimable.get_or_insert((c.key, e));
+            }
+        }
+    }
     // One client always stays on the hot port: a single movable one is as good as none.
     if claimable <= 1 {
         if let Some((key, e)) = unclaimable {
