@@ -101,6 +101,24 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             SOURCES,
         ),
         (
+            "(x) rlbd eBPF counting, default table",
+            Receiver::Rlbd {
+                capacity: ClientTable::DEFAULT_CAPACITY,
+                sampling: Sampling::Ebpf,
+                per_client: false,
+            },
+            SOURCES,
+        ),
+        (
+            "(x) rlbd eBPF counting, 65,536 clients",
+            Receiver::Rlbd {
+                capacity: 65_536,
+                sampling: Sampling::Ebpf,
+                per_client: false,
+            },
+            65_536,
+        ),
+        (
             "(k) rlbd, kernel drops every data frame",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
@@ -332,7 +350,15 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
         pair.rx,
         super::load_average()
     );
-    let plan = plan();
+    let mut plan = plan();
+    // A quick look at some rows (the baseline always runs: the kernel shares need it).
+    if let Ok(only) = std::env::var("RLBD_BENCH_ROWS") {
+        let keep: Vec<String> = only.split(',').map(str::to_string).collect();
+        let mut first = true;
+        plan.retain(|(label, _, _)| {
+            std::mem::take(&mut first) || keep.iter().any(|k| label.contains(k.as_str()))
+        });
+    }
     let rounds: usize = std::env::var("RLBD_BENCH_NS_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
