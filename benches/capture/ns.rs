@@ -132,6 +132,15 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             Receiver::sampled(ClientTable::DEFAULT_CAPACITY, true),
             ACCURACY_SOURCES,
         ),
+        (
+            "(y) rlbd eBPF counting, 50 clients",
+            Receiver::Rlbd {
+                capacity: ClientTable::DEFAULT_CAPACITY,
+                sampling: Sampling::Ebpf,
+                per_client: true,
+            },
+            ACCURACY_SOURCES,
+        ),
     ]
 }
 
@@ -338,8 +347,38 @@ fn medians(all: &[Vec<Run>]) -> Vec<Run> {
     runs
 }
 
+/// `RLBD_BENCH_BPF_STATS=1`: the kernel times every eBPF program run while the benchmark runs
+/// (the receivers report the counting program's `prog_ns`); the sysctl is restored on drop.
+/// The timing itself costs each run two clock reads, so the kernel shares of the eBPF rows are
+/// a little higher with it.
+struct BpfStats(Option<String>);
+
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+impl BpfStats {
+    fn enable() -> BpfStats {
+        if std::env::var("RLBD_BENCH_BPF_STATS").as_deref() != Ok("1") {
+            return BpfStats(None);
+        }
+        let old = std::fs::read_to_string(BPF_STATS).ok();
+        if let Err(e) = std::fs::write(BPF_STATS, "1") {
+            println!("cannot enable {BPF_STATS}: {e}");
+        }
+        BpfStats(old)
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            let _ = std::fs::write(BPF_STATS, old.trim());
+        }
+    }
+}
+
 fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
     wait_for_other_labs()?;
+    let _stats = BpfStats::enable();
     let pair = Pair::create()?;
     let started = Instant::now();
     println!(

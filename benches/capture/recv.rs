@@ -152,6 +152,8 @@ fn churn(capacity: usize, words: &[&str]) -> Res<String> {
 #[derive(Default)]
 struct Since {
     cpu_ns: u64,
+    /// The counting program's run time and runs (kernel.bpf_stats_enabled).
+    prog: (u64, u64),
     counted: u64,
     packets: u64,
     drops: u64,
@@ -235,6 +237,7 @@ impl RlbdReceiver {
         self.read_counter();
         let st = self.cap.stats().unwrap_or_default();
         self.mark = Since {
+            prog: self.prog_stats(),
             cpu_ns: thread_cpu_ns(),
             counted: self.counted,
             packets: st.packets,
@@ -410,8 +413,24 @@ impl RlbdReceiver {
         self.report()
     }
 
+    fn prog_stats(&self) -> (u64, u64) {
+        self.counter
+            .as_ref()
+            .and_then(|c| c.run_stats().ok())
+            .unwrap_or((0, 0))
+    }
+
     fn report(&self) -> Res<String> {
         let cpu_ns = thread_cpu_ns() - self.mark.cpu_ns;
+        let prog = self.prog_stats();
+        let prog = if prog.1 > self.mark.prog.1 {
+            format!(
+                " prog_ns={:.1}",
+                (prog.0 - self.mark.prog.0) as f64 / (prog.1 - self.mark.prog.1) as f64
+            )
+        } else {
+            String::new()
+        };
         let st = self.cap.stats().map_err(|e| e.to_string())?;
         let changes: Vec<String> = self.changes.iter().map(u32::to_string).collect();
         let per_client = self.per_client.as_ref().map_or(String::new(), |m| {
@@ -421,7 +440,7 @@ impl RlbdReceiver {
         });
         Ok(format!(
             "counted={} packets={} drops={} cpu_ns={cpu_ns} hwm_kb={} rss_kb={} clients={} \
-             evictions={} ratio={} ratios={} secs={:.3}{per_client}",
+             evictions={} ratio={} ratios={} secs={:.3}{prog}{per_client}",
             self.counted - self.mark.counted,
             st.packets - self.mark.packets,
             st.drops - self.mark.drops,

@@ -111,6 +111,12 @@ impl KernelCounter {
             .map_err(|e| io::Error::new(e.kind(), format!("SO_ATTACH_BPF: {e}")))
     }
 
+    /// The kernel's (run time in ns, runs) of the program, counted while the
+    /// `kernel.bpf_stats_enabled` sysctl is 1 (for measurements).
+    pub fn run_stats(&self) -> io::Result<(u64, u64)> {
+        sys::prog_run_stats(self.prog.as_fd())
+    }
+
     /// Largest number of entries the map holds.
     pub fn max_entries(&self) -> u32 {
         self.max_entries

@@ -14,6 +14,7 @@ const BPF_MAP_CREATE: c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: c_int = 1;
 const BPF_MAP_GET_NEXT_KEY: c_int = 4;
 const BPF_PROG_LOAD: c_int = 5;
+const BPF_OBJ_GET_INFO_BY_FD: c_int = 15;
 const BPF_MAP_LOOKUP_BATCH: c_int = 24;
 pub const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
 const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
@@ -294,4 +295,36 @@ pub fn lookup_batch(
             _ => Err(e),
         },
     }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct InfoByFd {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// `struct bpf_prog_info` up to `run_cnt` (Linux >= 5.1); the kernel fills what it knows.
+const PROG_INFO_LEN: usize = 208;
+const RUN_TIME_NS: usize = 192;
+const RUN_CNT: usize = 200;
+
+/// The kernel's (run time in ns, runs) of a program: counted only while the
+/// `kernel.bpf_stats_enabled` sysctl is 1.
+pub fn prog_run_stats(prog: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    let mut info = [0u64; PROG_INFO_LEN / 8];
+    let mut attr = InfoByFd {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: PROG_INFO_LEN as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    if (attr.info_len as usize) < PROG_INFO_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this kernel reports no program run statistics",
+        ));
+    }
+    Ok((info[RUN_TIME_NS / 8], info[RUN_CNT / 8]))
 }
