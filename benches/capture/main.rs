@@ -3,7 +3,8 @@
 //!
 //! Under `cargo bench` (root) the namespace benchmarks follow the micro-benchmarks: the idle
 //! daemon's CPU against the number of links on the host (`idle`), then a real flood over a veth
-//! counted by rlbd's capture path, exact and sampled, and by a naive pnet_datalink receiver
+//! counted by rlbd's capture path, exact, sampled and in the kernel (eBPF), and by a naive
+//! pnet_datalink receiver
 //! (`ns`). The last line is the `capture-summary:`. `cargo test` (which runs this binary without
 //! `--bench`) never runs them. `RLBD_BENCH_NS=0` skips them, `RLBD_BENCH_NS=only` runs only them;
 //! `RLBD_BENCH_IDLE=0` skips the idle part, `RLBD_BENCH_NS_RUNS=0` the flood part,

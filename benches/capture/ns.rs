@@ -2,8 +2,9 @@
 //! (`rlbd-lab flood`, raw AF_PACKET + `sendmmsg`, pre-built frames) pinned to one CPU in the
 //! first, and in the second, pinned to the other CPU and one at a time: rlbd's capture path as
 //! the daemon runs it (`recv.rs`: the real filter, sampling or not, `parse`,
-//! `ClientTable::account`, the port's counter request and roll-over every second) or a naive
-//! `pnet_datalink` receiver. The receivers are this binary again, started with `ip netns exec`
+//! `ClientTable::account`, the port's counter request and roll-over every second), rlbd counting
+//! in the kernel (the eBPF program in place of the filter, its map read and fed to the table
+//! every second) or a naive `pnet_datalink` receiver. The receivers are this binary again, started with `ip netns exec`
 //! and a role argument.
 //!
 //! On a veth the receive side of the kernel (the filter, the copy into the ring or the socket
