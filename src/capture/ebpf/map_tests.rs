@@ -139,3 +139,13 @@ fn possible_cpu_lists() {
     assert_eq!(possible_cpus("x"), None);
     assert_eq!(possible_cpus("0-99999999"), None);
 }
+
+#[test]
+fn map_size_follows_the_table_within_bounds() {
+    use super::super::{map_entries, MAX_ENTRIES, MIN_ENTRIES};
+    assert_eq!(map_entries(16) as usize, MIN_ENTRIES);
+    assert_eq!(map_entries(4096) as usize, MIN_ENTRIES);
+    assert_eq!(map_entries(20_000), 40_000);
+    assert_eq!(map_entries(65_536) as usize, MAX_ENTRIES);
+    assert_eq!(map_entries(usize::MAX) as usize, MAX_ENTRIES);
+}
