@@ -2,8 +2,8 @@
 //! slaves of 20 Mbit/s that deliver 97% of that when saturated, ten to twelve elastic clients
 //! with seeded random demands, all starting on one slave, TCP-unfair shares on a saturated slave
 //! (log-uniform weights up to 30: some flows nearly starve, as in the lab), flows that take
-//! seconds to grow into room they are given (`elastic.ramp` 1: what the lab's starved TCP flows
-//! do, read from the daemon's status once a second during the packing bench), and moves that
+//! seconds to grow into room they are given (`elastic.growth` 0.6: what the lab's starved TCP
+//! flows do, read from the daemon's status twice a second during the packing bench), and moves that
 //! take effect a fifth of a second late, as the daemon's do.
 //!
 //! Properties: no client moves twice within the hold-down, nor back and forth; while rlbd packs
@@ -15,7 +15,7 @@
 //!
 //! `cargo test --release --test simulate_packing -- --ignored --nocapture study` prints the
 //! figures over 200 seeds per load level (a study, not a check). `RLBD_STUDY_UNFAIR`,
-//! `RLBD_STUDY_RAMP` and `RLBD_STUDY_CONFIG` vary the model and the knobs;
+//! `RLBD_STUDY_GROWTH` and `RLBD_STUDY_CONFIG` vary the model and the knobs;
 //! `RLBD_STUDY_LOADS=0.92,0.95` and `RLBD_STUDY_SEEDS=0,1,2` pick the runs;
 //! `RLBD_STUDY_UNDER` lists the runs under 97% with their final placement, `RLBD_STUDY_TRACE`
 //! prints each second with moves, `RLBD_STUDY_WORST` the worst run's log and
@@ -73,23 +73,24 @@ fn scenario_with(
     format!(
         r#"{{"slaves":[{}],
             "random_demands":{{"seed":{seed},"load":{load},"clients":{clients},"slave":"p0","ticks":{TICKS},"start":{START},"max_share":{max_share}}},
-            "elastic":{{"seed":{seed},"unfairness":{unfairness},"move_lag":0.2,"efficiency":{EFFICIENCY},"ramp":{}}}{}}}"#,
+            "elastic":{{"seed":{seed},"unfairness":{unfairness},"move_lag":0.2,"efficiency":{EFFICIENCY},"growth":{}}}{}}}"#,
         slaves.join(","),
-        ramp(),
+        growth(),
         study_config()
     )
 }
 
-/// How fast flows take up room (see `Elastic::ramp`); `RLBD_STUDY_RAMP` overrides.
-fn ramp() -> f64 {
-    std::env::var("RLBD_STUDY_RAMP")
+/// How fast flows take up room (see `Elastic::growth`); `RLBD_STUDY_GROWTH` overrides.
+fn growth() -> f64 {
+    std::env::var("RLBD_STUDY_GROWTH")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(RAMP)
+        .unwrap_or(GROWTH)
 }
 
-/// The lab's flows close about half of what they lack to their demand each second, with stalls.
-const RAMP: f64 = 1.0;
+/// The lab's moved flows draw 90% of their demand within 1 s in about half the moves, within
+/// 2 s in nine of ten.
+const GROWTH: f64 = 0.6;
 
 /// For studies of the knobs: `RLBD_STUDY_CONFIG='"max_fill":0.9'` adds to the scenario's config.
 fn study_config() -> String {
@@ -167,7 +168,7 @@ fn evaluate(json: &str) -> Outcome {
     // delivers once every flow has grown into the placement (the
     // demands it is asked to carry, at most what it can deliver), over its capacity, before a
     // round of moves and after it. A one-second reading cannot be held to it: flows that were
-    // starved take seconds to grow into room (`elastic.ramp`), so a slave can read higher two
+    // starved take seconds to grow into room (`elastic.growth`), so a slave can read higher two
     // seconds after a move only because its own flows recovered. Nor can the demands: a
     // client's demand on a saturated slave is not known until it moved.
     let steady_peak = |on: &[usize], d: &[f64]| -> f64 {
@@ -281,14 +282,14 @@ proptest! {
 
 /// Twenty seeds at each of the bench's load levels. The issue's goal is every run within 97% of
 /// the best; what rlbd reaches is held here so that it cannot slip: every run up to 85% load,
-/// all but five at 92% and eight at 95% (where the last clients must go, their demands unseen,
+/// all but three at 92% and six at 95% (where the last clients must go, their demands unseen,
 /// into the last gaps, and each may move once per hold-down), none under 93%; 95% of the best
-/// within 10 s of the traffic starting in every run up to 85%, in all but four and six above.
+/// within 10 s of the traffic starting in every run up to 85%, in all but one and four above.
 #[test]
 fn seeded_runs_per_load_level_against_the_best_placement() {
     const SEEDS: u64 = 20;
     for (load, allowed_under, allowed_slow) in
-        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 5, 4), (0.95, 8, 6)]
+        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 3, 1), (0.95, 6, 4)]
     {
         let mut under = Vec::new();
         let mut slow = 0;

@@ -16,8 +16,6 @@ pub(super) struct Targets {
     pub(super) load: Vec<f64>,
     pub(super) capacity: Vec<f64>,
     pub(super) order: BTreeSet<(u64, PortId)>,
-    /// Ports a client was moved to less than `RAMP_SECS` ago: they carry more than they read.
-    pub(super) growing: Vec<bool>,
 }
 
 /// Total order on utilizations. Everything not positive (including -0.0, which an empty float
@@ -53,7 +51,6 @@ impl Targets {
             load,
             capacity,
             order,
-            growing: vec![false; ports.len()],
         }
     }
 
@@ -65,13 +62,9 @@ impl Targets {
         self.order.first().map(|&(_, p)| p)
     }
 
-    /// The least-loaded port that has not taken a client this round, nor one it is still
-    /// growing into.
+    /// The least-loaded port that has not taken a client this round.
     fn least_loaded_free(&self, took: &[bool]) -> Option<PortId> {
-        self.order
-            .iter()
-            .map(|&(_, p)| p)
-            .find(|&p| !took[p] && !self.growing[p])
+        self.order.iter().map(|&(_, p)| p).find(|&p| !took[p])
     }
 
     /// Moves `rate` of load from `from` to `to`, keeping the ordering right. `from` may be a
@@ -93,11 +86,6 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
     let mut moves = Vec::new();
     if targets.order.is_empty() {
         return moves;
-    }
-    for c in clients {
-        if c.port < ports.len() && c.since_move.is_some_and(|s| s < RAMP_SECS) {
-            targets.growing[c.port] = true;
-        }
     }
 
     // Clients grouped by port, largest first, index breaking ties so the output is
@@ -144,11 +132,6 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
 /// Seconds after a move before the figures show only the new placement: the move lands a
 /// moment into a one-second sample, so the sample after it is mixed.
 pub const SETTLE_SECS: u64 = 2;
-
-/// Seconds a client moved to a port with room may take to draw there what it wants: a TCP flow
-/// that was starved on a full port grows back over two to four seconds (measured in the
-/// namespace lab), so until then its new port reads less than it will carry.
-pub const RAMP_SECS: u64 = 4;
 
 /// Where a new client should go: the least-utilized live port (ties to the lowest index).
 pub fn place(ports: &[PortView]) -> Option<PortId> {

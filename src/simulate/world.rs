@@ -38,7 +38,7 @@ struct World<'a> {
     /// What each flow allows itself now (TCP's window, as a rate): it grows towards the demand
     /// when there is room and falls to the share it got when there is none.
     ceiling: Vec<f64>,
-    ramp: f64,
+    growth: f64,
     weight: Vec<f64>,
     rng: generate::Rng,
     unfairness: f64,
@@ -68,7 +68,7 @@ impl<'a> World<'a> {
             slave_ix,
             demand: vec![0.0; n],
             ceiling: vec![0.0; n],
-            ramp: s.elastic.ramp,
+            growth: s.elastic.growth,
             weight: vec![1.0; n],
             // A stream of its own: the same seed in `random_demands` must not tie the shares to
             // the demands.
@@ -99,21 +99,21 @@ impl<'a> World<'a> {
 
     /// What a flow would send now if its slave had room.
     fn wants(&self, c: usize) -> f64 {
-        if self.ramp > 0.0 {
+        if self.growth < 1.0 {
             self.demand[c].min(self.ceiling[c])
         } else {
             self.demand[c]
         }
     }
 
-    /// Each flow's window grows by a random part (up to `ramp`) of what it lacks to its demand:
-    /// flows that got room after a move take seconds to use it, as the lab's TCP flows do.
+    /// Each flow's window grows by a random part (at least `growth`) of what it lacks to its
+    /// demand: flows that got room after a move take seconds to use it, as the lab's TCP flows do.
     fn grow(&mut self) {
-        if self.ramp <= 0.0 {
+        if self.growth >= 1.0 {
             return;
         }
         for c in 0..self.demand.len() {
-            let f = self.ramp * self.rng.unit();
+            let f = self.growth + (1.0 - self.growth) * self.rng.unit();
             if self.ceiling[c] < self.demand[c] {
                 self.ceiling[c] += f * (self.demand[c] - self.ceiling[c]);
             } else {
@@ -124,7 +124,7 @@ impl<'a> World<'a> {
 
     /// A flow held to less than it wanted (its slave full) shrinks its window to what it got.
     fn shrink(&mut self, rate: &[f64]) {
-        if self.ramp <= 0.0 {
+        if self.growth >= 1.0 {
             return;
         }
         for (c, &r) in rate.iter().enumerate() {
