@@ -4,6 +4,10 @@
 use log::Level;
 
 use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer};
+
+/// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
+/// before it is used: frames counted in it may be up to this old.
+const RATE_WINDOW_MS: u64 = 1500;
 use crate::client::ClientKey;
 use crate::host::{Claim, Talk};
 use crate::policy::{self, ClientView, Move, PortView, Reason};
@@ -96,11 +100,12 @@ impl Steerer {
         let dead = |p: PortId| down.contains(&p) || !ports.get(p).is_some_and(|v| v.up);
         let mut snaps: Vec<ClientSnap> = Vec::new();
         for c in clients {
-            let port = match self.moved.get(&c.key) {
-                Some(m) if dead(m.port) => m.port,
+            let moved = self.moved.get(&c.key);
+            let port = match moved {
+                Some(m) if dead(m.port) || !self.sent_there_since_move(c, m, now) => m.port,
                 _ => c.port,
             };
-            if down.contains(&port) || self.moved.get(&c.key).is_some_and(|m| dead(m.port)) {
+            if down.contains(&port) || moved.is_some_and(|m| dead(m.port)) {
                 snaps.push(ClientSnap { port, ..*c });
             }
         }
@@ -173,6 +178,14 @@ impl Steerer {
             }
         }
         made
+    }
+
+    /// Whether `c`'s frames on the port it was last seen on came after rlbd moved it to
+    /// `m.port`. A client quiet in the last second, or moved during it, was last seen before
+    /// the move: it is where rlbd put it, and a failure of its old port is no reason to move it
+    /// again (a port removed and added back failed it over twice, a second port failure thrice).
+    fn sent_there_since_move(&self, c: &ClientSnap, m: &Moved, now: u64) -> bool {
+        c.port != m.port && c.rate_bps > 0.0 && now.saturating_sub(m.at_ms) >= RATE_WINDOW_MS
     }
 
     /// Where a client's traffic goes now: the port its latest frame came in on, unless that

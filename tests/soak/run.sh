@@ -15,4 +15,4 @@ out=target/soak
 rm -rf "$out"
 mkdir -p "$out"
 python3 tests/soak/soak.py --rlbd "$PWD/target/release/rlbd" --seconds "$secs" \
-  --seed "${SOAK_SEED:-14}" --out "$PWD/$out"
+  --seed "${SOAK_SEED:-14}" --out "$PWD/$out" ${SOAK_ARGS:-}
