@@ -10,6 +10,8 @@
 //! - updates are rate-limited per client and in total ([`Limiter`]);
 //! - a client is not moved for overload again within the hold-down;
 //! - a client rlbd moved onto a port that fails is moved to a live port in the same step;
+//! - a move whose every frame the kernel refused was not made: the client is where it was, and
+//!   the move may be tried again after a growing delay ([`Steerer::on_send_result`]);
 //! - one frame seen several times (a broadcast on every port, a client's ARP retries) is answered
 //!   with one re-assertion.
 
@@ -36,12 +38,15 @@ const MAX_PENDING_PER_CLIENT: usize = 8;
 /// What the event loop does for the core.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Send `frame` out of `port`: an update telling `client` to use that port.
+    /// Send `frame` out of `port`: an update telling `client` to use that port. Its outcome,
+    /// once known (sent, or refused for good), goes back with [`Steerer::on_send_result`]
+    /// under `move_id`.
     Send {
         port: PortId,
         client: ClientKey,
         claim: Claim,
         frame: Vec<u8>,
+        move_id: u64,
     },
     /// Write a line to the log.
     Log(Level, String),
@@ -97,6 +102,15 @@ pub struct SteerConfig {
     pub max_moved: usize,
 }
 
+/// What became of an update frame, as the event loop reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// The kernel took it.
+    Sent,
+    /// Refused, and not to be tried again (the port is down or gone, or the retries ran out).
+    Refused,
+}
+
 /// A client rlbd moved, and keeps where it put it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moved {
@@ -108,6 +122,15 @@ pub struct Moved {
     pub reasserts: u64,
     /// Due times of its queued sends.
     pending: Vec<u64>,
+    /// This move's number: outcomes of an earlier move's frames are not this one's.
+    move_id: u64,
+    /// Frames of this move handed out, and refused for good; whether one went out.
+    issued: u32,
+    refused: u32,
+    confirmed: bool,
+    /// What rlbd had put the client on before this move, while the move is not confirmed:
+    /// where the client still is if every frame of the move is refused.
+    prior: Option<Box<Moved>>,
 }
 
 impl Moved {
@@ -126,7 +149,20 @@ pub struct Counters {
     pub reasserts: u64,
     pub sent: u64,
     pub suppressed: u64,
+    /// Moves not made: the kernel refused every frame of them.
+    pub moves_refused: u64,
 }
+
+/// Clients whose last move was refused whole: not moved for overload again before `until`;
+/// the delay doubles with each refused move in a row, up to the hold-down.
+#[derive(Debug, Clone, Copy)]
+struct Refused {
+    until: u64,
+    in_a_row: u32,
+}
+
+/// The first delay after a refused move, ms.
+const REFUSED_BACKOFF_MS: u64 = 2000;
 
 pub struct Steerer {
     cfg: SteerConfig,
@@ -135,6 +171,8 @@ pub struct Steerer {
     timers: BinaryHeap<Reverse<(u64, ClientKey)>>,
     limiter: Limiter,
     counters: Counters,
+    next_move_id: u64,
+    refused: HashMap<ClientKey, Refused>,
 }
 
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
@@ -150,6 +188,8 @@ impl Steerer {
             timers: BinaryHeap::new(),
             limiter,
             counters: Counters::default(),
+            next_move_id: 1,
+            refused: HashMap::new(),
         }
     }
 
@@ -187,12 +227,99 @@ impl Steerer {
         self.moved.len()
     }
 
-    /// Moved less than the hold-down ago: stays where it is, except for failover.
+    /// Moved less than the hold-down ago, or its last move refused whole a short while ago:
+    /// stays where it is, except for failover.
     pub fn held(&self, client: &ClientKey, now: u64) -> bool {
         let hold = self.cfg.policy.hold_down.saturating_mul(1000);
         self.moved
             .get(client)
             .is_some_and(|m| now.saturating_sub(m.at_ms) < hold)
+            || self.refused.get(client).is_some_and(|r| now < r.until)
+    }
+
+    /// What became of a frame the core asked for (`Action::Send`). A move is believed made once
+    /// one of its frames is sent; when every frame of it is refused and none is left to send,
+    /// it was not made: the client is where rlbd had it before (or nowhere rlbd put it), and
+    /// the planner may try again after a delay that doubles with each refusal in a row.
+    pub fn on_send_result(
+        &mut self,
+        now: u64,
+        client: ClientKey,
+        move_id: u64,
+        outcome: SendOutcome,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(m) = self
+            .moved
+            .get_mut(&client)
+            .filter(|m| m.move_id == move_id && !m.confirmed)
+        else {
+            return;
+        };
+        match outcome {
+            SendOutcome::Sent => {
+                m.confirmed = true;
+                m.prior = None;
+                self.refused.remove(&client);
+            }
+            SendOutcome::Refused => {
+                m.refused += 1;
+                self.undo_if_refused(now, client, ctx, out);
+            }
+        }
+    }
+
+    /// Undoes `client`'s move if every frame of it was refused and none is left to send.
+    fn undo_if_refused(&mut self, now: u64, client: ClientKey, ctx: &Ctx, out: &mut Vec<Action>) {
+        let Some(m) = self.moved.get(&client) else {
+            return;
+        };
+        if m.confirmed || m.issued == 0 || m.refused < m.issued || !m.pending.is_empty() {
+            return;
+        }
+        let Some(mut m) = self.moved.remove(&client) else {
+            return;
+        };
+        self.counters.moves_refused += 1;
+        let hold = self.cfg.policy.hold_down.saturating_mul(1000).max(1);
+        let r = self.refused.entry(client).or_insert(Refused {
+            until: 0,
+            in_a_row: 0,
+        });
+        r.in_a_row = r.in_a_row.saturating_add(1);
+        let delay = REFUSED_BACKOFF_MS
+            .saturating_mul(1 << (r.in_a_row - 1).min(16))
+            .min(hold);
+        r.until = now + delay;
+        let what = m
+            .client_ip()
+            .map_or_else(|| client.to_string(), |ip| ip.to_string());
+        log(
+            out,
+            Level::Info,
+            format!(
+                "move of {what} ({client}) to {} not made: the kernel refused all {} of its frames; not moved for overload for {} s",
+                ctx.port_name(m.port),
+                m.issued,
+                delay / 1000
+            ),
+        );
+        if let Some(mut prior) = m.prior.take() {
+            prior.pending.clear();
+            prior.reasserts = m.reasserts;
+            self.moved.insert(client, *prior);
+        }
+        if self.refused.len() > self.cfg.max_moved.max(1) {
+            if let Some(oldest) = self
+                .refused
+                .iter()
+                .min_by_key(|(_, r)| r.until)
+                .map(|(k, _)| *k)
+            {
+                self.refused.remove(&oldest);
+            }
+        }
     }
 
     /// Whole seconds (rounded: decisions come a second apart, give or take a few ms) since rlbd
@@ -223,6 +350,7 @@ impl Steerer {
             });
             if live {
                 self.send_update(now, client, ctx, out);
+                self.undo_if_refused(now, client, ctx, out);
             }
         }
         // Entries of forgotten clients and replaced sends linger in the heap until their time;
@@ -272,7 +400,9 @@ impl Steerer {
         if self.cfg.dry_run {
             return;
         }
-        for claim in m.claims.clone() {
+        let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
+        let mut issued = 0;
+        for claim in claims {
             if !ctx.host.allows(client, &claim) {
                 log(
                     out,
@@ -295,6 +425,7 @@ impl Steerer {
                 continue;
             }
             self.counters.sent += 1;
+            issued += 1;
             let frame = match claim {
                 Claim::V4 { server, .. } => {
                     tagged(&steering_update(client.mac, port.mac, server), client.vlan)
@@ -305,11 +436,15 @@ impl Steerer {
                 ),
             };
             out.push(Action::Send {
-                port: m.port,
+                port: port_id,
                 client,
                 claim,
                 frame,
+                move_id,
             });
+        }
+        if let Some(m) = self.moved.get_mut(&client) {
+            m.issued = m.issued.saturating_add(issued);
         }
     }
 
@@ -440,6 +575,10 @@ mod fixture;
 #[cfg(test)]
 #[path = "core_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "core_refused_tests.rs"]
+mod refused_tests;
 
 #[cfg(test)]
 #[path = "core_props.rs"]

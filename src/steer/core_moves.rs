@@ -56,7 +56,20 @@ impl Steerer {
             Reason::Failover => self.counters.moves_failover += 1,
             Reason::Placement => self.counters.moves_placement += 1,
         }
-        let reasserts = self.moved.get(&client).map_or(0, |m| m.reasserts);
+        // Where the client is if this move's every frame is refused: the last confirmed move
+        // (an unconfirmed one may never have reached it).
+        let before = self.moved.remove(&client);
+        let reasserts = before.as_ref().map_or(0, |p| p.reasserts);
+        let prior = before.and_then(|mut p| {
+            if p.confirmed {
+                p.prior = None;
+                Some(Box::new(p))
+            } else {
+                p.prior.take()
+            }
+        });
+        let move_id = self.next_move_id;
+        self.next_move_id += 1;
         self.moved.insert(
             client,
             Moved {
@@ -66,6 +79,11 @@ impl Steerer {
                 reason: mv.reason,
                 reasserts,
                 pending: Vec::new(),
+                move_id,
+                issued: 0,
+                refused: 0,
+                confirmed: false,
+                prior,
             },
         );
         if self.moved.len() > self.cfg.max_moved.max(1) {
@@ -273,6 +291,10 @@ impl Steerer {
         active: impl Fn(&ClientKey) -> bool,
         out: &mut Vec<Action>,
     ) {
+        // A refusal streak ends a hold-down after its last delay.
+        let hold = self.cfg.policy.hold_down.saturating_mul(1000);
+        self.refused
+            .retain(|_, r| now < r.until.saturating_add(hold));
         let idle = self.cfg.idle_ms;
         self.moved.retain(|mac, m| {
             let keep = active(mac) || now.saturating_sub(m.at_ms) < idle;
