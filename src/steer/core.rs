@@ -9,7 +9,9 @@
 //!   time, not at move time);
 //! - updates are rate-limited per client and in total ([`Limiter`]);
 //! - a client is not moved for overload again within the hold-down;
-//! - a client rlbd moved onto a port that fails is moved to a live port in the same step;
+//! - a client rlbd moved onto a port that fails is moved to a live port in the same step, one
+//!   that has been up a while if there is one ([`STABLE_MS`]); a port that just came back is
+//!   no target of a chosen move either, so a flapping port does not pull clients to and fro;
 //! - a move whose every frame the kernel refused was not made: the client is where it was, and
 //!   the move may be tried again after a growing delay ([`Steerer::on_send_result`]);
 //! - one frame seen several times (a broadcast on every port, a client's ARP retries) is answered
@@ -161,6 +163,10 @@ struct Refused {
     in_a_row: u32,
 }
 
+/// A port that came back less than this long ago is a target only when no other port is up:
+/// a link that flaps would otherwise take clients on and drop them again.
+pub const STABLE_MS: u64 = 5000;
+
 /// The first delay after a refused move, ms.
 const REFUSED_BACKOFF_MS: u64 = 2000;
 
@@ -173,6 +179,8 @@ pub struct Steerer {
     counters: Counters,
     next_move_id: u64,
     refused: HashMap<ClientKey, Refused>,
+    /// Per port, when the core saw it come up (0: up when first seen); `None` while down.
+    up_since: Vec<Option<u64>>,
 }
 
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
@@ -190,6 +198,7 @@ impl Steerer {
             counters: Counters::default(),
             next_move_id: 1,
             refused: HashMap::new(),
+            up_since: Vec::new(),
         }
     }
 
@@ -579,6 +588,10 @@ pub(crate) mod tests;
 #[cfg(test)]
 #[path = "core_refused_tests.rs"]
 mod refused_tests;
+
+#[cfg(test)]
+#[path = "core_flap_tests.rs"]
+mod flap_tests;
 
 #[cfg(test)]
 #[path = "core_props.rs"]

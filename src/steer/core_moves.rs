@@ -3,7 +3,7 @@
 
 use log::Level;
 
-use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer};
+use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer, STABLE_MS};
 
 /// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
 /// before it is used: frames counted in it may be up to this old.
@@ -115,7 +115,15 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
-        let dead = |p: PortId| down.contains(&p) || !ports.get(p).is_some_and(|v| v.up);
+        // The planner takes a port as down from its view: make sure the ones just lost are.
+        let mut ports = ports.to_vec();
+        for &p in down {
+            if let Some(v) = ports.get_mut(p) {
+                v.up = false;
+            }
+        }
+        self.note_ports(now, &ports);
+        let dead = |p: PortId| !ports.get(p).is_some_and(|v| v.up);
         let mut snaps: Vec<ClientSnap> = Vec::new();
         for c in clients {
             let moved = self.moved.get(&c.key);
@@ -144,13 +152,7 @@ impl Steerer {
         // The planner breaks ties by index: a stable order keeps the outcome deterministic.
         snaps.sort_by_key(|s| s.key);
         let views = client_views(&snaps, |_| true, |_| None);
-        // The planner takes a port as down from its view: make sure the ones just lost are.
-        let mut ports = ports.to_vec();
-        for &p in down {
-            if let Some(v) = ports.get_mut(p) {
-                v.up = false;
-            }
-        }
+        let ports = self.stable_targets(now, &ports);
         for mv in policy::plan(&self.cfg.policy, &ports, &views) {
             if mv.reason == Reason::Failover {
                 let s = snaps[mv.client];
@@ -184,8 +186,10 @@ impl Steerer {
                 since_move: self.since_move_secs(&c.key, now),
             })
             .collect();
+        self.note_ports(now, ports);
+        let ports = self.stable_targets(now, ports);
         let mut made = Vec::new();
-        for mv in policy::plan(&self.cfg.policy, ports, &views) {
+        for mv in policy::plan(&self.cfg.policy, &ports, &views) {
             let c = clients[mv.client];
             let line = match mv.reason {
                 Reason::Failover => format!("failover: {} is down", ctx.port_name(mv.from)),
@@ -196,6 +200,47 @@ impl Steerer {
             }
         }
         made
+    }
+
+    /// Notes which ports are up, and since when.
+    fn note_ports(&mut self, now: u64, ports: &[PortView]) {
+        if self.up_since.len() < ports.len() {
+            // Ports up when first seen were up before rlbd looked: stable.
+            let first: Vec<Option<u64>> = ports[self.up_since.len()..]
+                .iter()
+                .map(|p| p.up.then_some(0))
+                .collect();
+            self.up_since.extend(first);
+        }
+        for (since, p) in self.up_since.iter_mut().zip(ports) {
+            *since = match (*since, p.up) {
+                (_, false) => None,
+                (None, true) => Some(now),
+                (Some(t), true) => Some(t),
+            };
+        }
+    }
+
+    /// The planner's view with the ports that came back less than [`STABLE_MS`] ago made no
+    /// target (no capacity), as long as another port that is up is stable.
+    fn stable_targets(&self, now: u64, ports: &[PortView]) -> Vec<PortView> {
+        let stable = |i: usize| {
+            self.up_since
+                .get(i)
+                .copied()
+                .flatten()
+                .is_some_and(|t| now.saturating_sub(t) >= STABLE_MS)
+        };
+        let mut out = ports.to_vec();
+        if !(0..ports.len()).any(|i| ports[i].up && stable(i)) {
+            return out;
+        }
+        for (i, p) in out.iter_mut().enumerate() {
+            if p.up && !stable(i) {
+                p.capacity_bps = 0.0;
+            }
+        }
+        out
     }
 
     /// Whether `c`'s frames on the port it was last seen on came after rlbd moved it to
