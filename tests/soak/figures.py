@@ -77,10 +77,15 @@ def moves_from_log(log, t0):
     return moves
 
 
+def within(dt, window):
+    # Log times have milliseconds: a move exactly a hold-down after another is not within it.
+    return round(dt * 1000) < window * 1000
+
+
 def most_in_window(times, window):
     best = 0
     for i, t in enumerate(times):
-        best = max(best, sum(1 for u in times[i:] if u - t < window))
+        best = max(best, sum(1 for u in times[i:] if within(u - t, window)))
     return best
 
 
@@ -167,7 +172,7 @@ def report(soak, plan, events, rss, final, alive, log_path, recv_out, handed, sa
     max_any = max((most_in_window([m[0] for m in v], hold) for v in moves.values()), default=0)
     # A chosen move within a hold-down of any earlier move of the same client.
     chosen_in_hold = sum(1 for v in moves.values() for i, m in enumerate(v)
-                         if not m[3] and any(0 <= m[0] - p[0] < hold for p in v[:i]))
+                         if not m[3] and any(within(m[0] - p[0], hold) for p in v[:i]))
     # A forced move off a port that had not just failed, or of a client whose frames were
     # arriving on another, live port the second before.
     # Or of a client rlbd had already put on a port that was up.
