@@ -367,6 +367,8 @@ fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over
         let res = (|| -> LabResult<()> {
             batch(lab, &neigh_lines("add", 0..2000))?;
             lab.ip("srv", &["link", "set", PORTS[1], "down"])?;
+            // Stopped past the next repeat's due time (a second apart).
+            lab.sleep(Duration::from_millis(1300))?;
             Ok(())
         })();
         signal(pid, libc::SIGCONT);

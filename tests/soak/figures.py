@@ -78,8 +78,10 @@ def moves_from_log(log, t0):
 
 
 def within(dt, window):
-    # Log times have milliseconds: a move exactly a hold-down after another is not within it.
-    return round(dt * 1000) < window * 1000
+    # A move exactly a hold-down after another is not within it. The daemon measures the
+    # hold-down on its monotonic clock; the log's wall-clock milliseconds can put two decisions
+    # a hold-down apart a millisecond or two closer.
+    return dt < window - 0.05
 
 
 def most_in_window(times, window):
