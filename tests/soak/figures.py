@@ -213,6 +213,8 @@ def report(soak, plan, events, rss, final, alive, log_path, recv_out, handed, sa
     print()
     print(f"soak: {a.clients} clients, {a.seconds} s, seed {a.seed}, caps {a.cap} Mbit/s, "
           f"senders {'in a fixed order' if a.fixed_order else 'shuffled'}")
+    print(f"load average (1, 5, 15 min) at the start: {soak.load[0]}; at the end: "
+          f"{soak.load[-1]}")
     print(f"events: {', '.join(f'{t:.1f}s {e}' for _, e, t in events)}")
     print(f"daemon RSS: {rss.get('warm')} KiB after warm-up ({a.warmup} s), "
           f"{rss.get('end')} KiB at the end (+{(rss.get('end') or 0) - (rss.get('warm') or 0)} KiB)")

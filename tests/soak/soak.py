@@ -208,6 +208,7 @@ class Soak:
         removed_at = a.seconds // 2 + 5
         while time.time() < self.t0:
             time.sleep(0.05)
+        self.load = [loadavg()]
         for s in range(a.seconds):
             target = self.t0 + s
             while time.time() < target:
@@ -235,6 +236,7 @@ class Soak:
             if s == a.warmup:
                 rss["warm"] = rss_kib(daemon.pid)
         rss["end"] = rss_kib(daemon.pid)
+        self.load.append(loadavg())
         final = status(sock)
         alive = daemon.poll() is None
         os.kill(daemon.pid, signal.SIGTERM)
@@ -300,6 +302,13 @@ class Monitor(threading.Thread):
             except ValueError:
                 pass
             self.samples[s] = {"neigh": neigh, "drops": drops}
+
+
+def loadavg():
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def rss_kib(pid):
