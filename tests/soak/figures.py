@@ -1,4 +1,5 @@
 """The soak's figures (tests/soak/soak.py): read what the run left behind and print them.
+`python3 tests/soak/figures.py target/soak` prints them again from a finished run's files.
 
 Every second a client was sending but received nothing is accounted for one by one: which
 client, which port event came before it and how long before, where the client's neighbour entry
@@ -7,7 +8,10 @@ that second. Moves are counted per client per hold-down, split by reason: chosen
 placement) or forced (failover).
 """
 import json
+import os
 import re
+import sys
+import types
 from datetime import datetime
 
 LIVE_NUD = ("REACHABLE", "STALE", "DELAY", "PROBE", "PERMANENT", "NOARP")
@@ -227,6 +231,18 @@ def report(soak, plan, events, rss, final, alive, log_path, recv_out, handed, sa
         causes[key] = causes.get(key, 0) + 1
     for k, n in sorted(causes.items(), key=lambda x: -x[1]):
         print(f"  {n:5d}  {k}")
+    # Episodes: consecutive seconds of one client without delivery.
+    episodes = []
+    for g in sorted(gaps, key=lambda g: (g["client"], g["second"])):
+        e = episodes[-1] if episodes else None
+        if e and e["client"] == g["client"] and e["last"] + 1 == g["second"]:
+            e["last"] = g["second"]
+        else:
+            episodes.append({"client": g["client"], "first": g["second"], "last": g["second"]})
+    if episodes:
+        longest = max(e["last"] - e["first"] + 1 for e in episodes)
+        print(f"  in {len(episodes)} episodes (a client's consecutive seconds), the longest "
+              f"{longest} s")
     for g in gaps[:40]:
         ev = g["last_event"]
         print(f"    {g['second']:4d}s {g['client']:>13} handed {g['handed']:3d}, neighbour "
@@ -241,6 +257,9 @@ def report(soak, plan, events, rss, final, alive, log_path, recv_out, handed, sa
     print(f"moves in the log: {len(chosen_all)} chosen, {len(forced_all)} forced (failover); "
           f"most of one client within a hold-down ({hold} s): chosen {max_chosen}, "
           f"forced {max_forced}, any {max_any}")
+    per_min = max((sum(1 for u in v if 0 <= u[0] - m[0] < 60) for v in moves.values()
+                   for m in v), default=0)
+    print(f"most moves of one client within a minute: {per_min}")
     print(f"chosen moves within a hold-down of the client's previous move: {chosen_in_hold}; "
           f"forced moves off a port that was up and had not just failed: {forced_bad_port}; "
           f"forced moves of a client whose frames arrived on another live port: "
@@ -258,3 +277,21 @@ def report(soak, plan, events, rss, final, alive, log_path, recv_out, handed, sa
           f"panics: {panics}")
     ok = alive and panics == 0
     return 0 if ok else 1
+
+
+def main(out):
+    with open(os.path.join(out, "run.json")) as f:
+        r = json.load(f)
+    a = types.SimpleNamespace(**{**r["args"], "out": out})
+    soak = types.SimpleNamespace(a=a, t0=r["t0"], clients=[tuple(c) for c in r["clients"]],
+                                 load=r["load"])
+    samples = {int(k): v for k, v in r["samples"].items()}
+    with open(os.path.join(out, "arp.json")) as f:
+        arp = json.load(f)
+    return report(soak, r["plan"], [tuple(e) for e in r["events"]], r["rss"], r["final"],
+                  r["alive"], os.path.join(out, "rlbd.log"), os.path.join(out, "received.json"),
+                  r["handed"], samples, arp)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "target/soak"))

@@ -257,8 +257,18 @@ class Soak:
                 handed[node] = json.load(f)["handed"]
         with open(arp_out) as f:
             arp = json.load(f)
+        # Everything the figures rest on, so that `figures.py OUT` can print them again.
+        with open(os.path.join(out_dir, "run.json"), "w") as f:
+            json.dump({"args": vars(a), "t0": self.t0, "clients": self.clients, "plan": plan,
+                       "events": events, "rss": rss, "final": final, "alive": alive,
+                       "handed": handed, "samples": self.monitor_samples(monitor),
+                       "load": self.load}, f)
         return self.report(plan, events, rss, final, alive, log_path, recv_out, handed,
                            monitor.samples, arp)
+
+    @staticmethod
+    def monitor_samples(monitor):
+        return {str(k): v for k, v in monitor.samples.items()}
 
     # ---- figures: see figures.py
     def report(self, *args):
