@@ -1,5 +1,6 @@
-//! A port that just came back is no target while a port that has stayed up is: a flapping link
-//! does not take clients on only to drop them again.
+//! Ports that fail and come back do not move clients to and fro: a port that just came back is
+//! no target while a port that has stayed up is, and a client failed over is not failed over
+//! again when its old port fails again.
 
 use super::fixture::*;
 use super::*;
@@ -95,4 +96,70 @@ fn no_chosen_move_onto_a_port_that_just_came_back() {
     let made = w.with(|ctx| s.rebalance(at, &v, &clients, &|_| "overload".into(), ctx, &mut out));
     assert_eq!(made, vec![0]);
     assert_eq!(s.moved(&CLIENT).map(|m| m.port), Some(2));
+}
+
+#[test]
+fn a_client_failed_over_is_not_failed_over_again_when_its_old_port_fails_again() {
+    // p1 goes down (the client, quiet, is moved to p0 or p2), then is removed, then added back
+    // down: each is a failure of p1, and each used to move the client once more.
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    w.usable[1] = false;
+    let mut ports = w.port_views();
+    let quiet = ClientSnap {
+        key: CLIENT,
+        port: 1,
+        rate_bps: 0.0,
+        talk: talk(),
+    };
+    let mut out = Vec::new();
+    w.with(|ctx| s.failover(1000, &[1], &ports, &[quiet], ctx, &mut out));
+    let first = s.moved(&CLIENT).unwrap().clone();
+    assert_ne!(first.port, 1);
+    ports[1].up = false;
+    for t in [1000, 6000, 11000] {
+        w.with(|ctx| s.failover(t, &[1], &ports, &[quiet], ctx, &mut out));
+    }
+    // Still sending, but its frames of the last second predate the move made 1 s ago.
+    let busy = ClientSnap {
+        rate_bps: 5e6,
+        ..quiet
+    };
+    let mut s2 = Steerer::new(cfg());
+    w.with(|ctx| s2.failover(1000, &[1], &ports, &[busy], ctx, &mut out));
+    w.with(|ctx| s2.failover(2000, &[1], &ports, &[busy], ctx, &mut out));
+    assert_eq!(s2.counters().moves_failover, 1);
+    assert_eq!(s.moved(&CLIENT).unwrap().at_ms, first.at_ms);
+    assert_eq!(s.counters().moves_failover, 1);
+}
+
+#[test]
+fn a_client_seen_on_the_failed_port_after_its_move_is_failed_over_again() {
+    // rlbd put it on p2 long ago, but its frames of the last second came in on p1 (something
+    // sent it back): p1 failing strands it, so it is moved.
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        s.apply_move(
+            0,
+            CLIENT,
+            &talk(),
+            &mv(1, 2, Reason::Overload),
+            "",
+            ctx,
+            &mut out,
+        )
+    });
+    w.usable[1] = false;
+    let ports = w.port_views();
+    let snap = ClientSnap {
+        key: CLIENT,
+        port: 1,
+        rate_bps: 5e6,
+        talk: talk(),
+    };
+    w.with(|ctx| s.failover(60_000, &[1], &ports, &[snap], ctx, &mut out));
+    assert_eq!(s.counters().moves_failover, 1);
+    assert_eq!(s.moved(&CLIENT).unwrap().at_ms, 60_000);
 }
