@@ -275,7 +275,19 @@ def report(soak, plan, events, rss, final, alive, log_path, recv_out, handed, sa
               f"max {max(per_cm_grat)}")
     print(f"log lines: {len(log.splitlines())}; daemon alive at the end: {alive}; "
           f"panics: {panics}")
-    ok = alive and panics == 0
+    # Rules of rlbd's, not figures that ride on the host's load: broken, the soak fails.
+    broken = []
+    if chosen_in_hold:
+        broken.append(f"{chosen_in_hold} chosen moves within a hold-down")
+    if forced_bad_port or forced_again:
+        broken.append(f"{forced_bad_port + forced_again} forced moves without a failure of the "
+                      f"client's port")
+    to_down = sum(1 for g in gaps if "which was down" in g["cause"])
+    if to_down:
+        broken.append(f"{to_down} client-seconds lost to a down port after its failover")
+    for b in broken:
+        print(f"soak: {b}")
+    ok = alive and panics == 0 and not broken
     return 0 if ok else 1
 
 

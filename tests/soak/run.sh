@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The soak (issue 14): 200 clients starting and stopping at random (seeded), a port down and up
 # every 30 s, a port removed and added back, SIGHUP every minute, traffic only between the
-# namespaces it makes. Prints figures; fails only on a panic, a dead daemon or a broken lab.
+# namespaces it makes. Prints figures; fails on a panic, a dead daemon, a broken lab, or a
+# broken rule of rlbd's (a chosen move within a hold-down, a forced move without a failure of the
+# client's port, a client left sending to a down port after the second its port failed).
 # Figures (tests/soak/figures.py): the daemon's RSS; every client-second without delivery, one
 # by one with its cause (the sender, the client's neighbour entry, the state of the port it
 # pointed at, the switch's queue drops toward that port); moves per client per hold-down by

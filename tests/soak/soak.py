@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """rlbd soak: many clients coming and going, ports failing, a port removed and re-added, and
-reloads, for minutes; prints figures (not a pass/fail timing test; it fails only on a panic,
-a dead daemon or a broken lab). Run by tests/soak/run.sh, as root.
+reloads, for minutes; prints figures (figures.py; not a pass/fail timing test: it fails on a
+panic, a dead daemon, a broken lab or a broken rule of rlbd's). Run by tests/soak/run.sh, as
+root.
 
 Topology (namespaces PREFIX-srv, PREFIX-sw, PREFIX-cl0..3, all removed at the end):
 
