@@ -212,6 +212,10 @@ pub struct Totals {
     /// Refused update frames sent again later (transient errors only, with backoff).
     #[serde(default)]
     pub send_retries: u64,
+    /// Moves not made because the kernel refused every frame of them (counted in the moves
+    /// above as well: those count decisions).
+    #[serde(default)]
+    pub moves_refused: u64,
     /// Seconds whose client rates were not used for moves because a capture ring dropped
     /// frames in them (the split among clients was incomplete).
     #[serde(default)]

@@ -7,7 +7,10 @@
 //! - capture ring overflow: while the rings drop frames every second, drops are shown and no move
 //!   is made; once they stop, the overload is acted on;
 //! - refused sends: a port whose queue refuses every frame (ENOBUFS) makes the daemon count and
-//!   retry a bounded number of times, with no busy loop (its CPU time is measured);
+//!   retry a bounded number of times, with no busy loop (its CPU time is measured), and a move
+//!   none of whose frames went out is not believed made;
+//! - a port that just went down (ENETDOWN): frames already due on it are refused, counted, not
+//!   retried, and the client is failed over to a live port, with no busy loop;
 //! - control socket abuse: 1,000 connections at once, a client sending a byte a second and an
 //!   oversized request, while traffic runs: timers stay on time, re-assertions still happen,
 //!   memory stays bounded.
@@ -231,8 +234,8 @@ fn ring_overflow_is_counted_and_no_move_is_made_on_its_seconds() {
 fn refused_sends_are_counted_retried_and_never_spin() {
     lab_test("refused-sends", |lab, log| {
         let mut failures = Vec::new();
-        // A short hold-down: a move whose every frame was refused is only believed made, and is
-        // tried again once its hold-down ends.
+        // A short hold-down: a move whose every frame was refused is undone and tried again
+        // after a delay that grows up to the hold-down.
         let mut d = start(lab, "send", &[], &["-v", "--hold-down", "5"])?;
         let _sink = start_sink(lab, lab_exe())?;
         let pid = d.child.id();
@@ -259,12 +262,13 @@ fn refused_sends_are_counted_retried_and_never_spin() {
         let cpu_share = (c1 - c0) / secs;
         say!(
             "p1 refusing for {secs:.1} s: send errors {}, retries {}, updates sent {}, suppressed {}, \
-             moves {}; daemon CPU {:.1}% of a core",
+             moves {} of which not made (every frame refused) {}; daemon CPU {:.1}% of a core",
             t_.send_errors,
             t_.send_retries,
             t_.updates_sent,
             t_.updates_suppressed,
             t_.moves_overload,
+            t_.moves_refused,
             cpu_share * 100.0
         );
         if t_.send_errors == 0 {
@@ -272,6 +276,9 @@ fn refused_sends_are_counted_retried_and_never_spin() {
         }
         if t_.send_retries == 0 {
             failures.push("refused updates were not retried".into());
+        }
+        if t_.moves_overload > 0 && t_.moves_refused == 0 {
+            failures.push("a move none of whose frames went out is believed made".into());
         }
         // Each update is tried at most 1 + 5 times; updates are rate-limited per client.
         let bound = 6 * t_.updates_sent.max(1);
@@ -314,6 +321,111 @@ fn refused_sends_are_counted_retried_and_never_spin() {
         say!("after p1 takes frames again: {on_p1:?}");
         if on_p1.is_none() {
             failures.push("no client on p1 within 12 s after the sends succeed again".into());
+        }
+        for s in &mut sources {
+            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
+        }
+        stop(lab, &mut d);
+        let _ = std::fs::copy(&d.log, log);
+        Ok(failures)
+    });
+}
+
+#[test]
+fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over() {
+    lab_test("enetdown", |lab, log| {
+        let mut failures = Vec::new();
+        // Slow repeats: a move's repeats stay queued for seconds, due on a port that goes down.
+        let conf = tmp(&format!("{}-enetdown.toml", lab.prefix()));
+        std::fs::write(
+            &conf,
+            "[steering]\nrepeats = 6\nrepeat_interval_ms = 1000\n",
+        )
+        .map_err(|e| e.to_string())?;
+        let conf_s = conf.to_string_lossy().to_string();
+        let mut d = start(lab, "down", &[], &["-v", "--config", &conf_s])?;
+        let _sink = start_sink(lab, lab_exe())?;
+        let pid = d.child.id();
+        let mut sources = overload(lab, 30.0)?;
+        let moved = watch_move(
+            lab,
+            &["c1", "c3"],
+            PORTS[0],
+            Instant::now() + Duration::from_secs(10),
+            || true,
+        )?;
+        let m = match moved {
+            Some(m) if m.to_port == Some(PORTS[1]) => m,
+            other => return Ok(vec![format!("no move to p1 within 10 s ({other:?})")]),
+        };
+        let before = status(&d)?.totals.send_errors;
+        // The daemon stops with the move's repeats queued for p1. While it is stopped, 2,000
+        // neighbour changes queue on its netlink socket ahead of p1's going down: on waking it
+        // reads a bounded batch of them, runs its due timers (the repeats, on p1, which is down:
+        // ENETDOWN), and only then learns that p1 is down.
+        signal(pid, libc::SIGSTOP);
+        let res = (|| -> LabResult<()> {
+            batch(lab, &neigh_lines("add", 0..2000))?;
+            lab.ip("srv", &["link", "set", PORTS[1], "down"])?;
+            // Stopped past the next repeat's due time (a second apart).
+            lab.sleep(Duration::from_millis(1300))?;
+            Ok(())
+        })();
+        signal(pid, libc::SIGCONT);
+        res?;
+        let (c0, _) = cpu_rss(pid);
+        let t = Instant::now();
+        let mut back = None;
+        while t.elapsed() < Duration::from_secs(6) {
+            if back.is_none() && lab.client_port(&m.client)? == Some(PORTS[0]) {
+                back = Some(t.elapsed().as_secs_f64());
+            }
+            lab.sleep(Duration::from_millis(100))?;
+        }
+        let (c1, _) = cpu_rss(pid);
+        let cpu_share = (c1 - c0) / t.elapsed().as_secs_f64();
+        let s = status(&d)?;
+        let t_ = &s.totals;
+        let text = std::fs::read_to_string(&d.log).unwrap_or_default();
+        let enetdown = text
+            .lines()
+            .filter(|l| l.contains("cannot send") && l.contains("Network is down"))
+            .count();
+        say!(
+            "{} moved to p1, p1 down: send errors {} (before {before}), retries {}, failover \
+             moves {}, log lines about ENETDOWN {enetdown}, {} back on p0 after {back:?} s; \
+             daemon CPU {:.1}% of a core",
+            m.client,
+            t_.send_errors,
+            t_.send_retries,
+            t_.moves_failover,
+            m.client,
+            cpu_share * 100.0
+        );
+        if t_.send_errors == before {
+            failures.push("no send error: no frame met the down port (fault not injected)".into());
+        }
+        if t_.send_retries > 0 {
+            failures.push(format!(
+                "{} retries: a frame refused with ENETDOWN is the failover's business",
+                t_.send_retries
+            ));
+        }
+        // One refused send per queued frame at most (ARP only: IPv6 is off in the lab).
+        if t_.send_errors > 6 {
+            failures.push(format!("{} send errors for one move", t_.send_errors));
+        }
+        if t_.moves_failover == 0 {
+            failures.push("the client on p1 was not failed over".into());
+        }
+        if back.is_none() {
+            failures.push(format!("{} not back on p0 within 6 s", m.client));
+        }
+        if cpu_share > 0.5 {
+            failures.push(format!(
+                "daemon used {:.0}% of a core: a busy loop",
+                cpu_share * 100.0
+            ));
         }
         for s in &mut sources {
             let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));

@@ -1,18 +1,25 @@
 //! Packing a nearly full bond in the simulator (issue 15), modelled on the namespace lab: four
 //! slaves of 20 Mbit/s that deliver 97% of that when saturated, ten to twelve elastic clients
 //! with seeded random demands, all starting on one slave, TCP-unfair shares on a saturated slave
-//! (log-uniform weights up to 30: some flows nearly starve, as in the lab), and moves that take
-//! effect a fifth of a second late, as the daemon's do.
+//! (log-uniform weights up to 30: some flows nearly starve, as in the lab), flows that take
+//! seconds to grow into room they are given (`elastic.growth` 0.6: what the lab's starved TCP
+//! flows do, read from the daemon's status twice a second during the packing bench), and moves that
+//! take effect a fifth of a second late, as the daemon's do.
 //!
 //! Properties: no client moves twice within the hold-down, nor back and forth; while rlbd packs
-//! the bond (the first hold-down) no move raises the peak of what the slaves are asked to carry;
-//! and, on fixed seeds, the goodput from 10 s after the traffic started is within 97% of the best
-//! placement the demands allow (computed exactly, `simulate::ideal`) in all but a few runs, none
-//! under 93% (random seeds check only the invariants: one found a 92.6% run).
+//! the bond (the first hold-down) no move raises the peak of what the slaves deliver once every
+//! flow has grown into the placement; and, on fixed seeds, the goodput from 10 s after the
+//! traffic started is within 97% of the best placement the demands allow (computed exactly,
+//! `simulate::ideal`) in all but a few runs, none under 93% (random seeds check only the
+//! invariants).
 //!
-//! `cargo test --test simulate_packing -- --ignored --nocapture` prints the figures over 200
-//! seeds per load level (a study, not a check; `RLBD_STUDY_UNFAIR`, `RLBD_STUDY_CONFIG` vary the
-//! model and the knobs).
+//! `cargo test --release --test simulate_packing -- --ignored --nocapture study` prints the
+//! figures over 200 seeds per load level (a study, not a check). `RLBD_STUDY_UNFAIR`,
+//! `RLBD_STUDY_GROWTH` and `RLBD_STUDY_CONFIG` vary the model and the knobs;
+//! `RLBD_STUDY_LOADS=0.92,0.95` and `RLBD_STUDY_SEEDS=0,1,2` pick the runs;
+//! `RLBD_STUDY_UNDER` lists the runs under 97% with their final placement, `RLBD_STUDY_TRACE`
+//! prints each second with moves, `RLBD_STUDY_WORST` the worst run's log and
+//! `RLBD_STUDY_FAULTS` the invariant faults.
 
 use proptest::prelude::*;
 use rlbd::simulate::{ideal, parse, run, TickOut};
@@ -24,6 +31,9 @@ const TICKS: usize = 40;
 type Tick = (u64, f64, Vec<usize>, Vec<f64>, usize);
 
 struct Outcome {
+    /// What the placement rlbd made within the first hold-down delivers once every flow has
+    /// grown into it, over the best placement's.
+    placed_share: f64,
     /// Mean goodput from 10 s after the traffic started to the end, over the best placement's.
     share: f64,
     /// Seconds after the traffic started until goodput reached 95% of the best for good.
@@ -63,11 +73,24 @@ fn scenario_with(
     format!(
         r#"{{"slaves":[{}],
             "random_demands":{{"seed":{seed},"load":{load},"clients":{clients},"slave":"p0","ticks":{TICKS},"start":{START},"max_share":{max_share}}},
-            "elastic":{{"seed":{seed},"unfairness":{unfairness},"move_lag":0.2,"efficiency":{EFFICIENCY}}}{}}}"#,
+            "elastic":{{"seed":{seed},"unfairness":{unfairness},"move_lag":0.2,"efficiency":{EFFICIENCY},"growth":{}}}{}}}"#,
         slaves.join(","),
+        growth(),
         study_config()
     )
 }
+
+/// How fast flows take up room (see `Elastic::growth`); `RLBD_STUDY_GROWTH` overrides.
+fn growth() -> f64 {
+    std::env::var("RLBD_STUDY_GROWTH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(GROWTH)
+}
+
+/// The lab's moved flows draw 90% of their demand within 1 s in about half the moves, within
+/// 2 s in nine of ten.
+const GROWTH: f64 = 0.6;
 
 /// For studies of the knobs: `RLBD_STUDY_CONFIG='"max_fill":0.9'` adds to the scenario's config.
 fn study_config() -> String {
@@ -88,9 +111,30 @@ fn evaluate(json: &str) -> Outcome {
     let hold = s.config.hold_down;
     let mut ticks: Vec<Tick> = Vec::new();
     let mut moves_log = Vec::new();
-    let mut measured_peak = Vec::new();
+    let trace = std::env::var("RLBD_STUDY_TRACE").is_ok();
     run(&s, |t: &TickOut| {
-        measured_peak.push(t.slaves.values().map(|sl| sl.util).fold(0.0, f64::max));
+        if trace && (!t.moves.is_empty() || t.t < 14) {
+            let mut per = vec![Vec::new(); caps.len()];
+            for (c, &p) in t.placement.iter().enumerate() {
+                per[p].push(format!("{c}:{:.1}", t.demands[c]));
+            }
+            let mv: Vec<String> = t
+                .moves
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}({:.1})->{}",
+                        m.client.rsplit('.').next().unwrap(),
+                        m.rate_mbps,
+                        m.to
+                    )
+                })
+                .collect();
+            println!(
+                "t={} del {:.1} {:?} moves {:?}",
+                t.t, t.delivered_mbps, per, mv
+            );
+        }
         for m in &t.moves {
             moves_log.push((t.t, m.client.clone(), m.from.clone(), m.to.clone()));
         }
@@ -119,14 +163,28 @@ fn evaluate(json: &str) -> Outcome {
         Some(_) => None,
     };
     let mut faults = Vec::new();
-    // The peak as the daemon measures it (receive rate over capacity) before a round of moves
-    // and once they settled (nothing else moves in between). What the slaves are asked to carry
-    // cannot be held to it: a client's demand on a saturated slave is not known until it moved.
+    // The peak, while rlbd packs the bond (the first hold-down; after it, a slave that a client
+    // left a moment ago reads low while its flows grow back, and may be filled): what each slave
+    // delivers once every flow has grown into the placement (the
+    // demands it is asked to carry, at most what it can deliver), over its capacity, before a
+    // round of moves and after it. A one-second reading cannot be held to it: flows that were
+    // starved take seconds to grow into room (`elastic.growth`), so a slave can read higher two
+    // seconds after a move only because its own flows recovered. Nor can the demands: a
+    // client's demand on a saturated slave is not known until it moved.
+    let steady_peak = |on: &[usize], d: &[f64]| -> f64 {
+        ideal::loads(caps.len(), d, on)
+            .iter()
+            .zip(&caps)
+            .zip(&s.slaves)
+            .map(|((l, c), sl)| l.min(*c) / sl.capacity_mbps)
+            .fold(0.0, f64::max)
+    };
     for (i, w) in ticks.iter().enumerate() {
-        if w.4 == 0 || i + 2 >= ticks.len() {
+        if w.4 == 0 || i + 1 >= ticks.len() || w.0 > START + hold {
             continue;
         }
-        let (before, after) = (measured_peak[i], measured_peak[i + 2]);
+        let before = steady_peak(&w.2, &w.3);
+        let after = steady_peak(&ticks[i + 1].2, &w.3);
         if after > before + 1e-6 {
             faults.push(format!(
                 "t={}: the peak rose from {before:.3} to {after:.3}",
@@ -167,7 +225,10 @@ fn evaluate(json: &str) -> Outcome {
         ticks.last().unwrap().2,
         ticks.iter().map(|t| t.1).collect::<Vec<_>>()
     );
+    let at31 = &ticks[31.min(ticks.len() - 1)].2;
+    let placed_share = ideal::delivered(&caps, &demands, at31) / best_delivered;
     Outcome {
+        placed_share,
         share,
         time_to_95,
         moves: moves_log.len(),
@@ -221,14 +282,14 @@ proptest! {
 
 /// Twenty seeds at each of the bench's load levels. The issue's goal is every run within 97% of
 /// the best; what rlbd reaches is held here so that it cannot slip: every run up to 85% load,
-/// all but a few at 92% and 95% (where the last clients must go, unseen, into the last gaps),
-/// none under 93%; 95% of the best within 10 s of the traffic starting in every run up to 85%,
-/// in all but a few above.
+/// all but three at 92% and six at 95% (where the last clients must go, their demands unseen,
+/// into the last gaps, and each may move once per hold-down), none under 93%; 95% of the best
+/// within 10 s of the traffic starting in every run up to 85%, in all but one and four above.
 #[test]
 fn seeded_runs_per_load_level_against_the_best_placement() {
     const SEEDS: u64 = 20;
     for (load, allowed_under, allowed_slow) in
-        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 3, 2), (0.95, 5, 4)]
+        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 3, 1), (0.95, 6, 4)]
     {
         let mut under = Vec::new();
         let mut slow = 0;
@@ -273,13 +334,26 @@ fn study_unfairness() -> f64 {
 #[test]
 #[ignore]
 fn study() {
-    for load in [0.70, 0.80, 0.85, 0.90, 0.92, 0.95] {
+    let env_list = |k: &str, d: Vec<f64>| -> Vec<f64> {
+        std::env::var(k)
+            .ok()
+            .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or(d)
+    };
+    let loads = env_list("RLBD_STUDY_LOADS", vec![0.70, 0.80, 0.85, 0.90, 0.92, 0.95]);
+    let seeds: Vec<u64> = env_list("RLBD_STUDY_SEEDS", (0..200).map(|s| s as f64).collect())
+        .into_iter()
+        .map(|s| s as u64)
+        .collect();
+    let n = seeds.len();
+    for load in loads {
         let mut shares = Vec::new();
         let mut times = Vec::new();
         let mut moves = Vec::new();
         let mut faults = 0;
+        let mut slow_only = 0;
         let mut worst = (2.0, String::new());
-        for seed in 0..200 {
+        for &seed in &seeds {
             let o = evaluate(&scenario(
                 seed,
                 load * SENT,
@@ -288,9 +362,23 @@ fn study() {
                 study_unfairness(),
             ));
             shares.push(o.share);
+            if o.share < 0.97 && o.placed_share >= 0.97 {
+                slow_only += 1;
+            }
             times.push(o.time_to_95.unwrap_or(99) as f64);
             moves.push(o.moves as f64);
             faults += o.faults.len();
+            if !o.faults.is_empty() && std::env::var("RLBD_STUDY_FAULTS").is_ok() {
+                println!("  seed {seed}: {:?}", o.faults);
+            }
+            if o.share < 0.97 && std::env::var("RLBD_STUDY_UNDER").is_ok() {
+                let fin = o.log.lines().find(|l| l.starts_with("final")).unwrap_or("");
+                println!(
+                    "  {:.0}% seed {seed}: {:.1}% {fin}",
+                    load * 100.0,
+                    o.share * 100.0
+                );
+            }
             if o.share < worst.0 {
                 worst = (o.share, format!("seed {seed}\n{}", o.log));
             }
@@ -302,7 +390,7 @@ fn study() {
         };
         let under = shares.iter().filter(|s| **s < 0.97).count();
         println!(
-            "load {:.0}%: median {:.1}%, worst {:.1}%, under 97% {under}/200, median time to 95% {} s, worst {} s, median moves {}, max {}, faults {faults}",
+            "load {:.0}%: median {:.1}%, worst {:.1}%, under 97% {under}/{n}, median time to 95% {} s, worst {} s, median moves {}, max {}, faults {faults}, under 97% though placed within it {slow_only}",
             load * 100.0,
             med(&shares) * 100.0,
             worst.0 * 100.0,

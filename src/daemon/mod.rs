@@ -28,7 +28,7 @@ use crate::capture::{ClientTable, Frame};
 use crate::config::{ConfigError, Settings, Target};
 use crate::host::{HostView, PortTable};
 use crate::netlink::RouteSocket;
-use crate::steer::{Action, Ctx, PortInfo, Steerer};
+use crate::steer::{Action, Ctx, PortInfo, SendOutcome, Steerer};
 use captures::Captures;
 pub use setup::Fatal;
 
@@ -307,8 +307,10 @@ impl Daemon {
     }
 
     /// Carries out what the steering core decided: frames onto the wire, lines into the log.
+    /// Each frame's outcome, once known, goes back to the core.
     fn carry_out(&mut self) {
         let mut actions = std::mem::take(&mut self.actions);
+        let mut outcomes = Vec::new();
         for a in actions.drain(..) {
             match a {
                 Action::Send {
@@ -316,35 +318,71 @@ impl Daemon {
                     client,
                     claim,
                     frame,
+                    move_id,
                 } => {
-                    self.trouble.retries.supersede(client);
+                    for id in self.trouble.retries.supersede(client) {
+                        outcomes.push((client, id, SendOutcome::Refused));
+                    }
                     let what = || format!("the update to {} ({client})", claim.client());
-                    self.send_or_retry(port, client, frame, 1, &what);
+                    let update = retry::Update {
+                        port,
+                        client,
+                        move_id,
+                        frame,
+                    };
+                    if let Some(o) = self.send_or_retry(update, 1, &what) {
+                        outcomes.push((client, move_id, o));
+                    }
                 }
                 Action::Log(level, msg) => log::log!(level, "{msg}"),
             }
         }
         // Kept (empty) for the next call: no allocation per batch.
         self.actions = actions;
+        self.report_outcomes(outcomes);
+    }
+
+    /// Tells the steering core what became of its frames (it may undo a move none of whose
+    /// frames went out, and say so in the log).
+    fn report_outcomes(&mut self, outcomes: Vec<(crate::client::ClientKey, u64, SendOutcome)>) {
+        if outcomes.is_empty() {
+            return;
+        }
+        let now_ms = self.now_ms();
+        let (steer, out) = (&mut self.steer, &mut self.actions);
+        with_ctx(&self.host, &self.ports, |ctx| {
+            for (client, id, o) in outcomes {
+                steer.on_send_result(now_ms, client, id, o, ctx, out);
+            }
+        });
+        // Only log lines come back from outcomes.
+        for a in std::mem::take(&mut self.actions) {
+            if let Action::Log(level, msg) = a {
+                log::log!(level, "{msg}");
+            }
+        }
     }
 
     /// Sends one update frame; a refusal is counted, logged (rate-limited) and, when transient,
-    /// queued for another try.
+    /// queued for another try. Returns the frame's outcome, unless a retry is queued.
     fn send_or_retry(
         &mut self,
-        port: usize,
-        client: crate::client::ClientKey,
-        frame: Vec<u8>,
+        update: retry::Update,
         tries: usize,
         what: &dyn Fn() -> String,
-    ) {
-        let Some(Err(e)) = self.captures.try_send(port, &frame) else {
-            return;
+    ) -> Option<SendOutcome> {
+        let port = update.port;
+        let e = match self.captures.try_send(port, &update.frame) {
+            Some(Ok(())) => return Some(SendOutcome::Sent),
+            // No socket: the port is gone.
+            None => return Some(SendOutcome::Refused),
+            Some(Err(e)) => e,
         };
         let now_ms = self.now_ms();
         let name = self.ports.list.get(port).map_or("?", |p| p.name.as_str());
         let r = &mut self.trouble.retries;
-        match r.failed(now_ms, port, client, frame, tries, e.raw_os_error()) {
+        let refusal = r.failed(now_ms, update, tries, e.raw_os_error());
+        match refusal.warn {
             Some(n) if n > 1 => log::warn!(
                 "port {name}: cannot send {}: {e} ({} more refused since the last warning)",
                 what(),
@@ -353,18 +391,30 @@ impl Daemon {
             Some(_) => log::warn!("port {name}: cannot send {}: {e}", what()),
             None => log::debug!("port {name}: cannot send {}: {e}", what()),
         }
+        (!refusal.retrying).then_some(SendOutcome::Refused)
     }
 
     /// Refused frames whose retry is due, on ports still usable (a port that went down is the
-    /// failover's business).
+    /// failover's business: its frames are refused for good).
     fn retry_sends(&mut self, now_ms: u64) {
+        let mut outcomes = Vec::new();
         for p in self.trouble.retries.due(now_ms) {
-            if !self.ports.list.get(p.port).is_some_and(|x| x.usable()) {
+            let (client, move_id) = (p.update.client, p.update.move_id);
+            if !self
+                .ports
+                .list
+                .get(p.update.port)
+                .is_some_and(|x| x.usable())
+            {
+                outcomes.push((client, move_id, SendOutcome::Refused));
                 continue;
             }
-            let what = || format!("the retried update to {}", p.client);
-            self.send_or_retry(p.port, p.client, p.frame.clone(), p.tries + 1, &what);
+            let what = || format!("the retried update to {client}");
+            if let Some(o) = self.send_or_retry(p.update, p.tries + 1, &what) {
+                outcomes.push((client, move_id, o));
+            }
         }
+        self.report_outcomes(outcomes);
     }
 
     /// Ports mode: keeps the switch's MAC table pointing at every port (a port that only

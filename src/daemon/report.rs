@@ -199,6 +199,7 @@ impl Daemon {
             table_expirations: self.table.expirations(),
             send_errors: self.trouble.retries.errors(),
             send_retries: self.trouble.retries.retried(),
+            moves_refused: c.moves_refused,
             unreliable_seconds: self.trouble.unreliable_seconds,
             netlink_resyncs: self.nl.overruns(),
             neighbours: self.host.confirmed_neighbours(),

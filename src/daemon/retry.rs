@@ -8,6 +8,10 @@
 //! The failure log is rate-limited per port: the first refusal is a warning, the rest of
 //! [`WARN_EVERY_MS`] only counted (and said in the next warning).
 //!
+//! Every frame ends sent or refused for good (not retried, tries exhausted, the queue full, or
+//! superseded), and the shell tells the steering core which: a move none of whose frames went
+//! out was not made.
+//!
 //! Pure: the shell sends, reports the outcome and asks what is due.
 
 use std::collections::{HashMap, VecDeque};
@@ -82,15 +86,31 @@ impl Trouble {
     }
 }
 
+/// One update frame on its way out: where, to whom, for which move of the steering core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    pub port: usize,
+    pub client: ClientKey,
+    pub move_id: u64,
+    pub frame: Vec<u8>,
+}
+
 /// One frame waiting for another try.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
     pub due_ms: u64,
     /// Tries made so far (1 after the first refusal).
     pub tries: usize,
-    pub port: usize,
-    pub client: ClientKey,
-    pub frame: Vec<u8>,
+    pub update: Update,
+}
+
+/// What became of a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// `Some(refusals since the last warning)` when this one should be logged as a warning.
+    pub warn: Option<u64>,
+    /// Queued for another try; otherwise refused for good.
+    pub retrying: bool,
 }
 
 /// Whether an errno is worth another try later.
@@ -112,46 +132,56 @@ pub struct Retries {
 }
 
 impl Retries {
-    /// A newer frame for `client` is about to go out: older retries for it are void.
-    pub fn supersede(&mut self, client: ClientKey) {
-        self.queue.retain(|p| p.client != client);
+    /// A newer frame for `client` is about to go out: older retries for it are void. Returns
+    /// their move numbers (each a frame refused for good).
+    pub fn supersede(&mut self, client: ClientKey) -> Vec<u64> {
+        let mut void = Vec::new();
+        self.queue.retain(|p| {
+            let keep = p.update.client != client;
+            if !keep {
+                void.push(p.update.move_id);
+            }
+            keep
+        });
+        void
     }
 
-    /// The kernel refused a frame after `tries` tries (1 for a first send). Queues a retry when
-    /// the error is transient and tries are left. Returns `Some(refusals since the last
-    /// warning)` when this refusal should be logged as a warning.
+    /// The kernel refused `update` after `tries` tries (1 for a first send). Queues a retry
+    /// when the error is transient and tries are left.
     pub fn failed(
         &mut self,
         now_ms: u64,
-        port: usize,
-        client: ClientKey,
-        frame: Vec<u8>,
+        update: Update,
         tries: usize,
         errno: Option<i32>,
-    ) -> Option<u64> {
+    ) -> Refusal {
         self.errors += 1;
+        let port = update.port;
+        let mut retrying = false;
         if transient(errno) {
             match DELAYS_MS.get(tries - 1) {
-                Some(delay) if self.queue.len() < MAX_QUEUED => self.queue.push_back(Pending {
-                    due_ms: now_ms + delay,
-                    tries,
-                    port,
-                    client,
-                    frame,
-                }),
+                Some(delay) if self.queue.len() < MAX_QUEUED => {
+                    self.queue.push_back(Pending {
+                        due_ms: now_ms + delay,
+                        tries,
+                        update,
+                    });
+                    retrying = true;
+                }
                 _ => self.dropped += 1,
             }
         }
         let (at, since) = self.warned.entry(port).or_insert((0, 0));
         *since += 1;
-        if *at == 0 || now_ms.saturating_sub(*at) >= WARN_EVERY_MS {
+        let warn = if *at == 0 || now_ms.saturating_sub(*at) >= WARN_EVERY_MS {
             let n = *since;
             *at = now_ms.max(1);
             *since = 0;
             Some(n)
         } else {
             None
-        }
+        };
+        Refusal { warn, retrying }
     }
 
     /// The retries due at `now_ms`, in order; each counts as retried.
@@ -207,19 +237,28 @@ mod tests {
     const C: ClientKey = ClientKey::untagged(Mac(2, 0, 0, 0, 0, 1));
     const D: ClientKey = ClientKey::new(Mac(2, 0, 0, 0, 0, 2), 100);
 
+    fn up(port: usize, client: ClientKey, frame: Vec<u8>) -> Update {
+        Update {
+            port,
+            client,
+            move_id: 7,
+            frame,
+        }
+    }
+
     #[test]
     fn transient_refusals_back_off_then_give_up() {
         let mut r = Retries::default();
         let mut now = 0;
         let mut tries = 1;
-        r.failed(now, 1, C, vec![1], tries, Some(libc::ENOBUFS));
+        r.failed(now, up(1, C, vec![1]), tries, Some(libc::ENOBUFS));
         let mut sent_at = Vec::new();
         while let Some(due) = r.next_due() {
             now = due;
             for p in r.due(now) {
                 sent_at.push(now);
                 tries = p.tries + 1;
-                r.failed(now, p.port, p.client, p.frame, tries, Some(libc::ENOBUFS));
+                r.failed(now, p.update, tries, Some(libc::ENOBUFS));
             }
         }
         assert_eq!(sent_at, vec![50, 150, 350, 750, 1550]);
@@ -231,26 +270,39 @@ mod tests {
     #[test]
     fn a_down_port_is_not_retried_and_a_newer_update_wins() {
         let mut r = Retries::default();
-        r.failed(0, 1, C, vec![1], 1, Some(libc::ENETDOWN));
+        assert!(
+            !r.failed(0, up(1, C, vec![1]), 1, Some(libc::ENETDOWN))
+                .retrying
+        );
         assert_eq!(r.queued(), 0);
-        r.failed(0, 1, C, vec![1], 1, Some(libc::ENOBUFS));
-        r.failed(0, 1, D, vec![2], 1, Some(libc::ENOBUFS));
-        r.supersede(C);
+        r.failed(0, up(1, C, vec![1]), 1, Some(libc::ENOBUFS));
+        r.failed(0, up(1, D, vec![2]), 1, Some(libc::ENOBUFS));
+        assert_eq!(r.supersede(C), vec![7]);
         let due = r.due(1_000);
         assert_eq!(due.len(), 1);
-        assert_eq!(due[0].client, D);
+        assert_eq!(due[0].update.client, D);
     }
 
     #[test]
     fn warnings_are_rate_limited_per_port() {
         let mut r = Retries::default();
-        assert_eq!(r.failed(5, 0, C, vec![], 1, Some(libc::ENETDOWN)), Some(1));
-        for t in 6..100 {
-            assert_eq!(r.failed(t, 0, C, vec![], 1, Some(libc::ENETDOWN)), None);
-        }
-        assert_eq!(r.failed(50, 1, C, vec![], 1, Some(libc::ENETDOWN)), Some(1));
         assert_eq!(
-            r.failed(5 + WARN_EVERY_MS, 0, C, vec![], 1, Some(libc::ENETDOWN)),
+            r.failed(5, up(0, C, vec![]), 1, Some(libc::ENETDOWN)).warn,
+            Some(1)
+        );
+        for t in 6..100 {
+            assert_eq!(
+                r.failed(t, up(0, C, vec![]), 1, Some(libc::ENETDOWN)).warn,
+                None
+            );
+        }
+        assert_eq!(
+            r.failed(50, up(1, C, vec![]), 1, Some(libc::ENETDOWN)).warn,
+            Some(1)
+        );
+        assert_eq!(
+            r.failed(5 + WARN_EVERY_MS, up(0, C, vec![]), 1, Some(libc::ENETDOWN))
+                .warn,
             Some(95)
         );
     }
@@ -259,7 +311,7 @@ mod tests {
     fn the_queue_is_bounded() {
         let mut r = Retries::default();
         for i in 0..(MAX_QUEUED + 10) {
-            r.failed(0, 0, C, vec![], 1, Some(libc::ENOBUFS));
+            r.failed(0, up(0, C, vec![]), 1, Some(libc::ENOBUFS));
             assert!(r.queued() <= MAX_QUEUED, "at {i}");
         }
         assert_eq!(r.dropped(), 10);

@@ -35,6 +35,10 @@ struct World<'a> {
     up: Vec<bool>,
     on: Vec<usize>,
     demand: Vec<f64>,
+    /// What each flow allows itself now (TCP's window, as a rate): it grows towards the demand
+    /// when there is room and falls to the share it got when there is none.
+    ceiling: Vec<f64>,
+    growth: f64,
     weight: Vec<f64>,
     rng: generate::Rng,
     unfairness: f64,
@@ -63,6 +67,8 @@ impl<'a> World<'a> {
                 .collect(),
             slave_ix,
             demand: vec![0.0; n],
+            ceiling: vec![0.0; n],
+            growth: s.elastic.growth,
             weight: vec![1.0; n],
             // A stream of its own: the same seed in `random_demands` must not tie the shares to
             // the demands.
@@ -91,6 +97,43 @@ impl<'a> World<'a> {
         }
     }
 
+    /// What a flow would send now if its slave had room.
+    fn wants(&self, c: usize) -> f64 {
+        if self.growth < 1.0 {
+            self.demand[c].min(self.ceiling[c])
+        } else {
+            self.demand[c]
+        }
+    }
+
+    /// Each flow's window grows by a random part (at least `growth`) of what it lacks to its
+    /// demand: flows that got room after a move take seconds to use it, as the lab's TCP flows do.
+    fn grow(&mut self) {
+        if self.growth >= 1.0 {
+            return;
+        }
+        for c in 0..self.demand.len() {
+            let f = self.growth + (1.0 - self.growth) * self.rng.unit();
+            if self.ceiling[c] < self.demand[c] {
+                self.ceiling[c] += f * (self.demand[c] - self.ceiling[c]);
+            } else {
+                self.ceiling[c] = self.demand[c];
+            }
+        }
+    }
+
+    /// A flow held to less than it wanted (its slave full) shrinks its window to what it got.
+    fn shrink(&mut self, rate: &[f64]) {
+        if self.growth >= 1.0 {
+            return;
+        }
+        for (c, &r) in rate.iter().enumerate() {
+            if r < self.wants(c) - 1e-9 {
+                self.ceiling[c] = r;
+            }
+        }
+    }
+
     /// What each client gets with placement `on`.
     fn rates(&self, s: &Scenario, on: &[usize]) -> Vec<f64> {
         let mut rate = vec![0.0; on.len()];
@@ -99,7 +142,7 @@ impl<'a> World<'a> {
                 continue;
             }
             let members: Vec<usize> = (0..on.len()).filter(|&c| on[c] == p).collect();
-            let d: Vec<f64> = members.iter().map(|&c| self.demand[c]).collect();
+            let d: Vec<f64> = members.iter().map(|&c| self.wants(c)).collect();
             let w: Vec<f64> = members.iter().map(|&c| self.weight[c]).collect();
             let usable = sl.capacity_mbps * self.efficiency;
             for (k, share) in weighted_share(usable, &d, &w).into_iter().enumerate() {
@@ -128,6 +171,7 @@ impl<'a> World<'a> {
             // A flow arriving on a slave ramps up against the ones already there.
             self.weight[c] = self.new_weight();
         }
+        self.grow();
         before
     }
 
@@ -220,6 +264,7 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
         let t = t as u64;
         let before = w.begin_tick(s, t, tick);
         let (rate, rx) = w.deliver(s, &before);
+        w.shrink(&rate);
         let ports = w.port_views(s, &rx);
         let clients = w.client_views(s, t, &rate);
         let moves = w.decide(s, t, &policy::plan(&s.config, &ports, &clients));

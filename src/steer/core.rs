@@ -9,7 +9,11 @@
 //!   time, not at move time);
 //! - updates are rate-limited per client and in total ([`Limiter`]);
 //! - a client is not moved for overload again within the hold-down;
-//! - a client rlbd moved onto a port that fails is moved to a live port in the same step;
+//! - a client rlbd moved onto a port that fails is moved to a live port in the same step, one
+//!   that has been up a while if there is one ([`STABLE_MS`]); a port that just came back is
+//!   no target of a chosen move either, so a flapping port does not pull clients to and fro;
+//! - a move whose every frame the kernel refused was not made: the client is where it was, and
+//!   the move may be tried again after a growing delay ([`Steerer::on_send_result`]);
 //! - one frame seen several times (a broadcast on every port, a client's ARP retries) is answered
 //!   with one re-assertion.
 
@@ -36,12 +40,15 @@ const MAX_PENDING_PER_CLIENT: usize = 8;
 /// What the event loop does for the core.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Send `frame` out of `port`: an update telling `client` to use that port.
+    /// Send `frame` out of `port`: an update telling `client` to use that port. Its outcome,
+    /// once known (sent, or refused for good), goes back with [`Steerer::on_send_result`]
+    /// under `move_id`.
     Send {
         port: PortId,
         client: ClientKey,
         claim: Claim,
         frame: Vec<u8>,
+        move_id: u64,
     },
     /// Write a line to the log.
     Log(Level, String),
@@ -97,6 +104,15 @@ pub struct SteerConfig {
     pub max_moved: usize,
 }
 
+/// What became of an update frame, as the event loop reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// The kernel took it.
+    Sent,
+    /// Refused, and not to be tried again (the port is down or gone, or the retries ran out).
+    Refused,
+}
+
 /// A client rlbd moved, and keeps where it put it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moved {
@@ -108,6 +124,15 @@ pub struct Moved {
     pub reasserts: u64,
     /// Due times of its queued sends.
     pending: Vec<u64>,
+    /// This move's number: outcomes of an earlier move's frames are not this one's.
+    move_id: u64,
+    /// Frames of this move handed out, and refused for good; whether one went out.
+    issued: u32,
+    refused: u32,
+    confirmed: bool,
+    /// What rlbd had put the client on before this move, while the move is not confirmed:
+    /// where the client still is if every frame of the move is refused.
+    prior: Option<Box<Moved>>,
 }
 
 impl Moved {
@@ -126,7 +151,13 @@ pub struct Counters {
     pub reasserts: u64,
     pub sent: u64,
     pub suppressed: u64,
+    /// Moves not made: the kernel refused every frame of them.
+    pub moves_refused: u64,
 }
+
+/// A port that came back less than this long ago is a target only when no other port is up:
+/// a link that flaps would otherwise take clients on and drop them again.
+pub const STABLE_MS: u64 = 5000;
 
 pub struct Steerer {
     cfg: SteerConfig,
@@ -135,6 +166,10 @@ pub struct Steerer {
     timers: BinaryHeap<Reverse<(u64, ClientKey)>>,
     limiter: Limiter,
     counters: Counters,
+    next_move_id: u64,
+    refused: HashMap<ClientKey, outcome::Refused>,
+    /// Per port, when the core saw it come up (0: up when first seen); `None` while down.
+    up_since: Vec<Option<u64>>,
 }
 
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
@@ -150,6 +185,9 @@ impl Steerer {
             timers: BinaryHeap::new(),
             limiter,
             counters: Counters::default(),
+            next_move_id: 1,
+            refused: HashMap::new(),
+            up_since: Vec::new(),
         }
     }
 
@@ -187,12 +225,14 @@ impl Steerer {
         self.moved.len()
     }
 
-    /// Moved less than the hold-down ago: stays where it is, except for failover.
+    /// Moved less than the hold-down ago, or its last move refused whole a short while ago:
+    /// stays where it is, except for failover.
     pub fn held(&self, client: &ClientKey, now: u64) -> bool {
         let hold = self.cfg.policy.hold_down.saturating_mul(1000);
         self.moved
             .get(client)
             .is_some_and(|m| now.saturating_sub(m.at_ms) < hold)
+            || self.refused.get(client).is_some_and(|r| now < r.until)
     }
 
     /// Whole seconds (rounded: decisions come a second apart, give or take a few ms) since rlbd
@@ -223,6 +263,7 @@ impl Steerer {
             });
             if live {
                 self.send_update(now, client, ctx, out);
+                self.undo_if_refused(now, client, ctx, out);
             }
         }
         // Entries of forgotten clients and replaced sends linger in the heap until their time;
@@ -272,7 +313,9 @@ impl Steerer {
         if self.cfg.dry_run {
             return;
         }
-        for claim in m.claims.clone() {
+        let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
+        let mut issued = 0;
+        for claim in claims {
             if !ctx.host.allows(client, &claim) {
                 log(
                     out,
@@ -295,6 +338,7 @@ impl Steerer {
                 continue;
             }
             self.counters.sent += 1;
+            issued += 1;
             let frame = match claim {
                 Claim::V4 { server, .. } => {
                     tagged(&steering_update(client.mac, port.mac, server), client.vlan)
@@ -305,11 +349,15 @@ impl Steerer {
                 ),
             };
             out.push(Action::Send {
-                port: m.port,
+                port: port_id,
                 client,
                 claim,
                 frame,
+                move_id,
             });
+        }
+        if let Some(m) = self.moved.get_mut(&client) {
+            m.issued = m.issued.saturating_add(issued);
         }
     }
 
@@ -433,6 +481,9 @@ impl Steerer {
 #[path = "core_moves.rs"]
 mod moves;
 
+#[path = "core_outcome.rs"]
+mod outcome;
+
 #[cfg(test)]
 #[path = "core_fixture.rs"]
 mod fixture;
@@ -440,6 +491,14 @@ mod fixture;
 #[cfg(test)]
 #[path = "core_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "core_refused_tests.rs"]
+mod refused_tests;
+
+#[cfg(test)]
+#[path = "core_flap_tests.rs"]
+mod flap_tests;
 
 #[cfg(test)]
 #[path = "core_props.rs"]

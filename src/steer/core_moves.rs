@@ -3,7 +3,11 @@
 
 use log::Level;
 
-use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer};
+use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer, STABLE_MS};
+
+/// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
+/// before it is used: frames counted in it may be up to this old.
+const RATE_WINDOW_MS: u64 = 1500;
 use crate::client::ClientKey;
 use crate::host::{Claim, Talk};
 use crate::policy::{self, ClientView, Move, PortView, Reason};
@@ -52,7 +56,20 @@ impl Steerer {
             Reason::Failover => self.counters.moves_failover += 1,
             Reason::Placement => self.counters.moves_placement += 1,
         }
-        let reasserts = self.moved.get(&client).map_or(0, |m| m.reasserts);
+        // Where the client is if this move's every frame is refused: the last confirmed move
+        // (an unconfirmed one may never have reached it).
+        let before = self.moved.remove(&client);
+        let reasserts = before.as_ref().map_or(0, |p| p.reasserts);
+        let prior = before.and_then(|mut p| {
+            if p.confirmed {
+                p.prior = None;
+                Some(Box::new(p))
+            } else {
+                p.prior.take()
+            }
+        });
+        let move_id = self.next_move_id;
+        self.next_move_id += 1;
         self.moved.insert(
             client,
             Moved {
@@ -62,6 +79,11 @@ impl Steerer {
                 reason: mv.reason,
                 reasserts,
                 pending: Vec::new(),
+                move_id,
+                issued: 0,
+                refused: 0,
+                confirmed: false,
+                prior,
             },
         );
         if self.moved.len() > self.cfg.max_moved.max(1) {
@@ -93,14 +115,23 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
-        let dead = |p: PortId| down.contains(&p) || !ports.get(p).is_some_and(|v| v.up);
+        // The planner takes a port as down from its view: make sure the ones just lost are.
+        let mut ports = ports.to_vec();
+        for &p in down {
+            if let Some(v) = ports.get_mut(p) {
+                v.up = false;
+            }
+        }
+        self.note_ports(now, &ports);
+        let dead = |p: PortId| !ports.get(p).is_some_and(|v| v.up);
         let mut snaps: Vec<ClientSnap> = Vec::new();
         for c in clients {
-            let port = match self.moved.get(&c.key) {
-                Some(m) if dead(m.port) => m.port,
+            let moved = self.moved.get(&c.key);
+            let port = match moved {
+                Some(m) if dead(m.port) || !self.sent_there_since_move(c, m, now) => m.port,
                 _ => c.port,
             };
-            if down.contains(&port) || self.moved.get(&c.key).is_some_and(|m| dead(m.port)) {
+            if down.contains(&port) || moved.is_some_and(|m| dead(m.port)) {
                 snaps.push(ClientSnap { port, ..*c });
             }
         }
@@ -121,13 +152,7 @@ impl Steerer {
         // The planner breaks ties by index: a stable order keeps the outcome deterministic.
         snaps.sort_by_key(|s| s.key);
         let views = client_views(&snaps, |_| true, |_| None);
-        // The planner takes a port as down from its view: make sure the ones just lost are.
-        let mut ports = ports.to_vec();
-        for &p in down {
-            if let Some(v) = ports.get_mut(p) {
-                v.up = false;
-            }
-        }
+        let ports = self.stable_targets(now, &ports);
         for mv in policy::plan(&self.cfg.policy, &ports, &views) {
             if mv.reason == Reason::Failover {
                 let s = snaps[mv.client];
@@ -161,8 +186,10 @@ impl Steerer {
                 since_move: self.since_move_secs(&c.key, now),
             })
             .collect();
+        self.note_ports(now, ports);
+        let ports = self.stable_targets(now, ports);
         let mut made = Vec::new();
-        for mv in policy::plan(&self.cfg.policy, ports, &views) {
+        for mv in policy::plan(&self.cfg.policy, &ports, &views) {
             let c = clients[mv.client];
             let line = match mv.reason {
                 Reason::Failover => format!("failover: {} is down", ctx.port_name(mv.from)),
@@ -173,6 +200,55 @@ impl Steerer {
             }
         }
         made
+    }
+
+    /// Notes which ports are up, and since when.
+    fn note_ports(&mut self, now: u64, ports: &[PortView]) {
+        if self.up_since.len() < ports.len() {
+            // Ports up when first seen were up before rlbd looked: stable.
+            let first: Vec<Option<u64>> = ports[self.up_since.len()..]
+                .iter()
+                .map(|p| p.up.then_some(0))
+                .collect();
+            self.up_since.extend(first);
+        }
+        for (since, p) in self.up_since.iter_mut().zip(ports) {
+            *since = match (*since, p.up) {
+                (_, false) => None,
+                (None, true) => Some(now),
+                (Some(t), true) => Some(t),
+            };
+        }
+    }
+
+    /// The planner's view with the ports that came back less than [`STABLE_MS`] ago made no
+    /// target (no capacity), as long as another port that is up is stable.
+    fn stable_targets(&self, now: u64, ports: &[PortView]) -> Vec<PortView> {
+        let stable = |i: usize| {
+            self.up_since
+                .get(i)
+                .copied()
+                .flatten()
+                .is_some_and(|t| now.saturating_sub(t) >= STABLE_MS)
+        };
+        let mut out = ports.to_vec();
+        if !(0..ports.len()).any(|i| ports[i].up && stable(i)) {
+            return out;
+        }
+        for (i, p) in out.iter_mut().enumerate() {
+            if p.up && !stable(i) {
+                p.capacity_bps = 0.0;
+            }
+        }
+        out
+    }
+
+    /// Whether `c`'s frames on the port it was last seen on came after rlbd moved it to
+    /// `m.port`. A client quiet in the last second, or moved during it, was last seen before
+    /// the move: it is where rlbd put it, and a failure of its old port is no reason to move it
+    /// again (a port removed and added back failed it over twice, a second port failure thrice).
+    fn sent_there_since_move(&self, c: &ClientSnap, m: &Moved, now: u64) -> bool {
+        c.port != m.port && c.rate_bps > 0.0 && now.saturating_sub(m.at_ms) >= RATE_WINDOW_MS
     }
 
     /// Where a client's traffic goes now: the port its latest frame came in on, unless that
@@ -260,6 +336,10 @@ impl Steerer {
         active: impl Fn(&ClientKey) -> bool,
         out: &mut Vec<Action>,
     ) {
+        // A refusal streak ends a hold-down after its last delay.
+        let hold = self.cfg.policy.hold_down.saturating_mul(1000);
+        self.refused
+            .retain(|_, r| now < r.until.saturating_add(hold));
         let idle = self.cfg.idle_ms;
         self.moved.retain(|mac, m| {
             let keep = active(mac) || now.saturating_sub(m.at_ms) < idle;

@@ -29,6 +29,7 @@ impl Harness {
                 client,
                 claim,
                 frame,
+                ..
             } = a
             else {
                 continue;
@@ -79,6 +80,19 @@ impl Harness {
         }
         for m in self.s.moved.values() {
             assert!(m.pending.len() <= MAX_PENDING_PER_CLIENT);
+        }
+    }
+
+    /// No move stands whose every frame was refused with none left to send; a move one of
+    /// whose frames went out stands.
+    fn check_refused(&self) {
+        for (c, m) in &self.s.moved {
+            assert!(
+                m.confirmed || m.issued == 0 || m.refused < m.issued || !m.pending.is_empty(),
+                "{c}: a move whose {} frames were all refused is believed made",
+                m.issued
+            );
+            assert!(m.refused <= m.issued);
         }
     }
 

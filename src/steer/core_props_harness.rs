@@ -115,6 +115,12 @@ pub(super) enum Op {
     },
     PortDown(usize),
     PortUp(usize),
+    /// The kernel starts or stops refusing every frame sent on a port (its queue full, or
+    /// down before the link's notification arrives).
+    Refusing {
+        p: usize,
+        on: bool,
+    },
     MacChanged(usize),
     Rebalance {
         hot: usize,
@@ -146,6 +152,7 @@ pub(super) fn op() -> impl Strategy<Value = Op> {
         1 => p.clone().prop_map(Op::PortDown),
         1 => p.clone().prop_map(Op::PortUp),
         1 => p.clone().prop_map(Op::MacChanged),
+        1 => (p.clone(), any::<bool>()).prop_map(|(p, on)| Op::Refusing { p, on }),
         2 => (p.clone(), any::<[u8; CLIENTS]>(), proptest::array::uniform4(p))
             .prop_map(|(hot, rates, on)| Op::Rebalance { hot, rates, on }),
         4 => (0..3000u64).prop_map(Op::Advance),
@@ -160,6 +167,7 @@ pub(super) struct Harness {
     pub(super) macs: [Mac; 3],
     pub(super) sends: HashMap<ClientKey, Vec<u64>>,
     pub(super) all_sends: Vec<u64>,
+    pub(super) refusing: [bool; 3],
 }
 
 impl Harness {
@@ -183,6 +191,7 @@ impl Harness {
             macs: P,
             sends: HashMap::new(),
             all_sends: Vec::new(),
+            refusing: [false; 3],
         }
     }
 
@@ -205,7 +214,37 @@ impl Harness {
             ports: &ports,
         };
         f(&mut self.s, &ctx, self.now, &mut out);
+        // The event loop reports each frame's outcome right after sending it.
+        let outcomes: Vec<(ClientKey, u64, SendOutcome)> = out
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send {
+                    port,
+                    client,
+                    move_id,
+                    ..
+                } => Some((
+                    *client,
+                    *move_id,
+                    if self.refusing[*port] {
+                        SendOutcome::Refused
+                    } else {
+                        SendOutcome::Sent
+                    },
+                )),
+                _ => None,
+            })
+            .collect();
+        let mut more = Vec::new();
+        for (c, id, o) in outcomes {
+            self.s.on_send_result(self.now, c, id, o, &ctx, &mut more);
+        }
+        assert!(
+            more.iter().all(|a| matches!(a, Action::Log(..))),
+            "an outcome only logs"
+        );
         self.check_actions(&out);
+        self.check_refused();
         out
     }
 
@@ -260,6 +299,7 @@ impl Harness {
             | Op::ClientSolicits { .. } => self.wire(op),
             Op::Neigh { .. } | Op::Addr { .. } => self.kernel(op),
             Op::PortDown(_) | Op::PortUp(_) | Op::MacChanged(_) => self.port(op),
+            Op::Refusing { p, on } => self.refusing[p] = on,
             Op::Rebalance { hot, rates, on } => self.rebalance(hot, rates, on),
             Op::Advance(dt) => self.advance(dt),
             Op::Forget { active } => {

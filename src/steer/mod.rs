@@ -10,7 +10,7 @@ pub mod nd;
 pub mod watch;
 
 pub use self::core::{
-    Action, ClientSnap, Counters, Ctx, Moved, PortId, PortInfo, SteerConfig, Steerer,
+    Action, ClientSnap, Counters, Ctx, Moved, PortId, PortInfo, SendOutcome, SteerConfig, Steerer,
 };
 pub use arp::{learning_frame, steering_update, tagged};
 pub use limiter::Limiter;

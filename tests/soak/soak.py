@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """rlbd soak: many clients coming and going, ports failing, a port removed and re-added, and
-reloads, for minutes; prints figures (not a pass/fail timing test; it fails only on a panic,
-a dead daemon or a broken lab). Run by tests/soak/run.sh, as root.
+reloads, for minutes; prints figures (figures.py; not a pass/fail timing test: it fails on a
+panic, a dead daemon, a broken lab or a broken rule of rlbd's). Run by tests/soak/run.sh, as
+root.
 
 Topology (namespaces PREFIX-srv, PREFIX-sw, PREFIX-cl0..3, all removed at the end):
 
@@ -24,7 +25,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figures  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_IP = "198.18.0.1"
@@ -172,6 +177,9 @@ class Soak:
         recv_out = os.path.join(out_dir, "received.json")
         recv = self.spawn("srv", [sys.executable, os.path.join(HERE, "traffic.py"), "recv",
                                   str(UDP_PORT), str(self.t0), recv_out])
+        arp_out = os.path.join(out_dir, "arp.json")
+        sniffer = self.spawn("sw", [sys.executable, os.path.join(HERE, "traffic.py"), "arp",
+                                    str(self.t0), arp_out])
         log_path = os.path.join(out_dir, "rlbd.log")
         sock = os.path.join(out_dir, "rlbd.sock")
         conf = os.path.join(out_dir, "rlbd.toml")
@@ -185,18 +193,23 @@ class Soak:
         for (node, iface, ip, mac), (rate, secs) in zip(self.clients, plan):
             by_ns.setdefault(node, []).append({"iface": iface, "ip": ip, "rate": rate,
                                                "on": secs})
+        senders = []
         for node, cl in by_ns.items():
             path = os.path.join(out_dir, f"plan-{node}.json")
             with open(path, "w") as f:
                 json.dump({"t0": self.t0, "server": SERVER_IP, "port": UDP_PORT,
-                           "clients": cl}, f)
-            self.spawn(node, [sys.executable, os.path.join(HERE, "traffic.py"), "send", path])
-        events = []  # (second, what)
+                           "shuffle": not a.fixed_order, "clients": cl}, f)
+            sent = os.path.join(out_dir, f"sent-{node}.json")
+            senders.append((node, sent, self.spawn(node, [
+                sys.executable, os.path.join(HERE, "traffic.py"), "send", path, sent])))
+        monitor = Monitor(self, a.seconds)
+        monitor.start()
+        events = []  # (second, what, seconds since t0 exactly)
         rss = {}
-        statuses = []
         removed_at = a.seconds // 2 + 5
         while time.time() < self.t0:
             time.sleep(0.05)
+        self.load = [loadavg()]
         for s in range(a.seconds):
             target = self.t0 + s
             while time.time() < target:
@@ -207,101 +220,106 @@ class Soak:
             if s % 30 == 20:
                 port = (s // 30) % 2
                 self.ip("sw", "link", "set", f"s-p{port}", "down")
-                events.append((s, f"s-p{port} down (p{port} loses carrier)"))
+                events.append((s, f"s-p{port} down (p{port} loses carrier)", time.time() - self.t0))
             if s % 30 == 0 and s > 0:
                 port = ((s - 10) // 30) % 2
                 self.ip("sw", "link", "set", f"s-p{port}", "up")
-                events.append((s, f"s-p{port} up"))
+                events.append((s, f"s-p{port} up", time.time() - self.t0))
             if s == removed_at:
                 self.ip("srv", "link", "del", "p1")
-                events.append((s, "p1 removed"))
+                events.append((s, "p1 removed", time.time() - self.t0))
             if s == removed_at + 5:
                 self.add_port(1)
-                events.append((s, "p1 added back"))
+                events.append((s, "p1 added back", time.time() - self.t0))
             if s % 60 == 45:
                 os.kill(daemon.pid, signal.SIGHUP)
-                events.append((s, "SIGHUP"))
+                events.append((s, "SIGHUP", time.time() - self.t0))
             if s == a.warmup:
                 rss["warm"] = rss_kib(daemon.pid)
-            if s % 1 == 0:
-                st = status(sock)
-                if st:
-                    statuses.append((s, st))
         rss["end"] = rss_kib(daemon.pid)
+        self.load.append(loadavg())
         final = status(sock)
         alive = daemon.poll() is None
         os.kill(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=5)
-        recv.send_signal(signal.SIGTERM)
-        recv.wait(timeout=10)
+        monitor.join(timeout=10)
+        for node, _, p in senders:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"the sender in {node} did not finish")
+        for p in (recv, sniffer):
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=10)
         logf.close()
-        return self.report(plan, events, rss, statuses, final, alive, log_path, recv_out)
+        handed = {}
+        for node, path, _ in senders:
+            with open(path) as f:
+                handed[node] = json.load(f)["handed"]
+        with open(arp_out) as f:
+            arp = json.load(f)
+        # Everything the figures rest on, so that `figures.py OUT` can print them again.
+        with open(os.path.join(out_dir, "run.json"), "w") as f:
+            json.dump({"args": vars(a), "t0": self.t0, "clients": self.clients, "plan": plan,
+                       "events": events, "rss": rss, "final": final, "alive": alive,
+                       "handed": handed, "samples": self.monitor_samples(monitor),
+                       "load": self.load}, f)
+        return self.report(plan, events, rss, final, alive, log_path, recv_out, handed,
+                           monitor.samples, arp)
 
-    # ---- figures ----------------------------------------------------------------------------
-    def report(self, plan, events, rss, statuses, final, alive, log_path, recv_out):
-        a = self.a
-        with open(recv_out) as f:
-            got = json.load(f)  # ip -> {second: bytes}
-        fail_secs = [s for s, e in events if "down" in e or "removed" in e]
-        gaps, gaps_all, sending = 0, 0, 0
-        gap_list = []
-        for (node, iface, ip, mac), (rate, on) in zip(self.clients, plan):
-            rx = got.get(ip, {})
-            for s in range(1, a.seconds - 1):
-                # Sending the whole second and the ones around it (a start's ARP, a stop's tail).
-                if not (on[s - 1] and on[s] and on[s + 1]):
-                    continue
-                sending += 1
-                if rx.get(str(s), 0) > 0:
-                    continue
-                gaps_all += 1
-                if any(f <= s <= f + 1 for f in fail_secs):
-                    continue
-                gaps += 1
-                gap_list.append((s, ip))
-        log = open(log_path).read()
-        per_client = {}
-        for line in log.splitlines():
-            m = re.search(r"^(\S+) INFO\s+move (\S+) \((\S+)\) \S+ -> \S+: ", line)
-            if m:
-                per_client.setdefault(m.group(3), []).append(parse_ts(m.group(1)))
-        hold = final["hold_down_secs"] if final else 30
-        max_in_hold = 0
-        for ts in per_client.values():
-            ts.sort()
-            for i, t in enumerate(ts):
-                n = sum(1 for u in ts[i:] if u - t < hold)
-                max_in_hold = max(max_in_hold, n)
-        minutes = a.seconds / 60
-        t = final["totals"] if final else {}
-        moves_total = t.get("moves_overload", 0) + t.get("moves_failover", 0)
-        panics = log.count("panicked")
-        print()
-        print(f"soak: {a.clients} clients, {a.seconds} s, seed {a.seed}, caps {a.cap} Mbit/s")
-        print(f"events: {', '.join(f'{s}s {e}' for s, e in events)}")
-        print(f"daemon RSS: {rss.get('warm')} KiB after warm-up ({a.warmup} s), "
-              f"{rss.get('end')} KiB at the end (+{(rss.get('end', 0) - rss.get('warm', 0))} KiB)")
-        print(f"client-seconds sending: {sending}; without delivery: {gaps_all} in all, "
-              f"{gaps} outside the second after a port failure"
-              + (f" (first: {gap_list[:8]})" if gap_list else ""))
-        print(f"moves: {moves_total} ({t.get('moves_overload', 0)} overload, "
-              f"{t.get('moves_failover', 0)} failover) = {moves_total / minutes:.1f}/min; "
-              f"re-assertions {t.get('reasserts', 0)} = {t.get('reasserts', 0) / minutes:.1f}/min")
-        # Any reason: the log's move lines do not say it reliably (a failover re-move made by
-        # the planner carries the overload explanation); the status totals do, above.
-        print(f"most moves of one client within a hold-down ({hold} s), any reason: {max_in_hold}")
-        print(f"ARP/ND frames sent: {t.get('updates_sent', 0)} = "
-              f"{t.get('updates_sent', 0) / a.clients / minutes:.2f} per client per minute; "
-              f"suppressed {t.get('updates_suppressed', 0)}; send errors {t.get('send_errors', 0)}")
-        print(f"log lines: {len(log.splitlines())}; daemon alive at the end: {alive}; panics: {panics}")
-        ok = alive and panics == 0
-        return 0 if ok else 1
+    @staticmethod
+    def monitor_samples(monitor):
+        return {str(k): v for k, v in monitor.samples.items()}
+
+    # ---- figures: see figures.py
+    def report(self, *args):
+        return figures.report(self, *args)
 
 
-def parse_ts(s):
-    # 2026-12-01T04:16:50.193Z
-    from datetime import datetime
-    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+class Monitor(threading.Thread):
+    """Once a second, mid-second (away from the events at its start): every client's neighbour
+    entry for the server (which port's MAC it sends to, and in which state), and the drops of
+    the switch's queues toward the server's ports."""
+
+    def __init__(self, soak, seconds):
+        super().__init__(daemon=True)
+        self.soak = soak
+        self.seconds = seconds
+        self.samples = {}  # second -> {"neigh": {"ns/dev": [mac, state]}, "drops": {dev: n}}
+
+    def run(self):
+        soak = self.soak
+        nodes = sorted({c[0] for c in soak.clients})
+        for s in range(self.seconds):
+            target = soak.t0 + s + 0.5
+            while time.time() < target:
+                time.sleep(0.01)
+            neigh = {}
+            for node in nodes:
+                out = sh("ip", "-n", soak.ns(node), "-j", "neigh", "show", SERVER_IP,
+                         check=False)
+                try:
+                    for e in json.loads(out or "[]"):
+                        state = (e.get("state") or ["?"])[0]
+                        neigh[f"{node}/{e['dev']}"] = [e.get("lladdr"), state]
+                except ValueError:
+                    pass
+            drops = {}
+            out = sh("tc", "-n", soak.ns("sw"), "-s", "-j", "qdisc", "show", check=False)
+            try:
+                for q in json.loads(out or "[]"):
+                    if q.get("dev", "").startswith("s-p") and q.get("kind") == "tbf":
+                        drops[q["dev"]] = q.get("drops", 0)
+            except ValueError:
+                pass
+            self.samples[s] = {"neigh": neigh, "drops": drops}
+
+
+def loadavg():
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def rss_kib(pid):
@@ -341,6 +359,9 @@ def main():
     ap.add_argument("--load", type=float, default=1.0)
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--out", default="/tmp/rlbd-soak")
+    ap.add_argument("--fixed-order", action="store_true",
+                    help="senders serve their clients in a fixed order (starves the last ones "
+                         "on a congested port; for comparison)")
     a = ap.parse_args()
     soak = Soak(a)
     stop = lambda *_: (_ for _ in ()).throw(KeyboardInterrupt())
