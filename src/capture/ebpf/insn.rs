@@ -105,6 +105,7 @@ pub const CLASS_LD: u8 = 0x00;
 pub const CLASS_LDX: u8 = 0x01;
 pub const CLASS_ST: u8 = 0x02;
 pub const CLASS_STX: u8 = 0x03;
+pub const CLASS_ALU: u8 = 0x04;
 pub const CLASS_JMP: u8 = 0x05;
 pub const CLASS_JMP32: u8 = 0x06;
 pub const CLASS_ALU64: u8 = 0x07;
@@ -117,6 +118,8 @@ pub const SRC_X: u8 = 0x08;
 pub const OP_JA: u8 = 0x00;
 pub const OP_CALL: u8 = 0x80;
 pub const OP_EXIT: u8 = 0x90;
+/// Byte swap (`BPF_END`; with `SRC_X`, `BPF_TO_BE`).
+pub const OP_END: u8 = 0xd0;
 /// `src_reg` of a 64-bit immediate load that names a map by file descriptor.
 pub const PSEUDO_MAP_FD: u8 = 1;
 
@@ -250,6 +253,12 @@ impl Asm {
             0,
             imm,
         ))
+    }
+
+    /// `dst = htobe{bits}(dst)`: the packet's byte order again after an `LD_ABS` (which returns
+    /// the bytes read as a big-endian number in host order). `bits`: 16, 32 or 64.
+    pub fn to_be(&mut self, dst: Reg, bits: i32) -> &mut Self {
+        self.push(Insn::new(CLASS_ALU | OP_END | SRC_X, dst, Reg::R0, 0, bits))
     }
 
     pub fn alu_reg(&mut self, op: Alu, dst: Reg, src: Reg) -> &mut Self {
@@ -444,6 +453,13 @@ mod tests {
         ];
         assert_eq!(got, want);
         assert_eq!(std::mem::size_of::<Insn>(), 8);
+        // be32 r0: BPF_ALU | BPF_END | BPF_TO_BE, the width in imm.
+        let mut a = Asm::new();
+        a.to_be(Reg::R0, 32);
+        assert_eq!(
+            bytes(&a.finish().unwrap()[0]),
+            [0xdc, 0x00, 0, 0, 32, 0, 0, 0]
+        );
     }
 
     #[test]

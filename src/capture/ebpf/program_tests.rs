@@ -116,6 +116,20 @@ fn run(prog: &[Insn], skb: &Skb, map: &mut Map) -> u64 {
                     other => panic!("unsupported ALU {other:?}"),
                 };
             }
+            CLASS_ALU => {
+                assert_eq!(
+                    i.code,
+                    CLASS_ALU | OP_END | SRC_X,
+                    "only to-big-endian here"
+                );
+                let v = r[dst].s();
+                r[dst] = V::Scalar(match i.imm {
+                    16 => u64::from((v as u16).to_be()),
+                    32 => u64::from((v as u32).to_be()),
+                    64 => v.to_be(),
+                    b => panic!("byte swap of {b} bits"),
+                });
+            }
             CLASS_LD if i.code & 0xe0 == MODE_ABS || i.code & 0xe0 == MODE_IND => {
                 let base = if i.code & 0xe0 == MODE_IND {
                     r[src].s()
