@@ -76,6 +76,36 @@ fn sampling_knobs_are_validated_and_named() {
 }
 
 #[test]
+fn counting_knob_is_validated_and_resolved_with_sampling() {
+    let mode = |text: &str| parse(text).unwrap().capture.kernel_counting();
+    assert_eq!(
+        CaptureConfig::default().kernel_counting(),
+        KernelCounting::Try
+    );
+    assert_eq!(
+        mode("[capture]\ncounting = \"auto\"\n"),
+        KernelCounting::Try
+    );
+    // Sampling off still means every captured frame counted.
+    assert_eq!(mode("[capture]\nsampling = \"off\"\n"), KernelCounting::Off);
+    assert_eq!(
+        mode("[capture]\ncounting = \"kernel\"\nsampling = \"off\"\n"),
+        KernelCounting::Require
+    );
+    assert_eq!(
+        mode("[capture]\ncounting = \"packet\"\n"),
+        KernelCounting::Off
+    );
+    let e = parse("[capture]\n\ncounting = \"ebpf\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("capture.counting") && e.contains("rlbd.toml:3"),
+        "{e}"
+    );
+}
+
+#[test]
 fn wrong_type_is_reported() {
     let e = parse("[policy]\nwindow = \"three\"\n")
         .unwrap_err()

@@ -86,6 +86,13 @@ const PORT_FAMILIES: &[PortFamily] = &[
         value: |p| Some(f64::from(p.sampling)),
     },
     PortFamily {
+        name: "rlbd_port_kernel_counting",
+        kind: "gauge",
+        help: "1 while the port counts every IPv4/IPv6 frame in the kernel (eBPF), 0 while it \
+               counts captured frames (see rlbd_port_sampling_ratio).",
+        value: |p| Some(f64::from(u8::from(p.counting == "ebpf"))),
+    },
+    PortFamily {
         name: "rlbd_port_clients",
         kind: "gauge",
         help: "Tracked clients whose latest frame arrived on the port.",
@@ -337,6 +344,7 @@ pub(crate) mod tests {
             ring_drops: 1,
             clients: 1,
             sampling: 1,
+            counting: "exact".into(),
             no_move: None,
         };
         StatusReport {

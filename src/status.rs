@@ -123,6 +123,12 @@ pub struct PortStatus {
     /// absent in older reports, hence the default.
     #[serde(default = "exact")]
     pub sampling: u32,
+    /// How the port counts IPv4/IPv6 frames: "ebpf" (every frame, in the kernel), "exact"
+    /// (every captured frame) or "sampled" (one captured frame in `sampling`). Added after
+    /// schema 1's first release: absent in older reports (read as "exact" or "sampled" from
+    /// `sampling`).
+    #[serde(default)]
+    pub counting: String,
     /// While the port is overloaded and nothing moves off it: why, in words; null otherwise.
     #[serde(default)]
     pub no_move: Option<String>,

@@ -304,12 +304,15 @@ fn table(rows: &[Vec<String>], right: &[usize]) -> String {
     out
 }
 
-/// A port's sampling ratio for people: "all" frames counted, or "1/N".
-fn sampled(one_in: u32) -> String {
-    if one_in <= 1 {
+/// How a port counts, for people: "ebpf" (every frame, in the kernel), "all" captured frames,
+/// or "1/N" of them.
+fn counted(p: &PortStatus) -> String {
+    if p.counting == "ebpf" {
+        "ebpf".into()
+    } else if p.sampling <= 1 {
         "all".into()
     } else {
-        format!("1/{one_in}")
+        format!("1/{}", p.sampling)
     }
 }
 
@@ -331,7 +334,7 @@ fn port_row(p: &PortStatus) -> Vec<String> {
             p.window.clone()
         },
         p.ring_drops.to_string(),
-        sampled(p.sampling),
+        counted(p),
         p.clients.to_string(),
     ]
 }
@@ -386,7 +389,7 @@ fn ports_table(r: &StatusReport) -> String {
         "UTILIZATION",
         "WINDOW",
         "RING DROPS",
-        "SAMPLED",
+        "COUNTED",
         "CLIENTS",
     ]
     .map(String::from)

@@ -89,3 +89,34 @@ fn finds_the_only_socket_or_names_the_choices() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
+    let mut r = sample_report();
+    r.ports[0].counting = "ebpf".into();
+    r.ports[1].counting = "sampled".into();
+    r.ports[1].sampling = 8;
+    let text = render_text(&r, None);
+    assert!(text.contains("COUNTED"), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row("p0").contains(" ebpf "), "{text}");
+    assert!(row("p1").contains(" 1/8 "), "{text}");
+    // An older report without the field: read from the ratio.
+    r.ports[0].counting = String::new();
+    r.ports[0].sampling = 1;
+    let text = render_text(&r, None);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("p0 ") && l.contains(" all ")),
+        "{text}"
+    );
+    let json = serde_json::to_string(&r).unwrap();
+    let back: crate::status::StatusReport =
+        serde_json::from_str(&json.replace(",\"counting\":\"\"", "")).unwrap();
+    assert_eq!(back.ports[0].counting, "");
+}

@@ -173,6 +173,7 @@ fn synthetic_report() -> StatusReport {
         ring_drops: 7,
         clients: 1,
         sampling: 64,
+        counting: "sampled".into(),
         no_move: None,
     };
     StatusReport {
@@ -242,6 +243,7 @@ fn metrics_parse_with_the_prometheus_client_parser() {
         ("rlbd_port_rx_bytes", "counter"),
         ("rlbd_port_ring_drops", "counter"),
         ("rlbd_port_sampling_ratio", "gauge"),
+        ("rlbd_port_kernel_counting", "gauge"),
         ("rlbd_table_evictions", "counter"),
         ("rlbd_moves", "counter"),
         ("rlbd_reasserts", "counter"),

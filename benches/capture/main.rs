@@ -3,11 +3,15 @@
 //!
 //! Under `cargo bench` (root) the namespace benchmarks follow the micro-benchmarks: the idle
 //! daemon's CPU against the number of links on the host (`idle`), then a real flood over a veth
-//! counted by rlbd's capture path, exact and sampled, and by a naive pnet_datalink receiver
+//! counted by rlbd's capture path, exact, sampled and in the kernel (eBPF), and by a naive
+//! pnet_datalink receiver
 //! (`ns`). The last line is the `capture-summary:`. `cargo test` (which runs this binary without
 //! `--bench`) never runs them. `RLBD_BENCH_NS=0` skips them, `RLBD_BENCH_NS=only` runs only them;
 //! `RLBD_BENCH_IDLE=0` skips the idle part, `RLBD_BENCH_NS_RUNS=0` the flood part,
-//! `RLBD_BENCH_NS_ROUNDS` sets the rounds of the flood part (default 3).
+//! `RLBD_BENCH_NS_ROUNDS` sets the rounds of the flood part (default 3), `RLBD_BENCH_WAIT=0`
+//! skips the waits for other labs and quiet CPUs (a quick, noisy look), `RLBD_BENCH_ROWS=a,b` runs
+//! only the flood rows whose names contain one of those strings (and the baseline),
+//! `RLBD_BENCH_BPF_STATS=1` has the kernel time the counting program (`prog_ns` per run).
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;

@@ -2,8 +2,9 @@
 //! (`rlbd-lab flood`, raw AF_PACKET + `sendmmsg`, pre-built frames) pinned to one CPU in the
 //! first, and in the second, pinned to the other CPU and one at a time: rlbd's capture path as
 //! the daemon runs it (`recv.rs`: the real filter, sampling or not, `parse`,
-//! `ClientTable::account`, the port's counter request and roll-over every second) or a naive
-//! `pnet_datalink` receiver. The receivers are this binary again, started with `ip netns exec`
+//! `ClientTable::account`, the port's counter request and roll-over every second), rlbd counting
+//! in the kernel (the eBPF program in place of the filter, its map read and fed to the table
+//! every second) or a naive `pnet_datalink` receiver. The receivers are this binary again, started with `ip netns exec`
 //! and a role argument.
 //!
 //! On a veth the receive side of the kernel (the filter, the copy into the ring or the socket
@@ -101,6 +102,24 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             SOURCES,
         ),
         (
+            "(x) rlbd eBPF counting, default table",
+            Receiver::Rlbd {
+                capacity: ClientTable::DEFAULT_CAPACITY,
+                sampling: Sampling::Ebpf,
+                per_client: false,
+            },
+            SOURCES,
+        ),
+        (
+            "(x) rlbd eBPF counting, 65,536 clients",
+            Receiver::Rlbd {
+                capacity: 65_536,
+                sampling: Sampling::Ebpf,
+                per_client: false,
+            },
+            65_536,
+        ),
+        (
             "(k) rlbd, kernel drops every data frame",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
@@ -112,6 +131,15 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
         (
             "(e) rlbd sampled (auto), 50 clients",
             Receiver::sampled(ClientTable::DEFAULT_CAPACITY, true),
+            ACCURACY_SOURCES,
+        ),
+        (
+            "(y) rlbd eBPF counting, 50 clients",
+            Receiver::Rlbd {
+                capacity: ClientTable::DEFAULT_CAPACITY,
+                sampling: Sampling::Ebpf,
+                per_client: true,
+            },
             ACCURACY_SOURCES,
         ),
     ]
@@ -320,8 +348,38 @@ fn medians(all: &[Vec<Run>]) -> Vec<Run> {
     runs
 }
 
+/// `RLBD_BENCH_BPF_STATS=1`: the kernel times every eBPF program run while the benchmark runs
+/// (the receivers report the counting program's `prog_ns`); the sysctl is restored on drop.
+/// The timing itself costs each run two clock reads, so the kernel shares of the eBPF rows are
+/// a little higher with it.
+struct BpfStats(Option<String>);
+
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+impl BpfStats {
+    fn enable() -> BpfStats {
+        if std::env::var("RLBD_BENCH_BPF_STATS").as_deref() != Ok("1") {
+            return BpfStats(None);
+        }
+        let old = std::fs::read_to_string(BPF_STATS).ok();
+        if let Err(e) = std::fs::write(BPF_STATS, "1") {
+            println!("cannot enable {BPF_STATS}: {e}");
+        }
+        BpfStats(old)
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            let _ = std::fs::write(BPF_STATS, old.trim());
+        }
+    }
+}
+
 fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
     wait_for_other_labs()?;
+    let _stats = BpfStats::enable();
     let pair = Pair::create()?;
     let started = Instant::now();
     println!(
@@ -332,7 +390,15 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
         pair.rx,
         super::load_average()
     );
-    let plan = plan();
+    let mut plan = plan();
+    // A quick look at some rows (the baseline always runs: the kernel shares need it).
+    if let Ok(only) = std::env::var("RLBD_BENCH_ROWS") {
+        let keep: Vec<String> = only.split(',').map(str::to_string).collect();
+        let mut first = true;
+        plan.retain(|(label, _, _)| {
+            std::mem::take(&mut first) || keep.iter().any(|k| label.contains(k.as_str()))
+        });
+    }
     let rounds: usize = std::env::var("RLBD_BENCH_NS_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -5,10 +5,12 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rlbd::capture::ebpf::{map_entries, Delta, KernelCounter};
 use rlbd::capture::sampling::Sampler;
 use rlbd::capture::{parse, CaptureSocket, ClientTable, Frame, Mac, RingConfig, PACKET_HOST};
 use rlbd::config::{DEFAULT_RING_BLOCKS, DEFAULT_RING_BLOCK_KIB};
@@ -42,6 +44,8 @@ pub enum Sampling {
     Auto(u32),
     Off,
     Fixed(u32),
+    /// Counting in the kernel (eBPF map), read once a second.
+    Ebpf,
 }
 
 impl Sampling {
@@ -50,6 +54,7 @@ impl Sampling {
             Sampling::Auto(limit) => format!("sampling=auto:{limit}"),
             Sampling::Off => "sampling=off".into(),
             Sampling::Fixed(n) => format!("sampling=fixed:{n}"),
+            Sampling::Ebpf => "sampling=ebpf".into(),
         }
     }
 
@@ -58,6 +63,7 @@ impl Sampling {
             Some(("auto", l)) => l.parse().ok().map(Sampling::Auto),
             Some(("fixed", n)) => n.parse().ok().map(Sampling::Fixed),
             None if s == "off" => Some(Sampling::Off),
+            None if s == "ebpf" => Some(Sampling::Ebpf),
             _ => None,
         }
     }
@@ -146,6 +152,8 @@ fn churn(capacity: usize, words: &[&str]) -> Res<String> {
 #[derive(Default)]
 struct Since {
     cpu_ns: u64,
+    /// The counting program's run time and runs (kernel.bpf_stats_enabled).
+    prog: (u64, u64),
     counted: u64,
     packets: u64,
     drops: u64,
@@ -161,6 +169,8 @@ struct RlbdReceiver {
     nl: RouteSocket,
     table: ClientTable,
     sampler: Option<Sampler>,
+    counter: Option<KernelCounter>,
+    deltas: Vec<Delta>,
     /// Estimated bytes per client since `mark` (only when asked: it costs per frame).
     per_client: Option<HashMap<Mac, u64>>,
     start: Instant,
@@ -179,11 +189,19 @@ impl RlbdReceiver {
         };
         let cap =
             CaptureSocket::open_by_name(iface, &[RX_MAC], &ring).map_err(|e| e.to_string())?;
+        let mut counter = None;
         let sampler = match sampling {
             Sampling::Auto(limit) => Some(Sampler::new(Some(limit))),
             Sampling::Off => None,
             Sampling::Fixed(n) => {
                 cap.set_sampling(n).map_err(|e| e.to_string())?;
+                None
+            }
+            Sampling::Ebpf => {
+                let c = KernelCounter::new(&[], ring.snap_len, map_entries(capacity), iface)
+                    .map_err(|e| e.to_string())?;
+                c.attach(cap.as_fd()).map_err(|e| e.to_string())?;
+                counter = Some(c);
                 None
             }
         };
@@ -192,6 +210,8 @@ impl RlbdReceiver {
             nl: RouteSocket::open().map_err(|e| e.to_string())?,
             table: ClientTable::new(capacity, ClientTable::DEFAULT_IDLE_TICKS),
             sampler,
+            counter,
+            deltas: Vec::new(),
             per_client: per_client.then(HashMap::new),
             start: Instant::now(),
             tick: 0,
@@ -214,8 +234,10 @@ impl RlbdReceiver {
     }
 
     fn do_mark(&mut self) {
+        self.read_counter();
         let st = self.cap.stats().unwrap_or_default();
         self.mark = Since {
+            prog: self.prog_stats(),
             cpu_ns: thread_cpu_ns(),
             counted: self.counted,
             packets: st.packets,
@@ -283,7 +305,44 @@ impl RlbdReceiver {
         }
     }
 
+    /// The kernel's counts since the last reading into the table (the daemon's tick).
+    fn read_counter(&mut self) {
+        let Some(c) = self.counter.as_mut() else {
+            return;
+        };
+        let t0 = thread_cpu_ns();
+        if let Err(e) = c.read(&mut self.deltas) {
+            eprintln!("bench receiver: reading the counting map: {e}");
+        }
+        let t1 = thread_cpu_ns();
+        for d in &self.deltas {
+            self.table.account_counted(
+                d.key.client,
+                d.src,
+                d.key.dst,
+                0,
+                d.bytes,
+                self.tick,
+                |_| true,
+            );
+            if let Some(m) = &mut self.per_client {
+                *m.entry(d.key.client.mac).or_insert(0) += d.bytes;
+            }
+            self.counted += d.frames;
+        }
+        let t2 = thread_cpu_ns();
+        if std::env::var_os("RLBD_BENCH_DEBUG").is_some() {
+            eprintln!(
+                "map read: {} entries changed, read {} us, fed {} us",
+                self.deltas.len(),
+                (t1 - t0) / 1000,
+                (t2 - t1) / 1000
+            );
+        }
+    }
+
     fn on_tick(&mut self) {
+        self.read_counter();
         self.tick += 1;
         self.table.roll_over(self.tick);
         let _ = self.cap.stats();
@@ -339,6 +398,7 @@ impl RlbdReceiver {
                 ready_now = self.drain();
             }
             if stop && !ready_now {
+                self.read_counter();
                 break;
             }
             let now = Instant::now();
@@ -353,8 +413,24 @@ impl RlbdReceiver {
         self.report()
     }
 
+    fn prog_stats(&self) -> (u64, u64) {
+        self.counter
+            .as_ref()
+            .and_then(|c| c.run_stats().ok())
+            .unwrap_or((0, 0))
+    }
+
     fn report(&self) -> Res<String> {
         let cpu_ns = thread_cpu_ns() - self.mark.cpu_ns;
+        let prog = self.prog_stats();
+        let prog = if prog.1 > self.mark.prog.1 {
+            format!(
+                " prog_ns={:.1}",
+                (prog.0 - self.mark.prog.0) as f64 / (prog.1 - self.mark.prog.1) as f64
+            )
+        } else {
+            String::new()
+        };
         let st = self.cap.stats().map_err(|e| e.to_string())?;
         let changes: Vec<String> = self.changes.iter().map(u32::to_string).collect();
         let per_client = self.per_client.as_ref().map_or(String::new(), |m| {
@@ -364,7 +440,7 @@ impl RlbdReceiver {
         });
         Ok(format!(
             "counted={} packets={} drops={} cpu_ns={cpu_ns} hwm_kb={} rss_kb={} clients={} \
-             evictions={} ratio={} ratios={} secs={:.3}{per_client}",
+             evictions={} ratio={} ratios={} secs={:.3}{prog}{per_client}",
             self.counted - self.mark.counted,
             st.packets - self.mark.packets,
             st.drops - self.mark.drops,

@@ -3,6 +3,7 @@
 //!
 //! All `unsafe` code of this module lives in `socket.rs`, `setup.rs` and `ring.rs`.
 
+pub mod ebpf;
 pub mod filter;
 pub mod frame;
 mod ring;

@@ -34,6 +34,7 @@ use libc::{c_int, c_void, socklen_t};
 use mio::unix::SourceFd;
 use mio::{event, Interest, Registry, Token};
 
+use super::ebpf::{Delta, KernelCounter};
 use super::filter;
 use super::frame::Mac;
 use super::ring::{RawMeta, Ring};
@@ -128,6 +129,8 @@ pub struct CaptureSocket {
     /// The filter's MAC set, kept to rebuild the program when the sampling ratio changes.
     macs: RefCell<Vec<Mac>>,
     weights: Cell<Weights>,
+    /// Counting in the kernel: the eBPF program that replaced the classic filter, and its map.
+    counter: Option<KernelCounter>,
 }
 
 // SAFETY: the ring mapping is owned exclusively by this value (nothing else holds pointers into
@@ -186,6 +189,7 @@ impl CaptureSocket {
             totals: Cell::new(RingStats::default()),
             macs: RefCell::new(macs.to_vec()),
             weights: Cell::new(Weights::EXACT),
+            counter: None,
         })
     }
 
@@ -231,11 +235,60 @@ impl CaptureSocket {
 
     /// Replaces the set of destination MACs for which IPv4 and IPv6 frames are passed, keeping
     /// the sampling ratio. The kernel swaps the program atomically; frames already in the ring
-    /// stay there.
+    /// stay there. While counting in the kernel the set is only kept (that program tells the
+    /// port's own frames by their packet type; see [`count_in_kernel`](Self::count_in_kernel)).
     pub fn set_macs(&self, macs: &[Mac]) -> io::Result<()> {
-        self.attach(macs, self.sampling())?;
+        if self.counter.is_none() {
+            self.attach(macs, self.sampling())?;
+        }
         *self.macs.borrow_mut() = macs.to_vec();
         Ok(())
+    }
+
+    /// Counts IPv4/IPv6 frames in the kernel from now on: an eBPF program with a map of
+    /// `max_entries` (client, destination) pairs replaces the classic filter, counting the frames
+    /// that came in for this port or for one of `host_macs` (the server's other MACs) and
+    /// dropping them before any copy; ARP and Neighbor Discovery still reach the ring. On error
+    /// (no CAP_BPF, an old kernel, the verifier refuses) nothing changes.
+    pub fn count_in_kernel(&mut self, host_macs: &[Mac], max_entries: u32) -> io::Result<()> {
+        let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "eBPF counting", e);
+        let c =
+            KernelCounter::new(host_macs, self.snap_len, max_entries, &self.name).map_err(ctx)?;
+        c.attach(self.fd.as_fd()).map_err(ctx)?;
+        self.weights.set(Weights::EXACT);
+        self.counter = Some(c);
+        Ok(())
+    }
+
+    /// True while IPv4/IPv6 frames are counted in the kernel.
+    pub fn counts_in_kernel(&self) -> bool {
+        self.counter.is_some()
+    }
+
+    /// While counting in the kernel: a new set of the server's other MACs (the program is
+    /// loaded again and swapped in; the counts stay).
+    pub fn set_count_macs(&mut self, host_macs: &[Mac]) -> io::Result<()> {
+        let (name, ifindex) = (self.name.clone(), self.ifindex);
+        let Some(c) = self.counter.as_mut() else {
+            return Ok(());
+        };
+        let ctx = |e: io::Error| with_ctx(&name, ifindex, "eBPF counting", e);
+        c.reprogram(host_macs, self.snap_len, &name).map_err(ctx)?;
+        c.attach(self.fd.as_fd()).map_err(ctx)
+    }
+
+    /// While counting in the kernel: the counts since the last call, per (client,
+    /// destination), into `out` (cleared first; empty when not counting in the kernel). On error
+    /// `out` still holds what was read.
+    pub fn read_counts(&mut self, out: &mut Vec<Delta>) -> io::Result<()> {
+        out.clear();
+        let (name, ifindex) = (&self.name, self.ifindex);
+        match self.counter.as_mut() {
+            Some(c) => c
+                .read(out)
+                .map_err(|e| with_ctx(name, ifindex, "reading the counting map", e)),
+            None => Ok(()),
+        }
     }
 
     /// Keeps one IPv4/IPv6 frame in `one_in` from now on (a power of two up to
@@ -243,6 +296,15 @@ impl CaptureSocket {
     /// The kernel swaps the program atomically; frames already in the ring keep the weight of the
     /// ratio they were kept under. On error the previous ratio stays in force.
     pub fn set_sampling(&self, one_in: u32) -> io::Result<()> {
+        if self.counter.is_some() {
+            return match one_in {
+                1 => Ok(()),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "counting in the kernel: every frame is counted, none sampled",
+                )),
+            };
+        }
         let w = self.weights.get();
         if one_in == w.now {
             return Ok(());
@@ -390,3 +452,7 @@ impl event::Source for CaptureSocket {
 #[cfg(test)]
 #[path = "socket_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "socket_ebpf_tests.rs"]
+mod ebpf_tests;

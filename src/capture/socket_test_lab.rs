@@ -13,17 +13,17 @@ use crate::capture::socket::{CaptureSocket, FrameMeta, RingConfig};
 use crate::capture::Mac;
 
 // Test addresses: 198.18.0.0/15 only; locally administered MACs.
-pub(super) const CAP_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x01);
-pub(super) const PEER_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x02);
-pub(super) const CLIENT: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x09);
-pub(super) const OTHER: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x77);
-pub(super) const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-pub(super) const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 9);
-pub(super) const OTHER_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 7);
+pub(crate) const CAP_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x01);
+pub(crate) const PEER_MAC: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x02);
+pub(crate) const CLIENT: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x09);
+pub(crate) const OTHER: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x77);
+pub(crate) const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub(crate) const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 9);
+pub(crate) const OTHER_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 7);
 
-pub(super) type Captured = Vec<(FrameMeta, Vec<u8>)>;
+pub(crate) type Captured = Vec<(FrameMeta, Vec<u8>)>;
 
-pub(super) fn ip(args: &str) -> Result<(), String> {
+pub(crate) fn ip(args: &str) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args.split_whitespace())
         .output()
@@ -38,7 +38,7 @@ pub(super) fn ip(args: &str) -> Result<(), String> {
     }
 }
 
-pub(super) fn small_ring() -> RingConfig {
+pub(crate) fn small_ring() -> RingConfig {
     RingConfig {
         block_size: 1 << 16,
         block_count: 4,
@@ -49,7 +49,7 @@ pub(super) fn small_ring() -> RingConfig {
 
 /// Drains `sock` (in chunks of `chunk`) until `want` frames arrived or `timeout` passed, then
 /// keeps listening for `linger` to catch anything unexpected.
-pub(super) fn collect(
+pub(crate) fn collect(
     sock: &mut CaptureSocket,
     want: usize,
     chunk: usize,
@@ -89,7 +89,7 @@ pub(super) fn collect(
     got
 }
 
-pub(super) fn ours(got: &Captured) -> Vec<(FrameMeta, Option<Frame>, usize)> {
+pub(crate) fn ours(got: &Captured) -> Vec<(FrameMeta, Option<Frame>, usize)> {
     got.iter()
         .filter(|(_, d)| {
             d.len() >= 12 && (d[6..12] == CLIENT.octets() || d[6..12] == CAP_MAC.octets())
@@ -98,23 +98,23 @@ pub(super) fn ours(got: &Captured) -> Vec<(FrameMeta, Option<Frame>, usize)> {
         .collect()
 }
 
-pub(super) struct Lab {
-    pub(super) cap: CaptureSocket,
-    pub(super) peer: CaptureSocket,
+pub(crate) struct Lab {
+    pub(crate) cap: CaptureSocket,
+    pub(crate) peer: CaptureSocket,
     /// A second socket on cap0 that passes ARP only: it sees what `cap` sends as OUTGOING.
-    pub(super) cap_arp: CaptureSocket,
+    pub(crate) cap_arp: CaptureSocket,
 }
 
-pub(super) fn to_us() -> Vec<u8> {
+pub(crate) fn to_us() -> Vec<u8> {
     ipv4_frame(CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300)
 }
 
-pub(super) fn to_other() -> Vec<u8> {
+pub(crate) fn to_other() -> Vec<u8> {
     ipv4_frame(CLIENT, OTHER, CLIENT_IP, OTHER_IP, false, 300)
 }
 
 /// Nothing but what the filter passes got through (no IPv6 router solicitations etc.).
-pub(super) fn only_what_the_filter_passes(got: &Captured) {
+pub(crate) fn only_what_the_filter_passes(got: &Captured) {
     for (m, d) in got {
         match parse(d) {
             Some(Frame::Arp { .. }) => {}

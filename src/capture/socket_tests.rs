@@ -49,7 +49,7 @@ fn config_validation() {
 }
 
 #[path = "socket_test_lab.rs"]
-mod lab;
+pub(crate) mod lab;
 
 use lab::*;
 

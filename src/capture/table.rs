@@ -44,6 +44,27 @@ pub struct ClientEntry {
 
 const NIL: u32 = u32::MAX;
 
+/// Notes a frame's destination in the client's server set.
+#[inline]
+fn note_dst(
+    e: &mut ClientEntry,
+    dst_ip: IpAddr,
+    now_tick: u64,
+    stale: u64,
+    ours: impl Fn(IpAddr) -> bool,
+) {
+    // Most frames go where the previous one went: the address lists are not searched then.
+    if e.servers.is_last(dst_ip) {
+        if e.servers.other() != Some(dst_ip) {
+            e.servers.note(dst_ip, now_tick, stale);
+        }
+    } else if ours(dst_ip) {
+        e.servers.note(dst_ip, now_tick, stale);
+    } else {
+        e.servers.note_other(dst_ip);
+    }
+}
+
 /// A client key as one integer: compared in one instruction, not seven.
 #[inline]
 fn key(k: &ClientKey) -> u64 {
@@ -188,16 +209,32 @@ impl ClientTable {
             IpAddr::V4(v4) => e.ip = v4,
             IpAddr::V6(v6) => e.ip6 = Some(v6),
         }
-        // Most frames go where the previous one went: the address lists are not searched then.
-        if e.servers.is_last(dst_ip) {
-            if e.servers.other() != Some(dst_ip) {
-                e.servers.note(dst_ip, now_tick, stale);
-            }
-        } else if ours(dst_ip) {
-            e.servers.note(dst_ip, now_tick, stale);
-        } else {
-            e.servers.note_other(dst_ip);
+        note_dst(e, dst_ip, now_tick, stale, ours);
+    }
+
+    /// Counts what the kernel counted for `client` toward `dst_ip` since the last reading
+    /// (`frames` frames, `bytes` bytes on the wire) on port `port`, like that many calls of
+    /// [`account`](Self::account) at tick `now_tick`. `src_ip` is a source address the kernel
+    /// saw for it, if any (the client's own for an on-link client).
+    #[allow(clippy::too_many_arguments)]
+    pub fn account_counted(
+        &mut self,
+        client: ClientKey,
+        src_ip: Option<IpAddr>,
+        dst_ip: IpAddr,
+        port: u16,
+        bytes: u64,
+        now_tick: u64,
+        ours: impl Fn(IpAddr) -> bool,
+    ) {
+        let stale = self.idle_ticks;
+        let e = self.entry(client, port, bytes, now_tick);
+        match src_ip {
+            Some(IpAddr::V4(v4)) => e.ip = v4,
+            Some(IpAddr::V6(v6)) => e.ip6 = Some(v6),
+            None => {}
         }
+        note_dst(e, dst_ip, now_tick, stale, ours);
     }
 
     /// The entry for `client` with one frame counted, inserted (addresses unset) if new.

@@ -108,6 +108,23 @@ pub struct CaptureConfig {
     pub sampling: String,
     /// With `sampling = "auto"`: frames a second one port hands rlbd at most.
     pub max_frames_per_sec: u32,
+    /// Where IPv4/IPv6 frames are counted: "auto" (in the kernel with eBPF where the kernel
+    /// and rlbd's capabilities allow, else from captured frames; `sampling = "off"` keeps
+    /// captured frames, every one counted), "kernel" (eBPF; a port that cannot is an error in
+    /// the log and counts from captured frames), "packet" (captured frames, as `sampling`
+    /// says).
+    pub counting: String,
+}
+
+/// Where a port's IPv4/IPv6 frames are counted, from `[capture] counting` and `sampling`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelCounting {
+    /// From captured frames only.
+    Off,
+    /// In the kernel where possible (a port that cannot is told at info level).
+    Try,
+    /// In the kernel (a port that cannot is an error in the log).
+    Require,
 }
 
 impl Default for CaptureConfig {
@@ -119,6 +136,7 @@ impl Default for CaptureConfig {
             ring_block_kib: DEFAULT_RING_BLOCK_KIB,
             sampling: "auto".into(),
             max_frames_per_sec: crate::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC,
+            counting: "auto".into(),
         }
     }
 }
@@ -157,7 +175,21 @@ impl CaptureConfig {
                 (1000..=100_000_000).contains(&self.max_frames_per_sec),
                 "is not in 1000..=100000000",
             ),
+            (
+                "counting",
+                ["auto", "kernel", "packet"].contains(&self.counting.as_str()),
+                "is not \"auto\", \"kernel\" or \"packet\"",
+            ),
         ])
+    }
+
+    /// Whether ports count in the kernel.
+    pub fn kernel_counting(&self) -> KernelCounting {
+        match (self.counting.as_str(), self.sampling.as_str()) {
+            ("kernel", _) => KernelCounting::Require,
+            ("auto", "auto") => KernelCounting::Try,
+            _ => KernelCounting::Off,
+        }
     }
 
     /// The frames a second a port may hand over before it is sampled; `None` with sampling off.

@@ -1,15 +1,18 @@
 //! The capture sockets, one per port, indexed like the port table: opened when a port appears,
 //! closed when it goes, re-filtered when the set of port MACs changes, and used to send the
-//! steering core's frames out of the right port. Each socket's sampling ratio follows its port's
-//! packet rate (a `Sampler` per port).
+//! steering core's frames out of the right port. Where the kernel allows, each socket counts
+//! IPv4/IPv6 frames in the kernel (eBPF, read once a second); otherwise its sampling ratio
+//! follows its port's packet rate (a `Sampler` per port).
 
 use std::io;
 
 use log::{debug, error, info, warn};
 use mio::{Interest, Registry, Token};
 
+use crate::capture::ebpf::Delta;
 use crate::capture::sampling::Sampler;
 use crate::capture::{CaptureSocket, RingConfig};
+use crate::config::KernelCounting;
 use crate::host::PortTable;
 
 pub struct Captures {
@@ -24,13 +27,46 @@ pub struct Captures {
     /// MACs of the server's interfaces stacked on the bond that are not a port's (a macvlan's,
     /// a bridge's own): frames to them are the server's load too.
     host_macs: Vec<crate::Mac>,
+    /// Whether ports count in the kernel, and the size of each port's counting map.
+    kernel: KernelCounting,
+    map_entries: u32,
+    /// Ports already told why they cannot count in the kernel (said once per port name).
+    told: Vec<String>,
+}
+
+/// How a port counts IPv4/IPv6 frames, for status and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountingMode {
+    /// In the kernel, every frame (eBPF).
+    Ebpf,
+    /// From captured frames, every one.
+    Exact,
+    /// From captured frames, one in N.
+    Sampled,
+}
+
+impl CountingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountingMode::Ebpf => "ebpf",
+            CountingMode::Exact => "exact",
+            CountingMode::Sampled => "sampled",
+        }
+    }
 }
 
 impl Captures {
     /// `base`: the mio token of port 0's socket; port `i` uses `base + i`.
     /// `sampling_limit`: `[capture]` frames a second a port hands over before it is sampled
-    /// (`None`: never).
-    pub fn new(ring: RingConfig, base: usize, sampling_limit: Option<u32>) -> Self {
+    /// (`None`: never). `kernel`: whether to count in the kernel; `map_entries`: the size of
+    /// each port's counting map.
+    pub fn new(
+        ring: RingConfig,
+        base: usize,
+        sampling_limit: Option<u32>,
+        kernel: KernelCounting,
+        map_entries: u32,
+    ) -> Self {
         Captures {
             socks: Vec::new(),
             ready: Vec::new(),
@@ -39,6 +75,9 @@ impl Captures {
             samplers: Vec::new(),
             sampling_limit,
             host_macs: Vec::new(),
+            kernel,
+            map_entries,
+            told: Vec::new(),
         }
     }
 
@@ -68,6 +107,14 @@ impl Captures {
         if macs != self.host_macs {
             self.host_macs = macs;
             self.refilter(ports);
+            for (i, c) in self.socks.iter_mut().enumerate() {
+                if let Some(c) = c.as_mut().filter(|c| c.counts_in_kernel()) {
+                    if let Err(e) = c.set_count_macs(&self.host_macs) {
+                        let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
+                        error!("port {name}: cannot update the counting program: {e}");
+                    }
+                }
+            }
         }
     }
 
@@ -125,7 +172,7 @@ impl Captures {
     }
 
     fn apply_sampling(&self, ports: &PortTable, i: usize, one_in: Option<u32>) {
-        let (Some(n), Some(c)) = (one_in, self.get(i)) else {
+        let (Some(n), Some(c)) = (one_in, self.get(i).filter(|c| !c.counts_in_kernel())) else {
             return;
         };
         let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
@@ -140,6 +187,40 @@ impl Captures {
     /// socket).
     pub fn sampling(&self, i: usize) -> u32 {
         self.get(i).map_or(1, |c| c.sampling())
+    }
+
+    /// How port `i` counts (exact without a socket).
+    pub fn mode(&self, i: usize) -> CountingMode {
+        match self.get(i) {
+            Some(c) if c.counts_in_kernel() => CountingMode::Ebpf,
+            Some(c) if c.sampling() > 1 => CountingMode::Sampled,
+            _ => CountingMode::Exact,
+        }
+    }
+
+    /// What the ports that count in the kernel counted since the last call: (port, counts)
+    /// into `out` (cleared first). False when a map could not be read whole (the rates of this
+    /// second miss part of it).
+    pub fn read_counts(
+        &mut self,
+        ports: &PortTable,
+        out: &mut Vec<(usize, Delta)>,
+        buf: &mut Vec<Delta>,
+    ) -> bool {
+        out.clear();
+        let mut whole = true;
+        for (i, c) in self.socks.iter_mut().enumerate() {
+            let Some(c) = c.as_mut().filter(|c| c.counts_in_kernel()) else {
+                continue;
+            };
+            if let Err(e) = c.read_counts(buf) {
+                let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
+                warn!("port {name}: {e}");
+                whole = false;
+            }
+            out.extend(buf.drain(..).map(|d| (i, d)));
+        }
+        whole
     }
 
     pub fn get(&self, port: usize) -> Option<&CaptureSocket> {
@@ -160,6 +241,12 @@ impl Captures {
         self.close(i, registry);
         let p = &ports.list[i];
         let mut c = CaptureSocket::open(&p.name, p.ifindex, &self.macs(ports), &self.ring)?;
+        if self.kernel != KernelCounting::Off {
+            match c.count_in_kernel(&self.host_macs, self.map_entries) {
+                Ok(()) => info!("port {}: counting every frame in the kernel (eBPF)", p.name),
+                Err(e) => self.cannot_count_in_kernel(&p.name, &e),
+            }
+        }
         if let Err(e) = registry.register(&mut c, Token(self.base + i), Interest::READABLE) {
             error!("port {}: cannot register capture socket: {e}", p.name);
         }
@@ -169,6 +256,24 @@ impl Captures {
         // Frames may already be waiting; edge-triggered readiness would not report them.
         self.ready[i] = true;
         Ok(())
+    }
+
+    /// Says once per port why it counts from captured frames instead.
+    fn cannot_count_in_kernel(&mut self, name: &str, e: &io::Error) {
+        if self.told.iter().any(|n| n == name) {
+            return;
+        }
+        self.told.push(name.to_string());
+        let then = if self.sampling_limit.is_some() {
+            "counting from captured frames (sampled when busy)"
+        } else {
+            "counting every captured frame"
+        };
+        if self.kernel == KernelCounting::Require {
+            error!("port {name}: cannot count in the kernel ({e}); {then}");
+        } else {
+            info!("port {name}: cannot count in the kernel ({e}); {then}");
+        }
     }
 
     pub fn close(&mut self, i: usize, registry: &Registry) {

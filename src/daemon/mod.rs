@@ -85,6 +85,9 @@ pub struct Daemon {
     /// ARP and ND frames of one capture batch, handled after it (reused: no allocation per
     /// wakeup).
     arp_buf: Vec<(Frame, bool, u16)>,
+    /// What the ports counted in the kernel in one second (reused, like `arp_buf`).
+    kernel_counts: Vec<(usize, crate::capture::ebpf::Delta)>,
+    count_buf: Vec<crate::capture::ebpf::Delta>,
     /// The server's addresses, for the capture path (copied from the host view on change).
     ours: Vec<std::net::IpAddr>,
     /// Interfaces on the bond already reported as not steerable.
@@ -247,6 +250,7 @@ impl Daemon {
     }
 
     fn on_tick(&mut self) {
+        let counted_whole = self.feed_kernel_counts();
         self.clock.tick += 1;
         self.table.roll_over(self.clock.tick);
         // Only the ports' counters: a dump of every link costs in proportion to the host's links.
@@ -256,7 +260,8 @@ impl Daemon {
             }
         }
         self.clock.eval_at = Some(Instant::now() + EVAL_DELAY);
-        self.trouble.rates_unreliable = self.captures.update_drops(&mut self.ports);
+        self.trouble.rates_unreliable =
+            self.captures.update_drops(&mut self.ports) || !counted_whole;
         let now_ms = self.now_ms();
         let table = &self.table;
         self.steer
@@ -268,6 +273,37 @@ impl Daemon {
         if self.clock.tick % 10 == 0 {
             setup::sd_notify(&format!("STATUS={}", self.summary()));
         }
+    }
+
+    /// Feeds what the ports counted in the kernel over the second that ends into the client
+    /// table, as if each frame had been captured in it. False when a map could not be read
+    /// whole.
+    fn feed_kernel_counts(&mut self) -> bool {
+        let mut counts = std::mem::take(&mut self.kernel_counts);
+        let mut buf = std::mem::take(&mut self.count_buf);
+        let whole = self
+            .captures
+            .read_counts(&self.ports, &mut counts, &mut buf);
+        // A client is on the port its latest frame came in on; within one reading that order is
+        // unknown, so the (port, destination) that carried most of its bytes is fed last.
+        if counts.windows(2).any(|w| w[0].0 != w[1].0) {
+            counts.sort_unstable_by_key(|(_, d)| (d.key.client.as_u64(), d.bytes));
+        }
+        let (tick, ours) = (self.clock.tick, &self.ours);
+        for (port, d) in &counts {
+            self.table.account_counted(
+                d.key.client,
+                d.src,
+                d.key.dst,
+                *port as u16,
+                d.bytes,
+                tick,
+                |ip| ours.contains(&ip),
+            );
+        }
+        self.kernel_counts = counts;
+        self.count_buf = buf;
+        whole
     }
 
     /// Carries out what the steering core decided: frames onto the wire, lines into the log.

@@ -29,6 +29,9 @@ impl Daemon {
         {
             warn!("SIGHUP: the capture table or ring size changed; restart rlbd to apply that");
         }
+        if old.kernel_counting() != new.capture.kernel_counting() {
+            warn!("SIGHUP: [capture] counting changed; restart rlbd to apply that");
+        }
         self.ports.set_window(new.policy.window, new.policy.hits);
         self.ports.capacity_mbps = new
             .capacity_mbps

@@ -57,7 +57,7 @@ impl Daemon {
         for (i, p) in self.ports.list.iter().enumerate() {
             info!(
                 "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} \
-                 sampling 1/{}",
+                 counting {} sampling 1/{}",
                 p.name,
                 p.ifindex,
                 p.mac,
@@ -67,6 +67,7 @@ impl Daemon {
                     .map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
                 p.detector.window_string(),
                 p.ring_drops,
+                self.captures.mode(i).as_str(),
                 self.captures.sampling(i)
             );
         }
@@ -128,6 +129,7 @@ impl Daemon {
                     ring_drops: drops.max(p.ring_drops),
                     clients: per_port[i],
                     sampling: self.captures.sampling(i),
+                    counting: self.captures.mode(i).as_str().to_string(),
                     no_move: p.no_move.clone(),
                 }
             })

@@ -216,7 +216,13 @@ pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
         nl_errors: 0,
         host: HostView::new(target.clone()),
         ports,
-        captures: Captures::new(ring, CAPTURE_BASE, settings.capture.sampling_limit()),
+        captures: Captures::new(
+            ring,
+            CAPTURE_BASE,
+            settings.capture.sampling_limit(),
+            settings.capture.kernel_counting(),
+            crate::capture::ebpf::map_entries(settings.capture.table_size),
+        ),
         table: ClientTable::new(
             settings.capture.table_size,
             settings.capture.idle_timeout_secs,
@@ -230,6 +236,8 @@ pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
             next_learning: now,
         },
         arp_buf: Vec::new(),
+        kernel_counts: Vec::new(),
+        count_buf: Vec::new(),
         ours: Vec::new(),
         unsupported_seen: Vec::new(),
         actions: Vec::new(),

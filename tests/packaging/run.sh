@@ -225,7 +225,9 @@ check "unit: RestartPreventExitStatus=78" grep -qx 'RestartPreventExitStatus=78'
 check "unit: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
 check "unit: WatchdogSec= set" grep -qE '^WatchdogSec=[1-9]' "$unit"
 check "unit: PrivateNetwork= not set" bash -c "! grep -q '^PrivateNetwork' '$unit'"
-check "unit: CapabilityBoundingSet=CAP_NET_RAW" grep -qx 'CapabilityBoundingSet=CAP_NET_RAW' "$unit"
+check "unit: CapabilityBoundingSet=CAP_NET_RAW CAP_BPF" grep -qx 'CapabilityBoundingSet=CAP_NET_RAW CAP_BPF' "$unit"
+check "unit: bpf(2) allowed after the @privileged deny list" \
+  awk '/^SystemCallFilter=~@privileged/ { d = NR } /^SystemCallFilter=bpf$/ { b = NR } END { exit !(d && b > d) }' "$unit"
 check "unit: runs as the package's user and group rlbd" bash -c "grep -qx 'User=rlbd' '$unit' && grep -qx 'Group=rlbd' '$unit'"
 # DynamicUser= would put /run/rlbd under /run/private (root only): no operator could ask rlbd.
 check "unit: no DynamicUser= (operators reach /run/rlbd)" bash -c "! grep -q '^DynamicUser=yes' '$unit'"
@@ -259,7 +261,7 @@ echo "with an invalid /etc/rlbd/rlbd-pkg-x.toml: $out"
 check "an invalid per-bond file is named, exit 78" bash -c "[[ \"\$1\" == *'/etc/rlbd/rlbd-pkg-x.toml'*'policy.threshold'*'exit 78'* ]]" _ "$out"
 rm -f /etc/rlbd/rlbd-pkg-x.toml
 
-step "rlbd runs unprivileged with CAP_NET_RAW alone, as the unit runs it"
+step "rlbd runs unprivileged with CAP_NET_RAW alone (the unit without CAP_BPF: counting captured frames)"
 # A private namespace with two veth ports in ports mode (no bonding driver needed): start-up,
 # the rtnetlink socket, /proc/sys and the AF_PACKET rings work as user nobody with only
 # CAP_NET_RAW (ambient), and SIGTERM exits 0. Without the capability the exit is 71; on a
@@ -289,6 +291,9 @@ pid=$!
 sleep 3
 if kill -0 "$pid" 2>/dev/null; then
   ok "rlbd as nobody with CAP_NET_RAW is running after 3 s"
+  # Without CAP_BPF it counts captured frames, and says so once per port.
+  check "without CAP_BPF: each port says it counts captured frames" \
+    bash -c "grep -q 'port pa: cannot count in the kernel' '$tmp/unpriv.log' && grep -q 'port pb: cannot count in the kernel' '$tmp/unpriv.log'"
   kill -TERM "$pid"
   rc=0
   wait "$pid" || rc=$?

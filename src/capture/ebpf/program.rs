@@ -1,0 +1,225 @@
+//! The counting program: an eBPF socket filter for a port's capture socket that counts every
+//! IPv4/IPv6 data frame into a per-CPU map and drops it before anything is copied, and passes
+//! ARP and Neighbor Discovery to the ring as the classic filter does (`filter.rs`).
+//!
+//! Acceptance, the same as the classic filter followed by the daemon's checks:
+//! - a tag the driver took out (`vlan_present`) gives the VLAN when its TPID is 802.1Q; any other
+//!   TPID drops the frame (rlbd does not steer 802.1ad). Otherwise one 802.1Q tag in the frame
+//!   gives it (the network header moves by 4);
+//! - ARP (any direction) and ICMPv6 Neighbor Solicitations and Advertisements (any direction)
+//!   go to the ring, truncated to the snap length;
+//! - an IPv4 frame (version 4, header length >= 5) or IPv6 frame (version 6, not NS/NA) that came
+//!   in (not `PACKET_OUTGOING`) for this port (`PACKET_HOST`) or for one of the host's other MACs
+//!   is counted under (source MAC, VLAN, destination address) and dropped;
+//! - everything else is dropped.
+//!
+//! A frame too short for a field it needs is dropped (`LD_ABS` ends the program with 0).
+
+use super::insn::{Alu, Asm, Cond, Helper, Insn, Reg, Size};
+use super::map::{KEY_SIZE, VALUE_SIZE};
+use crate::capture::Mac;
+
+// `struct __sk_buff` field offsets (UAPI).
+const SKB_LEN: i16 = 0;
+const SKB_PKT_TYPE: i16 = 4;
+const SKB_VLAN_PRESENT: i16 = 20;
+const SKB_VLAN_TCI: i16 = 24;
+const SKB_VLAN_PROTO: i16 = 28;
+
+const PACKET_HOST: i32 = 0;
+const PACKET_OUTGOING: i32 = 4;
+const ETH_P_IP: i32 = 0x0800;
+const ETH_P_ARP: i32 = 0x0806;
+const ETH_P_8021Q: i32 = 0x8100;
+const ETH_P_IPV6: i32 = 0x86dd;
+const ETH_HDR: i32 = 14;
+const IPPROTO_ICMPV6: i32 = 58;
+const ND_NS: i32 = 135;
+const ND_NA: i32 = 136;
+
+// The stack: the map key (24 bytes) at -24, a new entry's value (32 bytes) at -56.
+const KEY: i16 = -24;
+const KEY_VLAN: i16 = KEY + 6;
+const KEY_DST: i16 = KEY + 8;
+const VAL: i16 = -56;
+const VAL_FRAMES: i16 = VAL;
+const VAL_BYTES: i16 = VAL + 8;
+const VAL_SRC: i16 = VAL + 16;
+
+/// Most host MACs (besides the port's own) one program tests: 4 instructions each, twice.
+pub const MAX_HOST_MACS: usize = 64;
+
+/// Builds the program for a port whose map is `map_fd`; `host_macs` are the server's MACs other
+/// than the port's own whose frames count too (a macvlan's, a bridge's). ARP and ND frames are
+/// passed truncated to `snap_len`.
+pub fn counting_program(
+    host_macs: &[Mac],
+    snap_len: u32,
+    map_fd: i32,
+) -> Result<Vec<Insn>, String> {
+    if host_macs.len() > MAX_HOST_MACS {
+        return Err(format!(
+            "{} host MACs given, at most {MAX_HOST_MACS} supported",
+            host_macs.len()
+        ));
+    }
+    let snap = i32::try_from(snap_len).map_err(|_| format!("snap length {snap_len} too large"))?;
+    debug_assert_eq!(KEY_SIZE, 24);
+    debug_assert_eq!(VALUE_SIZE, 32);
+    use Reg::*;
+    let mut a = Asm::new();
+    let (drop, pass) = (a.label(), a.label());
+    let (untagged, inner, dispatch) = (a.label(), a.label(), a.label());
+    let (v4, v4key, v6data, v6key) = (a.label(), a.label(), a.label(), a.label());
+    let (count, new, new6, insert) = (a.label(), a.label(), a.label(), a.label());
+
+    // R6 = context (LD_ABS needs it there), R7 = the tag's length in the frame (0 or 4),
+    // R8 = VLAN, R9 = whether the driver took a tag out, later the address family (4 or 6).
+    a.mov(R6, R1).mov_imm(R7, 0).mov_imm(R8, 0);
+    a.ldx(Size::W, R9, R6, SKB_VLAN_PRESENT);
+    a.jmp_imm(Cond::Eq, R9, 0, untagged);
+    a.ldx(Size::W, R0, R6, SKB_VLAN_PROTO);
+    // vlan_proto is the raw big-endian TPID.
+    a.jmp_imm(Cond::Ne, R0, i32::from((ETH_P_8021Q as u16).to_be()), drop);
+    a.ldx(Size::W, R8, R6, SKB_VLAN_TCI);
+    a.alu_imm(Alu::And, R8, 0x0fff);
+    a.bind(untagged);
+    a.ld_abs(Size::H, 12);
+    a.jmp_imm(Cond::Ne, R0, ETH_P_8021Q, dispatch);
+    a.mov_imm(R7, 4);
+    // A tag the driver took out names the VLAN; one left in the frame only moves the header.
+    a.jmp_imm(Cond::Ne, R9, 0, inner);
+    a.ld_abs(Size::H, 14);
+    a.mov(R8, R0).alu_imm(Alu::And, R8, 0x0fff);
+    a.bind(inner);
+    a.ld_abs(Size::H, 16);
+    a.bind(dispatch);
+    a.jmp_imm(Cond::Eq, R0, ETH_P_ARP, pass);
+    a.jmp_imm(Cond::Eq, R0, ETH_P_IP, v4);
+    a.jmp_imm(Cond::Ne, R0, ETH_P_IPV6, drop);
+
+    // IPv6.
+    a.ld_ind(Size::B, R7, ETH_HDR);
+    a.alu_imm(Alu::Rsh, R0, 4);
+    a.jmp_imm(Cond::Ne, R0, 6, drop);
+    a.ld_ind(Size::B, R7, ETH_HDR + 6);
+    a.jmp_imm(Cond::Ne, R0, IPPROTO_ICMPV6, v6data);
+    a.ld_ind(Size::B, R7, ETH_HDR + 40);
+    a.jmp_imm(Cond::Eq, R0, ND_NS, pass);
+    a.jmp_imm(Cond::Eq, R0, ND_NA, pass);
+    a.bind(v6data);
+    host_check(&mut a, host_macs, v6key, drop);
+    a.bind(v6key);
+    a.mov_imm(R9, 6);
+    load_bytes(&mut a, ETH_HDR + 24, KEY_DST, 16);
+    a.jmp_imm(Cond::Ne, R0, 0, drop);
+    a.ja(count);
+
+    // IPv4: what ip_rcv would take for a header at all.
+    a.bind(v4);
+    a.ld_ind(Size::B, R7, ETH_HDR);
+    a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 4);
+    a.jmp_imm(Cond::Ne, R1, 4, drop);
+    a.alu_imm(Alu::And, R0, 0x0f);
+    a.jmp_imm(Cond::Lt, R0, 5, drop);
+    host_check(&mut a, host_macs, v4key, drop);
+    a.bind(v4key);
+    a.mov_imm(R9, 4);
+    // ::ffff:a.b.c.d (a load of the packet is cheaper than the load-bytes helper; it is put
+    // back in the packet's byte order).
+    a.st(Size::DW, R10, KEY_DST, 0);
+    a.st(Size::H, R10, KEY_DST + 8, 0);
+    a.st(Size::H, R10, KEY_DST + 10, 0xffff);
+    a.ld_ind(Size::W, R7, ETH_HDR + 16).to_be(R0, 32);
+    a.stx(Size::W, R10, KEY_DST + 12, R0);
+
+    // The key's source MAC and VLAN, then the count.
+    a.bind(count);
+    a.ld_abs(Size::W, 6)
+        .to_be(R0, 32)
+        .stx(Size::W, R10, KEY, R0);
+    a.ld_abs(Size::H, 10)
+        .to_be(R0, 16)
+        .stx(Size::H, R10, KEY + 4, R0);
+    a.stx(Size::H, R10, KEY_VLAN, R8);
+    a.ld_map_fd(R1, map_fd);
+    a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(KEY));
+    a.call(Helper::MapLookupElem);
+    a.jmp_imm(Cond::Eq, R0, 0, new);
+    // This CPU's own copy: no other CPU writes it, and the receive path does not nest on one.
+    a.ldx(Size::DW, R1, R0, 0)
+        .alu_imm(Alu::Add, R1, 1)
+        .stx(Size::DW, R0, 0, R1);
+    a.ldx(Size::DW, R1, R0, 8).ldx(Size::W, R2, R6, SKB_LEN);
+    a.alu_reg(Alu::Add, R1, R2).stx(Size::DW, R0, 8, R1);
+    a.ja(drop);
+
+    // A new entry: one frame, its length, and the source address it came from.
+    a.bind(new);
+    a.st(Size::DW, R10, VAL_FRAMES, 1);
+    a.ldx(Size::W, R1, R6, SKB_LEN)
+        .stx(Size::DW, R10, VAL_BYTES, R1);
+    a.jmp_imm(Cond::Eq, R9, 6, new6);
+    a.st(Size::DW, R10, VAL_SRC, 0);
+    a.st(Size::H, R10, VAL_SRC + 8, 0);
+    a.st(Size::H, R10, VAL_SRC + 10, 0xffff);
+    // On failure the helper zeroes the bytes: the entry still counts, without a source.
+    load_bytes(&mut a, ETH_HDR + 12, VAL_SRC + 12, 4);
+    a.ja(insert);
+    a.bind(new6);
+    load_bytes(&mut a, ETH_HDR + 8, VAL_SRC, 16);
+    a.bind(insert);
+    a.ld_map_fd(R1, map_fd);
+    a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(KEY));
+    a.mov(R3, R10).alu_imm(Alu::Add, R3, i32::from(VAL));
+    a.mov_imm(R4, 0); // BPF_ANY
+    a.call(Helper::MapUpdateElem);
+
+    a.bind(drop);
+    a.mov_imm(R0, 0).exit();
+    a.bind(pass);
+    a.mov_imm(R0, snap).exit();
+    a.finish()
+}
+
+/// `R0 = bpf_skb_load_bytes(ctx, R7 + off, fp + to, len)`: bytes of the network header (moved
+/// by the tag) onto the stack.
+fn load_bytes(a: &mut Asm, off: i32, to: i16, len: i32) {
+    use Reg::*;
+    a.mov(R1, R6).mov(R2, R7).alu_imm(Alu::Add, R2, off);
+    a.mov(R3, R10).alu_imm(Alu::Add, R3, i32::from(to));
+    a.mov_imm(R4, len).call(Helper::SkbLoadBytes);
+}
+
+/// Goes to `ok` for a frame that came in for this port or for one of `host_macs`, else to
+/// `drop`.
+fn host_check(a: &mut Asm, host_macs: &[Mac], ok: super::insn::Label, drop: super::insn::Label) {
+    use Reg::*;
+    a.ldx(Size::W, R0, R6, SKB_PKT_TYPE);
+    a.jmp_imm(Cond::Eq, R0, PACKET_HOST, ok);
+    a.jmp_imm(Cond::Eq, R0, PACKET_OUTGOING, drop);
+    for m in host_macs {
+        let o = m.octets();
+        let next = a.label();
+        a.ld_abs(Size::W, 2);
+        a.jmp32_imm(
+            Cond::Ne,
+            R0,
+            u32::from_be_bytes([o[2], o[3], o[4], o[5]]),
+            next,
+        );
+        a.ld_abs(Size::H, 0);
+        a.jmp_imm(
+            Cond::Eq,
+            R0,
+            i32::from(u16::from_be_bytes([o[0], o[1]])),
+            ok,
+        );
+        a.bind(next);
+    }
+    a.ja(drop);
+}
+
+#[cfg(test)]
+#[path = "program_tests.rs"]
+mod tests;

@@ -1,0 +1,196 @@
+//! Counting in the kernel, live (root only): the eBPF program on a veth in a private network
+//! namespace counts exactly the frames it should, per (client, VLAN, destination), drops them
+//! before the ring, and still hands ARP to the ring.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use super::*;
+use crate::capture::ebpf::Delta;
+use crate::capture::frame::tests::{arp_frame, ipv4_frame};
+use crate::capture::frame::{parse, Frame};
+use crate::client::ClientKey;
+
+use super::tests::lab::*;
+
+const CLIENT2: Mac = Mac(0x02, 0x52, 0x4c, 0x42, 0x00, 0x0a);
+const MACVLAN: Mac = Mac(0x02, 0x52, 0x4c, 0xc2, 0x80, 0x81);
+const MACVLAN_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+fn counts(cap: &mut CaptureSocket) -> Vec<(ClientKey, IpAddr, u64, u64, Option<IpAddr>)> {
+    let mut out: Vec<Delta> = Vec::new();
+    cap.read_counts(&mut out).unwrap();
+    let mut v: Vec<_> = out
+        .iter()
+        .map(|d| (d.key.client, d.key.dst, d.frames, d.bytes, d.src))
+        .collect();
+    v.sort_by_key(|x| (x.0, x.1));
+    v
+}
+
+/// `frame` with an 802.1Q tag for `vlan` after the MACs.
+fn tagged(frame: &[u8], vlan: u16) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&[0x81, 0x00]);
+    f.extend_from_slice(&vlan.to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}
+
+fn live() -> Result<(), String> {
+    // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(format!(
+            "unshare(CLONE_NEWNET): {}",
+            io::Error::last_os_error()
+        ));
+    }
+    ip("link set lo up")?;
+    for key in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1")
+            .map_err(|e| format!("disable_ipv6: {e}"))?;
+    }
+    ip("link add cap0 address 02:52:4c:42:00:01 type veth peer name peer0 address 02:52:4c:42:00:02")?;
+    ip("link set cap0 up")?;
+    ip("link set peer0 up")?;
+    let cfg = small_ring();
+    let mut cap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &cfg).unwrap();
+    let peer = CaptureSocket::open_by_name("peer0", &[PEER_MAC], &cfg).unwrap();
+    match cap.count_in_kernel(&[MACVLAN], 1024) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            return Err(format!("no eBPF here: {e}"));
+        }
+        Err(e) => panic!("eBPF counting refused: {e}"),
+    }
+    assert!(cap.counts_in_kernel());
+    assert_eq!(cap.sampling(), 1);
+    assert!(cap.set_sampling(4).is_err());
+    assert!(cap.set_sampling(1).is_ok());
+    // The classic filter's MAC set is kept, not attached.
+    cap.set_macs(&[CAP_MAC]).unwrap();
+
+    let to_us = ipv4_frame(CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300);
+    let to_us2 = ipv4_frame(CLIENT2, CAP_MAC, OTHER_IP, SERVER_IP, false, 1000);
+    let to_macvlan = ipv4_frame(CLIENT, MACVLAN, CLIENT_IP, MACVLAN_IP, false, 200);
+    let to_other = ipv4_frame(CLIENT, OTHER, CLIENT_IP, OTHER_IP, false, 300);
+    let req = arp_frame(
+        CLIENT,
+        Mac::broadcast(),
+        1,
+        CLIENT,
+        CLIENT_IP,
+        Mac::zero(),
+        SERVER_IP,
+        false,
+    );
+    for _ in 0..100 {
+        peer.send(&to_us).unwrap();
+    }
+    for _ in 0..37 {
+        peer.send(&to_us2).unwrap();
+    }
+    for _ in 0..20 {
+        peer.send(&to_macvlan).unwrap();
+        peer.send(&to_other).unwrap();
+        // Our own outgoing frames are not load.
+        cap.send(&ipv4_frame(
+            CAP_MAC, PEER_MAC, SERVER_IP, CLIENT_IP, false, 300,
+        ))
+        .unwrap();
+    }
+    // A tag in the frame: the receive path takes it out (offloaded VLAN) before taps see it.
+    for _ in 0..5 {
+        peer.send(&tagged(&to_us, 100)).unwrap();
+    }
+    peer.send(&req).unwrap();
+
+    // Only the ARP request reaches the ring: every data frame was counted and dropped.
+    let got = collect(
+        &mut cap,
+        1,
+        usize::MAX,
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    );
+    let kinds: Vec<Option<Frame>> = got.iter().map(|(_, d)| parse(d)).collect();
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    assert!(
+        matches!(kinds[0], Some(Frame::Arp { op: 1, .. })),
+        "{kinds:?}"
+    );
+
+    let c = counts(&mut cap);
+    let client = ClientKey::untagged(CLIENT);
+    let want = vec![
+        (
+            client,
+            IpAddr::from(SERVER_IP),
+            100,
+            100 * to_us.len() as u64,
+            Some(IpAddr::from(CLIENT_IP)),
+        ),
+        (
+            client,
+            IpAddr::from(MACVLAN_IP),
+            20,
+            20 * to_macvlan.len() as u64,
+            Some(IpAddr::from(CLIENT_IP)),
+        ),
+        (
+            ClientKey::new(CLIENT, 100),
+            IpAddr::from(SERVER_IP),
+            5,
+            // The tag taken out is not in the length (nor in the ring's tp_len).
+            5 * to_us.len() as u64,
+            Some(IpAddr::from(CLIENT_IP)),
+        ),
+        (
+            ClientKey::untagged(CLIENT2),
+            IpAddr::from(SERVER_IP),
+            37,
+            37 * to_us2.len() as u64,
+            Some(IpAddr::from(OTHER_IP)),
+        ),
+    ];
+    let mut want = want;
+    want.sort_by_key(|x| (x.0, x.1));
+    assert_eq!(c, want);
+
+    // Deltas: nothing new, then only what was sent since.
+    assert_eq!(counts(&mut cap), vec![]);
+    for _ in 0..10 {
+        peer.send(&to_us).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let c = counts(&mut cap);
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        (c[0].0, c[0].2, c[0].3),
+        (client, 10, 10 * to_us.len() as u64)
+    );
+
+    // A new set of host MACs swaps the program; the counts carry on.
+    cap.set_count_macs(&[]).unwrap();
+    for _ in 0..3 {
+        peer.send(&to_macvlan).unwrap();
+        peer.send(&to_us).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let c = counts(&mut cap);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].2, 3);
+    Ok(())
+}
+
+#[test]
+fn live_ebpf_counting() {
+    if !crate::test_support::root_or_skip("live_ebpf_counting") {
+        return;
+    }
+    match std::thread::spawn(live).join() {
+        Ok(Ok(())) => {}
+        Ok(Err(reason)) => crate::test_support::skip("live_ebpf_counting", &reason),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
