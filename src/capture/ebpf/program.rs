@@ -15,7 +15,7 @@
 //!
 //! A frame too short for a field it needs is dropped (`LD_ABS` ends the program with 0).
 
-use super::insn::{Alu, Asm, Cond, Helper, Insn, Reg, Size};
+use super::insn::{Alu, Asm, Cond, Helper, Insn, Label, Reg, Size};
 use super::map::{KEY_SIZE, VALUE_SIZE};
 use crate::capture::Mac;
 
@@ -66,21 +66,55 @@ pub fn counting_program(
     let snap = i32::try_from(snap_len).map_err(|_| format!("snap length {snap_len} too large"))?;
     debug_assert_eq!(KEY_SIZE, 24);
     debug_assert_eq!(VALUE_SIZE, 32);
-    use Reg::*;
     let mut a = Asm::new();
-    let (drop, pass) = (a.label(), a.label());
-    let (untagged, inner, dispatch) = (a.label(), a.label(), a.label());
-    let (v4, v4key, v6data, v6key) = (a.label(), a.label(), a.label(), a.label());
-    let (count, new, new6, insert) = (a.label(), a.label(), a.label(), a.label());
+    let l = Labels::new(&mut a);
+    vlan_and_ethertype(&mut a, &l);
+    ipv6_key(&mut a, &l, host_macs);
+    ipv4_key(&mut a, &l, host_macs);
+    count(&mut a, &l, map_fd);
+    a.bind(l.drop);
+    a.mov_imm(Reg::R0, 0).exit();
+    a.bind(l.pass);
+    a.mov_imm(Reg::R0, snap).exit();
+    a.finish()
+}
 
-    // R6 = context (LD_ABS needs it there), R7 = the tag's length in the frame (0 or 4),
-    // R8 = VLAN, R9 = whether the driver took a tag out, later the address family (4 or 6).
+/// The program's jump targets, shared by its sections.
+struct Labels {
+    drop: Label,
+    pass: Label,
+    v4: Label,
+    count: Label,
+}
+
+impl Labels {
+    fn new(a: &mut Asm) -> Self {
+        Labels {
+            drop: a.label(),
+            pass: a.label(),
+            v4: a.label(),
+            count: a.label(),
+        }
+    }
+}
+
+/// R6 = context (LD_ABS needs it there), R7 = the tag's length in the frame (0 or 4), R8 =
+/// VLAN, R9 = whether the driver took a tag out; then dispatch on the EtherType: ARP passes,
+/// IPv4 goes to `v4`, IPv6 falls through, anything else drops.
+fn vlan_and_ethertype(a: &mut Asm, l: &Labels) {
+    use Reg::*;
+    let (untagged, inner, dispatch) = (a.label(), a.label(), a.label());
     a.mov(R6, R1).mov_imm(R7, 0).mov_imm(R8, 0);
     a.ldx(Size::W, R9, R6, SKB_VLAN_PRESENT);
     a.jmp_imm(Cond::Eq, R9, 0, untagged);
     a.ldx(Size::W, R0, R6, SKB_VLAN_PROTO);
     // vlan_proto is the raw big-endian TPID.
-    a.jmp_imm(Cond::Ne, R0, i32::from((ETH_P_8021Q as u16).to_be()), drop);
+    a.jmp_imm(
+        Cond::Ne,
+        R0,
+        i32::from((ETH_P_8021Q as u16).to_be()),
+        l.drop,
+    );
     a.ldx(Size::W, R8, R6, SKB_VLAN_TCI);
     a.alu_imm(Alu::And, R8, 0x0fff);
     a.bind(untagged);
@@ -94,47 +128,61 @@ pub fn counting_program(
     a.bind(inner);
     a.ld_abs(Size::H, 16);
     a.bind(dispatch);
-    a.jmp_imm(Cond::Eq, R0, ETH_P_ARP, pass);
-    a.jmp_imm(Cond::Eq, R0, ETH_P_IP, v4);
-    a.jmp_imm(Cond::Ne, R0, ETH_P_IPV6, drop);
+    a.jmp_imm(Cond::Eq, R0, ETH_P_ARP, l.pass);
+    a.jmp_imm(Cond::Eq, R0, ETH_P_IP, l.v4);
+    a.jmp_imm(Cond::Ne, R0, ETH_P_IPV6, l.drop);
+}
 
-    // IPv6.
+/// IPv6: NS/NA pass; a data frame for the host gets its destination in the key, R9 = 6.
+fn ipv6_key(a: &mut Asm, l: &Labels, host_macs: &[Mac]) {
+    use Reg::*;
+    let (v6data, v6key) = (a.label(), a.label());
     a.ld_ind(Size::B, R7, ETH_HDR);
     a.alu_imm(Alu::Rsh, R0, 4);
-    a.jmp_imm(Cond::Ne, R0, 6, drop);
+    a.jmp_imm(Cond::Ne, R0, 6, l.drop);
     a.ld_ind(Size::B, R7, ETH_HDR + 6);
     a.jmp_imm(Cond::Ne, R0, IPPROTO_ICMPV6, v6data);
     a.ld_ind(Size::B, R7, ETH_HDR + 40);
-    a.jmp_imm(Cond::Eq, R0, ND_NS, pass);
-    a.jmp_imm(Cond::Eq, R0, ND_NA, pass);
+    a.jmp_imm(Cond::Eq, R0, ND_NS, l.pass);
+    a.jmp_imm(Cond::Eq, R0, ND_NA, l.pass);
     a.bind(v6data);
-    host_check(&mut a, host_macs, v6key, drop);
+    host_check(a, host_macs, v6key, l.drop);
     a.bind(v6key);
     a.mov_imm(R9, 6);
-    load_bytes(&mut a, ETH_HDR + 24, KEY_DST, 16);
-    a.jmp_imm(Cond::Ne, R0, 0, drop);
-    a.ja(count);
+    load_bytes(a, ETH_HDR + 24, KEY_DST, 16);
+    a.jmp_imm(Cond::Ne, R0, 0, l.drop);
+    a.ja(l.count);
+}
 
-    // IPv4: what ip_rcv would take for a header at all.
-    a.bind(v4);
+/// IPv4 (what ip_rcv would take for a header at all) for the host: its destination in the key
+/// as ::ffff:a.b.c.d, R9 = 4; falls through to `count`.
+fn ipv4_key(a: &mut Asm, l: &Labels, host_macs: &[Mac]) {
+    use Reg::*;
+    let v4key = a.label();
+    a.bind(l.v4);
     a.ld_ind(Size::B, R7, ETH_HDR);
     a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 4);
-    a.jmp_imm(Cond::Ne, R1, 4, drop);
+    a.jmp_imm(Cond::Ne, R1, 4, l.drop);
     a.alu_imm(Alu::And, R0, 0x0f);
-    a.jmp_imm(Cond::Lt, R0, 5, drop);
-    host_check(&mut a, host_macs, v4key, drop);
+    a.jmp_imm(Cond::Lt, R0, 5, l.drop);
+    host_check(a, host_macs, v4key, l.drop);
     a.bind(v4key);
     a.mov_imm(R9, 4);
-    // ::ffff:a.b.c.d (a load of the packet is cheaper than the load-bytes helper; it is put
-    // back in the packet's byte order).
+    // A load of the packet is cheaper than the load-bytes helper; it is put back in the
+    // packet's byte order.
     a.st(Size::DW, R10, KEY_DST, 0);
     a.st(Size::H, R10, KEY_DST + 8, 0);
     a.st(Size::H, R10, KEY_DST + 10, 0xffff);
     a.ld_ind(Size::W, R7, ETH_HDR + 16).to_be(R0, 32);
     a.stx(Size::W, R10, KEY_DST + 12, R0);
+}
 
-    // The key's source MAC and VLAN, then the count.
-    a.bind(count);
+/// The key's source MAC and VLAN, then the count: this CPU's entry grows by the frame, or a
+/// new one is made (then falls through to `drop`).
+fn count(a: &mut Asm, l: &Labels, map_fd: i32) {
+    use Reg::*;
+    let (new, new6, insert) = (a.label(), a.label(), a.label());
+    a.bind(l.count);
     a.ld_abs(Size::W, 6)
         .to_be(R0, 32)
         .stx(Size::W, R10, KEY, R0);
@@ -152,7 +200,7 @@ pub fn counting_program(
         .stx(Size::DW, R0, 0, R1);
     a.ldx(Size::DW, R1, R0, 8).ldx(Size::W, R2, R6, SKB_LEN);
     a.alu_reg(Alu::Add, R1, R2).stx(Size::DW, R0, 8, R1);
-    a.ja(drop);
+    a.ja(l.drop);
 
     // A new entry: one frame, its length, and the source address it came from.
     a.bind(new);
@@ -164,22 +212,16 @@ pub fn counting_program(
     a.st(Size::H, R10, VAL_SRC + 8, 0);
     a.st(Size::H, R10, VAL_SRC + 10, 0xffff);
     // On failure the helper zeroes the bytes: the entry still counts, without a source.
-    load_bytes(&mut a, ETH_HDR + 12, VAL_SRC + 12, 4);
+    load_bytes(a, ETH_HDR + 12, VAL_SRC + 12, 4);
     a.ja(insert);
     a.bind(new6);
-    load_bytes(&mut a, ETH_HDR + 8, VAL_SRC, 16);
+    load_bytes(a, ETH_HDR + 8, VAL_SRC, 16);
     a.bind(insert);
     a.ld_map_fd(R1, map_fd);
     a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(KEY));
     a.mov(R3, R10).alu_imm(Alu::Add, R3, i32::from(VAL));
     a.mov_imm(R4, 0); // BPF_ANY
     a.call(Helper::MapUpdateElem);
-
-    a.bind(drop);
-    a.mov_imm(R0, 0).exit();
-    a.bind(pass);
-    a.mov_imm(R0, snap).exit();
-    a.finish()
 }
 
 /// `R0 = bpf_skb_load_bytes(ctx, R7 + off, fp + to, len)`: bytes of the network header (moved
@@ -193,7 +235,7 @@ fn load_bytes(a: &mut Asm, off: i32, to: i16, len: i32) {
 
 /// Goes to `ok` for a frame that came in for this port or for one of `host_macs`, else to
 /// `drop`.
-fn host_check(a: &mut Asm, host_macs: &[Mac], ok: super::insn::Label, drop: super::insn::Label) {
+fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, drop: Label) {
     use Reg::*;
     a.ldx(Size::W, R0, R6, SKB_PKT_TYPE);
     a.jmp_imm(Cond::Eq, R0, PACKET_HOST, ok);
