@@ -281,6 +281,11 @@ impl CaptureSocket {
         self.counter.as_ref().map(|c| c.store_name())
     }
 
+    /// Why the kernel counts in the hash and not the slot table, if it does.
+    pub fn kernel_store_fallback(&self) -> Option<&str> {
+        self.counter.as_ref().and_then(|c| c.slot_error())
+    }
+
     /// True while IPv4/IPv6 frames are counted in the kernel.
     pub fn counts_in_kernel(&self) -> bool {
         self.counter.is_some()

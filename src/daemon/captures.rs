@@ -264,11 +264,19 @@ impl Captures {
         let mut c = CaptureSocket::open(&p.name, p.ifindex, &self.macs(ports), &self.ring)?;
         if self.kernel != KernelCounting::Off {
             match c.count_in_kernel(&self.host_macs, self.map_entries) {
-                Ok(()) => info!(
-                    "port {}: counting every frame in the kernel (eBPF, map: {})",
-                    p.name,
-                    c.kernel_store().unwrap_or("?")
-                ),
+                Ok(()) => {
+                    info!(
+                        "port {}: counting every frame in the kernel (eBPF, map: {})",
+                        p.name,
+                        c.kernel_store().unwrap_or("?")
+                    );
+                    if let Some(why) = c.kernel_store_fallback() {
+                        info!(
+                            "port {}: no slot table here ({why}): the hash instead",
+                            p.name
+                        );
+                    }
+                }
                 Err(e) => self.cannot_count_in_kernel(&p.name, &e),
             }
         }

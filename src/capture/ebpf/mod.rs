@@ -50,6 +50,8 @@ pub struct KernelCounter {
     max_entries: u32,
     store: Store,
     slots: Option<(sys::Mapped, SlotReader)>,
+    /// Why the slot table could not be used, when the hash is the fallback.
+    slot_error: Option<String>,
     /// Values per entry: one per possible CPU.
     cpus: usize,
     deltas: Deltas,
@@ -120,22 +122,28 @@ impl KernelCounter {
     pub fn new(host_macs: &[Mac], snap_len: u32, max_entries: u32, name: &str) -> io::Result<Self> {
         let cpus = cpus()?;
         // The slot table where the kernel has it (and takes its program); else the hash.
-        if let Ok((map, prog, store, mem, n)) = slot_table(host_macs, snap_len, max_entries, name) {
-            return Ok(KernelCounter {
-                map,
-                prog,
-                max_entries: n,
-                store,
-                slots: Some((mem, SlotReader::new(n))),
-                cpus,
-                deltas: Deltas::new(),
-                batch: false,
-                batch_len: BATCH,
-                keys: Vec::new(),
-                values: Vec::new(),
-            });
-        }
-        Self::with_hash(host_macs, snap_len, max_entries, name)
+        let e = match slot_table(host_macs, snap_len, max_entries, name) {
+            Ok((map, prog, store, mem, n)) => {
+                return Ok(KernelCounter {
+                    map,
+                    prog,
+                    max_entries: n,
+                    store,
+                    slots: Some((mem, SlotReader::new(n))),
+                    slot_error: None,
+                    cpus,
+                    deltas: Deltas::new(),
+                    batch: false,
+                    batch_len: BATCH,
+                    keys: Vec::new(),
+                    values: Vec::new(),
+                })
+            }
+            Err(e) => e,
+        };
+        let mut c = Self::with_hash(host_macs, snap_len, max_entries, name)?;
+        c.slot_error = Some(e.to_string());
+        Ok(c)
     }
 
     /// Counts in the per-CPU LRU hash even where the slot table would work.
@@ -162,6 +170,7 @@ impl KernelCounter {
             max_entries: max_entries.max(1),
             store: Store::Hash,
             slots: None,
+            slot_error: None,
             cpus,
             deltas: Deltas::new(),
             batch: true,
@@ -201,6 +210,11 @@ impl KernelCounter {
             Store::Slots { .. } => "slots",
             Store::Hash => "hash",
         }
+    }
+
+    /// Why the slot table is not used, when the kernel refused it.
+    pub fn slot_error(&self) -> Option<&str> {
+        self.slot_error.as_deref()
     }
 
     /// Largest number of entries the map holds.
