@@ -120,6 +120,15 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             65_536,
         ),
         (
+            "(h) rlbd eBPF counting in the LRU hash (fallback), 65,536 clients",
+            Receiver::Rlbd {
+                capacity: 65_536,
+                sampling: Sampling::EbpfHash,
+                per_client: false,
+            },
+            65_536,
+        ),
+        (
             "(k) rlbd, kernel drops every data frame",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,

@@ -46,6 +46,8 @@ pub enum Sampling {
     Fixed(u32),
     /// Counting in the kernel (eBPF map), read once a second.
     Ebpf,
+    /// The same in the per-CPU LRU hash (the fallback where the kernel cannot map a map).
+    EbpfHash,
 }
 
 impl Sampling {
@@ -55,6 +57,7 @@ impl Sampling {
             Sampling::Off => "sampling=off".into(),
             Sampling::Fixed(n) => format!("sampling=fixed:{n}"),
             Sampling::Ebpf => "sampling=ebpf".into(),
+            Sampling::EbpfHash => "sampling=ebpf-hash".into(),
         }
     }
 
@@ -64,6 +67,7 @@ impl Sampling {
             Some(("fixed", n)) => n.parse().ok().map(Sampling::Fixed),
             None if s == "off" => Some(Sampling::Off),
             None if s == "ebpf" => Some(Sampling::Ebpf),
+            None if s == "ebpf-hash" => Some(Sampling::EbpfHash),
             _ => None,
         }
     }
@@ -197,8 +201,13 @@ impl RlbdReceiver {
                 cap.set_sampling(n).map_err(|e| e.to_string())?;
                 None
             }
-            Sampling::Ebpf => {
-                let c = KernelCounter::new(&[], ring.snap_len, map_entries(capacity), iface)
+            Sampling::Ebpf | Sampling::EbpfHash => {
+                let make = if sampling == Sampling::Ebpf {
+                    KernelCounter::new
+                } else {
+                    KernelCounter::with_hash
+                };
+                let c = make(&[], ring.snap_len, map_entries(capacity), iface)
                     .map_err(|e| e.to_string())?;
                 c.attach(cap.as_fd()).map_err(|e| e.to_string())?;
                 counter = Some(c);

@@ -251,13 +251,39 @@ impl CaptureSocket {
     /// dropping them before any copy; ARP and Neighbor Discovery still reach the ring. On error
     /// (no CAP_BPF, an old kernel, the verifier refuses) nothing changes.
     pub fn count_in_kernel(&mut self, host_macs: &[Mac], max_entries: u32) -> io::Result<()> {
+        let c = KernelCounter::new(host_macs, self.snap_len, max_entries, &self.name);
+        self.count_with(c)
+    }
+
+    /// [`count_in_kernel`](Self::count_in_kernel) with the LRU hash even where the slot table
+    /// would work (the fallback, tested on kernels that have both).
+    #[cfg(test)]
+    pub(crate) fn count_in_kernel_hash(
+        &mut self,
+        host_macs: &[Mac],
+        max_entries: u32,
+    ) -> io::Result<()> {
+        let c = KernelCounter::with_hash(host_macs, self.snap_len, max_entries, &self.name);
+        self.count_with(c)
+    }
+
+    fn count_with(&mut self, c: io::Result<KernelCounter>) -> io::Result<()> {
         let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "eBPF counting", e);
-        let c =
-            KernelCounter::new(host_macs, self.snap_len, max_entries, &self.name).map_err(ctx)?;
+        let c = c.map_err(ctx)?;
         c.attach(self.fd.as_fd()).map_err(ctx)?;
         self.weights.set(Weights::EXACT);
         self.counter = Some(c);
         Ok(())
+    }
+
+    /// Where the kernel counts ("slots" or "hash"), while it does.
+    pub fn kernel_store(&self) -> Option<&'static str> {
+        self.counter.as_ref().map(|c| c.store_name())
+    }
+
+    /// Why the kernel counts in the hash and not the slot table, if it does.
+    pub fn kernel_store_fallback(&self) -> Option<&str> {
+        self.counter.as_ref().and_then(|c| c.slot_error())
     }
 
     /// True while IPv4/IPv6 frames are counted in the kernel.
@@ -278,16 +304,17 @@ impl CaptureSocket {
     }
 
     /// While counting in the kernel: the counts since the last call, per (client,
-    /// destination), into `out` (cleared first; empty when not counting in the kernel). On error
-    /// `out` still holds what was read.
-    pub fn read_counts(&mut self, out: &mut Vec<Delta>) -> io::Result<()> {
+    /// destination), into `out` (cleared first; empty when not counting in the kernel), and the
+    /// frames counted under no client (the map was full). On error `out` still holds what was
+    /// read.
+    pub fn read_counts(&mut self, out: &mut Vec<Delta>) -> io::Result<u64> {
         out.clear();
         let (name, ifindex) = (&self.name, self.ifindex);
         match self.counter.as_mut() {
             Some(c) => c
                 .read(out)
                 .map_err(|e| with_ctx(name, ifindex, "reading the counting map", e)),
-            None => Ok(()),
+            None => Ok(0),
         }
     }
 

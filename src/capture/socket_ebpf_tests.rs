@@ -37,7 +37,7 @@ fn tagged(frame: &[u8], vlan: u16) -> Vec<u8> {
     f
 }
 
-fn live() -> Result<(), String> {
+fn live(hash: bool) -> Result<(), String> {
     // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(format!(
@@ -56,7 +56,12 @@ fn live() -> Result<(), String> {
     let cfg = small_ring();
     let mut cap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &cfg).unwrap();
     let peer = CaptureSocket::open_by_name("peer0", &[PEER_MAC], &cfg).unwrap();
-    match cap.count_in_kernel(&[MACVLAN], 1024) {
+    let counting = if hash {
+        cap.count_in_kernel_hash(&[MACVLAN], 1024)
+    } else {
+        cap.count_in_kernel(&[MACVLAN], 1024)
+    };
+    match counting {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             return Err(format!("no eBPF here: {e}"));
@@ -64,6 +69,9 @@ fn live() -> Result<(), String> {
         Err(e) => panic!("eBPF counting refused: {e}"),
     }
     assert!(cap.counts_in_kernel());
+    // Every kernel rlbd's labs boot maps arrays (5.5 and later).
+    let want = if hash { "hash" } else { "slots" };
+    assert_eq!(cap.kernel_store(), Some(want));
     assert_eq!(cap.sampling(), 1);
     assert!(cap.set_sampling(4).is_err());
     assert!(cap.set_sampling(1).is_ok());
@@ -188,9 +196,11 @@ fn live_ebpf_counting() {
     if !crate::test_support::root_or_skip("live_ebpf_counting") {
         return;
     }
-    match std::thread::spawn(live).join() {
-        Ok(Ok(())) => {}
-        Ok(Err(reason)) => crate::test_support::skip("live_ebpf_counting", &reason),
-        Err(panic) => std::panic::resume_unwind(panic),
+    for hash in [false, true] {
+        match std::thread::spawn(move || live(hash)).join() {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => crate::test_support::skip("live_ebpf_counting", &reason),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 }

@@ -32,6 +32,8 @@ pub struct Captures {
     map_entries: u32,
     /// Ports already told why they cannot count in the kernel (said once per port name).
     told: Vec<String>,
+    /// Ports whose counting map is full (told once per episode).
+    full: Vec<bool>,
 }
 
 /// How a port counts IPv4/IPv6 frames, for status and metrics.
@@ -78,6 +80,7 @@ impl Captures {
             kernel,
             map_entries,
             told: Vec::new(),
+            full: Vec::new(),
         }
     }
 
@@ -133,6 +136,7 @@ impl Captures {
             self.ready.resize(n, false);
             let limit = self.sampling_limit;
             self.samplers.resize_with(n, || Sampler::new(limit));
+            self.full.resize(n, false);
         }
     }
 
@@ -199,8 +203,8 @@ impl Captures {
     }
 
     /// What the ports that count in the kernel counted since the last call: (port, counts)
-    /// into `out` (cleared first). False when a map could not be read whole (the rates of this
-    /// second miss part of it).
+    /// into `out` (cleared first). False when a map could not be read whole or was full (the
+    /// rates of this second miss part of it).
     pub fn read_counts(
         &mut self,
         ports: &PortTable,
@@ -213,10 +217,27 @@ impl Captures {
             let Some(c) = c.as_mut().filter(|c| c.counts_in_kernel()) else {
                 continue;
             };
-            if let Err(e) = c.read_counts(buf) {
-                let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
-                warn!("port {name}: {e}");
-                whole = false;
+            let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
+            match c.read_counts(buf) {
+                Err(e) => {
+                    warn!("port {name}: {e}");
+                    whole = false;
+                }
+                Ok(0) => {
+                    if std::mem::take(&mut self.full[i]) {
+                        info!("port {name}: the counting map has room again");
+                    }
+                }
+                Ok(lost) => {
+                    if !std::mem::replace(&mut self.full[i], true) {
+                        warn!(
+                            "port {name}: the counting map is full ({lost} frames counted under \
+                             no client this second; more clients than table_size allows?): \
+                             no move is made on such seconds"
+                        );
+                    }
+                    whole = false;
+                }
             }
             out.extend(buf.drain(..).map(|d| (i, d)));
         }
@@ -243,7 +264,19 @@ impl Captures {
         let mut c = CaptureSocket::open(&p.name, p.ifindex, &self.macs(ports), &self.ring)?;
         if self.kernel != KernelCounting::Off {
             match c.count_in_kernel(&self.host_macs, self.map_entries) {
-                Ok(()) => info!("port {}: counting every frame in the kernel (eBPF)", p.name),
+                Ok(()) => {
+                    info!(
+                        "port {}: counting every frame in the kernel (eBPF, map: {})",
+                        p.name,
+                        c.kernel_store().unwrap_or("?")
+                    );
+                    if let Some(why) = c.kernel_store_fallback() {
+                        info!(
+                            "port {}: no slot table here ({why}): the hash instead",
+                            p.name
+                        );
+                    }
+                }
                 Err(e) => self.cannot_count_in_kernel(&p.name, &e),
             }
         }

@@ -56,8 +56,10 @@ impl Size {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alu {
     Add,
+    Mul,
     And,
     Rsh,
+    Xor,
     Mov,
 }
 
@@ -65,8 +67,10 @@ impl Alu {
     const fn code(self) -> u8 {
         match self {
             Alu::Add => 0x00,
+            Alu::Mul => 0x20,
             Alu::And => 0x50,
             Alu::Rsh => 0x70,
+            Alu::Xor => 0xa0,
             Alu::Mov => 0xb0,
         }
     }
@@ -113,6 +117,8 @@ pub const MODE_IMM: u8 = 0x00;
 pub const MODE_ABS: u8 = 0x20;
 pub const MODE_IND: u8 = 0x40;
 pub const MODE_MEM: u8 = 0x60;
+/// `BPF_ATOMIC` (called `BPF_XADD` before Linux 5.12; an immediate of 0 is the add both know).
+pub const MODE_ATOMIC: u8 = 0xc0;
 pub const SRC_K: u8 = 0x00;
 pub const SRC_X: u8 = 0x08;
 pub const OP_JA: u8 = 0x00;
@@ -310,6 +316,17 @@ impl Asm {
         ))
     }
 
+    /// `*(u64 *)(dst + off) += src`, atomically (other CPUs count into the same memory).
+    pub fn atomic_add(&mut self, dst: Reg, off: i16, src: Reg) -> &mut Self {
+        self.push(Insn::new(
+            CLASS_STX | MODE_ATOMIC | Size::DW.code(),
+            dst,
+            src,
+            off,
+            0,
+        ))
+    }
+
     /// `*(size *)(dst + off) = imm`.
     pub fn st(&mut self, size: Size, dst: Reg, off: i16, imm: i32) -> &mut Self {
         self.push(Insn::new(
@@ -340,6 +357,12 @@ impl Asm {
             0,
             imm,
         ))
+    }
+
+    /// `if dst <cond> src goto to`.
+    pub fn jmp_reg(&mut self, cond: Cond, dst: Reg, src: Reg, to: Label) -> &mut Self {
+        self.fixups.push((self.insns.len(), to));
+        self.push(Insn::new(CLASS_JMP | cond.code() | SRC_X, dst, src, 0, 0))
     }
 
     /// `if (u32)dst <cond> (u32)imm goto to`: compares the low 32 bits (a 64-bit compare would

@@ -100,3 +100,27 @@ fn bad_labels_are_errors_not_panics() {
     a.exit();
     assert!(a.finish().unwrap_err().contains("out of range"));
 }
+
+#[test]
+#[cfg(target_endian = "little")]
+fn slot_counting_encodings_match_the_kernel_headers() {
+    let mut a = Asm::new();
+    let l = a.label();
+    a.alu_imm(Alu::Mul, Reg::R1, 0x1234_5679) // 27 01
+        .alu_reg(Alu::Xor, Reg::R1, Reg::R2) // af 21
+        .jmp_reg(Cond::Ne, Reg::R1, Reg::R2, l) // 5d 21
+        .atomic_add(Reg::R0, 24, Reg::R1); // db 10 1800 (BPF_STX | BPF_ATOMIC | BPF_DW, BPF_ADD)
+    a.bind(l);
+    a.exit();
+    let got: Vec<[u8; 8]> = a.finish().unwrap().iter().map(bytes).collect();
+    assert_eq!(
+        got,
+        vec![
+            [0x27, 0x01, 0, 0, 0x79, 0x56, 0x34, 0x12],
+            [0xaf, 0x21, 0, 0, 0, 0, 0, 0],
+            [0x5d, 0x21, 1, 0, 0, 0, 0, 0],
+            [0xdb, 0x10, 24, 0, 0, 0, 0, 0],
+            [0x95, 0, 0, 0, 0, 0, 0, 0],
+        ]
+    );
+}

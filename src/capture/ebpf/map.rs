@@ -23,7 +23,7 @@ pub struct EntryKey {
     pub dst: IpAddr,
 }
 
-fn addr(b: &[u8; 16]) -> IpAddr {
+pub(super) fn addr(b: &[u8; 16]) -> IpAddr {
     let v6 = Ipv6Addr::from(*b);
     match v6.to_ipv4_mapped() {
         Some(v4) => IpAddr::V4(v4),

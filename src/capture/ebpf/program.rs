@@ -17,6 +17,7 @@
 
 use super::insn::{Alu, Asm, Cond, Helper, Insn, Label, Reg, Size};
 use super::map::{KEY_SIZE, VALUE_SIZE};
+use super::slots::{PROBES, SLOT_BYTES, SLOT_FRAMES, SLOT_SRC};
 use crate::capture::Mac;
 
 // `struct __sk_buff` field offsets (UAPI).
@@ -45,7 +46,19 @@ const VAL: i16 = -56;
 const VAL_FRAMES: i16 = VAL;
 const VAL_BYTES: i16 = VAL + 8;
 const VAL_SRC: i16 = VAL + 16;
+/// The slot table's probe index (u32), where the hash map's new value would be.
+const IDX: i16 = VAL;
 
+/// Where the program counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// A per-CPU LRU hash keyed by the key (`map.rs`).
+    Hash,
+    /// An mmapable array of `slots` slots (a power of two) and the overflow slot (`slots.rs`),
+    /// probed from the key hashed with the odd multipliers `mul` (secret per process, so
+    /// senders cannot aim their MACs at one probe run).
+    Slots { slots: u32, mul: [i32; 3] },
+}
 /// Most host MACs (besides the port's own) one program tests: 4 instructions each, twice.
 pub const MAX_HOST_MACS: usize = 64;
 
@@ -56,6 +69,7 @@ pub fn counting_program(
     host_macs: &[Mac],
     snap_len: u32,
     map_fd: i32,
+    store: Store,
 ) -> Result<Vec<Insn>, String> {
     if host_macs.len() > MAX_HOST_MACS {
         return Err(format!(
@@ -64,6 +78,11 @@ pub fn counting_program(
         ));
     }
     let snap = i32::try_from(snap_len).map_err(|_| format!("snap length {snap_len} too large"))?;
+    if let Store::Slots { slots, .. } = store {
+        if !slots.is_power_of_two() || slots > 1 << 30 {
+            return Err(format!("{slots} slots: a power of two up to 2^30 expected"));
+        }
+    }
     debug_assert_eq!(KEY_SIZE, 24);
     debug_assert_eq!(VALUE_SIZE, 32);
     let mut a = Asm::new();
@@ -71,7 +90,11 @@ pub fn counting_program(
     vlan_and_ethertype(&mut a, &l);
     ipv6_key(&mut a, &l, host_macs);
     ipv4_key(&mut a, &l, host_macs);
-    count(&mut a, &l, map_fd);
+    key_source(&mut a, &l);
+    match store {
+        Store::Hash => count_hash(&mut a, &l, map_fd),
+        Store::Slots { slots, mul } => count_slots(&mut a, &l, map_fd, slots, mul),
+    }
     a.bind(l.drop);
     a.mov_imm(Reg::R0, 0).exit();
     a.bind(l.pass);
@@ -177,11 +200,9 @@ fn ipv4_key(a: &mut Asm, l: &Labels, host_macs: &[Mac]) {
     a.stx(Size::W, R10, KEY_DST + 12, R0);
 }
 
-/// The key's source MAC and VLAN, then the count: this CPU's entry grows by the frame, or a
-/// new one is made (then falls through to `drop`).
-fn count(a: &mut Asm, l: &Labels, map_fd: i32) {
+/// The key's source MAC and VLAN (the destination is in already).
+fn key_source(a: &mut Asm, l: &Labels) {
     use Reg::*;
-    let (new, new6, insert) = (a.label(), a.label(), a.label());
     a.bind(l.count);
     a.ld_abs(Size::W, 6)
         .to_be(R0, 32)
@@ -190,6 +211,13 @@ fn count(a: &mut Asm, l: &Labels, map_fd: i32) {
         .to_be(R0, 16)
         .stx(Size::H, R10, KEY + 4, R0);
     a.stx(Size::H, R10, KEY_VLAN, R8);
+}
+
+/// The count in the hash: this CPU's entry grows by the frame, or a new one is made (then
+/// falls through to `drop`).
+fn count_hash(a: &mut Asm, l: &Labels, map_fd: i32) {
+    use Reg::*;
+    let (new, new6, insert) = (a.label(), a.label(), a.label());
     a.ld_map_fd(R1, map_fd);
     a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(KEY));
     a.call(Helper::MapLookupElem);
@@ -222,6 +250,91 @@ fn count(a: &mut Asm, l: &Labels, map_fd: i32) {
     a.mov(R3, R10).alu_imm(Alu::Add, R3, i32::from(VAL));
     a.mov_imm(R4, 0); // BPF_ANY
     a.call(Helper::MapUpdateElem);
+}
+
+/// The count in the slot table: the key's slot is the first of its probe run that holds the
+/// key, or the first free one (claimed: key and source written, the key's first word last);
+/// with neither, the overflow slot. Frames and bytes are atomic adds (other CPUs count into
+/// the same slot). Falls through to `drop`.
+fn count_slots(a: &mut Asm, l: &Labels, map_fd: i32, slots: u32, mul: [i32; 3]) {
+    use Reg::*;
+    let mask = (slots - 1) as i32;
+    let (claim, add) = (a.label(), a.label());
+    // The all-zero MAC untagged would read as a free slot.
+    a.ldx(Size::DW, R1, R10, KEY);
+    a.jmp_imm(Cond::Eq, R1, 0, l.drop);
+    a.alu_imm(Alu::Mul, R1, mul[0]);
+    for (w, m) in [(KEY + 8, mul[1]), (KEY + 16, mul[2])] {
+        a.ldx(Size::DW, R2, R10, w).alu_imm(Alu::Mul, R2, m);
+        a.alu_reg(Alu::Xor, R1, R2);
+    }
+    a.mov(R2, R1)
+        .alu_imm(Alu::Rsh, R2, 32)
+        .alu_reg(Alu::Xor, R1, R2);
+    a.alu_imm(Alu::And, R1, mask);
+    a.stx(Size::W, R10, IDX, R1);
+    for _ in 0..PROBES {
+        let (next, other) = (a.label(), a.label());
+        lookup_slot(a, map_fd, l.drop);
+        a.ldx(Size::DW, R1, R0, 0).ldx(Size::DW, R2, R10, KEY);
+        a.jmp_reg(Cond::Ne, R1, R2, other);
+        for w in [8, 16] {
+            a.ldx(Size::DW, R1, R0, w).ldx(Size::DW, R2, R10, KEY + w);
+            a.jmp_reg(Cond::Ne, R1, R2, next);
+        }
+        a.ja(add);
+        a.bind(other);
+        a.jmp_imm(Cond::Eq, R1, 0, claim);
+        a.bind(next);
+        a.ldx(Size::W, R1, R10, IDX).alu_imm(Alu::Add, R1, 1);
+        a.alu_imm(Alu::And, R1, mask).stx(Size::W, R10, IDX, R1);
+    }
+    a.st(Size::W, R10, IDX, slots as i32);
+    lookup_slot(a, map_fd, l.drop);
+    a.ja(add);
+
+    // R8 (the VLAN, in the key now) keeps the slot across the helper calls.
+    let (src4, src_done) = (a.label(), a.label());
+    a.bind(claim);
+    a.mov(R8, R0);
+    for w in [8, 16] {
+        a.ldx(Size::DW, R1, R10, KEY + w).stx(Size::DW, R8, w, R1);
+    }
+    a.jmp_imm(Cond::Ne, R9, 6, src4);
+    load_bytes_to(a, R8, ETH_HDR + 8, SLOT_SRC as i16, 16);
+    a.ja(src_done);
+    a.bind(src4);
+    a.st(Size::DW, R8, SLOT_SRC as i16, 0);
+    a.st(Size::H, R8, SLOT_SRC as i16 + 8, 0);
+    a.st(Size::H, R8, SLOT_SRC as i16 + 10, 0xffff);
+    load_bytes_to(a, R8, ETH_HDR + 12, SLOT_SRC as i16 + 12, 4);
+    a.bind(src_done);
+    a.ldx(Size::DW, R1, R10, KEY).stx(Size::DW, R8, 0, R1);
+    a.mov(R0, R8);
+
+    a.bind(add);
+    a.mov_imm(R1, 1).atomic_add(R0, SLOT_FRAMES as i16, R1);
+    a.ldx(Size::W, R1, R6, SKB_LEN)
+        .atomic_add(R0, SLOT_BYTES as i16, R1);
+}
+
+/// `R0 = &slots[*(u32 *)(fp + IDX)]`, or to `drop` (never: the index is in range, but the
+/// verifier wants the check).
+fn lookup_slot(a: &mut Asm, map_fd: i32, drop: Label) {
+    use Reg::*;
+    a.ld_map_fd(R1, map_fd);
+    a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(IDX));
+    a.call(Helper::MapLookupElem);
+    a.jmp_imm(Cond::Eq, R0, 0, drop);
+}
+
+/// `bpf_skb_load_bytes(ctx, R7 + off, base + to, len)` into a slot (`base`, a callee-saved
+/// register). On failure the helper zeroes the bytes.
+fn load_bytes_to(a: &mut Asm, base: Reg, off: i32, to: i16, len: i32) {
+    use Reg::*;
+    a.mov(R1, R6).mov(R2, R7).alu_imm(Alu::Add, R2, off);
+    a.mov(R3, base).alu_imm(Alu::Add, R3, i32::from(to));
+    a.mov_imm(R4, len).call(Helper::SkbLoadBytes);
 }
 
 /// `R0 = bpf_skb_load_bytes(ctx, R7 + off, fp + to, len)`: bytes of the network header (moved

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::super::insn::*;
-use super::super::map::{decode_key, sum_values, EntryKey, RawKey, KEY_SIZE, VALUE_SIZE};
+use super::super::map::{addr, decode_key, sum_values, EntryKey, RawKey, KEY_SIZE, VALUE_SIZE};
+use super::super::slots::SLOT_SIZE;
 use super::*;
 use crate::capture::frame::tests::ipv4_frame;
 use crate::client::ClientKey;
@@ -41,26 +42,75 @@ impl V {
     }
 }
 
-#[derive(Default)]
+/// The map as the program sees it: the hash (keys, one CPU's values) or the slot table.
 struct Map {
+    store: Store,
     keys: Vec<RawKey>,
-    values: Vec<[u8; VALUE_SIZE]>,
+    values: Vec<Vec<u8>>,
     index: HashMap<RawKey, usize>,
 }
 
+/// Both stores, the slot table small enough that probe runs meet.
+fn stores() -> [Store; 2] {
+    [
+        Store::Hash,
+        Store::Slots {
+            slots: 8,
+            mul: [0x2545_f491, 0x1b87_3593, 0x0cc9_e2d5],
+        },
+    ]
+}
+
 impl Map {
+    fn new(store: Store) -> Map {
+        let values = match store {
+            Store::Hash => Vec::new(),
+            Store::Slots { slots, .. } => vec![vec![0; SLOT_SIZE]; slots as usize + 1],
+        };
+        Map {
+            store,
+            keys: Vec::new(),
+            values,
+            index: HashMap::new(),
+        }
+    }
+
     fn counts(&self) -> Vec<(EntryKey, u64, u64, Option<IpAddr>)> {
-        let mut v: Vec<_> = self
-            .keys
-            .iter()
-            .zip(&self.values)
-            .map(|(k, val)| {
-                let t = sum_values(val);
-                (decode_key(k), t.frames, t.bytes, t.src)
-            })
-            .collect();
+        let mut v: Vec<_> = match self.store {
+            Store::Hash => self
+                .keys
+                .iter()
+                .zip(&self.values)
+                .map(|(k, val)| {
+                    let t = sum_values(val);
+                    (decode_key(k), t.frames, t.bytes, t.src)
+                })
+                .collect(),
+            Store::Slots { slots, .. } => self.values[..slots as usize]
+                .iter()
+                .filter(|s| s[..8] != [0; 8])
+                .map(|s| {
+                    let k: RawKey = s[..KEY_SIZE].try_into().unwrap();
+                    let src = addr(&s[40..56].try_into().unwrap());
+                    (
+                        decode_key(&k),
+                        ne(&s[24..32]),
+                        ne(&s[32..40]),
+                        (!src.is_unspecified()).then_some(src),
+                    )
+                })
+                .collect(),
+        };
         v.sort_by_key(|x| (x.0.client, x.0.dst));
         v
+    }
+
+    /// Frames the slot table counted under no client.
+    fn overflow(&self) -> u64 {
+        match self.store {
+            Store::Hash => 0,
+            Store::Slots { slots, .. } => ne(&self.values[slots as usize][24..32]),
+        }
     }
 }
 
@@ -110,7 +160,10 @@ fn run(prog: &[Insn], skb: &Skb, map: &mut Map) -> u64 {
                 r[dst] = match (i.code & 0xf0, r[dst], rhs) {
                     (0xb0, _, v) => v,
                     (0x00, V::Stack(o), V::Scalar(k)) => V::Stack(o + k as i64),
+                    (0x00, V::Value(e, o), V::Scalar(k)) => V::Value(e, o + k as i64),
                     (0x00, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_add(b)),
+                    (0x20, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_mul(b)),
+                    (0xa0, V::Scalar(a), V::Scalar(b)) => V::Scalar(a ^ b),
                     (0x50, V::Scalar(a), V::Scalar(b)) => V::Scalar(a & b),
                     (0x70, V::Scalar(a), V::Scalar(b)) => V::Scalar(a >> b),
                     other => panic!("unsupported ALU {other:?}"),
@@ -165,6 +218,16 @@ fn run(prog: &[Insn], skb: &Skb, map: &mut Map) -> u64 {
                     other => panic!("load through {other:?}"),
                 });
             }
+            CLASS_STX if i.code & 0xe0 == MODE_ATOMIC => {
+                assert_eq!((size, i.imm), (8, 0), "only 64-bit atomic add here");
+                let V::Value(e, o) = r[dst] else {
+                    panic!("atomic add through {:?}", r[dst]);
+                };
+                let at = (o + i64::from(i.off)) as usize;
+                assert_eq!(at % 8, 0, "unaligned atomic");
+                let v = ne(&map.values[e][at..at + 8]).wrapping_add(r[src].s());
+                map.values[e][at..at + 8].copy_from_slice(&v.to_ne_bytes());
+            }
             CLASS_ST | CLASS_STX => {
                 let v = if i.class() == CLASS_STX {
                     r[src].s()
@@ -206,7 +269,11 @@ fn run(prog: &[Insn], skb: &Skb, map: &mut Map) -> u64 {
                         V::Value(..) => 1,
                         other => panic!("compare {other:?}"),
                     };
-                    let mut b = i.imm as i64 as u64;
+                    let mut b = if i.code & SRC_X != 0 {
+                        r[src].s()
+                    } else {
+                        i.imm as i64 as u64
+                    };
                     if i.class() == CLASS_JMP32 {
                         a &= 0xffff_ffff;
                         b &= 0xffff_ffff;
@@ -245,20 +312,36 @@ fn call(h: i32, r: &[V; 11], stack: &mut [u8; 512], skb: &Skb, map: &mut Map) ->
     match h {
         26 => {
             assert_eq!(r[1], V::Ctx);
-            let (off, to, len) = (r[2].s() as usize, stack_at(r[3]), r[4].s() as usize);
+            let (off, len) = (r[2].s() as usize, r[4].s() as usize);
+            let to: &mut [u8] = match r[3] {
+                V::Stack(o) => &mut stack[o as usize..o as usize + len],
+                V::Value(e, o) => &mut map.values[e][o as usize..o as usize + len],
+                other => panic!("load bytes into {other:?}"),
+            };
             match skb.data.get(off..off + len) {
                 Some(b) => {
-                    stack[to..to + len].copy_from_slice(b);
+                    to.copy_from_slice(b);
                     V::Scalar(0)
                 }
                 None => {
-                    stack[to..to + len].fill(0);
+                    to.fill(0);
                     V::Scalar(-14i64 as u64)
                 }
             }
         }
+        1 if matches!(map.store, Store::Slots { .. }) => {
+            assert_eq!(r[1], V::Map);
+            let at = stack_at(r[2]);
+            let i = ne(&stack[at..at + 4]) as usize;
+            if i < map.values.len() {
+                V::Value(i, 0)
+            } else {
+                V::Scalar(0)
+            }
+        }
         1 | 2 => {
             assert_eq!(r[1], V::Map);
+            assert_eq!(map.store, Store::Hash);
             let at = stack_at(r[2]);
             let mut k: RawKey = [0; KEY_SIZE];
             k.copy_from_slice(&stack[at..at + KEY_SIZE]);
@@ -269,11 +352,11 @@ fn call(h: i32, r: &[V; 11], stack: &mut [u8; 512], skb: &Skb, map: &mut Map) ->
             let mut v = [0u8; VALUE_SIZE];
             v.copy_from_slice(&stack[at..at + VALUE_SIZE]);
             match map.index.get(&k) {
-                Some(e) => map.values[*e] = v,
+                Some(e) => map.values[*e] = v.to_vec(),
                 None => {
                     map.index.insert(k, map.keys.len());
                     map.keys.push(k);
-                    map.values.push(v);
+                    map.values.push(v.to_vec());
                 }
             }
             V::Scalar(0)
@@ -331,8 +414,8 @@ fn arp() -> Vec<u8> {
     f
 }
 
-fn prog(host_macs: &[Mac]) -> Vec<Insn> {
-    counting_program(host_macs, SNAP, MAP_FD).unwrap()
+fn prog(host_macs: &[Mac], store: Store) -> Vec<Insn> {
+    counting_program(host_macs, SNAP, MAP_FD, store).unwrap()
 }
 
 fn key(vlan: u16, dst: IpAddr) -> EntryKey {
@@ -344,8 +427,14 @@ fn key(vlan: u16, dst: IpAddr) -> EntryKey {
 
 #[test]
 fn ipv4_to_the_port_is_counted_and_dropped() {
-    let p = prog(&[]);
-    let mut m = Map::default();
+    for s in stores() {
+        ipv4_to_the_port_is_counted_and_dropped_in(s);
+    }
+}
+
+fn ipv4_to_the_port_is_counted_and_dropped_in(store: Store) {
+    let p = prog(&[], store);
+    let mut m = Map::new(store);
     let f = v4(PORT);
     assert_eq!(run(&p, &host(f.clone()), &mut m), 0);
     assert_eq!(run(&p, &host(f.clone()), &mut m), 0);
@@ -362,8 +451,14 @@ fn ipv4_to_the_port_is_counted_and_dropped() {
 
 #[test]
 fn arp_and_neighbor_discovery_reach_the_ring_uncounted() {
-    let p = prog(&[]);
-    let mut m = Map::default();
+    for s in stores() {
+        arp_and_neighbor_discovery_reach_the_ring_uncounted_in(s);
+    }
+}
+
+fn arp_and_neighbor_discovery_reach_the_ring_uncounted_in(store: Store) {
+    let p = prog(&[], store);
+    let mut m = Map::new(store);
     for pkt_type in [0, 1, 3, 4] {
         for f in [arp(), v6(58, 135), v6(58, 136), tagged(&arp(), 5)] {
             let skb = Skb {
@@ -379,8 +474,14 @@ fn arp_and_neighbor_discovery_reach_the_ring_uncounted() {
 
 #[test]
 fn ipv6_data_is_counted_with_its_addresses() {
-    let p = prog(&[]);
-    let mut m = Map::default();
+    for s in stores() {
+        ipv6_data_is_counted_with_its_addresses_in(s);
+    }
+}
+
+fn ipv6_data_is_counted_with_its_addresses_in(store: Store) {
+    let p = prog(&[], store);
+    let mut m = Map::new(store);
     for f in [v6(6, 0), v6(58, 128)] {
         assert_eq!(run(&p, &host(f), &mut m), 0);
     }
@@ -393,8 +494,14 @@ fn ipv6_data_is_counted_with_its_addresses() {
 
 #[test]
 fn vlans_in_the_frame_and_offloaded() {
-    let p = prog(&[]);
-    let mut m = Map::default();
+    for s in stores() {
+        vlans_in_the_frame_and_offloaded_in(s);
+    }
+}
+
+fn vlans_in_the_frame_and_offloaded_in(store: Store) {
+    let p = prog(&[], store);
+    let mut m = Map::new(store);
     // A tag in the frame.
     assert_eq!(run(&p, &host(tagged(&v4(PORT), 100)), &mut m), 0);
     // A tag the driver took out.
@@ -415,7 +522,7 @@ fn vlans_in_the_frame_and_offloaded() {
     assert_eq!(c, vec![(100, 1), (200, 1), (300, 1)]);
     assert!(m.counts().iter().all(|x| x.0.dst == IpAddr::from(SERVER)));
     // 802.1ad, offloaded or in the frame: not steered, not counted, not passed.
-    let mut m = Map::default();
+    let mut m = Map::new(store);
     let ad = Skb {
         data: arp(),
         pkt_type: 0,
@@ -430,8 +537,14 @@ fn vlans_in_the_frame_and_offloaded() {
 
 #[test]
 fn only_frames_that_came_in_for_the_host_count() {
-    let p = prog(&[MACVLAN]);
-    let mut m = Map::default();
+    for s in stores() {
+        only_frames_that_came_in_for_the_host_count_in(s);
+    }
+}
+
+fn only_frames_that_came_in_for_the_host_count_in(store: Store) {
+    let p = prog(&[MACVLAN], store);
+    let mut m = Map::new(store);
     let skb = |dst: Mac, pkt_type: u32| Skb {
         data: v4(dst),
         pkt_type,
@@ -454,8 +567,14 @@ fn only_frames_that_came_in_for_the_host_count() {
 
 #[test]
 fn malformed_and_short_frames_are_dropped_uncounted() {
-    let p = prog(&[]);
-    let mut m = Map::default();
+    for s in stores() {
+        malformed_and_short_frames_are_dropped_uncounted_in(s);
+    }
+}
+
+fn malformed_and_short_frames_are_dropped_uncounted_in(store: Store) {
+    let p = prog(&[], store);
+    let mut m = Map::new(store);
     let f = v4(PORT);
     let mut bad_version = f.clone();
     bad_version[14] = 0x65;
@@ -484,10 +603,16 @@ fn malformed_and_short_frames_are_dropped_uncounted() {
 
 #[test]
 fn the_program_stays_within_the_kernel_limits() {
+    for s in stores() {
+        the_program_stays_within_the_kernel_limits_in(s);
+    }
+}
+
+fn the_program_stays_within_the_kernel_limits_in(store: Store) {
     let macs: Vec<Mac> = (0..MAX_HOST_MACS as u8)
         .map(|i| Mac(2, 0, 0, 0, 1, i))
         .collect();
-    let p = prog(&macs);
+    let p = prog(&macs, store);
     assert!(p.len() < 4096, "{} instructions", p.len());
     // Every path ends in an exit; jumps stay inside.
     assert_eq!(p.last().unwrap().code, CLASS_JMP | OP_EXIT);
@@ -502,7 +627,7 @@ fn the_program_stays_within_the_kernel_limits() {
         }
     }
     // With the most MACs the program still counts a macvlan's frames.
-    let mut m = Map::default();
+    let mut m = Map::new(store);
     let skb = Skb {
         data: v4(*macs.last().unwrap()),
         pkt_type: 3,
@@ -510,6 +635,54 @@ fn the_program_stays_within_the_kernel_limits() {
     };
     assert_eq!(run(&p, &skb, &mut m), 0);
     assert_eq!(m.counts().len(), 1);
-    assert!(counting_program(&vec![PORT; MAX_HOST_MACS + 1], SNAP, MAP_FD).is_err());
-    assert!(counting_program(&[], u32::MAX, MAP_FD).is_err());
+    assert!(counting_program(&vec![PORT; MAX_HOST_MACS + 1], SNAP, MAP_FD, store).is_err());
+    assert!(counting_program(&[], u32::MAX, MAP_FD, store).is_err());
+}
+
+#[test]
+fn the_slot_table_probes_claims_and_overflows() {
+    let store = stores()[1];
+    let Store::Slots { slots, .. } = store else {
+        unreachable!()
+    };
+    let p = prog(&[], store);
+    let mut m = Map::new(store);
+    let from = |i: u8| {
+        host(ipv4_frame(
+            Mac(2, 0, 0, 0, 7, i),
+            PORT,
+            CLIENT_IP,
+            SERVER,
+            false,
+            200,
+        ))
+    };
+    // More clients than slots: each takes the first free slot of its probe run, or counts as
+    // overflow when its run is full; a client that has a slot keeps counting there.
+    let n = 3 * slots as u8;
+    for round in 0..2 {
+        for i in 0..n {
+            assert_eq!(run(&p, &from(i), &mut m), 0);
+        }
+        let c = m.counts();
+        assert!(c.len() <= slots as usize);
+        assert!(
+            c.len() >= slots as usize / 2,
+            "only {} slots taken",
+            c.len()
+        );
+        let counted: u64 = c.iter().map(|x| x.1).sum();
+        assert_eq!(counted + m.overflow(), u64::from(n) * (round + 1));
+        assert!(c.iter().all(|x| x.1 == round + 1), "{c:?}");
+        // Every key is in one slot only.
+        let mut keys: Vec<_> = c.iter().map(|x| x.0).collect();
+        keys.dedup();
+        assert_eq!(keys.len(), c.len());
+    }
+    // The all-zero MAC untagged would look like a free slot: not counted.
+    let mut m = Map::new(store);
+    let zero = ipv4_frame(Mac(0, 0, 0, 0, 0, 0), PORT, CLIENT_IP, SERVER, false, 200);
+    assert_eq!(run(&p, &host(zero), &mut m), 0);
+    assert!(m.counts().is_empty());
+    assert_eq!(m.overflow(), 0);
 }

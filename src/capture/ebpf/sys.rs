@@ -16,7 +16,10 @@ const BPF_MAP_GET_NEXT_KEY: c_int = 4;
 const BPF_PROG_LOAD: c_int = 5;
 const BPF_OBJ_GET_INFO_BY_FD: c_int = 15;
 const BPF_MAP_LOOKUP_BATCH: c_int = 24;
+pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 pub const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
+/// An array the process may mmap (Linux >= 5.5).
+pub const BPF_F_MMAPABLE: u32 = 1 << 10;
 const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 /// The kernel's "operation not supported" (ENOTSUPP, not in libc): an old kernel's answer to
 /// a batch lookup.
@@ -81,6 +84,7 @@ pub fn map_create(
     key_size: u32,
     value_size: u32,
     max_entries: u32,
+    map_flags: u32,
     name: &str,
 ) -> io::Result<OwnedFd> {
     let mut attr = MapCreate {
@@ -88,6 +92,7 @@ pub fn map_create(
         key_size,
         value_size,
         max_entries,
+        map_flags,
         map_name: name16(name),
         ..MapCreate::default()
     };
@@ -96,6 +101,79 @@ pub fn map_create(
             fd_of(bpf(BPF_MAP_CREATE, &mut attr)?)
         }
         r => fd_of(r?),
+    }
+}
+
+/// An mmapable array's memory, mapped shared into the process: the program's counters read
+/// without a system call, and slots freed by writing them.
+#[derive(Debug)]
+pub struct Mapped {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl Mapped {
+    /// Maps the first `len` bytes of `map` (a multiple of the page size is not needed).
+    pub fn new(map: BorrowedFd<'_>, len: usize) -> io::Result<Mapped> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty map"));
+        }
+        // SAFETY: a fresh shared mapping of the map's fd; the kernel checks `len` against the
+        // map's size and fails with EINVAL when it is larger.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = std::ptr::NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned a null address"))?;
+        Ok(Mapped { ptr, len })
+    }
+
+    fn word(&self, at: usize) -> Option<&std::sync::atomic::AtomicU64> {
+        if at % 8 != 0 || at.checked_add(8)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds (checked) and 8-byte aligned (the mapping is page-aligned and `at`
+        // a multiple of 8); the program changes these words concurrently, which is what an
+        // atomic is for.
+        Some(unsafe {
+            &*self
+                .ptr
+                .as_ptr()
+                .add(at)
+                .cast::<std::sync::atomic::AtomicU64>()
+        })
+    }
+
+    /// The 8 bytes at `at` (8-aligned), as the program stored them; 0 out of bounds.
+    pub fn load(&self, at: usize) -> u64 {
+        self.word(at)
+            .map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Stores `v` at `at` (8-aligned); out of bounds does nothing.
+    pub fn store(&self, at: usize, v: u64) {
+        if let Some(w) = self.word(at) {
+            w.store(v, std::sync::atomic::Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
     }
 }
 
