@@ -37,7 +37,9 @@ fn tagged(frame: &[u8], vlan: u16) -> Vec<u8> {
     f
 }
 
-fn live(hash: bool) -> Result<(), String> {
+/// A veth pair in a namespace of this thread's own: `cap0` counting in the kernel (in the
+/// hash, or in what the kernel prefers), and `peer0` to send from.
+fn lab(hash: bool) -> Result<(CaptureSocket, CaptureSocket), String> {
     // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(format!(
@@ -77,7 +79,11 @@ fn live(hash: bool) -> Result<(), String> {
     assert!(cap.set_sampling(1).is_ok());
     // The classic filter's MAC set is kept, not attached.
     cap.set_macs(&[CAP_MAC]).unwrap();
+    Ok((cap, peer))
+}
 
+fn live(hash: bool) -> Result<(), String> {
+    let (mut cap, peer) = lab(hash)?;
     let to_us = ipv4_frame(CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300);
     let to_us2 = ipv4_frame(CLIENT2, CAP_MAC, OTHER_IP, SERVER_IP, false, 1000);
     let to_macvlan = ipv4_frame(CLIENT, MACVLAN, CLIENT_IP, MACVLAN_IP, false, 200);
@@ -129,6 +135,15 @@ fn live(hash: bool) -> Result<(), String> {
     );
 
     let c = counts(&mut cap);
+    assert_eq!(c, first_reading(&to_us, &to_us2, &to_macvlan));
+    deltas_and_program_swap(&mut cap, &peer, &to_us, &to_macvlan);
+    Ok(())
+}
+
+type Count = (ClientKey, IpAddr, u64, u64, Option<IpAddr>);
+
+/// What the first reading must find, sorted as `counts` sorts.
+fn first_reading(to_us: &[u8], to_us2: &[u8], to_macvlan: &[u8]) -> Vec<Count> {
     let client = ClientKey::untagged(CLIENT);
     let want = vec![
         (
@@ -163,15 +178,25 @@ fn live(hash: bool) -> Result<(), String> {
     ];
     let mut want = want;
     want.sort_by_key(|x| (x.0, x.1));
-    assert_eq!(c, want);
+    want
+}
 
+/// After a first reading: the next ones count only what was sent since, also across a
+/// program swap.
+fn deltas_and_program_swap(
+    cap: &mut CaptureSocket,
+    peer: &CaptureSocket,
+    to_us: &[u8],
+    to_macvlan: &[u8],
+) {
+    let client = ClientKey::untagged(CLIENT);
     // Deltas: nothing new, then only what was sent since.
-    assert_eq!(counts(&mut cap), vec![]);
+    assert_eq!(counts(cap), vec![]);
     for _ in 0..10 {
-        peer.send(&to_us).unwrap();
+        peer.send(to_us).unwrap();
     }
     std::thread::sleep(Duration::from_millis(100));
-    let c = counts(&mut cap);
+    let c = counts(cap);
     assert_eq!(c.len(), 1);
     assert_eq!(
         (c[0].0, c[0].2, c[0].3),
@@ -181,14 +206,13 @@ fn live(hash: bool) -> Result<(), String> {
     // A new set of host MACs swaps the program; the counts carry on.
     cap.set_count_macs(&[]).unwrap();
     for _ in 0..3 {
-        peer.send(&to_macvlan).unwrap();
-        peer.send(&to_us).unwrap();
+        peer.send(to_macvlan).unwrap();
+        peer.send(to_us).unwrap();
     }
     std::thread::sleep(Duration::from_millis(100));
-    let c = counts(&mut cap);
+    let c = counts(cap);
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!(c[0].2, 3);
-    Ok(())
 }
 
 #[test]

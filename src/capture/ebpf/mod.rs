@@ -10,6 +10,7 @@
 //! before 5.11 enough RLIMIT_MEMLOCK for the map. Whoever cannot get it counts with the classic
 //! filter and the ring instead (the caller decides).
 
+mod hash;
 pub mod insn;
 pub mod map;
 pub mod program;
@@ -19,8 +20,9 @@ mod sys;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use hash::HashReader;
 pub use map::{Delta, EntryKey};
-use map::{Deltas, RawKey, KEY_SIZE, VALUE_SIZE};
+use map::{KEY_SIZE, VALUE_SIZE};
 use program::Store;
 use slots::{SlotReader, SLOT_SIZE};
 
@@ -39,9 +41,6 @@ pub fn map_entries(capacity: usize) -> u32 {
 pub const MIN_ENTRIES: usize = 16_384;
 pub const MAX_ENTRIES: usize = 131_072;
 
-/// Entries read per batch lookup (grown when a hash bucket holds more).
-const BATCH: usize = 256;
-
 /// A port's counting map and the program that fills it.
 #[derive(Debug)]
 pub struct KernelCounter {
@@ -49,17 +48,16 @@ pub struct KernelCounter {
     prog: OwnedFd,
     max_entries: u32,
     store: Store,
-    slots: Option<(sys::Mapped, SlotReader)>,
+    reader: Reader,
     /// Why the slot table could not be used, when the hash is the fallback.
     slot_error: Option<String>,
-    /// Values per entry: one per possible CPU.
-    cpus: usize,
-    deltas: Deltas,
-    /// Whether batch lookups work here (until one fails as unsupported).
-    batch: bool,
-    batch_len: usize,
-    keys: Vec<u8>,
-    values: Vec<u8>,
+}
+
+/// How the counts are read: the mapped slot table, or the hash with bpf(2).
+#[derive(Debug)]
+enum Reader {
+    Slots(sys::Mapped, SlotReader),
+    Hash(HashReader),
 }
 
 impl slots::SlotMemory for sys::Mapped {
@@ -120,7 +118,6 @@ impl KernelCounter {
     /// whose other host MACs are `host_macs`, passing ARP and ND truncated to `snap_len`.
     /// `name` (the port's) names both in `bpftool` listings.
     pub fn new(host_macs: &[Mac], snap_len: u32, max_entries: u32, name: &str) -> io::Result<Self> {
-        let cpus = cpus()?;
         // The slot table where the kernel has it (and takes its program); else the hash.
         let e = match slot_table(host_macs, snap_len, max_entries, name) {
             Ok((map, prog, store, mem, n)) => {
@@ -129,14 +126,8 @@ impl KernelCounter {
                     prog,
                     max_entries: n,
                     store,
-                    slots: Some((mem, SlotReader::new(n))),
+                    reader: Reader::Slots(mem, SlotReader::new(n)),
                     slot_error: None,
-                    cpus,
-                    deltas: Deltas::new(),
-                    batch: false,
-                    batch_len: BATCH,
-                    keys: Vec::new(),
-                    values: Vec::new(),
                 })
             }
             Err(e) => e,
@@ -169,14 +160,8 @@ impl KernelCounter {
             prog,
             max_entries: max_entries.max(1),
             store: Store::Hash,
-            slots: None,
+            reader: Reader::Hash(HashReader::new(max_entries.max(1), cpus)),
             slot_error: None,
-            cpus,
-            deltas: Deltas::new(),
-            batch: true,
-            batch_len: BATCH,
-            keys: Vec::new(),
-            values: Vec::new(),
         })
     }
 
@@ -228,106 +213,10 @@ impl KernelCounter {
     /// the rest).
     pub fn read(&mut self, out: &mut Vec<Delta>) -> io::Result<u64> {
         out.clear();
-        if let Some((mem, reader)) = self.slots.as_mut() {
-            return Ok(reader.read(mem, out).overflow_frames);
+        match &mut self.reader {
+            Reader::Slots(mem, slots) => Ok(slots.read(mem, out).overflow_frames),
+            Reader::Hash(hash) => hash.read(self.map.as_fd(), out).map(|()| 0),
         }
-        let r = if self.batch {
-            match self.read_batch(out) {
-                Ok(true) => Ok(()),
-                Ok(false) => {
-                    // Entries the batch already gave count once (`Deltas::entry`).
-                    self.batch = false;
-                    self.read_walk(out)
-                }
-                Err(e) => Err(e),
-            }
-        } else {
-            self.read_walk(out)
-        };
-        match r {
-            Ok(()) => {
-                self.deltas.finish();
-                Ok(0)
-            }
-            Err(e) => {
-                self.deltas.finish_partial();
-                Err(e)
-            }
-        }
-    }
-
-    fn value_len(&self) -> usize {
-        VALUE_SIZE * self.cpus
-    }
-
-    /// `Ok(false)`: batch lookups are not supported here.
-    fn read_batch(&mut self, out: &mut Vec<Delta>) -> io::Result<bool> {
-        let vlen = self.value_len();
-        let mut from = None;
-        // Bounded: a map walk cannot be longer than the map, and a bucket that keeps growing
-        // the buffers stops at the map's size.
-        for _ in 0..=self.max_entries as usize + 64 {
-            self.keys.resize(self.batch_len * KEY_SIZE, 0);
-            self.values.resize(self.batch_len * vlen, 0);
-            let step = sys::lookup_batch(
-                self.map.as_fd(),
-                from,
-                &mut self.keys,
-                &mut self.values,
-                KEY_SIZE,
-                vlen,
-            )
-            .map_err(|e| io::Error::new(e.kind(), format!("BPF_MAP_LOOKUP_BATCH: {e}")))?;
-            let n = match step {
-                sys::BatchStep::Unsupported => return Ok(false),
-                sys::BatchStep::TooSmall => {
-                    if self.batch_len >= self.max_entries as usize {
-                        return Ok(false);
-                    }
-                    self.batch_len *= 2;
-                    continue;
-                }
-                sys::BatchStep::More(n, token) => {
-                    from = Some(token);
-                    n
-                }
-                sys::BatchStep::Done(n) => n,
-            };
-            for i in 0..n {
-                let mut k: RawKey = [0; KEY_SIZE];
-                k.copy_from_slice(&self.keys[i * KEY_SIZE..(i + 1) * KEY_SIZE]);
-                let t = map::sum_values(&self.values[i * vlen..(i + 1) * vlen]);
-                out.extend(self.deltas.entry(&k, t));
-            }
-            if matches!(step, sys::BatchStep::Done(_)) {
-                return Ok(true);
-            }
-        }
-        Ok(true)
-    }
-
-    fn read_walk(&mut self, out: &mut Vec<Delta>) -> io::Result<()> {
-        let vlen = self.value_len();
-        self.values.resize(vlen, 0);
-        let mut key: Option<RawKey> = None;
-        let ctx = |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
-        // An entry evicted under the walk makes the kernel start again from the first key:
-        // bounded, and keys seen twice count once (`Deltas::entry`).
-        for _ in 0..2 * self.max_entries as usize + 2 {
-            let mut next: RawKey = [0; KEY_SIZE];
-            let more = sys::next_key(self.map.as_fd(), key.as_ref().map(|k| &k[..]), &mut next)
-                .map_err(|e| ctx("BPF_MAP_GET_NEXT_KEY", e))?;
-            if !more {
-                break;
-            }
-            if sys::lookup(self.map.as_fd(), &next, &mut self.values)
-                .map_err(|e| ctx("BPF_MAP_LOOKUP_ELEM", e))?
-            {
-                out.extend(self.deltas.entry(&next, map::sum_values(&self.values)));
-            }
-            key = Some(next);
-        }
-        Ok(())
     }
 }
 
