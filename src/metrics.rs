@@ -93,6 +93,13 @@ const PORT_FAMILIES: &[PortFamily] = &[
         value: |p| Some(f64::from(u8::from(p.counting == "ebpf"))),
     },
     PortFamily {
+        name: "rlbd_port_uncounted_frames_total",
+        kind: "counter",
+        help: "Frames the port's counting map in the kernel could give to no client (the map \
+               was full; rlbd makes no move on such seconds).",
+        value: |p| Some(p.uncounted_frames as f64),
+    },
+    PortFamily {
         name: "rlbd_port_clients",
         kind: "gauge",
         help: "Tracked clients whose latest frame arrived on the port.",
@@ -346,6 +353,7 @@ pub(crate) mod tests {
             sampling: 1,
             counting: "exact".into(),
             no_move: None,
+            uncounted_frames: 0,
         };
         StatusReport {
             schema: SCHEMA_VERSION,

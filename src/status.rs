@@ -132,6 +132,11 @@ pub struct PortStatus {
     /// While the port is overloaded and nothing moves off it: why, in words; null otherwise.
     #[serde(default)]
     pub no_move: Option<String>,
+    /// Frames the port's counting map in the kernel could give to no client since its socket
+    /// opened (the map was full; those seconds make no move). Added after schema 1's first
+    /// release: absent in older reports.
+    #[serde(default)]
+    pub uncounted_frames: u64,
 }
 
 fn exact() -> u32 {

@@ -307,7 +307,10 @@ fn table(rows: &[Vec<String>], right: &[usize]) -> String {
 /// How a port counts, for people: "ebpf" (every frame, in the kernel), "all" captured frames,
 /// or "1/N" of them.
 fn counted(p: &PortStatus) -> String {
-    if p.counting == "ebpf" {
+    if p.counting == "ebpf" && p.uncounted_frames > 0 {
+        // The map was full at some point: say so where the operator looks.
+        "ebpf full".into()
+    } else if p.counting == "ebpf" {
         "ebpf".into()
     } else if p.sampling <= 1 {
         "all".into()

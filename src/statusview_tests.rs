@@ -106,6 +106,15 @@ fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
     };
     assert!(row("p0").contains(" ebpf "), "{text}");
     assert!(row("p1").contains(" 1/8 "), "{text}");
+    // A counting map that was full says so.
+    r.ports[0].uncounted_frames = 12;
+    let full = render_text(&r, None);
+    assert!(
+        full.lines()
+            .any(|l| l.starts_with("p0 ") && l.contains(" ebpf full")),
+        "{full}"
+    );
+    r.ports[0].uncounted_frames = 0;
     // An older report without the field: read from the ratio.
     r.ports[0].counting = String::new();
     r.ports[0].sampling = 1;

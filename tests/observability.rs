@@ -175,6 +175,7 @@ fn synthetic_report() -> StatusReport {
         sampling: 64,
         counting: "sampled".into(),
         no_move: None,
+        uncounted_frames: 3,
     };
     StatusReport {
         schema: SCHEMA_VERSION,
@@ -244,6 +245,7 @@ fn metrics_parse_with_the_prometheus_client_parser() {
         ("rlbd_port_ring_drops", "counter"),
         ("rlbd_port_sampling_ratio", "gauge"),
         ("rlbd_port_kernel_counting", "gauge"),
+        ("rlbd_port_uncounted_frames", "counter"),
         ("rlbd_table_evictions", "counter"),
         ("rlbd_moves", "counter"),
         ("rlbd_reasserts", "counter"),

@@ -34,6 +34,8 @@ pub struct Captures {
     told: Vec<String>,
     /// Ports whose counting map is full (told once per episode).
     full: Vec<bool>,
+    /// Frames each port's counting map gave to no client, since its socket opened.
+    uncounted: Vec<u64>,
 }
 
 /// How a port counts IPv4/IPv6 frames, for status and metrics.
@@ -81,6 +83,7 @@ impl Captures {
             map_entries,
             told: Vec::new(),
             full: Vec::new(),
+            uncounted: Vec::new(),
         }
     }
 
@@ -137,6 +140,7 @@ impl Captures {
             let limit = self.sampling_limit;
             self.samplers.resize_with(n, || Sampler::new(limit));
             self.full.resize(n, false);
+            self.uncounted.resize(n, 0);
         }
     }
 
@@ -229,6 +233,7 @@ impl Captures {
                     }
                 }
                 Ok(lost) => {
+                    self.uncounted[i] = self.uncounted[i].saturating_add(lost);
                     if !std::mem::replace(&mut self.full[i], true) {
                         warn!(
                             "port {name}: the counting map is full ({lost} frames counted under \
@@ -260,6 +265,9 @@ impl Captures {
     pub fn open(&mut self, ports: &PortTable, i: usize, registry: &Registry) -> io::Result<()> {
         self.grow(ports.list.len());
         self.close(i, registry);
+        // A new socket, a new map: its counts start again, like the ring's.
+        self.uncounted[i] = 0;
+        self.full[i] = false;
         let p = &ports.list[i];
         let mut c = CaptureSocket::open(&p.name, p.ifindex, &self.macs(ports), &self.ring)?;
         if self.kernel != KernelCounting::Off {
@@ -362,6 +370,11 @@ impl Captures {
     }
 
     /// (frames delivered, frames dropped) by port `i`'s ring since it was opened.
+    /// Frames port `i`'s counting map gave to no client since its socket opened.
+    pub fn uncounted(&self, i: usize) -> u64 {
+        self.uncounted.get(i).copied().unwrap_or(0)
+    }
+
     pub fn ring_counts(&self, i: usize) -> (u64, u64) {
         self.get(i)
             .and_then(|c| c.stats().ok())

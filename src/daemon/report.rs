@@ -57,7 +57,7 @@ impl Daemon {
         for (i, p) in self.ports.list.iter().enumerate() {
             info!(
                 "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} \
-                 counting {} sampling 1/{}",
+                 counting {} sampling 1/{} uncounted {}",
                 p.name,
                 p.ifindex,
                 p.mac,
@@ -68,7 +68,8 @@ impl Daemon {
                 p.detector.window_string(),
                 p.ring_drops,
                 self.captures.mode(i).as_str(),
-                self.captures.sampling(i)
+                self.captures.sampling(i),
+                self.captures.uncounted(i)
             );
         }
         for c in self.client_list(None) {
@@ -131,6 +132,7 @@ impl Daemon {
                     sampling: self.captures.sampling(i),
                     counting: self.captures.mode(i).as_str().to_string(),
                     no_move: p.no_move.clone(),
+                    uncounted_frames: self.captures.uncounted(i),
                 }
             })
             .collect()
