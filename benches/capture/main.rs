@@ -11,7 +11,9 @@
 //! `RLBD_BENCH_NS_ROUNDS` sets the rounds of the flood part (default 3), `RLBD_BENCH_WAIT=0`
 //! skips the waits for other labs and quiet CPUs (a quick, noisy look), `RLBD_BENCH_ROWS=a,b` runs
 //! only the flood rows whose names contain one of those strings (and the baseline),
-//! `RLBD_BENCH_BPF_STATS=1` has the kernel time the counting program (`prog_ns` per run).
+//! `RLBD_BENCH_BPF_STATS=1` has the kernel time the counting program (`prog_ns` per run),
+//! `RLBD_BENCH_PAIRED=0` measures each kernel share against the round's one baseline instead of
+//! a baseline run just before it.
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;

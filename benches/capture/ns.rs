@@ -163,7 +163,7 @@ pub struct Run {
     pub at_rx0: u64,
     pub backlog_drops: u64,
     pub recv: Option<String>,
-    /// This run's sender CPU per frame minus the same round's baseline's.
+    /// This run's sender CPU per frame minus that of a run without a receiver just before it.
     pub kern_ns: Option<f64>,
     /// Over the rounds, for the summary.
     pub spread: String,
@@ -420,11 +420,22 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
         wait_for_quiet()?;
         let mut base = None;
         for (i, (label, receiver, sources)) in plan.iter().enumerate() {
+            // The kernel's share is the difference of two sender figures, and the VM's moment
+            // moves both by hundreds of ns: each receiver's run is paired with a run without a
+            // receiver just before it (same sources), not with the round's first.
+            let paired = match (i, receiver, paired_baselines()) {
+                (1.., Receiver::Rlbd { .. } | Receiver::Pnet, true) => {
+                    let b = one_run(&pair, "baseline (paired)", Receiver::None, *sources)?;
+                    println!("  (paired baseline: sender {:.0} ns/frame)", b.sender_ns());
+                    Some(b.sender_ns())
+                }
+                _ => None,
+            };
             let mut run = one_run(&pair, label, *receiver, *sources)?;
             if i == 0 {
                 base = Some(run.sender_ns());
             } else if run.recv.is_some() {
-                run.kern_ns = base.map(|b| run.sender_ns() - b);
+                run.kern_ns = paired.or(base).map(|b| run.sender_ns() - b);
             }
             println!(
                 "  {label}: sent {} in {:.2} s, sender {:.0} ns/frame{}",
@@ -448,6 +459,11 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
     );
     report::print_summary(&runs, idle.as_ref());
     Ok(())
+}
+
+/// `RLBD_BENCH_PAIRED=0`: one baseline per round (half the runs, noisier kernel shares).
+fn paired_baselines() -> bool {
+    std::env::var("RLBD_BENCH_PAIRED").as_deref() != Ok("0")
 }
 
 pub fn main() {

@@ -68,7 +68,7 @@ pub fn print_table(runs: &[Run]) {
     println!(
         "  recv ns/f: receiver thread CPU (getrusage RUSAGE_THREAD) per counted frame; dmn ns/f: \
          the same per frame sent; send ns/f: sender thread CPU per sent frame; kern ns/f: send \
-         ns/f minus the same round's run without a receiver (the receiver's kernel share, spent \
+         ns/f minus a run without a receiver just before it (the receiver's kernel share, spent \
          on the sender's CPU on a veth), median over the rounds; peak RSS: the receiver \
          process's VmHWM; sampled runs are measured after a warm-up of their own"
     );
