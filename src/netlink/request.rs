@@ -1,8 +1,13 @@
-//! Serialised rtnetlink requests: the dumps and the single-link request.
+//! Serialised rtnetlink requests (the dumps and the single-link request), and taking a single
+//! request's answer off the list of those awaited.
 
+use std::collections::VecDeque;
 use std::fmt;
+use std::io;
+use std::time::Instant;
 
-use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NLM_F_DUMP, NLM_F_REQUEST};
+use log::debug;
+use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NLMSG_ERROR, NLM_F_DUMP, NLM_F_REQUEST};
 use netlink_packet_route::address::AddressMessage;
 use netlink_packet_route::link::LinkMessage;
 use netlink_packet_route::neighbour::NeighbourMessage;
@@ -66,4 +71,26 @@ pub(super) fn link_request(index: u32, seq: u32) -> Vec<u8> {
     let mut buf = vec![0u8; msg.buffer_len()];
     msg.serialize(&mut buf);
     buf
+}
+
+/// Takes the answer to a `RouteSocket::request_link` off the list of those awaited; true when
+/// it was an error (logged here: nothing more to decode).
+pub(super) fn single_answer(
+    singles: &mut VecDeque<(u32, u32, Instant)>,
+    seq: u32,
+    msg_type: u16,
+    code: i32,
+) -> bool {
+    let Some(i) = singles.iter().position(|(s, _, _)| *s == seq) else {
+        return false;
+    };
+    let index = singles.remove(i).map_or(0, |(_, index, _)| index);
+    if msg_type != NLMSG_ERROR {
+        return false;
+    }
+    debug!(
+        "RTM_GETLINK for ifindex {index}: {}",
+        io::Error::from_raw_os_error(code.saturating_neg())
+    );
+    true
 }

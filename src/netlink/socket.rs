@@ -17,7 +17,7 @@ use super::event::{error_code, next_message, route_event, MsgHead};
 use super::link::LinkInfo;
 use super::neigh::NeighEntry;
 use super::rawfd::{grow_receive_buffer, wait_readable};
-use super::request::{dump_request, link_request, Dump, DumpKind};
+use super::request::{dump_request, link_request, single_answer, Dump, DumpKind};
 use super::resync::Mirror;
 
 /// Everything the kernel knows at start-up.
@@ -437,26 +437,7 @@ impl RouteSocket {
                 Some(NlEvent::Overrun)
             }
             NLMSG_DONE => match ours {
-                Some(dump) => {
-                    self.in_flight = None;
-                    if self.dump_intr && self.intr_retries < MAX_INTR_RETRIES {
-                        self.mirror.abort(dump.kind);
-                        self.intr_retries += 1;
-                        let seq = self.take_seq();
-                        self.queued.push_back(Dump {
-                            kind: dump.kind,
-                            seq,
-                        });
-                    } else {
-                        self.intr_retries = 0;
-                        for gone in self.mirror.finish(dump.kind) {
-                            debug!("gone while notifications were lost: {gone:?}");
-                            sink(Origin::Other, gone);
-                        }
-                    }
-                    sink(origin, NlEvent::DumpDone);
-                    return self.send_next();
-                }
+                Some(dump) => return self.dump_done(dump, origin, sink),
                 None => {
                     debug!("NLMSG_DONE for unknown request seq {seq} port {port}");
                     None
@@ -481,6 +462,34 @@ impl RouteSocket {
         Ok(())
     }
 
+    /// The end of our dump: an interrupted one is asked again (a few times), a whole one tells
+    /// what went while notifications were lost; then the next queued request goes out.
+    fn dump_done(
+        &mut self,
+        dump: Dump,
+        origin: Origin,
+        sink: &mut dyn FnMut(Origin, NlEvent),
+    ) -> io::Result<()> {
+        self.in_flight = None;
+        if self.dump_intr && self.intr_retries < MAX_INTR_RETRIES {
+            self.mirror.abort(dump.kind);
+            self.intr_retries += 1;
+            let seq = self.take_seq();
+            self.queued.push_back(Dump {
+                kind: dump.kind,
+                seq,
+            });
+        } else {
+            self.intr_retries = 0;
+            for gone in self.mirror.finish(dump.kind) {
+                debug!("gone while notifications were lost: {gone:?}");
+                sink(Origin::Other, gone);
+            }
+        }
+        sink(origin, NlEvent::DumpDone);
+        self.send_next()
+    }
+
     /// Ends the dump in flight, which the kernel refused with `code`, and sends the next one.
     fn dump_failed(&mut self, dump: Dump, code: i32) -> io::Error {
         self.in_flight = None;
@@ -492,26 +501,4 @@ impl RouteSocket {
         }
         context(format_args!("{} dump (seq {}) failed", dump.kind, dump.seq))(err)
     }
-}
-
-/// Takes the answer to a [`RouteSocket::request_link`] off the list of those awaited; true when
-/// it was an error (logged here: nothing more to decode).
-fn single_answer(
-    singles: &mut VecDeque<(u32, u32, Instant)>,
-    seq: u32,
-    msg_type: u16,
-    code: i32,
-) -> bool {
-    let Some(i) = singles.iter().position(|(s, _, _)| *s == seq) else {
-        return false;
-    };
-    let index = singles.remove(i).map_or(0, |(_, index, _)| index);
-    if msg_type != NLMSG_ERROR {
-        return false;
-    }
-    debug!(
-        "RTM_GETLINK for ifindex {index}: {}",
-        io::Error::from_raw_os_error(code.saturating_neg())
-    );
-    true
 }

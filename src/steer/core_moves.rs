@@ -27,9 +27,37 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> bool {
+        let Some(claims) = self.may_move(now, client, talk, mv, ctx, out) else {
+            return false;
+        };
+        let line = move_line(self.cfg.dry_run, client, &claims, mv, why, ctx);
+        log(out, Level::Info, line);
+        match mv.reason {
+            Reason::Overload => self.counters.moves_overload += 1,
+            Reason::Failover => self.counters.moves_failover += 1,
+            Reason::Placement => self.counters.moves_placement += 1,
+        }
+        self.remember_move(now, client, mv, claims);
+        self.schedule(client, now, self.cfg.repeats, out);
+        self.on_timer(now, ctx, out);
+        true
+    }
+
+    /// What a move of `client` would claim, or `None` (why, logged at debug) for a client still
+    /// held (overload moves), a target that is not usable, or a client the host view cannot
+    /// claim toward.
+    fn may_move(
+        &self,
+        now: u64,
+        client: ClientKey,
+        talk: &Talk,
+        mv: &Move,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) -> Option<Vec<Claim>> {
         if mv.reason == Reason::Overload && self.held(&client, now) {
             log(out, Level::Debug, format!("not moving {client}: held"));
-            return false;
+            return None;
         }
         if !ctx.ports.get(mv.to).is_some_and(|p| p.usable) {
             log(
@@ -40,22 +68,20 @@ impl Steerer {
                     ctx.port_name(mv.to)
                 ),
             );
-            return false;
+            return None;
         }
-        let claims = match ctx.host.claims_for(client, talk) {
-            Ok(claims) => claims,
+        match ctx.host.claims_for(client, talk) {
+            Ok(claims) => Some(claims),
             Err(why) => {
                 log(out, Level::Debug, format!("not moving {client}: {why}"));
-                return false;
+                None
             }
-        };
-        let line = move_line(self.cfg.dry_run, client, &claims, mv, why, ctx);
-        log(out, Level::Info, line);
-        match mv.reason {
-            Reason::Overload => self.counters.moves_overload += 1,
-            Reason::Failover => self.counters.moves_failover += 1,
-            Reason::Placement => self.counters.moves_placement += 1,
         }
+    }
+
+    /// Records the move as the client's current one, bounded like the client table (the oldest
+    /// move is forgotten first).
+    fn remember_move(&mut self, now: u64, client: ClientKey, mv: &Move, claims: Vec<Claim>) {
         // Where the client is if this move's every frame is refused: the last confirmed move
         // (an unconfirmed one may never have reached it).
         let before = self.moved.remove(&client);
@@ -87,7 +113,6 @@ impl Steerer {
             },
         );
         if self.moved.len() > self.cfg.max_moved.max(1) {
-            // Bounded like the client table: the oldest move is forgotten first.
             if let Some(oldest) = self
                 .moved
                 .iter()
@@ -97,9 +122,6 @@ impl Steerer {
                 self.moved.remove(&oldest);
             }
         }
-        self.schedule(client, now, self.cfg.repeats, out);
-        self.on_timer(now, ctx, out);
-        true
     }
 
     /// Moves every client on a port that just went down or disappeared to live ports, now: those
