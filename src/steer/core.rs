@@ -172,6 +172,17 @@ pub struct Steerer {
     up_since: Vec<Option<u64>>,
 }
 
+/// Keeps `map` within `bound` entries (at least 1) by forgetting the one whose `age` is least:
+/// the per-client records are bounded like the client table.
+fn forget_oldest<V, A: Ord>(map: &mut HashMap<ClientKey, V>, bound: usize, age: impl Fn(&V) -> A) {
+    if map.len() <= bound.max(1) {
+        return;
+    }
+    if let Some(oldest) = map.iter().min_by_key(|(_, v)| age(v)).map(|(k, _)| *k) {
+        map.remove(&oldest);
+    }
+}
+
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
     out.push(Action::Log(level, msg));
 }

@@ -3,7 +3,7 @@
 
 use log::Level;
 
-use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer, STABLE_MS};
+use super::{forget_oldest, log, Action, ClientSnap, Ctx, Moved, PortId, Steerer, STABLE_MS};
 
 /// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
 /// before it is used: frames counted in it may be up to this old.
@@ -112,16 +112,7 @@ impl Steerer {
                 prior,
             },
         );
-        if self.moved.len() > self.cfg.max_moved.max(1) {
-            if let Some(oldest) = self
-                .moved
-                .iter()
-                .min_by_key(|(_, m)| m.at_ms)
-                .map(|(k, _)| *k)
-            {
-                self.moved.remove(&oldest);
-            }
-        }
+        forget_oldest(&mut self.moved, self.cfg.max_moved, |m| m.at_ms);
     }
 
     /// Moves every client on a port that just went down or disappeared to live ports, now: those

@@ -3,7 +3,7 @@
 
 use log::Level;
 
-use super::{log, Action, Ctx, SendOutcome, Steerer};
+use super::{forget_oldest, log, Action, Ctx, SendOutcome, Steerer};
 use crate::client::ClientKey;
 
 /// Clients whose last move was refused whole: not moved for overload again before `until`;
@@ -97,15 +97,6 @@ impl Steerer {
             prior.reasserts = m.reasserts;
             self.moved.insert(client, *prior);
         }
-        if self.refused.len() > self.cfg.max_moved.max(1) {
-            if let Some(oldest) = self
-                .refused
-                .iter()
-                .min_by_key(|(_, r)| r.until)
-                .map(|(k, _)| *k)
-            {
-                self.refused.remove(&oldest);
-            }
-        }
+        forget_oldest(&mut self.refused, self.cfg.max_moved, |r| r.until);
     }
 }
