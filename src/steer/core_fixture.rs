@@ -78,6 +78,11 @@ pub fn talk() -> Talk {
     }
 }
 
+/// `CLIENT` moved as `m` at `at` (the host view of `w`); whether the move was made.
+pub fn make_move(s: &mut Steerer, w: &World, at: u64, m: Move, out: &mut Vec<Action>) -> bool {
+    w.with(|ctx| s.apply_move(at, ClientKey::untagged(CLIENT), &talk(), &m, "", ctx, out))
+}
+
 pub fn mv(from: PortId, to: PortId, reason: Reason) -> Move {
     Move {
         client: 0,

@@ -140,17 +140,7 @@ fn a_client_seen_on_the_failed_port_after_its_move_is_failed_over_again() {
     let mut w = World::new();
     let mut s = Steerer::new(cfg());
     let mut out = Vec::new();
-    w.with(|ctx| {
-        s.apply_move(
-            0,
-            CLIENT,
-            &talk(),
-            &mv(1, 2, Reason::Overload),
-            "",
-            ctx,
-            &mut out,
-        )
-    });
+    make_move(&mut s, &w, 0, mv(1, 2, Reason::Overload), &mut out);
     w.usable[1] = false;
     let ports = w.port_views();
     let snap = ClientSnap {

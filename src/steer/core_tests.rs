@@ -100,17 +100,7 @@ fn the_frames_are_the_gratuitous_arp_and_the_override_na_from_the_new_port() {
     let w = World::new();
     let mut s = Steerer::new(cfg());
     let mut out = Vec::new();
-    w.with(|ctx| {
-        s.apply_move(
-            0,
-            CLIENT,
-            &talk(),
-            &mv(0, 2, Reason::Overload),
-            "",
-            ctx,
-            &mut out,
-        )
-    });
+    make_move(&mut s, &w, 0, mv(0, 2, Reason::Overload), &mut out);
     let frames: Vec<&Vec<u8>> = out
         .iter()
         .filter_map(|a| match a {
@@ -155,17 +145,7 @@ fn no_frame_after_the_kernel_stops_confirming_the_client() {
     let mut w = World::new();
     let mut s = Steerer::new(cfg());
     let mut out = Vec::new();
-    w.with(|ctx| {
-        s.apply_move(
-            0,
-            CLIENT,
-            &talk(),
-            &mv(0, 1, Reason::Overload),
-            "",
-            ctx,
-            &mut out,
-        )
-    });
+    make_move(&mut s, &w, 0, mv(0, 1, Reason::Overload), &mut out);
     w.host
         .apply(&neigh(BOND, CLIENT_IP.into(), CLIENT.mac, libc::NUD_FAILED));
     let mut out = Vec::new();
@@ -182,17 +162,7 @@ fn an_address_that_stopped_being_the_servers_is_no_longer_claimed() {
     let mut w = World::new();
     let mut s = Steerer::new(cfg());
     let mut out = Vec::new();
-    w.with(|ctx| {
-        s.apply_move(
-            0,
-            CLIENT,
-            &talk(),
-            &mv(0, 1, Reason::Overload),
-            "",
-            ctx,
-            &mut out,
-        )
-    });
+    make_move(&mut s, &w, 0, mv(0, 1, Reason::Overload), &mut out);
     let NlEvent::Addr(a) = addr(BOND, "198.18.0.1/24") else {
         unreachable!()
     };
