@@ -34,7 +34,7 @@ use libc::{c_int, c_void, socklen_t};
 use mio::unix::SourceFd;
 use mio::{event, Interest, Registry, Token};
 
-use super::ebpf::{Delta, KernelCounter};
+use super::ebpf::KernelCounter;
 use super::filter;
 use super::frame::Mac;
 use super::ring::{RawMeta, Ring};
@@ -129,8 +129,11 @@ pub struct CaptureSocket {
     /// The filter's MAC set, kept to rebuild the program when the sampling ratio changes.
     macs: RefCell<Vec<Mac>>,
     weights: Cell<Weights>,
-    /// Counting in the kernel: the eBPF program that replaced the classic filter, and its map.
+    /// Counting in the kernel: the eBPF program (at the tc hook, or in place of the classic
+    /// filter) and its map.
     counter: Option<KernelCounter>,
+    /// Why the program is not at the tc hook, when it counts on the socket.
+    tc_error: Option<String>,
 }
 
 // SAFETY: the ring mapping is owned exclusively by this value (nothing else holds pointers into
@@ -190,6 +193,7 @@ impl CaptureSocket {
             macs: RefCell::new(macs.to_vec()),
             weights: Cell::new(Weights::EXACT),
             counter: None,
+            tc_error: None,
         })
     }
 
@@ -243,79 +247,6 @@ impl CaptureSocket {
         }
         *self.macs.borrow_mut() = macs.to_vec();
         Ok(())
-    }
-
-    /// Counts IPv4/IPv6 frames in the kernel from now on: an eBPF program with a map of
-    /// `max_entries` (client, destination) pairs replaces the classic filter, counting the frames
-    /// that came in for this port or for one of `host_macs` (the server's other MACs) and
-    /// dropping them before any copy; ARP and Neighbor Discovery still reach the ring. On error
-    /// (no CAP_BPF, an old kernel, the verifier refuses) nothing changes.
-    pub fn count_in_kernel(&mut self, host_macs: &[Mac], max_entries: u32) -> io::Result<()> {
-        let c = KernelCounter::new(host_macs, self.snap_len, max_entries, &self.name);
-        self.count_with(c)
-    }
-
-    /// [`count_in_kernel`](Self::count_in_kernel) with the LRU hash even where the slot table
-    /// would work (the fallback, tested on kernels that have both).
-    #[cfg(test)]
-    pub(crate) fn count_in_kernel_hash(
-        &mut self,
-        host_macs: &[Mac],
-        max_entries: u32,
-    ) -> io::Result<()> {
-        let c = KernelCounter::with_hash(host_macs, self.snap_len, max_entries, &self.name);
-        self.count_with(c)
-    }
-
-    fn count_with(&mut self, c: io::Result<KernelCounter>) -> io::Result<()> {
-        let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "eBPF counting", e);
-        let c = c.map_err(ctx)?;
-        c.attach(self.fd.as_fd()).map_err(ctx)?;
-        self.weights.set(Weights::EXACT);
-        self.counter = Some(c);
-        Ok(())
-    }
-
-    /// Where the kernel counts ("slots" or "hash"), while it does.
-    pub fn kernel_store(&self) -> Option<&'static str> {
-        self.counter.as_ref().map(|c| c.store_name())
-    }
-
-    /// Why the kernel counts in the hash and not the slot table, if it does.
-    pub fn kernel_store_fallback(&self) -> Option<&str> {
-        self.counter.as_ref().and_then(|c| c.slot_error())
-    }
-
-    /// True while IPv4/IPv6 frames are counted in the kernel.
-    pub fn counts_in_kernel(&self) -> bool {
-        self.counter.is_some()
-    }
-
-    /// While counting in the kernel: a new set of the server's other MACs (the program is
-    /// loaded again and swapped in; the counts stay).
-    pub fn set_count_macs(&mut self, host_macs: &[Mac]) -> io::Result<()> {
-        let (name, ifindex) = (self.name.clone(), self.ifindex);
-        let Some(c) = self.counter.as_mut() else {
-            return Ok(());
-        };
-        let ctx = |e: io::Error| with_ctx(&name, ifindex, "eBPF counting", e);
-        c.reprogram(host_macs, self.snap_len, &name).map_err(ctx)?;
-        c.attach(self.fd.as_fd()).map_err(ctx)
-    }
-
-    /// While counting in the kernel: the counts since the last call, per (client,
-    /// destination), into `out` (cleared first; empty when not counting in the kernel), and the
-    /// frames counted under no client (the map was full). On error `out` still holds what was
-    /// read.
-    pub fn read_counts(&mut self, out: &mut Vec<Delta>) -> io::Result<u64> {
-        out.clear();
-        let (name, ifindex) = (&self.name, self.ifindex);
-        match self.counter.as_mut() {
-            Some(c) => c
-                .read(out)
-                .map_err(|e| with_ctx(name, ifindex, "reading the counting map", e)),
-            None => Ok(0),
-        }
     }
 
     /// Keeps one IPv4/IPv6 frame in `one_in` from now on (a power of two up to
@@ -475,6 +406,9 @@ impl event::Source for CaptureSocket {
         SourceFd(&self.fd.as_raw_fd()).deregister(registry)
     }
 }
+
+#[path = "socket_counting.rs"]
+mod counting;
 
 #[cfg(test)]
 #[path = "socket_tests.rs"]

@@ -16,6 +16,8 @@ pub mod map;
 pub mod program;
 pub mod slots;
 mod sys;
+pub mod tc;
+pub mod tc_program;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -41,9 +43,21 @@ pub fn map_entries(capacity: usize) -> u32 {
 pub const MIN_ENTRIES: usize = 16_384;
 pub const MAX_ENTRIES: usize = 131_072;
 
+/// Where the program runs: a socket filter on the port's capture socket (which hands ARP and
+/// ND, truncated to `snap_len`, on to its ring), or the port's tc ingress hook (which passes
+/// every frame on unchanged, with no tap involved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Socket { snap_len: u32 },
+    Tc,
+}
+
 /// A port's counting map and the program that fills it.
 #[derive(Debug)]
 pub struct KernelCounter {
+    /// At the tc hook: the filter (removed first on drop).
+    tc: Option<tc::TcFilter>,
+    hook: Hook,
     map: OwnedFd,
     prog: OwnedFd,
     max_entries: u32,
@@ -79,7 +93,7 @@ fn multipliers() -> [i32; 3] {
 /// The slot table for `entries` pairs and its program, if this kernel maps arrays.
 fn slot_table(
     host_macs: &[Mac],
-    snap_len: u32,
+    hook: Hook,
     entries: u32,
     name: &str,
 ) -> io::Result<(OwnedFd, OwnedFd, Store, sys::Mapped, u32)> {
@@ -97,7 +111,7 @@ fn slot_table(
         slots: n,
         mul: multipliers(),
     };
-    let prog = load(&map, host_macs, snap_len, name, store)?;
+    let prog = load(&map, host_macs, hook, name, store)?;
     Ok((map, prog, store, mem, n))
 }
 
@@ -114,14 +128,16 @@ fn cpus() -> io::Result<usize> {
 }
 
 impl KernelCounter {
-    /// Creates the map (`max_entries` clients x destinations) and loads the program for a port
-    /// whose other host MACs are `host_macs`, passing ARP and ND truncated to `snap_len`.
-    /// `name` (the port's) names both in `bpftool` listings.
-    pub fn new(host_macs: &[Mac], snap_len: u32, max_entries: u32, name: &str) -> io::Result<Self> {
+    /// Creates the map (`max_entries` clients x destinations) and loads the program for `hook`
+    /// of a port whose other host MACs are `host_macs`. `name` (the port's) names both in
+    /// `bpftool` listings. At the tc hook, [`attach_tc`](Self::attach_tc) attaches it.
+    pub fn new(host_macs: &[Mac], hook: Hook, max_entries: u32, name: &str) -> io::Result<Self> {
         // The slot table where the kernel has it (and takes its program); else the hash.
-        let e = match slot_table(host_macs, snap_len, max_entries, name) {
+        let e = match slot_table(host_macs, hook, max_entries, name) {
             Ok((map, prog, store, mem, n)) => {
                 return Ok(KernelCounter {
+                    tc: None,
+                    hook,
                     map,
                     prog,
                     max_entries: n,
@@ -132,7 +148,7 @@ impl KernelCounter {
             }
             Err(e) => e,
         };
-        let mut c = Self::with_hash(host_macs, snap_len, max_entries, name)?;
+        let mut c = Self::with_hash(host_macs, hook, max_entries, name)?;
         c.slot_error = Some(e.to_string());
         Ok(c)
     }
@@ -140,7 +156,7 @@ impl KernelCounter {
     /// Counts in the per-CPU LRU hash even where the slot table would work.
     pub fn with_hash(
         host_macs: &[Mac],
-        snap_len: u32,
+        hook: Hook,
         max_entries: u32,
         name: &str,
     ) -> io::Result<Self> {
@@ -154,8 +170,10 @@ impl KernelCounter {
             &format!("rlbd_{name}"),
         )
         .map_err(|e| io::Error::new(e.kind(), format!("creating the counting map: {e}")))?;
-        let prog = load(&map, host_macs, snap_len, name, Store::Hash)?;
+        let prog = load(&map, host_macs, hook, name, Store::Hash)?;
         Ok(KernelCounter {
+            tc: None,
+            hook,
             map,
             prog,
             max_entries: max_entries.max(1),
@@ -170,17 +188,37 @@ impl KernelCounter {
         self.prog.as_fd()
     }
 
-    /// Loads the program again for a new set of host MACs (same map, counts kept). The caller
-    /// attaches the new one.
-    pub fn reprogram(&mut self, host_macs: &[Mac], snap_len: u32, name: &str) -> io::Result<()> {
-        self.prog = load(&self.map, host_macs, snap_len, name, self.store)?;
+    /// Loads the program again for a new set of host MACs (same map, counts kept). At the tc
+    /// hook the filter takes it at once; a socket filter's caller attaches it.
+    pub fn reprogram(&mut self, host_macs: &[Mac], name: &str) -> io::Result<()> {
+        let prog = load(&self.map, host_macs, self.hook, name, self.store)?;
+        if let Some(f) = &self.tc {
+            f.replace(prog.as_fd(), &format!("rlbd_{name}"))?;
+        }
+        self.prog = prog;
         Ok(())
     }
 
-    /// Attaches the program to `sock` in place of its filter.
+    /// Attaches the socket filter to `sock` in place of its filter.
     pub fn attach(&self, sock: BorrowedFd<'_>) -> io::Result<()> {
         sys::attach_bpf(sock, self.prog.as_fd())
             .map_err(|e| io::Error::new(e.kind(), format!("SO_ATTACH_BPF: {e}")))
+    }
+
+    /// Attaches the tc program at the ingress hook of `port` / `ifindex` (see `tc.rs`); the
+    /// filter goes when this counter does.
+    pub fn attach_tc(&mut self, port: &str, ifindex: u32) -> io::Result<()> {
+        let f = tc::TcFilter::attach(port, ifindex, self.prog.as_fd(), &format!("rlbd_{port}"))?;
+        self.tc = Some(f);
+        Ok(())
+    }
+
+    /// Where the program runs: "tc" (ingress hook) or "socket" (a socket filter).
+    pub fn hook_name(&self) -> &'static str {
+        match self.hook {
+            Hook::Tc => "tc",
+            Hook::Socket { .. } => "socket",
+        }
     }
 
     /// The kernel's (run time in ns, runs) of the program, counted while the
@@ -223,13 +261,23 @@ impl KernelCounter {
 fn load(
     map: &OwnedFd,
     host_macs: &[Mac],
-    snap_len: u32,
+    hook: Hook,
     name: &str,
     store: Store,
 ) -> io::Result<OwnedFd> {
     use std::os::fd::AsRawFd;
-    let insns = program::counting_program(host_macs, snap_len, map.as_raw_fd(), store)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    sys::prog_load_socket_filter(&insns, &format!("rlbd_{name}"))
+    let fd = map.as_raw_fd();
+    let (insns, prog_type) = match hook {
+        Hook::Socket { snap_len } => (
+            program::counting_program(host_macs, snap_len, fd, store),
+            sys::BPF_PROG_TYPE_SOCKET_FILTER,
+        ),
+        Hook::Tc => (
+            tc_program::counting_program(host_macs, fd, store),
+            sys::BPF_PROG_TYPE_SCHED_CLS,
+        ),
+    };
+    let insns = insns.map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    sys::prog_load(prog_type, &insns, &format!("rlbd_{name}"))
         .map_err(|e| io::Error::new(e.kind(), format!("loading the counting program: {e}")))
 }

@@ -20,7 +20,9 @@ pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 pub const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
 /// An array the process may mmap (Linux >= 5.5).
 pub const BPF_F_MMAPABLE: u32 = 1 << 10;
-const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+/// A tc classifier (`cls_bpf`), here attached direct-action at a port's ingress hook.
+pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// The kernel's "operation not supported" (ENOTSUPP, not in libc): an old kernel's answer to
 /// a batch lookup.
 const ENOTSUPP: i32 = 524;
@@ -205,13 +207,13 @@ const LICENSE: &[u8] = b"MIT OR Apache-2.0\0";
 /// Bytes of verifier log kept in an error.
 const LOG_TAIL: usize = 1500;
 
-/// Loads a socket filter program. When the kernel refuses it, the error carries the end of the
+/// Loads a program of `prog_type`. When the kernel refuses it, the error carries the end of the
 /// verifier's log (the load is repeated with logging on).
-pub fn prog_load_socket_filter(insns: &[Insn], name: &str) -> io::Result<OwnedFd> {
+pub fn prog_load(prog_type: u32, insns: &[Insn], name: &str) -> io::Result<OwnedFd> {
     let insn_cnt = u32::try_from(insns.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "eBPF program too long"))?;
     let mut attr = ProgLoad {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        prog_type,
         insn_cnt,
         insns: insns.as_ptr() as u64,
         license: LICENSE.as_ptr() as u64,
