@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rlbd::capture::ebpf::{map_entries, Delta, KernelCounter};
+use rlbd::capture::ebpf::{map_entries, Delta, Hook, KernelCounter};
 use rlbd::capture::sampling::Sampler;
 use rlbd::capture::{parse, CaptureSocket, ClientTable, Frame, Mac, RingConfig, PACKET_HOST};
 use rlbd::config::{DEFAULT_RING_BLOCKS, DEFAULT_RING_BLOCK_KIB};
@@ -44,8 +44,10 @@ pub enum Sampling {
     Auto(u32),
     Off,
     Fixed(u32),
-    /// Counting in the kernel (eBPF map), read once a second.
+    /// Counting in the kernel (eBPF map), read once a second, the program a socket filter.
     Ebpf,
+    /// The same with the program at the tc ingress hook (the daemon's first choice).
+    EbpfTc,
     /// The same in the per-CPU LRU hash (the fallback where the kernel cannot map a map).
     EbpfHash,
 }
@@ -57,6 +59,7 @@ impl Sampling {
             Sampling::Off => "sampling=off".into(),
             Sampling::Fixed(n) => format!("sampling=fixed:{n}"),
             Sampling::Ebpf => "sampling=ebpf".into(),
+            Sampling::EbpfTc => "sampling=ebpf-tc".into(),
             Sampling::EbpfHash => "sampling=ebpf-hash".into(),
         }
     }
@@ -67,6 +70,7 @@ impl Sampling {
             Some(("fixed", n)) => n.parse().ok().map(Sampling::Fixed),
             None if s == "off" => Some(Sampling::Off),
             None if s == "ebpf" => Some(Sampling::Ebpf),
+            None if s == "ebpf-tc" => Some(Sampling::EbpfTc),
             None if s == "ebpf-hash" => Some(Sampling::EbpfHash),
             _ => None,
         }
@@ -207,9 +211,21 @@ impl RlbdReceiver {
                 } else {
                     KernelCounter::with_hash
                 };
-                let c = make(&[], ring.snap_len, map_entries(capacity), iface)
-                    .map_err(|e| e.to_string())?;
+                let hook = Hook::Socket {
+                    snap_len: ring.snap_len,
+                };
+                let c = make(&[], hook, map_entries(capacity), iface).map_err(|e| e.to_string())?;
                 c.attach(cap.as_fd()).map_err(|e| e.to_string())?;
+                counter = Some(c);
+                None
+            }
+            Sampling::EbpfTc => {
+                let mut c = KernelCounter::new(&[], Hook::Tc, map_entries(capacity), iface)
+                    .map_err(|e| e.to_string())?;
+                c.attach_tc(iface, cap.ifindex())
+                    .map_err(|e| e.to_string())?;
+                // The socket keeps ARP and Neighbor Discovery only, as the daemon's does.
+                cap.set_macs(&[]).map_err(|e| e.to_string())?;
                 counter = Some(c);
                 None
             }
