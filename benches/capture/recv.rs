@@ -220,7 +220,10 @@ impl RlbdReceiver {
                 None
             }
             Sampling::EbpfTc => {
-                let mut c = KernelCounter::new(&[], Hook::Tc, map_entries(capacity), iface)
+                let hook = Hook::Tc {
+                    snap_len: ring.snap_len,
+                };
+                let mut c = KernelCounter::new(&[], hook, map_entries(capacity), iface)
                     .map_err(|e| e.to_string())?;
                 c.attach_tc(iface, cap.ifindex())
                     .map_err(|e| e.to_string())?;

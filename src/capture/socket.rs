@@ -39,7 +39,7 @@ use super::filter;
 use super::frame::Mac;
 use super::ring::{RawMeta, Ring};
 pub use super::ring::{RingConfig, RingStats};
-use super::setup::{attach_filter, bind_all, check, map_ring, quiet_socket, with_ctx};
+use super::setup::{self, attach_filter, bind_all, check, map_ring, quiet_socket, with_ctx};
 
 /// `sll_pkttype` values (from `<linux/if_packet.h>`).
 pub const PACKET_HOST: u8 = libc::PACKET_HOST;
@@ -297,7 +297,7 @@ impl CaptureSocket {
             self.weights.set(w);
         }
         let label = format_args!("{} (ifindex {})", self.name, self.ifindex);
-        self.ring.walk(max_frames, &label, |m: RawMeta, data| {
+        let n = self.ring.walk(max_frames, &label, |m: RawMeta, data| {
             f(
                 FrameMeta {
                     orig_len: m.orig_len,
@@ -307,12 +307,35 @@ impl CaptureSocket {
                 },
                 data,
             )
+        });
+        // At the tc hooks ARP and ND come from the ring buffer (the ring holds at most frames
+        // captured before the switch).
+        let Some(rb) = self.counter.as_mut().and_then(|c| c.ring()) else {
+            return n;
+        };
+        n + rb.drain(max_frames.saturating_sub(n), |m, data| {
+            let meta = FrameMeta {
+                orig_len: m.len,
+                pkt_type: m.pkt_type,
+                weight: 1,
+                vlan: m.vlan,
+            };
+            f(meta, data)
         })
     }
 
     /// True if `drain` would hand over at least one frame (or finish a block) now.
     pub fn pending(&self) -> bool {
-        self.ring.pending()
+        self.ring.pending() || self.counter.as_ref().is_some_and(|c| c.ring_pending())
+    }
+
+    /// The descriptors readiness comes on: the socket's, and at the tc hooks the ring
+    /// buffer's.
+    fn ready_fds(&self) -> [Option<RawFd>; 2] {
+        [
+            Some(self.fd.as_raw_fd()),
+            self.counter.as_ref().and_then(|c| c.ring_fd()),
+        ]
     }
 
     /// Kernel ring statistics, accumulated since open.
@@ -347,13 +370,20 @@ impl CaptureSocket {
     /// transmit queue fails with `WouldBlock`/`ENOBUFS`.
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
         let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "send", e);
-        // SAFETY: `frame` is a readable buffer of `frame.len()` bytes for the whole call.
+        // The frame's own EtherType as the protocol: the socket may be bound to one that
+        // never arrives (counting at tc), and the stack below should see the frame for what
+        // it is.
+        let to = setup::link_addr(self.ifindex, frame);
+        // SAFETY: `frame` is a readable buffer of `frame.len()` bytes and `to` a valid
+        // sockaddr_ll of the length passed, both for the whole call.
         let n = unsafe {
-            libc::send(
+            libc::sendto(
                 self.fd.as_raw_fd(),
                 frame.as_ptr().cast::<c_void>(),
                 frame.len(),
                 0,
+                (&to as *const libc::sockaddr_ll).cast::<libc::sockaddr>(),
+                mem::size_of::<libc::sockaddr_ll>() as socklen_t,
             )
         };
         if n < 0 {
@@ -390,7 +420,10 @@ impl event::Source for CaptureSocket {
         token: Token,
         interests: Interest,
     ) -> io::Result<()> {
-        SourceFd(&self.fd.as_raw_fd()).register(registry, token, interests)
+        for fd in self.ready_fds().into_iter().flatten() {
+            SourceFd(&fd).register(registry, token, interests)?;
+        }
+        Ok(())
     }
 
     fn reregister(
@@ -399,11 +432,17 @@ impl event::Source for CaptureSocket {
         token: Token,
         interests: Interest,
     ) -> io::Result<()> {
-        SourceFd(&self.fd.as_raw_fd()).reregister(registry, token, interests)
+        for fd in self.ready_fds().into_iter().flatten() {
+            SourceFd(&fd).reregister(registry, token, interests)?;
+        }
+        Ok(())
     }
 
     fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
-        SourceFd(&self.fd.as_raw_fd()).deregister(registry)
+        for fd in self.ready_fds().into_iter().flatten() {
+            SourceFd(&fd).deregister(registry)?;
+        }
+        Ok(())
     }
 }
 
@@ -417,3 +456,7 @@ mod tests;
 #[cfg(test)]
 #[path = "socket_ebpf_tests.rs"]
 mod ebpf_tests;
+
+#[cfg(test)]
+#[path = "socket_tc_tests.rs"]
+mod tc_tests;

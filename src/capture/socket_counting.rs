@@ -5,8 +5,9 @@ use std::io;
 use std::os::fd::AsFd;
 
 use super::super::ebpf::{Delta, Hook, KernelCounter};
+use super::super::filter;
 use super::super::frame::Mac;
-use super::super::setup::with_ctx;
+use super::super::setup::{attach_filter, bind_proto, with_ctx, ETH_P_NONE};
 use super::{CaptureSocket, Weights};
 
 impl CaptureSocket {
@@ -29,16 +30,23 @@ impl CaptureSocket {
         }
     }
 
-    /// Counts at the port's tc ingress hook (needs CAP_NET_ADMIN too); the socket's filter then
-    /// passes only ARP and Neighbor Discovery.
+    /// Counts at the port's tc hooks (needs CAP_NET_ADMIN too; Linux >= 5.8 for the ring
+    /// buffer); ARP and Neighbor Discovery then come from the programs' ring buffer, and the
+    /// socket stops being a tap: it drops everything and is bound to a protocol that never
+    /// arrives (it only sends).
     pub fn count_at_tc(&mut self, host_macs: &[Mac], max_entries: u32) -> io::Result<()> {
         let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "eBPF counting at tc", e);
-        let mut c =
-            KernelCounter::new(host_macs, Hook::Tc, max_entries, &self.name).map_err(ctx)?;
+        let hook = Hook::Tc {
+            snap_len: self.snap_len,
+        };
+        let mut c = KernelCounter::new(host_macs, hook, max_entries, &self.name).map_err(ctx)?;
         c.attach_tc(&self.name, self.ifindex).map_err(ctx)?;
-        // Until the filter below is in, a frame can count both here and in the ring (for
-        // microseconds, once).
-        self.attach(&[], 1)?;
+        // Until the socket is off the tap, a frame can count both at tc and in the ring (for
+        // microseconds, once), and ARP can come twice.
+        let ifindex = self.ifindex as libc::c_int;
+        attach_filter(&self.fd, &filter::drop_all())
+            .and_then(|()| bind_proto(&self.fd, ifindex, ETH_P_NONE))
+            .map_err(|e| with_ctx(&self.name, self.ifindex, "leaving the tap", e))?;
         self.weights.set(Weights::EXACT);
         self.counter = Some(c);
         self.tc_error = None;

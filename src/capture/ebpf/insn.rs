@@ -108,6 +108,8 @@ pub enum Helper {
     MapUpdateElem = 2,
     SkbLoadBytes = 26,
     SkbPullData = 39,
+    RingbufReserve = 131,
+    RingbufSubmit = 132,
 }
 
 pub const CLASS_LD: u8 = 0x00;

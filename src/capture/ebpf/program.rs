@@ -28,9 +28,9 @@ pub(super) const SKB_VLAN_TCI: i16 = 24;
 pub(super) const SKB_VLAN_PROTO: i16 = 28;
 
 pub(super) const PACKET_HOST: i32 = 0;
-const PACKET_OUTGOING: i32 = 4;
+pub(super) const PACKET_OUTGOING: i32 = 4;
 pub(super) const ETH_P_IP: i32 = 0x0800;
-const ETH_P_ARP: i32 = 0x0806;
+pub(super) const ETH_P_ARP: i32 = 0x0806;
 pub(super) const ETH_P_8021Q: i32 = 0x8100;
 pub(super) const ETH_P_IPV6: i32 = 0x86dd;
 pub(super) const ETH_HDR: i32 = 14;

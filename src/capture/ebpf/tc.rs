@@ -1,14 +1,15 @@
-//! The counting program at a port's tc ingress hook, through rtnetlink: a `clsact` qdisc (made
-//! only when the port has none) and one `cls_bpf` filter, direct-action, at a priority and
-//! handle of rlbd's own ([`PRIO`], [`HANDLE`]) with the program named `rlbd_<port>`.
+//! The programs at a port's tc hooks, through rtnetlink: a `clsact` qdisc (made only when the
+//! port has none) and one `cls_bpf` filter at each of its ingress and egress hooks,
+//! direct-action, at a priority and handle of rlbd's own ([`PRIO`], [`HANDLE`]) with the
+//! programs named `rlbd_<port>`.
 //!
 //! Rules, so that an operator's tc setup is never disturbed:
-//! - another filter at [`PRIO`] (another kind, or a program not named `rlbd_*`) is never
-//!   touched: attaching fails and rlbd counts on the capture socket instead;
+//! - another filter at [`PRIO`] at either hook (another kind, or a program not named `rlbd_*`)
+//!   is never touched: attaching fails and rlbd counts on the capture socket instead;
 //! - a filter of rlbd's own at [`PRIO`] (a crashed rlbd's, still counting into its orphaned
 //!   map) is replaced in place;
-//! - on drop the filter is deleted, and the qdisc too when rlbd made it (or found it holding
-//!   only a stale filter of its own) and it holds no other filter at either hook.
+//! - on drop the filters are deleted, and the qdisc too when rlbd made it (or found it holding
+//!   only stale filters of its own) and it holds no other filter at either hook.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -51,7 +52,7 @@ const EGRESS: TcHandle = TcHandle {
 /// daemon's start or exit).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// rlbd's counting filter at one port's ingress hook; removed on drop.
+/// rlbd's filters at one port's tc hooks; removed on drop.
 #[derive(Debug)]
 pub struct TcFilter {
     ifindex: u32,
@@ -71,11 +72,13 @@ pub(crate) enum AtPrio {
 }
 
 impl TcFilter {
-    /// Attaches `prog` (named `prog_name`) at the ingress hook of `port` / `ifindex`.
+    /// Attaches `ingress` and `egress` (both named `prog_name`) at the hooks of `port` /
+    /// `ifindex`.
     pub fn attach(
         port: &str,
         ifindex: u32,
-        prog: BorrowedFd<'_>,
+        ingress: BorrowedFd<'_>,
+        egress: BorrowedFd<'_>,
         prog_name: &str,
     ) -> io::Result<TcFilter> {
         let nl = Nl::new()?;
@@ -87,17 +90,21 @@ impl TcFilter {
         if let AtPrio::Foreign(what) = &found {
             let e = io::Error::new(
                 io::ErrorKind::AddrInUse,
-                format!("tc ingress priority {PRIO} holds a filter not rlbd's ({what})"),
+                format!("tc priority {PRIO} holds a filter not rlbd's ({what})"),
             );
             return Err(nl.undo_qdisc(ifindex, made, e));
         }
         if found == AtPrio::Ours {
-            warn!("port {port}: replacing the counting filter a previous rlbd left at tc ingress");
+            warn!("port {port}: replacing the tc filters a previous rlbd left");
         }
-        if let Err(e) = nl.put_filter(ifindex, prog, prog_name) {
+        let put = nl
+            .put_filter(ifindex, INGRESS, ingress, prog_name)
+            .and_then(|()| nl.put_filter(ifindex, EGRESS, egress, prog_name));
+        if let Err(e) = put {
+            let _ = nl.del_filters(ifindex);
             return Err(nl.undo_qdisc(ifindex, made, e));
         }
-        // A qdisc that held only a stale filter of rlbd's was rlbd's too.
+        // A qdisc that held only stale filters of rlbd's was rlbd's too.
         let own_qdisc = made || (found == AtPrio::Ours && nl.others(ifindex).is_ok_and(|n| n == 0));
         Ok(TcFilter {
             ifindex,
@@ -106,12 +113,13 @@ impl TcFilter {
         })
     }
 
-    /// Swaps in another program (atomically: the kernel replaces the filter's program in place).
+    /// Swaps in another ingress program (atomically: the kernel replaces the filter's program
+    /// in place).
     pub fn replace(&self, prog: BorrowedFd<'_>, prog_name: &str) -> io::Result<()> {
-        Nl::new()?.put_filter(self.ifindex, prog, prog_name)
+        Nl::new()?.put_filter(self.ifindex, INGRESS, prog, prog_name)
     }
 
-    /// The interface the filter is on.
+    /// The interface the filters are on.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
     }
@@ -129,11 +137,11 @@ impl Drop for TcFilter {
                 return;
             }
         };
-        match nl.del_filter(self.ifindex) {
-            // The port is gone, and its hook with it.
+        match nl.del_filters(self.ifindex) {
+            // The port is gone, and its hooks with it.
             Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return,
-            Err(e) => warn!("port {}: removing the tc counting filter: {e}", self.port),
-            Ok(()) => debug!("port {}: tc counting filter removed", self.port),
+            Err(e) => warn!("port {}: removing the tc filters: {e}", self.port),
+            Ok(()) => debug!("port {}: tc filters removed", self.port),
         }
         if self.own_qdisc && nl.others(self.ifindex).is_ok_and(|n| n == 0) {
             if let Err(e) = nl.del_clsact(self.ifindex) {
@@ -286,8 +294,17 @@ impl Nl {
             .map_err(ctx("listing tc filters", ifindex))
     }
 
+    /// What sits at [`PRIO`] at either hook (someone else's at one of them wins).
     fn at_prio(&self, ifindex: u32) -> io::Result<AtPrio> {
-        Ok(classify(&self.filters(ifindex, INGRESS)?))
+        let (i, e) = (
+            classify(&self.filters(ifindex, INGRESS)?),
+            classify(&self.filters(ifindex, EGRESS)?),
+        );
+        Ok(match (i, e) {
+            (AtPrio::Foreign(w), _) | (_, AtPrio::Foreign(w)) => AtPrio::Foreign(w),
+            (AtPrio::Ours, _) | (_, AtPrio::Ours) => AtPrio::Ours,
+            _ => AtPrio::Free,
+        })
     }
 
     /// Filters at either hook other than rlbd's.
@@ -303,18 +320,24 @@ impl Nl {
         Ok(n)
     }
 
-    fn filter_msg(ifindex: u32) -> TcMessage {
+    fn filter_msg(ifindex: u32, parent: TcHandle) -> TcMessage {
         let mut m = TcMessage::with_index(ifindex as i32);
-        m.header.parent = INGRESS;
+        m.header.parent = parent;
         m.header.handle = TcHandle::from(HANDLE);
         m.header.info = (u32::from(PRIO) << 16) | u32::from(ETH_P_ALL.to_be());
         m.attributes.push(TcAttribute::Kind("bpf".into()));
         m
     }
 
-    /// Adds rlbd's filter, or replaces the program of the one there.
-    fn put_filter(&self, ifindex: u32, prog: BorrowedFd<'_>, name: &str) -> io::Result<()> {
-        let mut m = Self::filter_msg(ifindex);
+    /// Adds rlbd's filter at hook `parent`, or replaces the program of the one there.
+    fn put_filter(
+        &self,
+        ifindex: u32,
+        parent: TcHandle,
+        prog: BorrowedFd<'_>,
+        name: &str,
+    ) -> io::Result<()> {
+        let mut m = Self::filter_msg(ifindex, parent);
         m.attributes.push(TcAttribute::Options(vec![
             TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.as_raw_fd() as u32)),
             TcOption::Bpf(TcFilterBpfOption::ProgName(name.to_owned())),
@@ -323,13 +346,22 @@ impl Nl {
         let flags = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
         self.exchange(RouteNetlinkMessage::NewTrafficFilter(m), flags)
             .map(|_| ())
-            .map_err(ctx("adding the tc ingress filter", ifindex))
+            .map_err(ctx("adding a tc filter", ifindex))
     }
 
-    fn del_filter(&self, ifindex: u32) -> io::Result<()> {
-        let m = Self::filter_msg(ifindex);
-        self.exchange(RouteNetlinkMessage::DelTrafficFilter(m), NLM_F_ACK)
-            .map(|_| ())
+    /// Deletes rlbd's filters at both hooks (one missing is no error).
+    fn del_filters(&self, ifindex: u32) -> io::Result<()> {
+        let mut first = Ok(());
+        for parent in [INGRESS, EGRESS] {
+            let m = Self::filter_msg(ifindex, parent);
+            match self.exchange(RouteNetlinkMessage::DelTrafficFilter(m), NLM_F_ACK) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) if first.is_ok() => first = Err(e),
+                Err(_) => {}
+            }
+        }
+        first
     }
 }
 

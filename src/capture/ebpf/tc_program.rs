@@ -1,25 +1,32 @@
-//! The counting program for a port's tc ingress hook (`BPF_PROG_TYPE_SCHED_CLS`, attached
-//! direct-action by `tc.rs`): the same count as the socket filter (`program.rs`), into the same
-//! map and under the same key, without any packet tap. It reads the frame in place (direct
-//! packet access, bounds checked against `data_end`), takes a tag the driver or the stack
-//! already took out from `vlan_present`/`vlan_tci`, and never drops, changes or classifies a
-//! frame: it always returns `TC_ACT_UNSPEC`, which lets the hook run whatever filters come after
-//! it (an operator's) exactly as if it were not there. (`TC_ACT_OK` would end classification
-//! and skip them.)
+//! The programs for a port's tc hooks (`BPF_PROG_TYPE_SCHED_CLS`, attached direct-action by
+//! `tc.rs`), which replace the capture socket's tap altogether:
+//! - at ingress, the same count as the socket filter (`program.rs`), into the same map and
+//!   under the same key;
+//! - at both hooks, ARP and Neighbor Discovery frames (what the steering watches, the host's
+//!   own outgoing answers included) copied, up to the snap length, into a ring buffer the
+//!   daemon reads (`ringbuf.rs`), behind a header: length u32, VLAN u16, packet type u8 (the
+//!   kernel's at ingress, `PACKET_OUTGOING` at egress), whether the tag was taken out u8.
+//!
+//! They read the frame in place (direct packet access, bounds checked against `data_end`),
+//! take a tag the driver or the stack already took out from `vlan_present`/`vlan_tci`, and never
+//! drop, change or classify a frame: they always return `TC_ACT_UNSPEC`, which lets the hook
+//! run whatever filters come after them (an operator's) exactly as if they were not there.
+//! (`TC_ACT_OK` would end classification and skip those.)
 //!
 //! Acceptance, as the socket filter's: an IPv4 frame (version 4, header length >= 5) or an
 //! IPv6 frame (version 6, not a Neighbor Solicitation or Advertisement) for this port
 //! (`PACKET_HOST`) or for one of the host's other MACs, untagged, tagged 802.1Q once in the
 //! frame, or with an 802.1Q tag taken out, is counted under (source MAC, VLAN, destination
-//! address). Anything else passes uncounted; ARP and Neighbor Discovery reach the capture
-//! socket as they always did.
+//! address); ARP, and ICMPv6 NS/NA, go to the ring buffer. A frame under an 802.1ad tag taken
+//! out is neither (rlbd does not steer 802.1ad).
 
 use super::insn::{Alu, Asm, Cond, Helper, Insn, Label, Reg, Size};
 use super::program::{
-    count_hash, count_slots, Store, ETH_HDR, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6, IPPROTO_ICMPV6,
-    KEY, KEY_DST, KEY_VLAN, MAX_HOST_MACS, ND_NA, ND_NS, PACKET_HOST, SKB_LEN, SKB_PKT_TYPE,
-    SKB_VLAN_PRESENT, SKB_VLAN_PROTO, SKB_VLAN_TCI,
+    count_hash, count_slots, Store, ETH_HDR, ETH_P_8021Q, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6,
+    IPPROTO_ICMPV6, KEY, KEY_DST, KEY_VLAN, MAX_HOST_MACS, ND_NA, ND_NS, PACKET_HOST,
+    PACKET_OUTGOING, SKB_LEN, SKB_PKT_TYPE, SKB_VLAN_PRESENT, SKB_VLAN_PROTO, SKB_VLAN_TCI,
 };
+use super::ringbuf::META;
 use crate::capture::Mac;
 
 // `struct __sk_buff`: the packet pointers (UAPI).
@@ -36,9 +43,32 @@ fn wire16(x: i32) -> i32 {
     i32::from(u16::from_ne_bytes((x as u16).to_be_bytes()))
 }
 
-/// Builds the tc program for a port whose map is `map_fd`; `host_macs` are the server's MACs
-/// other than the port's own whose frames count too.
-pub fn counting_program(host_macs: &[Mac], map_fd: i32, store: Store) -> Result<Vec<Insn>, String> {
+/// Where a frame for the ring buffer goes, and how much of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ring {
+    pub fd: i32,
+    pub snap_len: u32,
+}
+
+impl Ring {
+    /// Bytes reserved per record: the header and the snap length, padded to 8.
+    fn record(&self) -> Result<i32, String> {
+        let n = (META as u32 + self.snap_len).next_multiple_of(8);
+        match i32::try_from(n) {
+            Ok(n) if (ETH_HDR as u32) <= self.snap_len && n <= 4096 => Ok(n),
+            _ => Err(format!("snap length {} out of range", self.snap_len)),
+        }
+    }
+}
+
+/// Builds the ingress program for a port whose map is `map_fd`; `host_macs` are the server's
+/// MACs other than the port's own whose frames count too.
+pub fn counting_program(
+    host_macs: &[Mac],
+    map_fd: i32,
+    store: Store,
+    ring: Ring,
+) -> Result<Vec<Insn>, String> {
     if host_macs.len() > MAX_HOST_MACS {
         return Err(format!(
             "{} host MACs given, at most {MAX_HOST_MACS} supported",
@@ -51,9 +81,11 @@ pub fn counting_program(host_macs: &[Mac], map_fd: i32, store: Store) -> Result<
         }
     }
     let mut a = Asm::new();
-    let (done, v4, count) = (a.label(), a.label(), a.label());
+    let (done, pass, v4, v6data, count) = (a.label(), a.label(), a.label(), a.label(), a.label());
     vlan_and_head(&mut a, done);
-    ethertype(&mut a, done, v4);
+    ethertype(&mut a, done, pass, v4);
+    ipv6_nd(&mut a, done, pass, v6data);
+    a.bind(v6data);
     ipv6_key(&mut a, done, count, host_macs);
     ipv4_key(&mut a, done, v4, host_macs);
     a.bind(count);
@@ -62,9 +94,62 @@ pub fn counting_program(host_macs: &[Mac], map_fd: i32, store: Store) -> Result<
         Store::Hash => count_hash(&mut a, done, map_fd),
         Store::Slots { slots, mul } => count_slots(&mut a, done, map_fd, slots, mul),
     }
+    a.ja(done);
+    to_ring(&mut a, pass, done, ring, false)?;
     a.bind(done);
     a.mov_imm(Reg::R0, TC_ACT_UNSPEC).exit();
     a.finish()
+}
+
+/// Builds the egress program: the host's outgoing ARP and Neighbor Discovery to the ring
+/// buffer, nothing counted.
+pub fn watching_program(ring: Ring) -> Result<Vec<Insn>, String> {
+    let mut a = Asm::new();
+    let (done, pass) = (a.label(), a.label());
+    vlan_and_head(&mut a, done);
+    ethertype(&mut a, done, pass, done);
+    ipv6_nd(&mut a, done, pass, done);
+    to_ring(&mut a, pass, done, ring, true)?;
+    a.bind(done);
+    a.mov_imm(Reg::R0, TC_ACT_UNSPEC).exit();
+    a.finish()
+}
+
+/// `pass`: the frame's header and first bytes into a ring buffer record (none when the ring
+/// is full: the frame is lost to the daemon, as a full capture ring loses it), then `done`.
+fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> Result<(), String> {
+    use Reg::*;
+    let record = ring.record()?;
+    let snap = ring.snap_len as i32;
+    let (short, long_enough) = (a.label(), a.label());
+    a.bind(pass);
+    a.ld_map_fd(R1, ring.fd).mov_imm(R2, record).mov_imm(R3, 0);
+    a.call(Helper::RingbufReserve);
+    a.jmp_imm(Cond::Eq, R0, 0, done);
+    a.mov(R7, R0);
+    a.ldx(Size::W, R1, R6, SKB_LEN).stx(Size::W, R7, 0, R1);
+    a.stx(Size::H, R7, 4, R8);
+    if egress {
+        a.st(Size::B, R7, 6, PACKET_OUTGOING);
+    } else {
+        a.ldx(Size::W, R1, R6, SKB_PKT_TYPE).stx(Size::B, R7, 6, R1);
+    }
+    a.stx(Size::B, R7, 7, R9);
+    // min(len, snap), and at least the Ethernet header the checks above read.
+    a.ldx(Size::W, R4, R6, SKB_LEN);
+    a.jmp_imm(Cond::Le, R4, snap, short);
+    a.mov_imm(R4, snap);
+    a.bind(short);
+    a.jmp_imm(Cond::Ge, R4, ETH_HDR, long_enough);
+    a.mov_imm(R4, ETH_HDR);
+    a.bind(long_enough);
+    // On failure the helper zeroes the bytes: the daemon finds no frame in them.
+    a.mov(R1, R6).mov_imm(R2, 0);
+    a.mov(R3, R7).alu_imm(Alu::Add, R3, META as i32);
+    a.call(Helper::SkbLoadBytes);
+    a.mov(R1, R7).mov_imm(R2, 0).call(Helper::RingbufSubmit);
+    a.ja(done);
+    Ok(())
 }
 
 /// R6 = context, R7 = 0 (the tag's length in the frame), R8 = VLAN of a tag taken out, R9 =
@@ -109,8 +194,9 @@ fn need(a: &mut Asm, base: Reg, len: i32, done: Label) {
 }
 
 /// Looks through one 802.1Q tag in the frame (R7 = 4; its VLAN unless one was taken out), and
-/// dispatches: IPv4 to `v4`, IPv6 falls through, anything else ends. R4 = the network header.
-fn ethertype(a: &mut Asm, done: Label, v4: Label) {
+/// dispatches: ARP to `pass`, IPv4 to `v4`, IPv6 falls through, anything else ends. R4 = the
+/// network header.
+fn ethertype(a: &mut Asm, done: Label, pass: Label, v4: Label) {
     use Reg::*;
     let (dispatch, inner) = (a.label(), a.label());
     need(a, R2, ETH_HDR, done);
@@ -127,14 +213,14 @@ fn ethertype(a: &mut Asm, done: Label, v4: Label) {
     a.mov(R4, R2)
         .alu_reg(Alu::Add, R4, R7)
         .alu_imm(Alu::Add, R4, ETH_HDR);
+    a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_ARP), pass);
     a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_IP), v4);
     a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_IPV6), done);
 }
 
-/// IPv6 other than NS/NA, for the host: the destination into the key, R9 = 6, to `count`.
-fn ipv6_key(a: &mut Asm, done: Label, count: Label, host_macs: &[Mac]) {
+/// IPv6: NS/NA to `pass`, other frames to `data`.
+fn ipv6_nd(a: &mut Asm, done: Label, pass: Label, data: Label) {
     use Reg::*;
-    let (data, ours) = (a.label(), a.label());
     need(a, R4, 40, done);
     a.ldx(Size::B, R0, R4, 0).alu_imm(Alu::Rsh, R0, 4);
     a.jmp_imm(Cond::Ne, R0, 6, done);
@@ -142,9 +228,16 @@ fn ipv6_key(a: &mut Asm, done: Label, count: Label, host_macs: &[Mac]) {
     a.jmp_imm(Cond::Ne, R0, IPPROTO_ICMPV6, data);
     need(a, R4, 41, done);
     a.ldx(Size::B, R0, R4, 40);
-    a.jmp_imm(Cond::Eq, R0, ND_NS, done);
-    a.jmp_imm(Cond::Eq, R0, ND_NA, done);
-    a.bind(data);
+    a.jmp_imm(Cond::Eq, R0, ND_NS, pass);
+    a.jmp_imm(Cond::Eq, R0, ND_NA, pass);
+    a.ja(data);
+}
+
+/// IPv6 data for the host: the destination into the key, R9 = 6, to `count`.
+fn ipv6_key(a: &mut Asm, done: Label, count: Label, host_macs: &[Mac]) {
+    use Reg::*;
+    let ours = a.label();
+    need(a, R4, 40, done);
     host_check(a, host_macs, ours, done);
     a.bind(ours);
     a.mov_imm(R9, 6);
