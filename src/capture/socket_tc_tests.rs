@@ -37,6 +37,11 @@ fn veth() -> Result<CaptureSocket, String> {
         ));
     }
     ip("link set lo up")?;
+    // No frames of the stack's own (DAD, router solicitations) beside the test's.
+    for key in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1")
+            .map_err(|e| format!("disable_ipv6: {e}"))?;
+    }
     ip("link add cap0 address 02:52:4c:42:00:01 type veth peer name peer0 address 02:52:4c:42:00:02")?;
     ip("link set cap0 up")?;
     ip("link set peer0 up")?;
@@ -66,6 +71,30 @@ fn taps_on(ifindex: u32) -> usize {
         })
         .count()
 }
+
+/// An IPv6 frame from the client to the port: ICMPv6 of `icmp_type` (a Neighbor Solicitation
+/// with 135), else UDP, to 2001:db8::1.
+fn ipv6(icmp_type: Option<u8>) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&CAP_MAC.octets());
+    f.extend_from_slice(&CLIENT.octets());
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 32]);
+    f.push(if icmp_type.is_some() { 58 } else { 17 });
+    f.push(255);
+    f.extend_from_slice(
+        &"2001:db8::9"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    f.extend_from_slice(&V6_DST.octets());
+    let mut body = [0u8; 32];
+    body[0] = icmp_type.unwrap_or(0);
+    f.extend_from_slice(&body);
+    f
+}
+
+const V6_DST: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 
 fn arp_reply(vlan: bool) -> Vec<u8> {
     arp_frame(
@@ -104,11 +133,13 @@ fn hooks_and_ring() -> Result<(), String> {
         ))
         .unwrap();
     }
+    peer.send(&ipv6(None)).unwrap();
+    peer.send(&ipv6(Some(135))).unwrap();
     let host = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &small_ring()).unwrap();
     host.send(&arp_reply(false)).unwrap();
     let got = collect(
         &mut cap,
-        2,
+        3,
         16,
         Duration::from_secs(2),
         Duration::from_millis(200),
@@ -117,7 +148,7 @@ fn hooks_and_ring() -> Result<(), String> {
         .iter()
         .map(|(m, d)| (m.pkt_type, m.vlan, parse(d)))
         .collect();
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
     assert!(
         matches!(
             seen[0],
@@ -125,20 +156,32 @@ fn hooks_and_ring() -> Result<(), String> {
         ),
         "{seen:?}"
     );
+    // The Neighbor Solicitation, whole (up to the snap length), not counted.
+    assert_eq!((seen[1].0, seen[1].1), (PACKET_HOST, None), "{seen:?}");
+    assert_eq!(got[1].1, ipv6(Some(135)), "{seen:?}");
     assert!(
         matches!(
-            seen[1],
+            seen[2],
             (PACKET_OUTGOING, None, Some(Frame::Arp { op: 2, .. }))
         ),
         "{seen:?}"
     );
-    assert_eq!(got[1].0.orig_len as usize, arp_reply(false).len());
+    assert_eq!(got[2].0.orig_len as usize, arp_reply(false).len());
     let mut counts = Vec::new();
     cap.read_counts(&mut counts).unwrap();
-    assert_eq!(counts.iter().map(|d| d.frames).sum::<u64>(), 50);
+    let mut c: Vec<(std::net::IpAddr, u64)> =
+        counts.iter().map(|d| (d.key.dst, d.frames)).collect();
+    c.sort();
+    let want = vec![(SERVER_IP.into(), 50), (V6_DST.into(), 1)];
+    assert_eq!(c, want);
 
     drop(host);
     drop(cap);
+    nothing_left()
+}
+
+/// Nothing of rlbd's at `cap0`'s hooks, nor the qdisc it made.
+fn nothing_left() -> Result<(), String> {
     for hook in ["ingress", "egress"] {
         let f = tc(&format!("filter show dev cap0 {hook}"))?;
         assert!(f.trim().is_empty(), "left behind at {hook}: {f}");
@@ -154,8 +197,7 @@ fn stale_and_foreign() -> Result<(), String> {
     std::mem::forget(counting_at_tc());
     let cap = counting_at_tc();
     drop(cap);
-    let q = tc("qdisc show dev cap0")?;
-    assert!(!q.contains("clsact"), "{q}");
+    nothing_left()?;
 
     // An operator's qdisc and filter (a mirror of every frame to mir0) keep working beside
     // rlbd's and stay when rlbd goes.

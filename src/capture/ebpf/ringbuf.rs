@@ -121,7 +121,9 @@ impl RingBuf {
             if len_word & DISCARD == 0 {
                 if let Some(rec) = self.producer.bytes(at + HDR, len) {
                     if let Some(meta) = RecordMeta::decode(rec) {
-                        f(meta, &rec[META..]);
+                        // The record holds the snap length; a shorter frame, less of it.
+                        let bytes = &rec[META..];
+                        f(meta, &bytes[..bytes.len().min(meta.len as usize)]);
                         n += 1;
                     }
                 }
@@ -131,5 +133,31 @@ impl RingBuf {
             self.consumer.store(0, cons);
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_headers_decode() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&60u32.to_ne_bytes());
+        b.extend_from_slice(&0x2005u16.to_ne_bytes());
+        b.extend_from_slice(&[4, 1]);
+        let m = RecordMeta::decode(&b).unwrap();
+        // The priority bits of the tag are not the VLAN.
+        assert_eq!(
+            m,
+            RecordMeta {
+                len: 60,
+                vlan: Some(5),
+                pkt_type: 4
+            }
+        );
+        b[7] = 0;
+        assert_eq!(RecordMeta::decode(&b).unwrap().vlan, None);
+        assert_eq!(RecordMeta::decode(&b[..7]), None);
     }
 }

@@ -407,3 +407,7 @@ pub(crate) fn take(data: &[u8], seq: u32, out: &mut Vec<TcMessage>) -> io::Resul
     }
     Ok(false)
 }
+
+#[cfg(test)]
+#[path = "tc_tests.rs"]
+mod tests;
