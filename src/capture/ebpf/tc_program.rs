@@ -305,3 +305,7 @@ fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, done: Label) {
     }
     a.ja(done);
 }
+
+#[cfg(test)]
+#[path = "tc_program_tests.rs"]
+mod tests;
