@@ -195,7 +195,7 @@ impl RlbdReceiver {
             block_count: DEFAULT_RING_BLOCKS,
             ..RingConfig::default()
         };
-        let cap =
+        let mut cap =
             CaptureSocket::open_by_name(iface, &[RX_MAC], &ring).map_err(|e| e.to_string())?;
         let mut counter = None;
         let sampler = match sampling {
@@ -220,16 +220,10 @@ impl RlbdReceiver {
                 None
             }
             Sampling::EbpfTc => {
-                let hook = Hook::Tc {
-                    snap_len: ring.snap_len,
-                };
-                let mut c = KernelCounter::new(&[], hook, map_entries(capacity), iface)
+                // Exactly as the daemon does: the programs at the tc hooks, the socket off the
+                // tap (the counts are read through it).
+                cap.count_at_tc(&[], map_entries(capacity))
                     .map_err(|e| e.to_string())?;
-                c.attach_tc(iface, cap.ifindex())
-                    .map_err(|e| e.to_string())?;
-                // The socket keeps ARP and Neighbor Discovery only, as the daemon's does.
-                cap.set_macs(&[]).map_err(|e| e.to_string())?;
-                counter = Some(c);
                 None
             }
         };
@@ -335,11 +329,13 @@ impl RlbdReceiver {
 
     /// The kernel's counts since the last reading into the table (the daemon's tick).
     fn read_counter(&mut self) {
-        let Some(c) = self.counter.as_mut() else {
-            return;
-        };
         let t0 = thread_cpu_ns();
-        if let Err(e) = c.read(&mut self.deltas) {
+        let read = match self.counter.as_mut() {
+            Some(c) => c.read(&mut self.deltas),
+            None if self.cap.counts_in_kernel() => self.cap.read_counts(&mut self.deltas),
+            None => return,
+        };
+        if let Err(e) = read {
             eprintln!("bench receiver: reading the counting map: {e}");
         }
         let t1 = thread_cpu_ns();
@@ -442,10 +438,11 @@ impl RlbdReceiver {
     }
 
     fn prog_stats(&self) -> (u64, u64) {
-        self.counter
-            .as_ref()
-            .and_then(|c| c.run_stats().ok())
-            .unwrap_or((0, 0))
+        match &self.counter {
+            Some(c) => c.run_stats().ok(),
+            None => self.cap.kernel_run_stats(),
+        }
+        .unwrap_or((0, 0))
     }
 
     fn report(&self) -> Res<String> {

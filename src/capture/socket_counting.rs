@@ -86,6 +86,12 @@ impl CaptureSocket {
         Ok(())
     }
 
+    /// The counting program's (run time in ns, runs), counted while the
+    /// `kernel.bpf_stats_enabled` sysctl is 1 (for measurements).
+    pub fn kernel_run_stats(&self) -> Option<(u64, u64)> {
+        self.counter.as_ref()?.run_stats().ok()
+    }
+
     /// Where the kernel counts ("slots" or "hash"), while it does.
     pub fn kernel_store(&self) -> Option<&'static str> {
         self.counter.as_ref().map(|c| c.store_name())
