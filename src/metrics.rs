@@ -284,6 +284,7 @@ pub fn render(r: &StatusReport) -> String {
         ("overload", t.moves_overload),
         ("failover", t.moves_failover),
         ("placement", t.moves_placement),
+        ("room", t.moves_room),
     ] {
         sample(o, "rlbd_moves_total", &[("reason", reason)], n as f64);
     }

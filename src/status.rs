@@ -175,7 +175,8 @@ pub struct MoveStatus {
     pub to: String,
     /// Seconds since the move.
     pub secs_ago: u64,
-    /// "overload", "failover" or "placement" (a new client's first placement, balance-tlb).
+    /// "overload", "failover", "placement" (a new client's first placement, balance-tlb) or
+    /// "room" (moved between two ports with room to gather it for a saturated port's client).
     pub reason: Reason,
     /// Seconds before it may be moved again for overload (0 when free to move).
     pub hold_down_left_secs: u64,
@@ -197,6 +198,10 @@ pub struct Totals {
     /// release: absent in older reports, hence the default.
     #[serde(default)]
     pub moves_placement: u64,
+    /// Clients moved between two ports with room, to gather room for a saturated port's
+    /// client. Absent in older reports.
+    #[serde(default)]
+    pub moves_room: u64,
     /// Updates re-sent to keep moved clients where rlbd put them.
     pub reasserts: u64,
     /// ARP updates sent (first sends, repeats and re-assertions).

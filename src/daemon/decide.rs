@@ -9,7 +9,7 @@ use log::{debug, info};
 use super::{with_ctx, Daemon, EVAL_DELAY};
 use crate::host::Talk;
 use crate::netlink::BondMode;
-use crate::policy::Move;
+use crate::policy::{Move, Reason};
 use crate::steer::explain::{self, Facts};
 use crate::steer::ClientSnap;
 
@@ -65,6 +65,12 @@ impl Daemon {
         let ports = &self.ports;
         let window = self.settings.policy.window;
         let why = |m: &Move| {
+            if m.reason == Reason::Room {
+                return format!(
+                    "room: {} keeps its room in one piece for a client of a saturated port",
+                    ports.list[m.from].name
+                );
+            }
             let d = &ports.list[m.from].detector;
             format!(
                 "overload: {} of {window} samples over {:.0}% ({})",

@@ -91,10 +91,11 @@ impl Daemon {
         }
         let t = self.totals();
         info!(
-            "  totals: moves overload {} failover {} placement {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
+            "  totals: moves overload {} failover {} placement {} room {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
             t.moves_overload,
             t.moves_failover,
             t.moves_placement,
+            t.moves_room,
             t.reasserts,
             t.updates_sent,
             t.updates_suppressed,
@@ -192,6 +193,7 @@ impl Daemon {
             moves_overload: c.moves_overload,
             moves_failover: c.moves_failover,
             moves_placement: c.moves_placement,
+            moves_room: c.moves_room,
             reasserts: c.reasserts,
             updates_sent: c.sent,
             updates_suppressed: c.suppressed,

@@ -53,6 +53,9 @@ pub enum Reason {
     Failover,
     /// A new client's first placement (balance-tlb, where no driver places clients).
     Placement,
+    /// Between two ports with room, so that a saturated port's client fits where it left: room
+    /// in pieces each too small for any of them is room the saturated port cannot use.
+    Room,
 }
 
 impl Reason {
@@ -61,6 +64,7 @@ impl Reason {
             Reason::Overload => "overload",
             Reason::Failover => "failover",
             Reason::Placement => "placement",
+            Reason::Room => "room",
         }
     }
 }

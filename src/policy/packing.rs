@@ -3,7 +3,7 @@
 //! A port is saturated when it carries about all it can (`saturated`, 94% by default): its
 //! clients want more than it delivers, and what each one gets is TCP's share, which says little
 //! about what it would draw elsewhere (flows that ramped up late can be starved to a tenth of
-//! their demand for seconds). Three changes to the paper's walk follow:
+//! their demand for seconds). Four changes to the paper's walk follow:
 //!
 //! - **Past the threshold.** The threshold stays the trigger, but a target may be filled up to
 //!   `max_fill` (93%), not only up to the threshold: when the whole bond is over 80% busy no
@@ -19,6 +19,12 @@
 //!   with the most room as long as what it draws now leaves that port no busier than the
 //!   saturated one: the saturated port sheds that much for certain, and the target at worst ends
 //!   as full as the saturated port is. The next round learns from what it then draws.
+//!
+//! - **Room gathered in one piece.** When the room left lies on several ports in pieces each too
+//!   small for any client of the saturated port, a client of a port with room (its rate there is
+//!   its demand) moves to another that stays under `max_fill`, so one port can take a client of
+//!   the saturated port next round. Those are mostly clients moved off it before, so this waits
+//!   for their hold-down: it keeps a packing from settling for good under what the bond can carry.
 //!
 //! As in the paper, a single biggest flow never moves, and without one at least one client stays.
 
@@ -81,6 +87,13 @@ pub(super) fn relieve_saturated(
     if moved > 0 || cfg.max_fill <= cfg.threshold {
         return;
     }
+    // Nothing fitted. Room may be there, split among ports in pieces each too small: gather it.
+    let smallest = eligible.iter().rev().find(|&&c| movable(c)).copied();
+    if let Some(c) = smallest {
+        if gather_room(cfg, h, clients[c].rate_bps, clients, targets, took, moves) {
+            return;
+        }
+    }
     // Nothing fitted: the least-served client (the walk is largest first).
     if let Some(&c) = eligible.iter().rev().find(|&&c| movable(c)) {
         least_served(cfg, h, c, clients, targets, took, moves);
@@ -120,6 +133,84 @@ fn least_served(
     if utilization(targets.load[best] + rate, targets.capacity[best]) <= targets.util(h) {
         shift(h, best, c, rate, targets, took, moves);
     }
+}
+
+/// Moves one client between two ports other than `h`, both with room, so that the emptiest
+/// port afterwards has room for `need` (what the smallest movable client of `h` draws) under
+/// `max_fill`: room left in pieces each too small for any client of `h` is room `h` cannot
+/// use. Only a client on a port with room moves (what it draws there is its demand, so its
+/// new port ends exactly where it is planned, under `max_fill`), the smallest that does it.
+/// Returns whether it moved one; the next round moves a client of `h` into the gathered room.
+/// Each client is looked at once with a pass over the ports, O(n x p), and only in a round where
+/// nothing else moved off `h`.
+fn gather_room(
+    cfg: &PolicyConfig,
+    h: PortId,
+    need: f64,
+    clients: &[ClientView],
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) -> bool {
+    let fill = cfg.max_fill.max(cfg.threshold);
+    let open = |p: PortId| {
+        p != h
+            && !took[p]
+            && targets.order.iter().any(|&(_, q)| q == p)
+            && targets.util(p) < cfg.max_fill
+    };
+    let fits = |p: PortId, load: f64| utilization(load + need, targets.capacity[p]) <= fill;
+    let mut best: Option<(f64, usize, PortId, PortId)> = None;
+    for (x, cx) in clients.iter().enumerate() {
+        let (a, r) = (cx.port, cx.rate_bps);
+        let moved = moves.iter().any(|m| m.client == x);
+        if cx.held || moved || r.is_nan() || r <= 0.0 || a >= targets.load.len() || !open(a) {
+            continue;
+        }
+        if best.is_some_and(|b| b.0 <= r) || !fits(a, targets.load[a] - r) {
+            continue;
+        }
+        // Where it goes keeps room under `max_fill` and is not the port it empties.
+        let to = targets
+            .order
+            .iter()
+            .map(|&(_, p)| p)
+            .filter(|&p| p != a && open(p))
+            .find(|&p| utilization(targets.load[p] + r, targets.capacity[p]) <= fill);
+        // The gathered room must be the walk's next target: the emptiest port after the move.
+        let emptiest_after = |p: PortId| {
+            let load = |q: PortId| match q {
+                q if q == a => targets.load[a] - r,
+                q if Some(q) == to => targets.load[q] + r,
+                q => targets.load[q],
+            };
+            let u = utilization(load(p), targets.capacity[p]);
+            targets
+                .order
+                .iter()
+                .all(|&(_, q)| q == h || q == p || utilization(load(q), targets.capacity[q]) >= u)
+        };
+        if let Some(b) = to.filter(|_| emptiest_after(a)) {
+            best = Some((r, x, a, b));
+        }
+    }
+    let Some((r, x, a, b)) = best else {
+        return false;
+    };
+    let (from_before, to_before) = (targets.util(a), targets.util(b));
+    targets.shift(a, b, r);
+    took[a] = true;
+    took[b] = true;
+    moves.push(Move {
+        client: x,
+        from: a,
+        to: b,
+        rate_bps: r,
+        reason: Reason::Room,
+        from_util: (from_before, targets.util(a)),
+        to_util: (to_before, targets.util(b)),
+    });
+    true
 }
 
 /// Records the move of client `c` from `h` to `to`, what it draws now going with it.

@@ -229,7 +229,17 @@ fn overload(
     // demands), and the next clean second shows what the client really draws there.
     let mut took = vec![false; ports.len()];
     for &&(h, start, end) in &hot {
-        let on_h = &by_port[start..end];
+        // A client may have been moved already this round, off another port's clients' way.
+        let still: Vec<usize>;
+        let mut on_h = &by_port[start..end];
+        if on_h.iter().any(|&c| moves.iter().any(|m| m.client == c)) {
+            still = on_h
+                .iter()
+                .copied()
+                .filter(|&c| !moves.iter().any(|m| m.client == c))
+                .collect();
+            on_h = &still;
+        }
         if ports[h].utilization() >= cfg.saturated {
             super::packing::relieve_saturated(cfg, h, on_h, clients, targets, &mut took, moves);
         } else {

@@ -155,3 +155,92 @@ fn place_new_spreads_new_clients_and_counts_each_at_once() {
     assert!(moves.iter().all(|m| m.reason == Reason::Placement));
     assert!((moves[2].to_util.1 - 0.30).abs() < 1e-9);
 }
+
+/// A simulator run that settled for good at 95.5% of the best placement: p0 saturated by three
+/// clients drawing 6.5 each, rooms of 3.5, 5.0 and 4.5 Mbit/s under `max_fill` (18.6) on the
+/// other ports, each too small for any of them; their clients were moved there long ago.
+fn fragmented() -> Vec<ClientView> {
+    let mut clients: Vec<ClientView> = [6.5, 6.5, 6.5]
+        .iter()
+        .map(|r| client(0, r * MBIT))
+        .collect();
+    for (p, rates) in [
+        (1, &[6.3, 3.6, 5.2][..]),
+        (2, &[4.6, 9.0]),
+        (3, &[5.3, 2.8, 6.0]),
+    ] {
+        clients.extend(rates.iter().map(|r| client(p, r * MBIT)));
+    }
+    clients
+}
+
+const FOUR: [f64; 4] = [20.0 * MBIT; 4];
+const P0_HOT: [bool; 4] = [true, false, false, false];
+
+#[test]
+fn room_split_in_pieces_too_small_is_gathered_into_one_then_used() {
+    let mut clients = fragmented();
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    // The smallest client that does it: 2.8 Mbit/s from p3 (14.1 -> 11.3, room 7.3) to p2
+    // (13.6 -> 16.4, under max_fill): what it draws there is its demand, so p2 ends as planned.
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    let m = &moves[0];
+    assert_eq!((m.client, m.from, m.to, m.reason), (9, 3, 2, Reason::Room));
+    assert!((m.to_util.1 - 0.82).abs() < 1e-9, "{m:?}");
+    // A clean second later, a client of p0 goes into the gathered room (p3: 11.3 + 6.5 = 17.8).
+    clients[9].port = 2;
+    clients[9].held = true;
+    clients[9].since_move = Some(SETTLE_SECS);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    let got: Vec<(PortId, PortId, Reason)> =
+        moves.iter().map(|m| (m.from, m.to, m.reason)).collect();
+    assert_eq!(got, vec![(0, 3, Reason::Overload)], "{moves:?}");
+}
+
+#[test]
+fn room_is_not_gathered_with_held_clients_nor_when_one_move_cannot_make_enough() {
+    // Held: the clients on the other ports were moved less than the hold-down ago.
+    let mut clients = fragmented();
+    for c in clients.iter_mut().filter(|c| c.port != 0) {
+        c.held = true;
+    }
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    assert!(moves.iter().all(|m| m.reason != Reason::Room), "{moves:?}");
+    // Two clients of 9.75 need rooms of 9.75: no single move of another port's client frees
+    // that much and leaves its new port under max_fill.
+    let mut clients = fragmented();
+    clients.remove(0);
+    for c in clients.iter_mut().filter(|c| c.port == 0) {
+        c.rate_bps = 9.75 * MBIT;
+    }
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    assert!(moves.iter().all(|m| m.reason != Reason::Room), "{moves:?}");
+}
+
+#[test]
+fn two_saturated_ports_never_gather_with_the_same_client() {
+    // p0 and p1 both saturated; the one client that can gather room (2.8 on p3) moves once.
+    let mut clients: Vec<ClientView> = [6.5, 6.5, 6.5]
+        .iter()
+        .map(|r| client(0, r * MBIT))
+        .collect();
+    clients.extend([6.5, 6.5, 6.5].iter().map(|r| client(1, r * MBIT)));
+    for (p, rates) in [
+        (2, &[4.6, 9.0][..]),
+        (3, &[5.3, 2.8, 6.0]),
+        (4, &[6.3, 3.6, 5.2]),
+    ] {
+        clients.extend(rates.iter().map(|r| client(p, r * MBIT)));
+    }
+    let ports = ports_from(
+        &[20.0 * MBIT; 5],
+        &clients,
+        &[true, true, false, false, false],
+    );
+    let moves = plan(&cfg(), &ports, &clients);
+    let mut seen: Vec<usize> = moves.iter().map(|m| m.client).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), moves.len(), "{moves:?}");
+    assert!(moves.iter().any(|m| m.reason == Reason::Room), "{moves:?}");
+}

@@ -148,6 +148,7 @@ pub struct Counters {
     pub moves_overload: u64,
     pub moves_failover: u64,
     pub moves_placement: u64,
+    pub moves_room: u64,
     pub reasserts: u64,
     pub sent: u64,
     pub suppressed: u64,

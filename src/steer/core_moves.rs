@@ -36,6 +36,7 @@ impl Steerer {
             Reason::Overload => self.counters.moves_overload += 1,
             Reason::Failover => self.counters.moves_failover += 1,
             Reason::Placement => self.counters.moves_placement += 1,
+            Reason::Room => self.counters.moves_room += 1,
         }
         self.remember_move(now, client, mv, claims);
         self.schedule(client, now, self.cfg.repeats, out);
@@ -55,7 +56,7 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> Option<Vec<Claim>> {
-        if mv.reason == Reason::Overload && self.held(&client, now) {
+        if matches!(mv.reason, Reason::Overload | Reason::Room) && self.held(&client, now) {
             log(out, Level::Debug, format!("not moving {client}: held"));
             return None;
         }

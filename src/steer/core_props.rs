@@ -124,7 +124,7 @@ impl Harness {
     fn check_hold_down(&self, before: &HashMap<ClientKey, u64>) {
         let hold = self.s.cfg.policy.hold_down * 1000;
         for (c, m) in &self.s.moved {
-            if m.at_ms != self.now || m.reason != Reason::Overload {
+            if m.at_ms != self.now || !matches!(m.reason, Reason::Overload | Reason::Room) {
                 continue;
             }
             if let Some(prev) = before.get(c).filter(|t| **t != self.now) {

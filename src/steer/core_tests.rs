@@ -198,22 +198,24 @@ fn dry_run_decides_and_logs_but_sends_nothing() {
 }
 
 #[test]
-fn hold_down_refuses_overload_moves_but_not_failover() {
+fn hold_down_refuses_overload_and_room_moves_but_not_failover() {
     let w = World::new();
     let mut s = moved_to_p1(&w);
     let mut out = Vec::new();
     let hold = cfg().policy.hold_down * 1000;
     w.with(|ctx| {
         assert!(s.held(&CLIENT, hold - 1));
-        assert!(!s.apply_move(
-            hold - 1,
-            CLIENT,
-            &talk(),
-            &mv(1, 2, Reason::Overload),
-            "",
-            ctx,
-            &mut out
-        ));
+        for reason in [Reason::Overload, Reason::Room] {
+            assert!(!s.apply_move(
+                hold - 1,
+                CLIENT,
+                &talk(),
+                &mv(1, 2, reason),
+                "",
+                ctx,
+                &mut out
+            ));
+        }
         assert!(s.apply_move(
             hold - 1,
             CLIENT,
@@ -467,4 +469,15 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
         again.is_empty(),
         "both held: the planner is offered nothing to move"
     );
+}
+
+#[test]
+fn a_move_to_gather_room_is_counted_apart() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    assert!(make_move(&mut s, &w, 0, mv(1, 2, Reason::Room), &mut out));
+    let c = s.counters();
+    assert_eq!((c.moves_room, c.moves_overload), (1, 0));
+    assert_eq!(s.moved(&CLIENT).unwrap().reason, Reason::Room);
 }
