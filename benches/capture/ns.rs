@@ -102,25 +102,7 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             SOURCES,
         ),
         (
-            "(x) rlbd eBPF counting at tc ingress, default table",
-            Receiver::Rlbd {
-                capacity: ClientTable::DEFAULT_CAPACITY,
-                sampling: Sampling::EbpfTc,
-                per_client: false,
-            },
-            SOURCES,
-        ),
-        (
-            "(x) rlbd eBPF counting at tc ingress, 65,536 clients",
-            Receiver::Rlbd {
-                capacity: 65_536,
-                sampling: Sampling::EbpfTc,
-                per_client: false,
-            },
-            65_536,
-        ),
-        (
-            "(f) rlbd eBPF counting in a socket filter, default table",
+            "(x) rlbd eBPF counting, default table",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
                 sampling: Sampling::Ebpf,
@@ -129,7 +111,7 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             SOURCES,
         ),
         (
-            "(f) rlbd eBPF counting in a socket filter, 65,536 clients",
+            "(x) rlbd eBPF counting, 65,536 clients",
             Receiver::Rlbd {
                 capacity: 65_536,
                 sampling: Sampling::Ebpf,
@@ -161,10 +143,10 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             ACCURACY_SOURCES,
         ),
         (
-            "(y) rlbd eBPF counting at tc ingress, 50 clients",
+            "(y) rlbd eBPF counting, 50 clients",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
-                sampling: Sampling::EbpfTc,
+                sampling: Sampling::Ebpf,
                 per_client: true,
             },
             ACCURACY_SOURCES,
