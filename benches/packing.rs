@@ -1,6 +1,7 @@
 //! The packing bench (issue 15; see src/lab/packing.rs): rlbd against the best placement on a
 //! nearly full bond of namespace ports. Root only. Prints a line per run and a table per load
-//! level; exits non-zero when any run stays under the goal (97% of the control's goodput).
+//! level; exits non-zero when any run stays under the goal (97% of the control's goodput) —
+//! the short form when a demand set's median run does, or any run falls under 85%.
 //!
 //!   cargo bench --bench packing                      the full bench (~20 min)
 //!   cargo bench --bench packing -- --short           the CI form (~50 s once built)
@@ -98,21 +99,20 @@ fn main() -> ExitCode {
         }
     };
     println!("\n{}", packing::table(&results));
-    let low: Vec<String> = results
-        .iter()
-        .filter(|r| r.share < cfg.goal)
-        .map(packing::run_line)
-        .collect();
+    let low = packing::failures(&cfg, &results);
+    let judged = match cfg.floor {
+        Some(f) => format!(
+            "each demand set's median run at {:.0}% of the control or more, every run at {:.0}% or more",
+            cfg.goal * 100.0,
+            f * 100.0
+        ),
+        None => format!("every run at {:.0}% of the control or more", cfg.goal * 100.0),
+    };
     if low.is_empty() {
-        println!("every run reached {:.0}% of the control", cfg.goal * 100.0);
+        println!("passed: {judged}");
         ExitCode::SUCCESS
     } else {
-        println!(
-            "{} run(s) under {:.0}% of the control:\n{}",
-            low.len(),
-            cfg.goal * 100.0,
-            low.join("\n")
-        );
+        println!("failed: {judged}; not so:\n{}", low.join("\n"));
         ExitCode::FAILURE
     }
 }

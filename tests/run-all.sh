@@ -56,8 +56,10 @@ tests/monitoring/run.sh
 
 if [ "${SKIP_PACKING_BENCH:-0}" != 1 ]; then
   # Issue 15: rlbd against the best placement on a nearly full bond of namespace ports. The
-  # short form (85% load, two demand sets, ~50 s once built) fails when any run stays under
-  # 97% of the pinned best placement; `cargo bench --bench packing` is the full bench.
+  # short form (85% load, two demand sets, three runs each, ~3 min once built) fails when a
+  # demand set's median run stays under 97% of the pinned best placement or any run under 85%
+  # (one run on TCP's dynamics can be slow with nothing changed: 91.8% in a run where the one
+  # before had 100.1%); `cargo bench --bench packing` is the full bench, every run judged.
   step "packing bench, short form"
   cargo bench --bench packing -- --short
 fi
