@@ -353,6 +353,7 @@ pub(crate) mod tests {
             clients: 1,
             sampling: 1,
             counting: "exact".into(),
+            counting_hook: None,
             no_move: None,
             uncounted_frames: 0,
         };

@@ -129,6 +129,11 @@ pub struct PortStatus {
     /// `sampling`).
     #[serde(default)]
     pub counting: String,
+    /// While counting in the kernel: where the program runs, "tc" (the port's tc hooks, no
+    /// packet tap) or "socket" (a filter on the capture socket); null otherwise. Added after
+    /// schema 1's first release: absent in older reports.
+    #[serde(default)]
+    pub counting_hook: Option<String>,
     /// While the port is overloaded and nothing moves off it: why, in words; null otherwise.
     #[serde(default)]
     pub no_move: Option<String>,

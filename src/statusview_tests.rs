@@ -115,6 +115,14 @@ fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
         "{full}"
     );
     r.ports[0].uncounted_frames = 0;
+    r.ports[0].counting_hook = Some("tc".into());
+    let tc = render_text(&r, None);
+    assert!(
+        tc.lines()
+            .any(|l| l.starts_with("p0 ") && l.contains(" ebpf/tc ")),
+        "{tc}"
+    );
+    r.ports[0].counting_hook = None;
     // An older report without the field: read from the ratio.
     r.ports[0].counting = String::new();
     r.ports[0].sampling = 1;

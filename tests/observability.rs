@@ -174,6 +174,7 @@ fn synthetic_report() -> StatusReport {
         clients: 1,
         sampling: 64,
         counting: "sampled".into(),
+        counting_hook: None,
         no_move: None,
         uncounted_frames: 3,
     };

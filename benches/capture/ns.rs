@@ -102,7 +102,25 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             SOURCES,
         ),
         (
-            "(x) rlbd eBPF counting, default table",
+            "(x) rlbd eBPF counting at tc ingress, default table",
+            Receiver::Rlbd {
+                capacity: ClientTable::DEFAULT_CAPACITY,
+                sampling: Sampling::EbpfTc,
+                per_client: false,
+            },
+            SOURCES,
+        ),
+        (
+            "(x) rlbd eBPF counting at tc ingress, 65,536 clients",
+            Receiver::Rlbd {
+                capacity: 65_536,
+                sampling: Sampling::EbpfTc,
+                per_client: false,
+            },
+            65_536,
+        ),
+        (
+            "(f) rlbd eBPF counting in a socket filter, default table",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
                 sampling: Sampling::Ebpf,
@@ -111,7 +129,7 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             SOURCES,
         ),
         (
-            "(x) rlbd eBPF counting, 65,536 clients",
+            "(f) rlbd eBPF counting in a socket filter, 65,536 clients",
             Receiver::Rlbd {
                 capacity: 65_536,
                 sampling: Sampling::Ebpf,
@@ -143,10 +161,10 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             ACCURACY_SOURCES,
         ),
         (
-            "(y) rlbd eBPF counting, 50 clients",
+            "(y) rlbd eBPF counting at tc ingress, 50 clients",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
-                sampling: Sampling::Ebpf,
+                sampling: Sampling::EbpfTc,
                 per_client: true,
             },
             ACCURACY_SOURCES,

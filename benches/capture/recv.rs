@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rlbd::capture::ebpf::{map_entries, Delta, KernelCounter};
+use rlbd::capture::ebpf::{map_entries, Delta, Hook, KernelCounter};
 use rlbd::capture::sampling::Sampler;
 use rlbd::capture::{parse, CaptureSocket, ClientTable, Frame, Mac, RingConfig, PACKET_HOST};
 use rlbd::config::{DEFAULT_RING_BLOCKS, DEFAULT_RING_BLOCK_KIB};
@@ -44,8 +44,10 @@ pub enum Sampling {
     Auto(u32),
     Off,
     Fixed(u32),
-    /// Counting in the kernel (eBPF map), read once a second.
+    /// Counting in the kernel (eBPF map), read once a second, the program a socket filter.
     Ebpf,
+    /// The same with the program at the tc ingress hook (the daemon's first choice).
+    EbpfTc,
     /// The same in the per-CPU LRU hash (the fallback where the kernel cannot map a map).
     EbpfHash,
 }
@@ -57,6 +59,7 @@ impl Sampling {
             Sampling::Off => "sampling=off".into(),
             Sampling::Fixed(n) => format!("sampling=fixed:{n}"),
             Sampling::Ebpf => "sampling=ebpf".into(),
+            Sampling::EbpfTc => "sampling=ebpf-tc".into(),
             Sampling::EbpfHash => "sampling=ebpf-hash".into(),
         }
     }
@@ -67,6 +70,7 @@ impl Sampling {
             Some(("fixed", n)) => n.parse().ok().map(Sampling::Fixed),
             None if s == "off" => Some(Sampling::Off),
             None if s == "ebpf" => Some(Sampling::Ebpf),
+            None if s == "ebpf-tc" => Some(Sampling::EbpfTc),
             None if s == "ebpf-hash" => Some(Sampling::EbpfHash),
             _ => None,
         }
@@ -191,7 +195,7 @@ impl RlbdReceiver {
             block_count: DEFAULT_RING_BLOCKS,
             ..RingConfig::default()
         };
-        let cap =
+        let mut cap =
             CaptureSocket::open_by_name(iface, &[RX_MAC], &ring).map_err(|e| e.to_string())?;
         let mut counter = None;
         let sampler = match sampling {
@@ -207,10 +211,19 @@ impl RlbdReceiver {
                 } else {
                     KernelCounter::with_hash
                 };
-                let c = make(&[], ring.snap_len, map_entries(capacity), iface)
-                    .map_err(|e| e.to_string())?;
+                let hook = Hook::Socket {
+                    snap_len: ring.snap_len,
+                };
+                let c = make(&[], hook, map_entries(capacity), iface).map_err(|e| e.to_string())?;
                 c.attach(cap.as_fd()).map_err(|e| e.to_string())?;
                 counter = Some(c);
+                None
+            }
+            Sampling::EbpfTc => {
+                // Exactly as the daemon does: the programs at the tc hooks, the socket off the
+                // tap (the counts are read through it).
+                cap.count_at_tc(&[], map_entries(capacity))
+                    .map_err(|e| e.to_string())?;
                 None
             }
         };
@@ -316,11 +329,13 @@ impl RlbdReceiver {
 
     /// The kernel's counts since the last reading into the table (the daemon's tick).
     fn read_counter(&mut self) {
-        let Some(c) = self.counter.as_mut() else {
-            return;
-        };
         let t0 = thread_cpu_ns();
-        if let Err(e) = c.read(&mut self.deltas) {
+        let read = match self.counter.as_mut() {
+            Some(c) => c.read(&mut self.deltas),
+            None if self.cap.counts_in_kernel() => self.cap.read_counts(&mut self.deltas),
+            None => return,
+        };
+        if let Err(e) = read {
             eprintln!("bench receiver: reading the counting map: {e}");
         }
         let t1 = thread_cpu_ns();
@@ -423,10 +438,11 @@ impl RlbdReceiver {
     }
 
     fn prog_stats(&self) -> (u64, u64) {
-        self.counter
-            .as_ref()
-            .and_then(|c| c.run_stats().ok())
-            .unwrap_or((0, 0))
+        match &self.counter {
+            Some(c) => c.run_stats().ok(),
+            None => self.cap.kernel_run_stats(),
+        }
+        .unwrap_or((0, 0))
     }
 
     fn report(&self) -> Res<String> {

@@ -130,6 +130,41 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
+/// The per-frame and daemon CPU targets of an eBPF counting row (`hook`: where it counts).
+fn ebpf_targets(x: &Run, hook: &str) {
+    let (k, d) = (
+        x.kern_ns.unwrap_or(f64::NAN),
+        x.daemon_ns().unwrap_or(f64::NAN),
+    );
+    let mfps = x.flood.sent as f64 / x.flood.secs.max(1e-9) / 1e6;
+    println!(
+        "  kernel + daemon per frame <= 50 ns, eBPF counting (every frame) {hook} at {mfps:.2} Mfps: \
+         {k:.0} + {d:.1} = {:.0} ns -> {}{}",
+        k + d,
+        verdict(k + d <= 50.0),
+        x.recv_str("prog_ns").map_or(String::new(), |p| format!(
+            " (the program itself: {p} ns per frame)"
+        ))
+    );
+    // The daemon's work in this mode is per (client, destination) per second, not per
+    // frame: its share of a core is the same at any frame rate. Per million frames a second
+    // it is that share over the run's rate in Mfps.
+    let cpu = x.recv_u64("cpu_ns").unwrap_or(0) as f64;
+    let secs = x
+        .recv_str("secs")
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(f64::NAN);
+    let share = cpu / 1e9 / secs * 100.0;
+    let per_mfps = share / mfps;
+    println!(
+        "  daemon CPU <= 2% of a core per million frames a second, eBPF counting {hook}: {share:.2}% \
+         of a core with {} sources at {mfps:.2} Mfps (whatever the rate) = {per_mfps:.2}% per \
+         Mfps -> {}",
+        x.sources,
+        verdict(per_mfps <= 2.0)
+    );
+}
+
 pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
     println!("\ntargets:");
     if let Some(s) = find(runs, "(s)") {
@@ -151,38 +186,19 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
             verdict(d <= 20.0)
         );
     }
-    if let Some(x) = find(runs, "(x) rlbd eBPF counting, default").filter(|x| x.recv.is_some()) {
-        let (k, d) = (
-            x.kern_ns.unwrap_or(f64::NAN),
-            x.daemon_ns().unwrap_or(f64::NAN),
-        );
-        let mfps = x.flood.sent as f64 / x.flood.secs.max(1e-9) / 1e6;
-        println!(
-            "  kernel + daemon per frame <= 50 ns, eBPF counting (every frame) at {mfps:.2} Mfps: \
-             {k:.0} + {d:.1} = {:.0} ns -> {}{}",
-            k + d,
-            verdict(k + d <= 50.0),
-            x.recv_str("prog_ns").map_or(String::new(), |p| format!(
-                " (the program itself: {p} ns per frame)"
-            ))
-        );
-        // The daemon's work in this mode is per (client, destination) per second, not per
-        // frame: its share of a core is the same at any frame rate. Per million frames a second
-        // it is that share over the run's rate in Mfps.
-        let cpu = x.recv_u64("cpu_ns").unwrap_or(0) as f64;
-        let secs = x
-            .recv_str("secs")
-            .and_then(|s| s.parse::<f64>().ok())
-            .unwrap_or(f64::NAN);
-        let share = cpu / 1e9 / secs * 100.0;
-        let per_mfps = share / mfps;
-        println!(
-            "  daemon CPU <= 2% of a core per million frames a second, eBPF counting: {share:.2}% \
-             of a core with {} sources at {mfps:.2} Mfps (whatever the rate) = {per_mfps:.2}% per \
-             Mfps -> {}",
-            x.sources,
-            verdict(per_mfps <= 2.0)
-        );
+    for (row, hook) in [
+        (
+            "(x) rlbd eBPF counting at tc ingress, default",
+            "at tc ingress",
+        ),
+        (
+            "(f) rlbd eBPF counting in a socket filter, default",
+            "in a socket filter",
+        ),
+    ] {
+        if let Some(x) = find(runs, row).filter(|x| x.recv.is_some()) {
+            ebpf_targets(x, hook);
+        }
     }
     if let Some(k) = find(runs, "(k)") {
         println!(
@@ -215,7 +231,7 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
     }
     let churn: Vec<&Run> = runs
         .iter()
-        .filter(|r| r.label.starts_with("(c)") || r.label.starts_with("(x)"))
+        .filter(|r| ["(c)", "(x)", "(f)"].iter().any(|p| r.label.starts_with(p)))
         .collect();
     for c in &churn {
         let ns = c.recv_ns().unwrap_or(f64::NAN);
@@ -254,11 +270,13 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
     ]);
 }
 
-/// The mode the daemon uses by default on this machine: counting in the kernel when the eBPF
-/// row ran (it needs what the daemon needs), else sampled captured frames.
+/// The mode the daemon uses by default on this machine: counting in the kernel when an eBPF
+/// row ran (it needs what the daemon needs), at the tc hook first, in a socket filter second;
+/// else sampled captured frames.
 fn default_mode(runs: &[Run]) -> Option<&Run> {
-    find(runs, "(x) rlbd eBPF counting, default")
-        .filter(|x| x.recv.is_some())
+    let ran = |label| find(runs, label).filter(|x| x.recv.is_some());
+    ran("(x) rlbd eBPF counting at tc ingress, default")
+        .or_else(|| ran("(f) rlbd eBPF counting in a socket filter, default"))
         .or_else(|| find(runs, "(s)"))
 }
 
@@ -269,7 +287,8 @@ pub fn print_summary(runs: &[Run], idle: Option<&IdleFigures>) {
             .map_or("nan".into(), |x| format!("{x:.1}"))
     };
     let s = default_mode(runs);
-    let ebpf = s.is_some_and(|r| r.label.starts_with("(x)"));
+    let ebpf_row = s.and_then(|r| ["(x)", "(f)"].into_iter().find(|p| r.label.starts_with(p)));
+    let ebpf = ebpf_row.is_some();
     let kernel = s.and_then(|s| s.kern_ns);
     let daemon = s.and_then(Run::daemon_ns);
     let total = kernel.zip(daemon).map(|(k, d)| k + d);
@@ -278,7 +297,10 @@ pub fn print_summary(runs: &[Run], idle: Option<&IdleFigures>) {
         Some(r) if r > 1 => "sampled",
         _ => "exact",
     };
-    let (accuracy_row, churn_rows) = if ebpf { ("(y)", "(x)") } else { ("(e)", "(c)") };
+    let (accuracy_row, churn_rows) = match ebpf_row {
+        Some(row) => ("(y)", row),
+        None => ("(e)", "(c)"),
+    };
     let rate_error = find(runs, accuracy_row).and_then(accuracy).map(|a| a.0);
     let churn = runs
         .iter()

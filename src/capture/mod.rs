@@ -12,6 +12,7 @@ mod setup;
 pub mod socket;
 pub mod table;
 
+pub use ebpf::Hook;
 pub use filter::{DEFAULT_SNAP_LEN, MAX_MACS, MAX_SAMPLING};
 pub use frame::{parse, Frame, Mac, NdKind};
 pub use socket::{

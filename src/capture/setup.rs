@@ -120,9 +120,19 @@ pub(super) fn map_ring(
 
 /// Binds `fd` to every protocol (ETH_P_ALL) on interface `ifindex`.
 pub(super) fn bind_all(fd: &OwnedFd, ifindex: c_int) -> io::Result<()> {
+    bind_proto(fd, ifindex, libc::ETH_P_ALL as u16)
+}
+
+/// An EtherType no frame of rlbd's interest carries (IEEE 802 local experimental 2): a socket
+/// bound to it on an interface is no tap for any other frame, and still sends there. (Binding
+/// to protocol 0 does not unbind a socket.)
+pub(super) const ETH_P_NONE: u16 = 0x88b6;
+
+/// Binds `fd` to protocol `proto` on interface `ifindex`.
+pub(super) fn bind_proto(fd: &OwnedFd, ifindex: c_int, proto: u16) -> io::Result<()> {
     let sll = libc::sockaddr_ll {
         sll_family: libc::AF_PACKET as u16,
-        sll_protocol: (libc::ETH_P_ALL as u16).to_be(),
+        sll_protocol: proto.to_be(),
         sll_ifindex: ifindex,
         sll_hatype: 0,
         sll_pkttype: 0,
@@ -137,4 +147,25 @@ pub(super) fn bind_all(fd: &OwnedFd, ifindex: c_int) -> io::Result<()> {
             mem::size_of::<libc::sockaddr_ll>() as socklen_t,
         )
     })
+}
+
+/// The destination of `frame` sent out of `ifindex`: its destination MAC, with its EtherType
+/// as the protocol.
+pub(super) fn link_addr(ifindex: u32, frame: &[u8]) -> libc::sockaddr_ll {
+    let mut addr = [0u8; 8];
+    if let Some(dst) = frame.get(..6) {
+        addr[..6].copy_from_slice(dst);
+    }
+    let proto = frame
+        .get(12..14)
+        .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]));
+    libc::sockaddr_ll {
+        sll_family: libc::AF_PACKET as u16,
+        sll_protocol: proto,
+        sll_ifindex: ifindex as c_int,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 6,
+        sll_addr: addr,
+    }
 }

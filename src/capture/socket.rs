@@ -34,12 +34,12 @@ use libc::{c_int, c_void, socklen_t};
 use mio::unix::SourceFd;
 use mio::{event, Interest, Registry, Token};
 
-use super::ebpf::{Delta, KernelCounter};
+use super::ebpf::KernelCounter;
 use super::filter;
 use super::frame::Mac;
 use super::ring::{RawMeta, Ring};
 pub use super::ring::{RingConfig, RingStats};
-use super::setup::{attach_filter, bind_all, check, map_ring, quiet_socket, with_ctx};
+use super::setup::{self, attach_filter, bind_all, check, map_ring, quiet_socket, with_ctx};
 
 /// `sll_pkttype` values (from `<linux/if_packet.h>`).
 pub const PACKET_HOST: u8 = libc::PACKET_HOST;
@@ -129,8 +129,11 @@ pub struct CaptureSocket {
     /// The filter's MAC set, kept to rebuild the program when the sampling ratio changes.
     macs: RefCell<Vec<Mac>>,
     weights: Cell<Weights>,
-    /// Counting in the kernel: the eBPF program that replaced the classic filter, and its map.
+    /// Counting in the kernel: the eBPF program (at the tc hook, or in place of the classic
+    /// filter) and its map.
     counter: Option<KernelCounter>,
+    /// Why the program is not at the tc hook, when it counts on the socket.
+    tc_error: Option<String>,
 }
 
 // SAFETY: the ring mapping is owned exclusively by this value (nothing else holds pointers into
@@ -190,6 +193,7 @@ impl CaptureSocket {
             macs: RefCell::new(macs.to_vec()),
             weights: Cell::new(Weights::EXACT),
             counter: None,
+            tc_error: None,
         })
     }
 
@@ -245,79 +249,6 @@ impl CaptureSocket {
         Ok(())
     }
 
-    /// Counts IPv4/IPv6 frames in the kernel from now on: an eBPF program with a map of
-    /// `max_entries` (client, destination) pairs replaces the classic filter, counting the frames
-    /// that came in for this port or for one of `host_macs` (the server's other MACs) and
-    /// dropping them before any copy; ARP and Neighbor Discovery still reach the ring. On error
-    /// (no CAP_BPF, an old kernel, the verifier refuses) nothing changes.
-    pub fn count_in_kernel(&mut self, host_macs: &[Mac], max_entries: u32) -> io::Result<()> {
-        let c = KernelCounter::new(host_macs, self.snap_len, max_entries, &self.name);
-        self.count_with(c)
-    }
-
-    /// [`count_in_kernel`](Self::count_in_kernel) with the LRU hash even where the slot table
-    /// would work (the fallback, tested on kernels that have both).
-    #[cfg(test)]
-    pub(crate) fn count_in_kernel_hash(
-        &mut self,
-        host_macs: &[Mac],
-        max_entries: u32,
-    ) -> io::Result<()> {
-        let c = KernelCounter::with_hash(host_macs, self.snap_len, max_entries, &self.name);
-        self.count_with(c)
-    }
-
-    fn count_with(&mut self, c: io::Result<KernelCounter>) -> io::Result<()> {
-        let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "eBPF counting", e);
-        let c = c.map_err(ctx)?;
-        c.attach(self.fd.as_fd()).map_err(ctx)?;
-        self.weights.set(Weights::EXACT);
-        self.counter = Some(c);
-        Ok(())
-    }
-
-    /// Where the kernel counts ("slots" or "hash"), while it does.
-    pub fn kernel_store(&self) -> Option<&'static str> {
-        self.counter.as_ref().map(|c| c.store_name())
-    }
-
-    /// Why the kernel counts in the hash and not the slot table, if it does.
-    pub fn kernel_store_fallback(&self) -> Option<&str> {
-        self.counter.as_ref().and_then(|c| c.slot_error())
-    }
-
-    /// True while IPv4/IPv6 frames are counted in the kernel.
-    pub fn counts_in_kernel(&self) -> bool {
-        self.counter.is_some()
-    }
-
-    /// While counting in the kernel: a new set of the server's other MACs (the program is
-    /// loaded again and swapped in; the counts stay).
-    pub fn set_count_macs(&mut self, host_macs: &[Mac]) -> io::Result<()> {
-        let (name, ifindex) = (self.name.clone(), self.ifindex);
-        let Some(c) = self.counter.as_mut() else {
-            return Ok(());
-        };
-        let ctx = |e: io::Error| with_ctx(&name, ifindex, "eBPF counting", e);
-        c.reprogram(host_macs, self.snap_len, &name).map_err(ctx)?;
-        c.attach(self.fd.as_fd()).map_err(ctx)
-    }
-
-    /// While counting in the kernel: the counts since the last call, per (client,
-    /// destination), into `out` (cleared first; empty when not counting in the kernel), and the
-    /// frames counted under no client (the map was full). On error `out` still holds what was
-    /// read.
-    pub fn read_counts(&mut self, out: &mut Vec<Delta>) -> io::Result<u64> {
-        out.clear();
-        let (name, ifindex) = (&self.name, self.ifindex);
-        match self.counter.as_mut() {
-            Some(c) => c
-                .read(out)
-                .map_err(|e| with_ctx(name, ifindex, "reading the counting map", e)),
-            None => Ok(0),
-        }
-    }
-
     /// Keeps one IPv4/IPv6 frame in `one_in` from now on (a power of two up to
     /// [`filter::MAX_SAMPLING`]; 1 counts exactly). ARP and Neighbor Discovery are always kept.
     /// The kernel swaps the program atomically; frames already in the ring keep the weight of the
@@ -366,7 +297,7 @@ impl CaptureSocket {
             self.weights.set(w);
         }
         let label = format_args!("{} (ifindex {})", self.name, self.ifindex);
-        self.ring.walk(max_frames, &label, |m: RawMeta, data| {
+        let n = self.ring.walk(max_frames, &label, |m: RawMeta, data| {
             f(
                 FrameMeta {
                     orig_len: m.orig_len,
@@ -376,12 +307,35 @@ impl CaptureSocket {
                 },
                 data,
             )
+        });
+        // At the tc hooks ARP and ND come from the ring buffer (the ring holds at most frames
+        // captured before the switch).
+        let Some(rb) = self.counter.as_mut().and_then(|c| c.ring()) else {
+            return n;
+        };
+        n + rb.drain(max_frames.saturating_sub(n), |m, data| {
+            let meta = FrameMeta {
+                orig_len: m.len,
+                pkt_type: m.pkt_type,
+                weight: 1,
+                vlan: m.vlan,
+            };
+            f(meta, data)
         })
     }
 
     /// True if `drain` would hand over at least one frame (or finish a block) now.
     pub fn pending(&self) -> bool {
-        self.ring.pending()
+        self.ring.pending() || self.counter.as_ref().is_some_and(|c| c.ring_pending())
+    }
+
+    /// The descriptors readiness comes on: the socket's, and at the tc hooks the ring
+    /// buffer's.
+    fn ready_fds(&self) -> [Option<RawFd>; 2] {
+        [
+            Some(self.fd.as_raw_fd()),
+            self.counter.as_ref().and_then(|c| c.ring_fd()),
+        ]
     }
 
     /// Kernel ring statistics, accumulated since open.
@@ -416,13 +370,20 @@ impl CaptureSocket {
     /// transmit queue fails with `WouldBlock`/`ENOBUFS`.
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
         let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "send", e);
-        // SAFETY: `frame` is a readable buffer of `frame.len()` bytes for the whole call.
+        // The frame's own EtherType as the protocol: the socket may be bound to one that
+        // never arrives (counting at tc), and the stack below should see the frame for what
+        // it is.
+        let to = setup::link_addr(self.ifindex, frame);
+        // SAFETY: `frame` is a readable buffer of `frame.len()` bytes and `to` a valid
+        // sockaddr_ll of the length passed, both for the whole call.
         let n = unsafe {
-            libc::send(
+            libc::sendto(
                 self.fd.as_raw_fd(),
                 frame.as_ptr().cast::<c_void>(),
                 frame.len(),
                 0,
+                (&to as *const libc::sockaddr_ll).cast::<libc::sockaddr>(),
+                mem::size_of::<libc::sockaddr_ll>() as socklen_t,
             )
         };
         if n < 0 {
@@ -459,7 +420,10 @@ impl event::Source for CaptureSocket {
         token: Token,
         interests: Interest,
     ) -> io::Result<()> {
-        SourceFd(&self.fd.as_raw_fd()).register(registry, token, interests)
+        for fd in self.ready_fds().into_iter().flatten() {
+            SourceFd(&fd).register(registry, token, interests)?;
+        }
+        Ok(())
     }
 
     fn reregister(
@@ -468,13 +432,22 @@ impl event::Source for CaptureSocket {
         token: Token,
         interests: Interest,
     ) -> io::Result<()> {
-        SourceFd(&self.fd.as_raw_fd()).reregister(registry, token, interests)
+        for fd in self.ready_fds().into_iter().flatten() {
+            SourceFd(&fd).reregister(registry, token, interests)?;
+        }
+        Ok(())
     }
 
     fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
-        SourceFd(&self.fd.as_raw_fd()).deregister(registry)
+        for fd in self.ready_fds().into_iter().flatten() {
+            SourceFd(&fd).deregister(registry)?;
+        }
+        Ok(())
     }
 }
+
+#[path = "socket_counting.rs"]
+mod counting;
 
 #[cfg(test)]
 #[path = "socket_tests.rs"]
@@ -483,3 +456,7 @@ mod tests;
 #[cfg(test)]
 #[path = "socket_ebpf_tests.rs"]
 mod ebpf_tests;
+
+#[cfg(test)]
+#[path = "socket_tc_tests.rs"]
+mod tc_tests;

@@ -71,9 +71,16 @@ fn lab(hash: bool) -> Result<(CaptureSocket, CaptureSocket), String> {
         Err(e) => panic!("eBPF counting refused: {e}"),
     }
     assert!(cap.counts_in_kernel());
-    // Every kernel rlbd's labs boot maps arrays (5.5 and later).
+    // Every kernel rlbd's labs boot maps arrays (5.5 and later), and has the tc hook.
     let want = if hash { "hash" } else { "slots" };
     assert_eq!(cap.kernel_store(), Some(want));
+    let hook = if hash { "socket" } else { "tc" };
+    assert_eq!(
+        cap.kernel_hook(),
+        Some(hook),
+        "{:?}",
+        cap.kernel_hook_fallback()
+    );
     assert_eq!(cap.sampling(), 1);
     assert!(cap.set_sampling(4).is_err());
     assert!(cap.set_sampling(1).is_ok());

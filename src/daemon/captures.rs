@@ -197,6 +197,11 @@ impl Captures {
         self.get(i).map_or(1, |c| c.sampling())
     }
 
+    /// Where port `i`'s counting program runs ("tc" or "socket"), while it counts in the kernel.
+    pub fn hook(&self, i: usize) -> Option<&'static str> {
+        self.get(i).and_then(|c| c.kernel_hook())
+    }
+
     /// How port `i` counts (exact without a socket).
     pub fn mode(&self, i: usize) -> CountingMode {
         match self.get(i) {
@@ -274,10 +279,18 @@ impl Captures {
             match c.count_in_kernel(&self.host_macs, self.map_entries) {
                 Ok(()) => {
                     info!(
-                        "port {}: counting every frame in the kernel (eBPF, map: {})",
+                        "port {}: counting every frame in the kernel (eBPF, map: {}, hook: {})",
                         p.name,
-                        c.kernel_store().unwrap_or("?")
+                        c.kernel_store().unwrap_or("?"),
+                        c.kernel_hook().unwrap_or("?")
                     );
+                    if let Some(why) = c.kernel_hook_fallback() {
+                        info!(
+                            "port {}: not at the tc hooks ({why}): a filter on the capture socket \
+                             instead, every frame through a packet tap",
+                            p.name
+                        );
+                    }
                     if let Some(why) = c.kernel_store_fallback() {
                         info!(
                             "port {}: no slot table here ({why}): the hash instead",

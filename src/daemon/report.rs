@@ -132,6 +132,7 @@ impl Daemon {
                     clients: per_port[i],
                     sampling: self.captures.sampling(i),
                     counting: self.captures.mode(i).as_str().to_string(),
+                    counting_hook: self.captures.hook(i).map(str::to_string),
                     no_move: p.no_move.clone(),
                     uncounted_frames: self.captures.uncounted(i),
                 }

@@ -75,14 +75,18 @@ pub(super) fn table(rows: &[Vec<String>], right: &[usize]) -> String {
     out
 }
 
-/// How a port counts, for people: "ebpf" (every frame, in the kernel), "all" captured frames,
-/// or "1/N" of them.
+/// How a port counts, for people: "ebpf" (every frame, in the kernel; "ebpf/tc" at the tc
+/// hooks), "all" captured frames, or "1/N" of them.
 pub(super) fn counted(p: &PortStatus) -> String {
+    let ebpf = match p.counting_hook.as_deref() {
+        Some("tc") => "ebpf/tc",
+        _ => "ebpf",
+    };
     if p.counting == "ebpf" && p.uncounted_frames > 0 {
         // The map was full at some point: say so where the operator looks.
-        "ebpf full".into()
+        format!("{ebpf} full")
     } else if p.counting == "ebpf" {
-        "ebpf".into()
+        ebpf.into()
     } else if p.sampling <= 1 {
         "all".into()
     } else {

@@ -234,8 +234,9 @@ build_initramfs() {
         order+=("$1")
     }
     # tcp_diag: ss -i (per-client bytes); 8021q: VLANs (802.1Q and 802.1ad); macvlan, ipvlan: their
-    # scenarios
-    for m in veth llc stp bridge 8021q bonding macvlan ipvlan sch_tbf sch_htb tcp_diag; do
+    # scenarios; sch_ingress (clsact), cls_bpf: rlbd's counting at the tc hooks (Debian builds
+    # both as modules; a real system loads them on demand, nothing here does)
+    for m in veth llc stp bridge 8021q bonding macvlan ipvlan sch_tbf sch_htb tcp_diag sch_ingress cls_bpf; do
         p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | tr -d ':') || die "module $m not in $KVER's modules.dep"
         visit "$p"
     done

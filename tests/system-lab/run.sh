@@ -73,8 +73,9 @@ LAB_NAME=system-lab
 # `rlbd status --json`).
 PACKAGES=(systemd systemd-sysv udev dbus iproute2 ifupdown ifenslave kmod procps iputils-ping passwd adduser jq)
 # Kernel modules in the image (with their dependencies): the lab's links and qdiscs, what
-# systemd loads on its own, and the initramfs's disk and file system.
-IMAGE_MODULES=(bonding veth bridge 8021q dummy sch_tbf sch_htb tcp_diag autofs4)
+# systemd loads on its own, rlbd's tc hooks (clsact, cls_bpf: the kernel loads them on demand),
+# and the initramfs's disk and file system.
+IMAGE_MODULES=(bonding veth bridge 8021q dummy sch_tbf sch_htb tcp_diag sch_ingress cls_bpf autofs4)
 INITRD_MODULES=(virtio_pci virtio_blk crc32c_generic ext4)
 
 [ "$(id -u)" = 0 ] || die "run as root (builds a Debian image, boots a VM)"

@@ -83,15 +83,19 @@ pub enum Cond {
     Ne,
     Lt,
     Ge,
+    Gt,
+    Le,
 }
 
 impl Cond {
     const fn code(self) -> u8 {
         match self {
             Cond::Eq => 0x10,
+            Cond::Gt => 0x20,
             Cond::Ge => 0x30,
             Cond::Ne => 0x50,
             Cond::Lt => 0xa0,
+            Cond::Le => 0xb0,
         }
     }
 }
@@ -103,6 +107,9 @@ pub enum Helper {
     MapLookupElem = 1,
     MapUpdateElem = 2,
     SkbLoadBytes = 26,
+    SkbPullData = 39,
+    RingbufReserve = 131,
+    RingbufSubmit = 132,
 }
 
 pub const CLASS_LD: u8 = 0x00;

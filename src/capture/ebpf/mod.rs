@@ -14,16 +14,20 @@ mod hash;
 pub mod insn;
 pub mod map;
 pub mod program;
+pub mod ringbuf;
 pub mod slots;
 mod sys;
+pub mod tc;
+pub mod tc_program;
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use hash::HashReader;
 pub use map::{Delta, EntryKey};
 use map::{KEY_SIZE, VALUE_SIZE};
 use program::Store;
+pub use ringbuf::{RecordMeta, RingBuf};
 use slots::{SlotReader, SLOT_SIZE};
 
 use crate::capture::Mac;
@@ -41,9 +45,31 @@ pub fn map_entries(capacity: usize) -> u32 {
 pub const MIN_ENTRIES: usize = 16_384;
 pub const MAX_ENTRIES: usize = 131_072;
 
+/// Where the program runs: a socket filter on the port's capture socket (which hands ARP and
+/// ND, truncated to `snap_len`, on to its ring), or the port's tc hooks (which pass every frame
+/// on unchanged, with no tap involved, and hand ARP and ND to a ring buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Socket { snap_len: u32 },
+    Tc { snap_len: u32 },
+}
+
+/// What a program is built for: the hook, and at tc the ring buffer's descriptor.
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    hook: Hook,
+    ring: i32,
+}
+
 /// A port's counting map and the program that fills it.
 #[derive(Debug)]
 pub struct KernelCounter {
+    /// At the tc hooks: the filters (removed first on drop), the egress program, and the ring
+    /// buffer both hand ARP and ND to.
+    tc: Option<tc::TcFilter>,
+    egress: Option<OwnedFd>,
+    ring: Option<RingBuf>,
+    hook: Hook,
     map: OwnedFd,
     prog: OwnedFd,
     max_entries: u32,
@@ -79,7 +105,7 @@ fn multipliers() -> [i32; 3] {
 /// The slot table for `entries` pairs and its program, if this kernel maps arrays.
 fn slot_table(
     host_macs: &[Mac],
-    snap_len: u32,
+    target: Target,
     entries: u32,
     name: &str,
 ) -> io::Result<(OwnedFd, OwnedFd, Store, sys::Mapped, u32)> {
@@ -97,7 +123,7 @@ fn slot_table(
         slots: n,
         mul: multipliers(),
     };
-    let prog = load(&map, host_macs, snap_len, name, store)?;
+    let prog = load(&map, host_macs, target, name, store)?;
     Ok((map, prog, store, mem, n))
 }
 
@@ -114,14 +140,23 @@ fn cpus() -> io::Result<usize> {
 }
 
 impl KernelCounter {
-    /// Creates the map (`max_entries` clients x destinations) and loads the program for a port
-    /// whose other host MACs are `host_macs`, passing ARP and ND truncated to `snap_len`.
-    /// `name` (the port's) names both in `bpftool` listings.
-    pub fn new(host_macs: &[Mac], snap_len: u32, max_entries: u32, name: &str) -> io::Result<Self> {
+    /// Creates the map (`max_entries` clients x destinations) and loads the program for `hook`
+    /// of a port whose other host MACs are `host_macs`. `name` (the port's) names both in
+    /// `bpftool` listings. At the tc hook, [`attach_tc`](Self::attach_tc) attaches it.
+    pub fn new(host_macs: &[Mac], hook: Hook, max_entries: u32, name: &str) -> io::Result<Self> {
+        let ring = ring_for(hook, name)?;
+        let target = Target {
+            hook,
+            ring: ring.as_ref().map_or(-1, |r| r.fd().as_raw_fd()),
+        };
         // The slot table where the kernel has it (and takes its program); else the hash.
-        let e = match slot_table(host_macs, snap_len, max_entries, name) {
+        let e = match slot_table(host_macs, target, max_entries, name) {
             Ok((map, prog, store, mem, n)) => {
                 return Ok(KernelCounter {
+                    tc: None,
+                    egress: None,
+                    ring,
+                    hook,
                     map,
                     prog,
                     max_entries: n,
@@ -132,7 +167,7 @@ impl KernelCounter {
             }
             Err(e) => e,
         };
-        let mut c = Self::with_hash(host_macs, snap_len, max_entries, name)?;
+        let mut c = Self::with_hash(host_macs, hook, max_entries, name)?;
         c.slot_error = Some(e.to_string());
         Ok(c)
     }
@@ -140,11 +175,16 @@ impl KernelCounter {
     /// Counts in the per-CPU LRU hash even where the slot table would work.
     pub fn with_hash(
         host_macs: &[Mac],
-        snap_len: u32,
+        hook: Hook,
         max_entries: u32,
         name: &str,
     ) -> io::Result<Self> {
         let cpus = cpus()?;
+        let ring = ring_for(hook, name)?;
+        let target = Target {
+            hook,
+            ring: ring.as_ref().map_or(-1, |r| r.fd().as_raw_fd()),
+        };
         let map = sys::map_create(
             sys::BPF_MAP_TYPE_LRU_PERCPU_HASH,
             KEY_SIZE as u32,
@@ -154,8 +194,12 @@ impl KernelCounter {
             &format!("rlbd_{name}"),
         )
         .map_err(|e| io::Error::new(e.kind(), format!("creating the counting map: {e}")))?;
-        let prog = load(&map, host_macs, snap_len, name, Store::Hash)?;
+        let prog = load(&map, host_macs, target, name, Store::Hash)?;
         Ok(KernelCounter {
+            tc: None,
+            egress: None,
+            ring,
+            hook,
             map,
             prog,
             max_entries: max_entries.max(1),
@@ -170,17 +214,72 @@ impl KernelCounter {
         self.prog.as_fd()
     }
 
-    /// Loads the program again for a new set of host MACs (same map, counts kept). The caller
-    /// attaches the new one.
-    pub fn reprogram(&mut self, host_macs: &[Mac], snap_len: u32, name: &str) -> io::Result<()> {
-        self.prog = load(&self.map, host_macs, snap_len, name, self.store)?;
+    /// Loads the program again for a new set of host MACs (same map, counts kept). At the tc
+    /// hook the filter takes it at once; a socket filter's caller attaches it.
+    pub fn reprogram(&mut self, host_macs: &[Mac], name: &str) -> io::Result<()> {
+        let target = Target {
+            hook: self.hook,
+            ring: self.ring.as_ref().map_or(-1, |r| r.fd().as_raw_fd()),
+        };
+        let prog = load(&self.map, host_macs, target, name, self.store)?;
+        if let Some(f) = &self.tc {
+            f.replace(prog.as_fd(), &format!("rlbd_{name}"))?;
+        }
+        self.prog = prog;
         Ok(())
     }
 
-    /// Attaches the program to `sock` in place of its filter.
+    /// Attaches the socket filter to `sock` in place of its filter.
     pub fn attach(&self, sock: BorrowedFd<'_>) -> io::Result<()> {
         sys::attach_bpf(sock, self.prog.as_fd())
             .map_err(|e| io::Error::new(e.kind(), format!("SO_ATTACH_BPF: {e}")))
+    }
+
+    /// Attaches the tc programs at the ingress and egress hooks of `port` / `ifindex` (see
+    /// `tc.rs`); the filters go when this counter does.
+    pub fn attach_tc(&mut self, port: &str, ifindex: u32) -> io::Result<()> {
+        let (Hook::Tc { snap_len }, Some(ring)) = (self.hook, &self.ring) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a tc counting program",
+            ));
+        };
+        let r = tc_program::Ring {
+            fd: ring.fd().as_raw_fd(),
+            snap_len,
+        };
+        let insns = tc_program::watching_program(r)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let name = format!("rlbd_{port}");
+        let egress = sys::prog_load(sys::BPF_PROG_TYPE_SCHED_CLS, &insns, &name)
+            .map_err(|e| io::Error::new(e.kind(), format!("loading the egress program: {e}")))?;
+        let f = tc::TcFilter::attach(port, ifindex, self.prog.as_fd(), egress.as_fd(), &name)?;
+        self.tc = Some(f);
+        self.egress = Some(egress);
+        Ok(())
+    }
+
+    /// At the tc hooks: the ring buffer of ARP and ND frames.
+    pub fn ring(&mut self) -> Option<&mut RingBuf> {
+        self.ring.as_mut()
+    }
+
+    /// At the tc hooks: whether the ring buffer holds a record.
+    pub fn ring_pending(&self) -> bool {
+        self.ring.as_ref().is_some_and(RingBuf::pending)
+    }
+
+    /// At the tc hooks: the ring buffer's descriptor (readable when it holds a record).
+    pub fn ring_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.ring.as_ref().map(|r| r.fd().as_raw_fd())
+    }
+
+    /// Where the program runs: "tc" (ingress hook) or "socket" (a socket filter).
+    pub fn hook_name(&self) -> &'static str {
+        match self.hook {
+            Hook::Tc { .. } => "tc",
+            Hook::Socket { .. } => "socket",
+        }
     }
 
     /// The kernel's (run time in ns, runs) of the program, counted while the
@@ -220,16 +319,41 @@ impl KernelCounter {
     }
 }
 
+/// At the tc hooks, the ring buffer for ARP and ND.
+fn ring_for(hook: Hook, name: &str) -> io::Result<Option<RingBuf>> {
+    match hook {
+        Hook::Tc { .. } => RingBuf::new(name).map(Some),
+        Hook::Socket { .. } => Ok(None),
+    }
+}
+
 fn load(
     map: &OwnedFd,
     host_macs: &[Mac],
-    snap_len: u32,
+    target: Target,
     name: &str,
     store: Store,
 ) -> io::Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
-    let insns = program::counting_program(host_macs, snap_len, map.as_raw_fd(), store)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    sys::prog_load_socket_filter(&insns, &format!("rlbd_{name}"))
+    let fd = map.as_raw_fd();
+    let (insns, prog_type) = match target.hook {
+        Hook::Socket { snap_len } => (
+            program::counting_program(host_macs, snap_len, fd, store),
+            sys::BPF_PROG_TYPE_SOCKET_FILTER,
+        ),
+        Hook::Tc { snap_len } => (
+            tc_program::counting_program(
+                host_macs,
+                fd,
+                store,
+                tc_program::Ring {
+                    fd: target.ring,
+                    snap_len,
+                },
+            ),
+            sys::BPF_PROG_TYPE_SCHED_CLS,
+        ),
+    };
+    let insns = insns.map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    sys::prog_load(prog_type, &insns, &format!("rlbd_{name}"))
         .map_err(|e| io::Error::new(e.kind(), format!("loading the counting program: {e}")))
 }

@@ -21,27 +21,27 @@ use super::slots::{PROBES, SLOT_BYTES, SLOT_FRAMES, SLOT_SRC};
 use crate::capture::Mac;
 
 // `struct __sk_buff` field offsets (UAPI).
-const SKB_LEN: i16 = 0;
-const SKB_PKT_TYPE: i16 = 4;
-const SKB_VLAN_PRESENT: i16 = 20;
-const SKB_VLAN_TCI: i16 = 24;
-const SKB_VLAN_PROTO: i16 = 28;
+pub(super) const SKB_LEN: i16 = 0;
+pub(super) const SKB_PKT_TYPE: i16 = 4;
+pub(super) const SKB_VLAN_PRESENT: i16 = 20;
+pub(super) const SKB_VLAN_TCI: i16 = 24;
+pub(super) const SKB_VLAN_PROTO: i16 = 28;
 
-const PACKET_HOST: i32 = 0;
-const PACKET_OUTGOING: i32 = 4;
-const ETH_P_IP: i32 = 0x0800;
-const ETH_P_ARP: i32 = 0x0806;
-const ETH_P_8021Q: i32 = 0x8100;
-const ETH_P_IPV6: i32 = 0x86dd;
-const ETH_HDR: i32 = 14;
-const IPPROTO_ICMPV6: i32 = 58;
-const ND_NS: i32 = 135;
-const ND_NA: i32 = 136;
+pub(super) const PACKET_HOST: i32 = 0;
+pub(super) const PACKET_OUTGOING: i32 = 4;
+pub(super) const ETH_P_IP: i32 = 0x0800;
+pub(super) const ETH_P_ARP: i32 = 0x0806;
+pub(super) const ETH_P_8021Q: i32 = 0x8100;
+pub(super) const ETH_P_IPV6: i32 = 0x86dd;
+pub(super) const ETH_HDR: i32 = 14;
+pub(super) const IPPROTO_ICMPV6: i32 = 58;
+pub(super) const ND_NS: i32 = 135;
+pub(super) const ND_NA: i32 = 136;
 
 // The stack: the map key (24 bytes) at -24, a new entry's value (32 bytes) at -56.
-const KEY: i16 = -24;
-const KEY_VLAN: i16 = KEY + 6;
-const KEY_DST: i16 = KEY + 8;
+pub(super) const KEY: i16 = -24;
+pub(super) const KEY_VLAN: i16 = KEY + 6;
+pub(super) const KEY_DST: i16 = KEY + 8;
 const VAL: i16 = -56;
 const VAL_FRAMES: i16 = VAL;
 const VAL_BYTES: i16 = VAL + 8;
@@ -92,8 +92,8 @@ pub fn counting_program(
     ipv4_key(&mut a, &l, host_macs);
     key_source(&mut a, &l);
     match store {
-        Store::Hash => count_hash(&mut a, &l, map_fd),
-        Store::Slots { slots, mul } => count_slots(&mut a, &l, map_fd, slots, mul),
+        Store::Hash => count_hash(&mut a, l.drop, map_fd),
+        Store::Slots { slots, mul } => count_slots(&mut a, l.drop, map_fd, slots, mul),
     }
     a.bind(l.drop);
     a.mov_imm(Reg::R0, 0).exit();
@@ -215,7 +215,7 @@ fn key_source(a: &mut Asm, l: &Labels) {
 
 /// The count in the hash: this CPU's entry grows by the frame, or a new one is made (then
 /// falls through to `drop`).
-fn count_hash(a: &mut Asm, l: &Labels, map_fd: i32) {
+pub(super) fn count_hash(a: &mut Asm, drop: Label, map_fd: i32) {
     use Reg::*;
     let (new, new6, insert) = (a.label(), a.label(), a.label());
     a.ld_map_fd(R1, map_fd);
@@ -228,7 +228,7 @@ fn count_hash(a: &mut Asm, l: &Labels, map_fd: i32) {
         .stx(Size::DW, R0, 0, R1);
     a.ldx(Size::DW, R1, R0, 8).ldx(Size::W, R2, R6, SKB_LEN);
     a.alu_reg(Alu::Add, R1, R2).stx(Size::DW, R0, 8, R1);
-    a.ja(l.drop);
+    a.ja(drop);
 
     // A new entry: one frame, its length, and the source address it came from.
     a.bind(new);
@@ -256,13 +256,13 @@ fn count_hash(a: &mut Asm, l: &Labels, map_fd: i32) {
 /// key, or the first free one (claimed: key and source written, the key's first word last);
 /// with neither, the overflow slot. Frames and bytes are atomic adds (other CPUs count into
 /// the same slot). Falls through to `drop`.
-fn count_slots(a: &mut Asm, l: &Labels, map_fd: i32, slots: u32, mul: [i32; 3]) {
+pub(super) fn count_slots(a: &mut Asm, drop: Label, map_fd: i32, slots: u32, mul: [i32; 3]) {
     use Reg::*;
     let mask = (slots - 1) as i32;
     let (claim, add) = (a.label(), a.label());
     // The all-zero MAC untagged would read as a free slot.
     a.ldx(Size::DW, R1, R10, KEY);
-    a.jmp_imm(Cond::Eq, R1, 0, l.drop);
+    a.jmp_imm(Cond::Eq, R1, 0, drop);
     a.alu_imm(Alu::Mul, R1, mul[0]);
     for (w, m) in [(KEY + 8, mul[1]), (KEY + 16, mul[2])] {
         a.ldx(Size::DW, R2, R10, w).alu_imm(Alu::Mul, R2, m);
@@ -275,7 +275,7 @@ fn count_slots(a: &mut Asm, l: &Labels, map_fd: i32, slots: u32, mul: [i32; 3]) 
     a.stx(Size::W, R10, IDX, R1);
     for _ in 0..PROBES {
         let (next, other) = (a.label(), a.label());
-        lookup_slot(a, map_fd, l.drop);
+        lookup_slot(a, map_fd, drop);
         a.ldx(Size::DW, R1, R0, 0).ldx(Size::DW, R2, R10, KEY);
         a.jmp_reg(Cond::Ne, R1, R2, other);
         for w in [8, 16] {
@@ -290,7 +290,7 @@ fn count_slots(a: &mut Asm, l: &Labels, map_fd: i32, slots: u32, mul: [i32; 3]) 
         a.alu_imm(Alu::And, R1, mask).stx(Size::W, R10, IDX, R1);
     }
     a.st(Size::W, R10, IDX, slots as i32);
-    lookup_slot(a, map_fd, l.drop);
+    lookup_slot(a, map_fd, drop);
     a.ja(add);
 
     // R8 (the VLAN, in the key now) keeps the slot across the helper calls.

@@ -18,9 +18,13 @@ const BPF_OBJ_GET_INFO_BY_FD: c_int = 15;
 const BPF_MAP_LOOKUP_BATCH: c_int = 24;
 pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 pub const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
+/// A ring buffer the programs write records into and the process reads mapped (Linux >= 5.8).
+pub const BPF_MAP_TYPE_RINGBUF: u32 = 27;
 /// An array the process may mmap (Linux >= 5.5).
 pub const BPF_F_MMAPABLE: u32 = 1 << 10;
-const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+/// A tc classifier (`cls_bpf`), here attached direct-action at a port's ingress hook.
+pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// The kernel's "operation not supported" (ENOTSUPP, not in libc): an old kernel's answer to
 /// a batch lookup.
 const ENOTSUPP: i32 = 524;
@@ -115,19 +119,38 @@ pub struct Mapped {
 impl Mapped {
     /// Maps the first `len` bytes of `map` (a multiple of the page size is not needed).
     pub fn new(map: BorrowedFd<'_>, len: usize) -> io::Result<Mapped> {
+        Self::at(map, len, 0, true)
+    }
+
+    /// Maps `len` bytes of `map` from `offset` (a multiple of the page size), writable or
+    /// read-only (a ring buffer's producer side only reads).
+    pub fn at(
+        map: BorrowedFd<'_>,
+        len: usize,
+        offset: usize,
+        writable: bool,
+    ) -> io::Result<Mapped> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty map"));
         }
-        // SAFETY: a fresh shared mapping of the map's fd; the kernel checks `len` against the
-        // map's size and fails with EINVAL when it is larger.
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+        // SAFETY: a fresh shared mapping of the map's fd; the kernel checks `len` and `offset`
+        // against the map's size (and a ring buffer's producer side against PROT_WRITE) and
+        // fails with EINVAL or EPERM.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                prot,
                 libc::MAP_SHARED,
                 map.as_raw_fd(),
-                0,
+                offset,
             )
         };
         if p == libc::MAP_FAILED {
@@ -158,6 +181,17 @@ impl Mapped {
     pub fn load(&self, at: usize) -> u64 {
         self.word(at)
             .map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// `len` bytes at `at`; `None` out of bounds. The caller reads only bytes the kernel has
+    /// finished writing (a ring buffer record whose header said so, read with acquire order).
+    pub fn bytes(&self, at: usize, len: usize) -> Option<&[u8]> {
+        if at.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds (checked); the kernel does not write a committed record until the
+        // consumer position, which only this process moves, has passed it.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(at), len) })
     }
 
     /// Stores `v` at `at` (8-aligned); out of bounds does nothing.
@@ -205,13 +239,13 @@ const LICENSE: &[u8] = b"MIT OR Apache-2.0\0";
 /// Bytes of verifier log kept in an error.
 const LOG_TAIL: usize = 1500;
 
-/// Loads a socket filter program. When the kernel refuses it, the error carries the end of the
+/// Loads a program of `prog_type`. When the kernel refuses it, the error carries the end of the
 /// verifier's log (the load is repeated with logging on).
-pub fn prog_load_socket_filter(insns: &[Insn], name: &str) -> io::Result<OwnedFd> {
+pub fn prog_load(prog_type: u32, insns: &[Insn], name: &str) -> io::Result<OwnedFd> {
     let insn_cnt = u32::try_from(insns.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "eBPF program too long"))?;
     let mut attr = ProgLoad {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        prog_type,
         insn_cnt,
         insns: insns.as_ptr() as u64,
         license: LICENSE.as_ptr() as u64,

@@ -410,15 +410,15 @@ boot1() {
     ok=0
     for u in $uid; do [ "$u" = 0 ] && ok=1; done
     for c in CapPrm CapEff CapBnd; do
-        grep -q "^$c:[[:space:]]*0000008000002000$" "/proc/$pid/status" || ok=1
+        grep -q "^$c:[[:space:]]*0000008000003000$" "/proc/$pid/status" || ok=1
     done
-    check $ok "the daemon has no user ID 0 and exactly CAP_NET_RAW and CAP_BPF" \
-        "pid $pid user $(ps -o user= -p "$pid") uid $uid gid $gid; $caps(CAP_NET_RAW = 0x2000, CAP_BPF = 0x8000000000)"
+    check $ok "the daemon has no user ID 0 and exactly CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF" \
+        "pid $pid user $(ps -o user= -p "$pid") uid $uid gid $gid; $caps(CAP_NET_RAW = 0x2000, CAP_NET_ADMIN = 0x1000, CAP_BPF = 0x8000000000)"
     # With CAP_BPF and bpf(2) allowed, the unit counts every slave's frames in the kernel.
     local counting
-    counting=$(status_json | jq -r '[.ports[] | .name + "=" + .counting] | join(" ")')
-    [ "$counting" = "sl0=ebpf sl1=ebpf" ]
-    check $? "the unit counts in the kernel (eBPF) on both slaves" "status: $counting"
+    counting=$(status_json | jq -r '[.ports[] | .name + "=" + .counting + "/" + (.counting_hook // "-")] | join(" ")')
+    [ "$counting" = "sl0=ebpf/tc sl1=ebpf/tc" ]
+    check $? "the unit counts in the kernel (eBPF) at both slaves' tc hooks" "status: $counting"
 
     # -- the operators' commands
     sleep 1 # a second of rates for the metrics

@@ -1,0 +1,413 @@
+//! The programs at a port's tc hooks, through rtnetlink: a `clsact` qdisc (made only when the
+//! port has none) and one `cls_bpf` filter at each of its ingress and egress hooks,
+//! direct-action, at a priority and handle of rlbd's own ([`PRIO`], [`HANDLE`]) with the
+//! programs named `rlbd_<port>`.
+//!
+//! Rules, so that an operator's tc setup is never disturbed:
+//! - another filter at [`PRIO`] at either hook (another kind, or a program not named `rlbd_*`)
+//!   is never touched: attaching fails and rlbd counts on the capture socket instead;
+//! - a filter of rlbd's own at [`PRIO`] (a crashed rlbd's, still counting into its orphaned
+//!   map) is replaced in place;
+//! - on drop the filters are deleted, and the qdisc too when rlbd made it (or found it holding
+//!   only stale filters of its own) and it holds no other filter at either hook.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
+
+use log::{debug, warn};
+use netlink_packet_core::Parseable;
+use netlink_packet_core::{
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NLMSG_DONE, NLMSG_ERROR, NLM_F_ACK, NLM_F_CREATE,
+    NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+};
+use netlink_packet_route::tc::{
+    TcAttribute, TcBpfFlags, TcFilterBpfOption, TcHandle, TcMessage, TcOption,
+};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+/// rlbd's filter priority at the ingress hook: distinctive, so that a filter left by a crashed
+/// rlbd is recognised, and low enough to run before the priorities tc picks by itself (49152
+/// and up). A filter of the operator's at a lower number that ends classification with a
+/// verdict hides its frames from the count.
+pub const PRIO: u16 = 0x1bd;
+/// rlbd's filter handle at [`PRIO`].
+pub const HANDLE: u32 = 0x1bd;
+/// Prefix of every program rlbd loads (`rlbd_<port>`), how a stale filter is told from an
+/// operator's.
+pub const NAME_PREFIX: &str = "rlbd_";
+const ETH_P_ALL: u16 = 0x0003;
+/// rtnetlink's message type of a filter (in a dump, and in notifications).
+const RTM_NEWTFILTER: u16 = 44;
+const INGRESS: TcHandle = TcHandle {
+    major: 0xffff,
+    minor: TcHandle::MIN_INGRESS,
+};
+const EGRESS: TcHandle = TcHandle {
+    major: 0xffff,
+    minor: TcHandle::MIN_EGRESS,
+};
+/// An answer the kernel owes us within this (it answers at once; a lost one must not hang the
+/// daemon's start or exit).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// rlbd's filters at one port's tc hooks; removed on drop.
+#[derive(Debug)]
+pub struct TcFilter {
+    ifindex: u32,
+    port: String,
+    /// Whether to remove the clsact qdisc after the filter (when nothing else uses it).
+    own_qdisc: bool,
+}
+
+/// What sits at [`PRIO`] on a port's ingress hook.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AtPrio {
+    Free,
+    /// rlbd's own filter (a program named `rlbd_*`).
+    Ours,
+    /// Someone else's: its kind and program name.
+    Foreign(String),
+}
+
+impl TcFilter {
+    /// Attaches `ingress` and `egress` (both named `prog_name`) at the hooks of `port` /
+    /// `ifindex`.
+    pub fn attach(
+        port: &str,
+        ifindex: u32,
+        ingress: BorrowedFd<'_>,
+        egress: BorrowedFd<'_>,
+        prog_name: &str,
+    ) -> io::Result<TcFilter> {
+        let nl = Nl::new()?;
+        let made = nl.add_clsact(ifindex)?;
+        let found = match nl.at_prio(ifindex) {
+            Ok(f) => f,
+            Err(e) => return Err(nl.undo_qdisc(ifindex, made, e)),
+        };
+        if let AtPrio::Foreign(what) = &found {
+            let e = io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("tc priority {PRIO} holds a filter not rlbd's ({what})"),
+            );
+            return Err(nl.undo_qdisc(ifindex, made, e));
+        }
+        if found == AtPrio::Ours {
+            warn!("port {port}: replacing the tc filters a previous rlbd left");
+        }
+        let put = nl
+            .put_filter(ifindex, INGRESS, ingress, prog_name)
+            .and_then(|()| nl.put_filter(ifindex, EGRESS, egress, prog_name));
+        if let Err(e) = put {
+            let _ = nl.del_filters(ifindex);
+            return Err(nl.undo_qdisc(ifindex, made, e));
+        }
+        // A qdisc that held only stale filters of rlbd's was rlbd's too.
+        let own_qdisc = made || (found == AtPrio::Ours && nl.others(ifindex).is_ok_and(|n| n == 0));
+        Ok(TcFilter {
+            ifindex,
+            port: port.to_owned(),
+            own_qdisc,
+        })
+    }
+
+    /// Swaps in another ingress program (atomically: the kernel replaces the filter's program
+    /// in place).
+    pub fn replace(&self, prog: BorrowedFd<'_>, prog_name: &str) -> io::Result<()> {
+        Nl::new()?.put_filter(self.ifindex, INGRESS, prog, prog_name)
+    }
+
+    /// The interface the filters are on.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+}
+
+impl Drop for TcFilter {
+    fn drop(&mut self) {
+        let nl = match Nl::new() {
+            Ok(nl) => nl,
+            Err(e) => {
+                warn!(
+                    "port {}: cannot remove the tc counting filter: {e}",
+                    self.port
+                );
+                return;
+            }
+        };
+        match nl.del_filters(self.ifindex) {
+            // The port is gone, and its hooks with it.
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return,
+            Err(e) => warn!("port {}: removing the tc filters: {e}", self.port),
+            Ok(()) => debug!("port {}: tc filters removed", self.port),
+        }
+        if self.own_qdisc && nl.others(self.ifindex).is_ok_and(|n| n == 0) {
+            if let Err(e) = nl.del_clsact(self.ifindex) {
+                warn!(
+                    "port {}: removing the clsact qdisc rlbd made: {e}",
+                    self.port
+                );
+            }
+        }
+    }
+}
+
+/// What sits at [`PRIO`] among the filters of a dump.
+pub(crate) fn classify(filters: &[TcMessage]) -> AtPrio {
+    let mut at = AtPrio::Free;
+    for f in filters
+        .iter()
+        .filter(|f| f.header.info >> 16 == u32::from(PRIO))
+    {
+        let kind = f.attributes.iter().find_map(|a| match a {
+            TcAttribute::Kind(k) => Some(k.as_str()),
+            _ => None,
+        });
+        let name = f.attributes.iter().find_map(|a| match a {
+            TcAttribute::Options(o) => o.iter().find_map(|o| match o {
+                TcOption::Bpf(TcFilterBpfOption::ProgName(n)) => Some(n.as_str()),
+                _ => None,
+            }),
+            _ => None,
+        });
+        match (kind, name) {
+            (Some("bpf"), Some(n)) if n.starts_with(NAME_PREFIX) => at = AtPrio::Ours,
+            // The filter chain's own entry (no handle) names no program.
+            (Some("bpf"), None) if f.header.handle == TcHandle::UNSPEC => {}
+            (k, n) => {
+                return AtPrio::Foreign(format!(
+                    "kind {}, program {}",
+                    k.unwrap_or("?"),
+                    n.unwrap_or("unnamed")
+                ))
+            }
+        }
+    }
+    at
+}
+
+/// A blocking rtnetlink socket for one exchange at a time.
+struct Nl {
+    sock: Socket,
+    seq: std::cell::Cell<u32>,
+}
+
+fn ctx(what: &str, ifindex: u32) -> impl Fn(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{what} (ifindex {ifindex}): {e}"))
+}
+
+impl Nl {
+    fn new() -> io::Result<Nl> {
+        let wrap = |e: io::Error| io::Error::new(e.kind(), format!("NETLINK_ROUTE socket: {e}"));
+        let mut sock = Socket::new(NETLINK_ROUTE).map_err(wrap)?;
+        sock.bind_auto().map_err(wrap)?;
+        let tv = libc::timeval {
+            tv_sec: ANSWER_TIMEOUT.as_secs() as libc::time_t,
+            tv_usec: 0,
+        };
+        // SAFETY: `tv` is a live timeval and the length passed is its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(wrap(io::Error::last_os_error()));
+        }
+        Ok(Nl {
+            sock,
+            seq: std::cell::Cell::new(1),
+        })
+    }
+
+    /// Sends `msg` with `flags` and collects the answer: the messages of a dump, or nothing
+    /// for an acknowledged request.
+    fn exchange(&self, msg: RouteNetlinkMessage, flags: u16) -> io::Result<Vec<TcMessage>> {
+        let seq = self.seq.get();
+        self.seq.set(seq.wrapping_add(1));
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | flags;
+        header.sequence_number = seq;
+        let mut m = NetlinkMessage::new(header, msg.into());
+        m.finalize();
+        let mut buf = vec![0u8; m.buffer_len()];
+        m.serialize(&mut buf);
+        self.sock.send_to(&buf, &SocketAddr::new(0, 0), 0)?;
+        let mut out = Vec::new();
+        loop {
+            let (data, _) = self.sock.recv_from_full()?;
+            if take(&data, seq, &mut out)? {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Adds a clsact qdisc; false when the port has one (or an ingress qdisc) already.
+    fn add_clsact(&self, ifindex: u32) -> io::Result<bool> {
+        let mut m = TcMessage::with_index(ifindex as i32);
+        m.header.parent = TcHandle::CLSACT;
+        m.header.handle = TcHandle {
+            major: 0xffff,
+            minor: 0,
+        };
+        m.attributes.push(TcAttribute::Kind("clsact".into()));
+        let flags = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+        match self.exchange(RouteNetlinkMessage::NewQueueDiscipline(m), flags) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(false),
+            Err(e) => Err(ctx("adding a clsact qdisc", ifindex)(e)),
+        }
+    }
+
+    fn del_clsact(&self, ifindex: u32) -> io::Result<()> {
+        let mut m = TcMessage::with_index(ifindex as i32);
+        m.header.parent = TcHandle::CLSACT;
+        m.header.handle = TcHandle {
+            major: 0xffff,
+            minor: 0,
+        };
+        self.exchange(RouteNetlinkMessage::DelQueueDiscipline(m), NLM_F_ACK)
+            .map(|_| ())
+            .map_err(ctx("deleting the clsact qdisc", ifindex))
+    }
+
+    /// On a failed attach: the qdisc goes again if it was made for it.
+    fn undo_qdisc(&self, ifindex: u32, made: bool, e: io::Error) -> io::Error {
+        if made {
+            if let Err(d) = self.del_clsact(ifindex) {
+                warn!("{d}");
+            }
+        }
+        e
+    }
+
+    fn filters(&self, ifindex: u32, parent: TcHandle) -> io::Result<Vec<TcMessage>> {
+        let mut m = TcMessage::with_index(ifindex as i32);
+        m.header.parent = parent;
+        self.exchange(RouteNetlinkMessage::GetTrafficFilter(m), NLM_F_DUMP)
+            .map_err(ctx("listing tc filters", ifindex))
+    }
+
+    /// What sits at [`PRIO`] at either hook (someone else's at one of them wins).
+    fn at_prio(&self, ifindex: u32) -> io::Result<AtPrio> {
+        let (i, e) = (
+            classify(&self.filters(ifindex, INGRESS)?),
+            classify(&self.filters(ifindex, EGRESS)?),
+        );
+        Ok(match (i, e) {
+            (AtPrio::Foreign(w), _) | (_, AtPrio::Foreign(w)) => AtPrio::Foreign(w),
+            (AtPrio::Ours, _) | (_, AtPrio::Ours) => AtPrio::Ours,
+            _ => AtPrio::Free,
+        })
+    }
+
+    /// Filters at either hook other than rlbd's.
+    fn others(&self, ifindex: u32) -> io::Result<usize> {
+        let mut n = 0;
+        for parent in [INGRESS, EGRESS] {
+            let f = self.filters(ifindex, parent)?;
+            n += f
+                .iter()
+                .filter(|f| f.header.info >> 16 != u32::from(PRIO))
+                .count();
+        }
+        Ok(n)
+    }
+
+    fn filter_msg(ifindex: u32, parent: TcHandle) -> TcMessage {
+        let mut m = TcMessage::with_index(ifindex as i32);
+        m.header.parent = parent;
+        m.header.handle = TcHandle::from(HANDLE);
+        m.header.info = (u32::from(PRIO) << 16) | u32::from(ETH_P_ALL.to_be());
+        m.attributes.push(TcAttribute::Kind("bpf".into()));
+        m
+    }
+
+    /// Adds rlbd's filter at hook `parent`, or replaces the program of the one there.
+    fn put_filter(
+        &self,
+        ifindex: u32,
+        parent: TcHandle,
+        prog: BorrowedFd<'_>,
+        name: &str,
+    ) -> io::Result<()> {
+        let mut m = Self::filter_msg(ifindex, parent);
+        m.attributes.push(TcAttribute::Options(vec![
+            TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.as_raw_fd() as u32)),
+            TcOption::Bpf(TcFilterBpfOption::ProgName(name.to_owned())),
+            TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
+        ]));
+        let flags = NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+        self.exchange(RouteNetlinkMessage::NewTrafficFilter(m), flags)
+            .map(|_| ())
+            .map_err(ctx("adding a tc filter", ifindex))
+    }
+
+    /// Deletes rlbd's filters at both hooks (one missing is no error).
+    fn del_filters(&self, ifindex: u32) -> io::Result<()> {
+        let mut first = Ok(());
+        for parent in [INGRESS, EGRESS] {
+            let m = Self::filter_msg(ifindex, parent);
+            match self.exchange(RouteNetlinkMessage::DelTrafficFilter(m), NLM_F_ACK) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) if first.is_ok() => first = Err(e),
+                Err(_) => {}
+            }
+        }
+        first
+    }
+}
+
+/// Takes the messages answering request `seq` out of one datagram into `out`; true once the
+/// answer is complete (the dump's end, or the request's acknowledgement). A refusal is the
+/// error. Filters the crate cannot decode are kept with their header alone (enough to see
+/// their priority; they count as someone else's).
+pub(crate) fn take(data: &[u8], seq: u32, out: &mut Vec<TcMessage>) -> io::Result<bool> {
+    let mut pos = 0;
+    while pos < data.len() {
+        let buf = NetlinkBuffer::new_checked(&data[pos..])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("rtnetlink: {e}")))?;
+        pos += (buf.length() as usize).next_multiple_of(4).max(16);
+        if buf.sequence_number() != seq {
+            continue;
+        }
+        let payload = buf.payload();
+        match buf.message_type() {
+            NLMSG_DONE => return Ok(true),
+            NLMSG_ERROR => {
+                let code = payload
+                    .get(..4)
+                    .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                return match code {
+                    0 => Ok(true),
+                    c => Err(io::Error::from_raw_os_error(c.saturating_neg())),
+                };
+            }
+            RTM_NEWTFILTER => out.push(TcMessage::parse(payload).unwrap_or_else(|_| {
+                let word = |i: usize| {
+                    payload
+                        .get(i..i + 4)
+                        .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                };
+                let mut m = TcMessage::with_index(word(4) as i32);
+                m.header.handle = TcHandle::from(word(8));
+                m.header.info = word(16);
+                m.attributes.push(TcAttribute::Kind("undecodable".into()));
+                m
+            })),
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+#[path = "tc_tests.rs"]
+mod tests;

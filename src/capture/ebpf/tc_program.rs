@@ -1,0 +1,311 @@
+//! The programs for a port's tc hooks (`BPF_PROG_TYPE_SCHED_CLS`, attached direct-action by
+//! `tc.rs`), which replace the capture socket's tap altogether:
+//! - at ingress, the same count as the socket filter (`program.rs`), into the same map and
+//!   under the same key;
+//! - at both hooks, ARP and Neighbor Discovery frames (what the steering watches, the host's
+//!   own outgoing answers included) copied, up to the snap length, into a ring buffer the
+//!   daemon reads (`ringbuf.rs`), behind a header: length u32, VLAN u16, packet type u8 (the
+//!   kernel's at ingress, `PACKET_OUTGOING` at egress), whether the tag was taken out u8.
+//!
+//! They read the frame in place (direct packet access, bounds checked against `data_end`),
+//! take a tag the driver or the stack already took out from `vlan_present`/`vlan_tci`, and never
+//! drop, change or classify a frame: they always return `TC_ACT_UNSPEC`, which lets the hook
+//! run whatever filters come after them (an operator's) exactly as if they were not there.
+//! (`TC_ACT_OK` would end classification and skip those.)
+//!
+//! Acceptance, as the socket filter's: an IPv4 frame (version 4, header length >= 5) or an
+//! IPv6 frame (version 6, not a Neighbor Solicitation or Advertisement) for this port
+//! (`PACKET_HOST`) or for one of the host's other MACs, untagged, tagged 802.1Q once in the
+//! frame, or with an 802.1Q tag taken out, is counted under (source MAC, VLAN, destination
+//! address); ARP, and ICMPv6 NS/NA, go to the ring buffer. A frame under an 802.1ad tag taken
+//! out is neither (rlbd does not steer 802.1ad).
+
+use super::insn::{Alu, Asm, Cond, Helper, Insn, Label, Reg, Size};
+use super::program::{
+    count_hash, count_slots, Store, ETH_HDR, ETH_P_8021Q, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6,
+    IPPROTO_ICMPV6, KEY, KEY_DST, KEY_VLAN, MAX_HOST_MACS, ND_NA, ND_NS, PACKET_HOST,
+    PACKET_OUTGOING, SKB_LEN, SKB_PKT_TYPE, SKB_VLAN_PRESENT, SKB_VLAN_PROTO, SKB_VLAN_TCI,
+};
+use super::ringbuf::META;
+use crate::capture::Mac;
+
+// `struct __sk_buff`: the packet pointers (UAPI).
+const SKB_DATA: i16 = 76;
+const SKB_DATA_END: i16 = 80;
+/// "No verdict": the hook goes on as if no filter had matched.
+const TC_ACT_UNSPEC: i32 = -1;
+/// Bytes every counted frame needs linear (up to the ICMPv6 type behind a tag): a head shorter
+/// than this in a longer frame is pulled in once.
+const HEAD: i32 = ETH_HDR + 4 + 40 + 1;
+
+/// `x`, a big-endian 16-bit field, as a direct packet load reads it.
+fn wire16(x: i32) -> i32 {
+    i32::from(u16::from_ne_bytes((x as u16).to_be_bytes()))
+}
+
+/// Where a frame for the ring buffer goes, and how much of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ring {
+    pub fd: i32,
+    pub snap_len: u32,
+}
+
+impl Ring {
+    /// Bytes reserved per record: the header and the snap length, padded to 8.
+    fn record(&self) -> Result<i32, String> {
+        let n = (META as u32 + self.snap_len).next_multiple_of(8);
+        match i32::try_from(n) {
+            Ok(n) if (ETH_HDR as u32) <= self.snap_len && n <= 4096 => Ok(n),
+            _ => Err(format!("snap length {} out of range", self.snap_len)),
+        }
+    }
+}
+
+/// Builds the ingress program for a port whose map is `map_fd`; `host_macs` are the server's
+/// MACs other than the port's own whose frames count too.
+pub fn counting_program(
+    host_macs: &[Mac],
+    map_fd: i32,
+    store: Store,
+    ring: Ring,
+) -> Result<Vec<Insn>, String> {
+    if host_macs.len() > MAX_HOST_MACS {
+        return Err(format!(
+            "{} host MACs given, at most {MAX_HOST_MACS} supported",
+            host_macs.len()
+        ));
+    }
+    if let Store::Slots { slots, .. } = store {
+        if !slots.is_power_of_two() || slots > 1 << 30 {
+            return Err(format!("{slots} slots: a power of two up to 2^30 expected"));
+        }
+    }
+    let mut a = Asm::new();
+    let (done, pass, v4, v6data, count) = (a.label(), a.label(), a.label(), a.label(), a.label());
+    vlan_and_head(&mut a, done);
+    ethertype(&mut a, done, pass, v4);
+    ipv6_nd(&mut a, done, pass, v6data);
+    a.bind(v6data);
+    ipv6_key(&mut a, done, count, host_macs);
+    ipv4_key(&mut a, done, v4, host_macs);
+    a.bind(count);
+    key_source(&mut a);
+    match store {
+        Store::Hash => count_hash(&mut a, done, map_fd),
+        Store::Slots { slots, mul } => count_slots(&mut a, done, map_fd, slots, mul),
+    }
+    a.ja(done);
+    to_ring(&mut a, pass, done, ring, false)?;
+    a.bind(done);
+    a.mov_imm(Reg::R0, TC_ACT_UNSPEC).exit();
+    a.finish()
+}
+
+/// Builds the egress program: the host's outgoing ARP and Neighbor Discovery to the ring
+/// buffer, nothing counted.
+pub fn watching_program(ring: Ring) -> Result<Vec<Insn>, String> {
+    let mut a = Asm::new();
+    let (done, pass) = (a.label(), a.label());
+    vlan_and_head(&mut a, done);
+    ethertype(&mut a, done, pass, done);
+    ipv6_nd(&mut a, done, pass, done);
+    to_ring(&mut a, pass, done, ring, true)?;
+    a.bind(done);
+    a.mov_imm(Reg::R0, TC_ACT_UNSPEC).exit();
+    a.finish()
+}
+
+/// `pass`: the frame's header and first bytes into a ring buffer record (none when the ring
+/// is full: the frame is lost to the daemon, as a full capture ring loses it), then `done`.
+fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> Result<(), String> {
+    use Reg::*;
+    let record = ring.record()?;
+    let snap = ring.snap_len as i32;
+    let (short, long_enough) = (a.label(), a.label());
+    a.bind(pass);
+    a.ld_map_fd(R1, ring.fd).mov_imm(R2, record).mov_imm(R3, 0);
+    a.call(Helper::RingbufReserve);
+    a.jmp_imm(Cond::Eq, R0, 0, done);
+    a.mov(R7, R0);
+    a.ldx(Size::W, R1, R6, SKB_LEN).stx(Size::W, R7, 0, R1);
+    a.stx(Size::H, R7, 4, R8);
+    if egress {
+        a.st(Size::B, R7, 6, PACKET_OUTGOING);
+    } else {
+        a.ldx(Size::W, R1, R6, SKB_PKT_TYPE).stx(Size::B, R7, 6, R1);
+    }
+    a.stx(Size::B, R7, 7, R9);
+    // min(len, snap), and at least the Ethernet header the checks above read.
+    a.ldx(Size::W, R4, R6, SKB_LEN);
+    a.jmp_imm(Cond::Le, R4, snap, short);
+    a.mov_imm(R4, snap);
+    a.bind(short);
+    a.jmp_imm(Cond::Ge, R4, ETH_HDR, long_enough);
+    a.mov_imm(R4, ETH_HDR);
+    a.bind(long_enough);
+    // On failure the helper zeroes the bytes: the daemon finds no frame in them.
+    a.mov(R1, R6).mov_imm(R2, 0);
+    a.mov(R3, R7).alu_imm(Alu::Add, R3, META as i32);
+    a.call(Helper::SkbLoadBytes);
+    a.mov(R1, R7).mov_imm(R2, 0).call(Helper::RingbufSubmit);
+    a.ja(done);
+    Ok(())
+}
+
+/// R6 = context, R7 = 0 (the tag's length in the frame), R8 = VLAN of a tag taken out, R9 =
+/// whether one was; R2/R3 = data/data_end with the head made linear where the frame is longer
+/// than it. An 802.1ad tag taken out ends here.
+fn vlan_and_head(a: &mut Asm, done: Label) {
+    use Reg::*;
+    let (untagged, linear) = (a.label(), a.label());
+    a.mov(R6, R1).mov_imm(R7, 0).mov_imm(R8, 0);
+    a.ldx(Size::W, R9, R6, SKB_VLAN_PRESENT);
+    a.jmp_imm(Cond::Eq, R9, 0, untagged);
+    a.ldx(Size::W, R0, R6, SKB_VLAN_PROTO);
+    // vlan_proto is the raw big-endian TPID.
+    a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_8021Q), done);
+    a.ldx(Size::W, R8, R6, SKB_VLAN_TCI);
+    a.alu_imm(Alu::And, R8, 0x0fff);
+    a.bind(untagged);
+    packet_pointers(a);
+    a.mov(R1, R2).alu_imm(Alu::Add, R1, HEAD);
+    a.jmp_reg(Cond::Le, R1, R3, linear);
+    a.ldx(Size::W, R1, R6, SKB_LEN);
+    a.jmp_imm(Cond::Lt, R1, HEAD, linear);
+    // Headers outside the linear head (rare: drivers pull them in): pull them in; a failure
+    // leaves the frame as it was and the checks below pass it uncounted.
+    a.mov(R1, R6).mov_imm(R2, HEAD).call(Helper::SkbPullData);
+    packet_pointers(a);
+    a.bind(linear);
+}
+
+/// R2 = data, R3 = data_end (again after a helper that may move the packet).
+fn packet_pointers(a: &mut Asm) {
+    use Reg::*;
+    a.ldx(Size::W, R2, R6, SKB_DATA)
+        .ldx(Size::W, R3, R6, SKB_DATA_END);
+}
+
+/// `if R2 + len > R3 goto done`: the bounds check the verifier wants before a read.
+fn need(a: &mut Asm, base: Reg, len: i32, done: Label) {
+    use Reg::*;
+    a.mov(R1, base).alu_imm(Alu::Add, R1, len);
+    a.jmp_reg(Cond::Gt, R1, R3, done);
+}
+
+/// Looks through one 802.1Q tag in the frame (R7 = 4; its VLAN unless one was taken out), and
+/// dispatches: ARP to `pass`, IPv4 to `v4`, IPv6 falls through, anything else ends. R4 = the
+/// network header.
+fn ethertype(a: &mut Asm, done: Label, pass: Label, v4: Label) {
+    use Reg::*;
+    let (dispatch, inner) = (a.label(), a.label());
+    need(a, R2, ETH_HDR, done);
+    a.ldx(Size::H, R0, R2, 12);
+    a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_8021Q), dispatch);
+    need(a, R2, ETH_HDR + 4, done);
+    a.mov_imm(R7, 4);
+    a.jmp_imm(Cond::Ne, R9, 0, inner);
+    a.ldx(Size::H, R8, R2, 14).to_be(R8, 16);
+    a.alu_imm(Alu::And, R8, 0x0fff);
+    a.bind(inner);
+    a.ldx(Size::H, R0, R2, 16);
+    a.bind(dispatch);
+    a.mov(R4, R2)
+        .alu_reg(Alu::Add, R4, R7)
+        .alu_imm(Alu::Add, R4, ETH_HDR);
+    a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_ARP), pass);
+    a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_IP), v4);
+    a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_IPV6), done);
+}
+
+/// IPv6: NS/NA to `pass`, other frames to `data`.
+fn ipv6_nd(a: &mut Asm, done: Label, pass: Label, data: Label) {
+    use Reg::*;
+    need(a, R4, 40, done);
+    a.ldx(Size::B, R0, R4, 0).alu_imm(Alu::Rsh, R0, 4);
+    a.jmp_imm(Cond::Ne, R0, 6, done);
+    a.ldx(Size::B, R0, R4, 6);
+    a.jmp_imm(Cond::Ne, R0, IPPROTO_ICMPV6, data);
+    need(a, R4, 41, done);
+    a.ldx(Size::B, R0, R4, 40);
+    a.jmp_imm(Cond::Eq, R0, ND_NS, pass);
+    a.jmp_imm(Cond::Eq, R0, ND_NA, pass);
+    a.ja(data);
+}
+
+/// IPv6 data for the host: the destination into the key, R9 = 6, to `count`.
+fn ipv6_key(a: &mut Asm, done: Label, count: Label, host_macs: &[Mac]) {
+    use Reg::*;
+    let ours = a.label();
+    need(a, R4, 40, done);
+    host_check(a, host_macs, ours, done);
+    a.bind(ours);
+    a.mov_imm(R9, 6);
+    for w in [0, 8] {
+        a.ldx(Size::DW, R1, R4, 24 + w)
+            .stx(Size::DW, R10, KEY_DST + w, R1);
+    }
+    a.ja(count);
+}
+
+/// IPv4 (a header ip_rcv would look at) for the host: the destination into the key as
+/// ::ffff:a.b.c.d, R9 = 4; falls through to `count`.
+fn ipv4_key(a: &mut Asm, done: Label, v4: Label, host_macs: &[Mac]) {
+    use Reg::*;
+    let ours = a.label();
+    a.bind(v4);
+    need(a, R4, 20, done);
+    a.ldx(Size::B, R0, R4, 0);
+    a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 4);
+    a.jmp_imm(Cond::Ne, R1, 4, done);
+    a.alu_imm(Alu::And, R0, 0x0f);
+    a.jmp_imm(Cond::Lt, R0, 5, done);
+    host_check(a, host_macs, ours, done);
+    a.bind(ours);
+    a.mov_imm(R9, 4);
+    a.st(Size::DW, R10, KEY_DST, 0);
+    a.st(Size::H, R10, KEY_DST + 8, 0);
+    a.st(Size::H, R10, KEY_DST + 10, 0xffff);
+    a.ldx(Size::W, R1, R4, 16)
+        .stx(Size::W, R10, KEY_DST + 12, R1);
+}
+
+/// The key's source MAC and VLAN, copied as the frame holds them (the destination is in).
+fn key_source(a: &mut Asm) {
+    use Reg::*;
+    a.ldx(Size::W, R1, R2, 6).stx(Size::W, R10, KEY, R1);
+    a.ldx(Size::H, R1, R2, 10).stx(Size::H, R10, KEY + 4, R1);
+    a.stx(Size::H, R10, KEY_VLAN, R8);
+}
+
+/// Goes to `ok` for a frame that came in for this port or for one of `host_macs`, else to
+/// `done`. (At ingress nothing is `PACKET_OUTGOING`.)
+fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, done: Label) {
+    use Reg::*;
+    a.ldx(Size::W, R0, R6, SKB_PKT_TYPE);
+    a.jmp_imm(Cond::Eq, R0, PACKET_HOST, ok);
+    for m in host_macs {
+        let o = m.octets();
+        let next = a.label();
+        a.ldx(Size::W, R0, R2, 2);
+        a.jmp32_imm(
+            Cond::Ne,
+            R0,
+            u32::from_ne_bytes([o[2], o[3], o[4], o[5]]),
+            next,
+        );
+        a.ldx(Size::H, R0, R2, 0);
+        a.jmp_imm(
+            Cond::Eq,
+            R0,
+            i32::from(u16::from_ne_bytes([o[0], o[1]])),
+            ok,
+        );
+        a.bind(next);
+    }
+    a.ja(done);
+}
+
+#[cfg(test)]
+#[path = "tc_program_tests.rs"]
+mod tests;

@@ -1,0 +1,260 @@
+//! Counting at the tc hooks, live (root only), on a veth in a private network namespace: the
+//! socket stops being a tap, ARP comes in both directions through the ring buffer (with its
+//! VLAN), an operator's filters keep running and are never touched, a filter left by a crashed
+//! rlbd is replaced, and everything rlbd added goes when it does.
+
+use std::process::Command;
+use std::time::Duration;
+
+use super::*;
+use crate::capture::frame::tests::{arp_frame, ipv4_frame};
+use crate::capture::frame::{parse, Frame};
+
+use super::tests::lab::*;
+
+fn tc(args: &str) -> Result<String, String> {
+    let out = Command::new("tc")
+        .args(args.split_whitespace())
+        .output()
+        .map_err(|e| format!("cannot run `tc {args}`: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`tc {args}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A veth pair `cap0`/`peer0` in a namespace of this thread's own, and a socket on `peer0`.
+fn veth() -> Result<CaptureSocket, String> {
+    // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(format!(
+            "unshare(CLONE_NEWNET): {}",
+            io::Error::last_os_error()
+        ));
+    }
+    ip("link set lo up")?;
+    // No frames of the stack's own (DAD, router solicitations) beside the test's.
+    for key in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1")
+            .map_err(|e| format!("disable_ipv6: {e}"))?;
+    }
+    ip("link add cap0 address 02:52:4c:42:00:01 type veth peer name peer0 address 02:52:4c:42:00:02")?;
+    ip("link set cap0 up")?;
+    ip("link set peer0 up")?;
+    Ok(CaptureSocket::open_by_name("peer0", &[PEER_MAC], &small_ring()).unwrap())
+}
+
+fn counting_at_tc() -> CaptureSocket {
+    let mut cap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &small_ring()).unwrap();
+    cap.count_in_kernel(&[], 1024).unwrap();
+    assert_eq!(
+        cap.kernel_hook(),
+        Some("tc"),
+        "{:?}",
+        cap.kernel_hook_fallback()
+    );
+    cap
+}
+
+/// Sockets on `ifindex` that are taps for every protocol (this thread's namespace).
+fn taps_on(ifindex: u32) -> usize {
+    let text = std::fs::read_to_string("/proc/thread-self/net/packet").unwrap();
+    text.lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(3) == Some(&"0003") && f.get(4) == Some(&ifindex.to_string().as_str())
+        })
+        .count()
+}
+
+/// An IPv6 frame from the client to the port: ICMPv6 of `icmp_type` (a Neighbor Solicitation
+/// with 135), else UDP, to 2001:db8::1.
+fn ipv6(icmp_type: Option<u8>) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&CAP_MAC.octets());
+    f.extend_from_slice(&CLIENT.octets());
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 32]);
+    f.push(if icmp_type.is_some() { 58 } else { 17 });
+    f.push(255);
+    f.extend_from_slice(
+        &"2001:db8::9"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    f.extend_from_slice(&V6_DST.octets());
+    let mut body = [0u8; 32];
+    body[0] = icmp_type.unwrap_or(0);
+    f.extend_from_slice(&body);
+    f
+}
+
+const V6_DST: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+
+fn arp_reply(vlan: bool) -> Vec<u8> {
+    arp_frame(
+        CAP_MAC, CLIENT, 2, CAP_MAC, SERVER_IP, CLIENT, CLIENT_IP, vlan,
+    )
+}
+
+fn hooks_and_ring() -> Result<(), String> {
+    let peer = veth()?;
+    let mut cap = counting_at_tc();
+    assert_eq!(taps_on(cap.ifindex()), 0, "the socket is still a tap");
+    for hook in ["ingress", "egress"] {
+        let f = tc(&format!("filter show dev cap0 {hook}"))?;
+        assert!(
+            f.contains("rlbd_cap0") && f.contains("direct-action"),
+            "{f}"
+        );
+        assert!(f.contains("pref 445"), "{f}");
+    }
+    // In: an ARP request (tagged, the tag taken out on the way) and data (counted, not
+    // handed over). Out: the host's answer, sent by another socket (the kernel's stand-in).
+    let req = arp_frame(
+        CLIENT,
+        Mac::broadcast(),
+        1,
+        CLIENT,
+        CLIENT_IP,
+        Mac::zero(),
+        SERVER_IP,
+        true,
+    );
+    peer.send(&req).unwrap();
+    for _ in 0..50 {
+        peer.send(&ipv4_frame(
+            CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300,
+        ))
+        .unwrap();
+    }
+    peer.send(&ipv6(None)).unwrap();
+    peer.send(&ipv6(Some(135))).unwrap();
+    let host = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &small_ring()).unwrap();
+    host.send(&arp_reply(false)).unwrap();
+    let got = collect(
+        &mut cap,
+        3,
+        16,
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    );
+    let seen: Vec<(u8, Option<u16>, Option<Frame>)> = got
+        .iter()
+        .map(|(m, d)| (m.pkt_type, m.vlan, parse(d)))
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(
+        matches!(
+            seen[0],
+            (PACKET_BROADCAST, Some(5), Some(Frame::Arp { op: 1, .. }))
+        ),
+        "{seen:?}"
+    );
+    // The Neighbor Solicitation, whole (up to the snap length), not counted.
+    assert_eq!((seen[1].0, seen[1].1), (PACKET_HOST, None), "{seen:?}");
+    assert_eq!(got[1].1, ipv6(Some(135)), "{seen:?}");
+    assert!(
+        matches!(
+            seen[2],
+            (PACKET_OUTGOING, None, Some(Frame::Arp { op: 2, .. }))
+        ),
+        "{seen:?}"
+    );
+    assert_eq!(got[2].0.orig_len as usize, arp_reply(false).len());
+    let mut counts = Vec::new();
+    cap.read_counts(&mut counts).unwrap();
+    let mut c: Vec<(std::net::IpAddr, u64)> =
+        counts.iter().map(|d| (d.key.dst, d.frames)).collect();
+    c.sort();
+    let want = vec![(SERVER_IP.into(), 50), (V6_DST.into(), 1)];
+    assert_eq!(c, want);
+
+    drop(host);
+    drop(cap);
+    nothing_left()
+}
+
+/// Nothing of rlbd's at `cap0`'s hooks, nor the qdisc it made.
+fn nothing_left() -> Result<(), String> {
+    for hook in ["ingress", "egress"] {
+        let f = tc(&format!("filter show dev cap0 {hook}"))?;
+        assert!(f.trim().is_empty(), "left behind at {hook}: {f}");
+    }
+    let q = tc("qdisc show dev cap0")?;
+    assert!(!q.contains("clsact"), "the qdisc rlbd made is left: {q}");
+    Ok(())
+}
+
+fn stale_and_foreign() -> Result<(), String> {
+    let peer = veth()?;
+    // A crashed rlbd leaves its filters (and the qdisc it made) behind.
+    std::mem::forget(counting_at_tc());
+    let cap = counting_at_tc();
+    drop(cap);
+    nothing_left()?;
+
+    // An operator's qdisc and filter (a mirror of every frame to mir0) keep working beside
+    // rlbd's and stay when rlbd goes.
+    ip("link add mir0 type veth peer name mir1")?;
+    ip("link set mir0 up")?;
+    ip("link set mir1 up")?;
+    tc("qdisc add dev cap0 clsact")?;
+    tc("filter add dev cap0 ingress pref 1000 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
+    let cap = counting_at_tc();
+    for _ in 0..20 {
+        peer.send(&ipv4_frame(
+            CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300,
+        ))
+        .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let f = tc("-s filter show dev cap0 ingress")?;
+    let mirrored: u64 = f
+        .split("Sent ")
+        .skip(1)
+        .filter_map(|s| s.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum();
+    assert!(mirrored >= 20, "the operator's filter no longer runs: {f}");
+    drop(cap);
+    let f = tc("filter show dev cap0 ingress")?;
+    assert!(f.contains("mirred") && !f.contains("rlbd"), "{f}");
+    assert!(tc("qdisc show dev cap0")?.contains("clsact"));
+
+    // A filter of someone else's at rlbd's priority: never touched, the socket counts instead.
+    tc("filter add dev cap0 egress pref 445 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
+    let mut cap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &small_ring()).unwrap();
+    cap.count_in_kernel(&[], 1024).unwrap();
+    assert_eq!(cap.kernel_hook(), Some("socket"));
+    let why = cap.kernel_hook_fallback().unwrap_or("");
+    assert!(why.contains("not rlbd's"), "{why}");
+    drop(cap);
+    assert!(tc("filter show dev cap0 egress")?.contains("mirred"));
+    Ok(())
+}
+
+fn run(name: &str, f: fn() -> Result<(), String>) {
+    if !crate::test_support::root_or_skip(name) {
+        return;
+    }
+    match std::thread::spawn(f).join() {
+        Ok(Ok(())) => {}
+        Ok(Err(reason)) => crate::test_support::skip(name, &reason),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+#[test]
+fn live_tc_hooks_count_and_hand_over_arp() {
+    run("live_tc_hooks_count_and_hand_over_arp", hooks_and_ring);
+}
+
+#[test]
+fn live_tc_filters_stale_and_foreign() {
+    run("live_tc_filters_stale_and_foreign", stale_and_foreign);
+}
