@@ -225,7 +225,7 @@ check "unit: RestartPreventExitStatus=78" grep -qx 'RestartPreventExitStatus=78'
 check "unit: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
 check "unit: WatchdogSec= set" grep -qE '^WatchdogSec=[1-9]' "$unit"
 check "unit: PrivateNetwork= not set" bash -c "! grep -q '^PrivateNetwork' '$unit'"
-check "unit: CapabilityBoundingSet=CAP_NET_RAW CAP_BPF" grep -qx 'CapabilityBoundingSet=CAP_NET_RAW CAP_BPF' "$unit"
+check "unit: CapabilityBoundingSet=CAP_NET_RAW CAP_NET_ADMIN CAP_BPF" grep -qx 'CapabilityBoundingSet=CAP_NET_RAW CAP_NET_ADMIN CAP_BPF' "$unit"
 check "unit: bpf(2) allowed after the @privileged deny list" \
   awk '/^SystemCallFilter=~@privileged/ { d = NR } /^SystemCallFilter=bpf$/ { b = NR } END { exit !(d && b > d) }' "$unit"
 check "unit: runs as the package's user and group rlbd" bash -c "grep -qx 'User=rlbd' '$unit' && grep -qx 'Group=rlbd' '$unit'"
