@@ -48,6 +48,8 @@ fn wire16(x: i32) -> i32 {
 pub struct Ring {
     pub fd: i32,
     pub snap_len: u32,
+    /// A one-entry array counting the frames a full ring buffer had no room for.
+    pub lost_fd: i32,
 }
 
 impl Ring {
@@ -115,17 +117,18 @@ pub fn watching_program(ring: Ring) -> Result<Vec<Insn>, String> {
     a.finish()
 }
 
-/// `pass`: the frame's header and first bytes into a ring buffer record (none when the ring
-/// is full: the frame is lost to the daemon, as a full capture ring loses it), then `done`.
+/// `pass`: the frame's header and first bytes into a ring buffer record, then `done`. When the
+/// ring is full the frame is lost to the daemon, as a full capture ring loses it, and counted
+/// as lost (the daemon shows the count as the port's ring drops).
 fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> Result<(), String> {
     use Reg::*;
     let record = ring.record()?;
     let snap = ring.snap_len as i32;
-    let (short, long_enough) = (a.label(), a.label());
+    let (short, long_enough, full) = (a.label(), a.label(), a.label());
     a.bind(pass);
     a.ld_map_fd(R1, ring.fd).mov_imm(R2, record).mov_imm(R3, 0);
     a.call(Helper::RingbufReserve);
-    a.jmp_imm(Cond::Eq, R0, 0, done);
+    a.jmp_imm(Cond::Eq, R0, 0, full);
     a.mov(R7, R0);
     a.ldx(Size::W, R1, R6, SKB_LEN).stx(Size::W, R7, 0, R1);
     a.stx(Size::H, R7, 4, R8);
@@ -148,6 +151,15 @@ fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> R
     a.mov(R3, R7).alu_imm(Alu::Add, R3, META as i32);
     a.call(Helper::SkbLoadBytes);
     a.mov(R1, R7).mov_imm(R2, 0).call(Helper::RingbufSubmit);
+    a.ja(done);
+    a.bind(full);
+    a.st(Size::W, R10, -8, 0);
+    a.ld_map_fd(R1, ring.lost_fd)
+        .mov(R2, R10)
+        .alu_imm(Alu::Add, R2, -8);
+    a.call(Helper::MapLookupElem);
+    a.jmp_imm(Cond::Eq, R0, 0, done);
+    a.mov_imm(R1, 1).atomic_add(R0, 0, R1);
     a.ja(done);
     Ok(())
 }
