@@ -362,3 +362,7 @@ fn load(
     sys::prog_load(prog_type, &insns, &format!("rlbd_{name}"))
         .map_err(|e| io::Error::new(e.kind(), format!("loading the counting program: {e}")))
 }
+
+#[cfg(test)]
+#[path = "unprivileged_tests.rs"]
+mod unprivileged_tests;

@@ -210,7 +210,7 @@ fn need(a: &mut Asm, base: Reg, len: i32, done: Label) {
 /// network header.
 fn ethertype(a: &mut Asm, done: Label, pass: Label, v4: Label) {
     use Reg::*;
-    let (dispatch, inner) = (a.label(), a.label());
+    let (dispatch, inner, untagged) = (a.label(), a.label(), a.label());
     need(a, R2, ETH_HDR, done);
     a.ldx(Size::H, R0, R2, 12);
     a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_8021Q), dispatch);
@@ -222,9 +222,12 @@ fn ethertype(a: &mut Asm, done: Label, pass: Label, v4: Label) {
     a.bind(inner);
     a.ldx(Size::H, R0, R2, 16);
     a.bind(dispatch);
-    a.mov(R4, R2)
-        .alu_reg(Alu::Add, R4, R7)
-        .alu_imm(Alu::Add, R4, ETH_HDR);
+    // Constant offsets only: the verifier refuses a packet pointer plus a register to a user
+    // without CAP_PERFMON (the packaged unit's), even a register that is 0 or 4.
+    a.mov(R4, R2).alu_imm(Alu::Add, R4, ETH_HDR);
+    a.jmp_imm(Cond::Eq, R7, 0, untagged);
+    a.alu_imm(Alu::Add, R4, 4);
+    a.bind(untagged);
     a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_ARP), pass);
     a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_IP), v4);
     a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_IPV6), done);
@@ -285,9 +288,12 @@ fn ipv4_key(a: &mut Asm, done: Label, v4: Label, host_macs: &[Mac]) {
 /// The key's source MAC and VLAN, copied as the frame holds them (the destination is in).
 fn key_source(a: &mut Asm) {
     use Reg::*;
-    a.ldx(Size::W, R1, R2, 6).stx(Size::W, R10, KEY, R1);
+    // The 2-byte parts first: a verifier before 6.x refuses a user without CAP_PERFMON (the
+    // packaged unit's) any store of under 8 bytes into a slot after the 4-byte spill of a
+    // bounded scalar (the word from the packet) at its start.
     a.ldx(Size::H, R1, R2, 10).stx(Size::H, R10, KEY + 4, R1);
     a.stx(Size::H, R10, KEY_VLAN, R8);
+    a.ldx(Size::W, R1, R2, 6).stx(Size::W, R10, KEY, R1);
 }
 
 /// Goes to `ok` for a frame that came in for this port or for one of `host_macs`, else to
