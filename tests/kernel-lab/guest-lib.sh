@@ -415,12 +415,16 @@ RLBD_PID=""
 steer_start() { # rlbd on bond0 for the scenario (nothing in stand-in mode)
     [ "$STANDIN" = 1 ] && return 0
     mark "rlbd started"
-    $IP netns exec srv $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
+    # Without CAP_SYS_ADMIN and CAP_PERFMON, as the packaged unit runs it: the verifier refuses
+    # such a user programs it lets full root load.
+    $IP netns exec srv /usr/bin/setpriv --bounding-set=-sys_admin,-perfmon \
+        $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
     RLBD_PID=$!
     sleep 1
     if rlbd_alive; then
         say "rlbd running (pid $RLBD_PID)"
-        # Every one of the lab's kernels can count in the kernel (eBPF; rlbd runs as root here),
+        # Every one of the lab's kernels can count in the kernel (eBPF; rlbd runs as root here,
+        # without CAP_SYS_ADMIN and CAP_PERFMON),
         # in the slot table the daemon maps (Linux >= 5.5), not the hash fallback, at the tc
         # hooks (clsact, cls_bpf direct-action, a ring buffer for ARP/ND: Linux >= 5.8), not in
         # a socket filter behind a packet tap.
