@@ -338,7 +338,8 @@ impl CaptureSocket {
         ]
     }
 
-    /// Kernel ring statistics, accumulated since open.
+    /// Kernel ring statistics, accumulated since open; at the tc hooks the BPF ring buffer's
+    /// losses count as drops.
     pub fn stats(&self) -> io::Result<RingStats> {
         let mut st = libc::tpacket_stats_v3 {
             tp_packets: 0,
@@ -363,6 +364,11 @@ impl CaptureSocket {
         t.drops += u64::from(st.tp_drops);
         t.freeze_q_cnt += u64::from(st.tp_freeze_q_cnt);
         self.totals.set(t);
+        // At the tc hooks ARP and ND come through the BPF ring buffer instead: its losses are
+        // this port's ring drops too.
+        if let Some(lost) = self.counter.as_ref().and_then(|c| c.ring_lost()) {
+            t.drops += lost;
+        }
         Ok(t)
     }
 

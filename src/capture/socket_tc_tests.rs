@@ -238,6 +238,42 @@ fn stale_and_foreign() -> Result<(), String> {
     Ok(())
 }
 
+/// More ARP than the ring buffer holds, sent while nobody reads it: every frame is either handed
+/// over or counted lost, and the losses show as the port's ring drops.
+fn ring_full() -> Result<(), String> {
+    let peer = veth()?;
+    let mut cap = counting_at_tc();
+    const SENT: usize = 6000;
+    let req = arp_frame(
+        CLIENT,
+        Mac::broadcast(),
+        1,
+        CLIENT,
+        CLIENT_IP,
+        Mac::zero(),
+        SERVER_IP,
+        false,
+    );
+    for _ in 0..SENT {
+        peer.send(&req).unwrap();
+    }
+    let got = collect(
+        &mut cap,
+        SENT,
+        256,
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    );
+    let lost = cap.stats().unwrap().drops;
+    assert!(
+        lost > 0,
+        "the ring buffer never filled ({} handed over)",
+        got.len()
+    );
+    assert_eq!(got.len() as u64 + lost, SENT as u64, "handed over + lost");
+    Ok(())
+}
+
 fn run(name: &str, f: fn() -> Result<(), String>) {
     if !crate::test_support::root_or_skip(name) {
         return;
@@ -257,4 +293,9 @@ fn live_tc_hooks_count_and_hand_over_arp() {
 #[test]
 fn live_tc_filters_stale_and_foreign() {
     run("live_tc_filters_stale_and_foreign", stale_and_foreign);
+}
+
+#[test]
+fn live_tc_ring_full_counts_what_it_lost() {
+    run("live_tc_ring_full_counts_what_it_lost", ring_full);
 }

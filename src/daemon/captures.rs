@@ -358,7 +358,9 @@ impl Captures {
     }
 
     /// Reads each ring's drop counter into the port table; warns about new drops. True when
-    /// some ring dropped frames since the last call.
+    /// some ring whose frames are counted dropped frames since the last call: where the kernel
+    /// counts, the rings carry only ARP and ND, and an ARP storm that fills them leaves the
+    /// rates whole (it must not stop every move).
     pub fn update_drops(&self, ports: &mut PortTable) -> bool {
         let mut dropped = false;
         for (p, c) in ports.list.iter_mut().zip(&self.socks) {
@@ -373,7 +375,7 @@ impl Captures {
                         s.drops - p.ring_drops
                     );
                     p.ring_drops = s.drops;
-                    dropped = true;
+                    dropped |= !c.counts_in_kernel();
                 }
                 Ok(_) => {}
                 Err(e) => debug!("port {}: cannot read ring statistics: {e}", p.name),

@@ -218,6 +218,8 @@ build_initramfs() {
         copy_with_libs "$src" "/usr/sbin/$b"
     done
     copy_with_libs "$RLBD_BIN" /usr/bin/rlbd
+    src=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v setpriv) || die "host has no setpriv (util-linux)"
+    copy_with_libs "$src" /usr/bin/setpriv
     copy_with_libs "$RLBD_LAB_BIN" /usr/bin/rlbd-lab
     install -m 0755 "$KARP_BIN" "$ROOT/usr/bin/klab-arp"
 

@@ -54,11 +54,31 @@ pub enum Hook {
     Tc { snap_len: u32 },
 }
 
-/// What a program is built for: the hook, and at tc the ring buffer's descriptor.
+/// What a program is built for: the hook, and at tc the ring buffer's descriptor and its
+/// lost-frame counter's.
 #[derive(Debug, Clone, Copy)]
 struct Target {
     hook: Hook,
     ring: i32,
+    lost: i32,
+}
+
+impl Target {
+    fn new(hook: Hook, ring: Option<&RingBuf>) -> Target {
+        Target {
+            hook,
+            ring: ring.map_or(-1, |r| r.fd().as_raw_fd()),
+            lost: ring.map_or(-1, |r| r.lost_fd().as_raw_fd()),
+        }
+    }
+
+    fn ring(&self, snap_len: u32) -> tc_program::Ring {
+        tc_program::Ring {
+            fd: self.ring,
+            snap_len,
+            lost_fd: self.lost,
+        }
+    }
 }
 
 /// A port's counting map and the program that fills it.
@@ -145,10 +165,7 @@ impl KernelCounter {
     /// `bpftool` listings. At the tc hook, [`attach_tc`](Self::attach_tc) attaches it.
     pub fn new(host_macs: &[Mac], hook: Hook, max_entries: u32, name: &str) -> io::Result<Self> {
         let ring = ring_for(hook, name)?;
-        let target = Target {
-            hook,
-            ring: ring.as_ref().map_or(-1, |r| r.fd().as_raw_fd()),
-        };
+        let target = Target::new(hook, ring.as_ref());
         // The slot table where the kernel has it (and takes its program); else the hash.
         let e = match slot_table(host_macs, target, max_entries, name) {
             Ok((map, prog, store, mem, n)) => {
@@ -181,10 +198,7 @@ impl KernelCounter {
     ) -> io::Result<Self> {
         let cpus = cpus()?;
         let ring = ring_for(hook, name)?;
-        let target = Target {
-            hook,
-            ring: ring.as_ref().map_or(-1, |r| r.fd().as_raw_fd()),
-        };
+        let target = Target::new(hook, ring.as_ref());
         let map = sys::map_create(
             sys::BPF_MAP_TYPE_LRU_PERCPU_HASH,
             KEY_SIZE as u32,
@@ -217,10 +231,7 @@ impl KernelCounter {
     /// Loads the program again for a new set of host MACs (same map, counts kept). At the tc
     /// hook the filter takes it at once; a socket filter's caller attaches it.
     pub fn reprogram(&mut self, host_macs: &[Mac], name: &str) -> io::Result<()> {
-        let target = Target {
-            hook: self.hook,
-            ring: self.ring.as_ref().map_or(-1, |r| r.fd().as_raw_fd()),
-        };
+        let target = Target::new(self.hook, self.ring.as_ref());
         let prog = load(&self.map, host_macs, target, name, self.store)?;
         if let Some(f) = &self.tc {
             f.replace(prog.as_fd(), &format!("rlbd_{name}"))?;
@@ -244,10 +255,7 @@ impl KernelCounter {
                 "not a tc counting program",
             ));
         };
-        let r = tc_program::Ring {
-            fd: ring.fd().as_raw_fd(),
-            snap_len,
-        };
+        let r = Target::new(self.hook, Some(ring)).ring(snap_len);
         let insns = tc_program::watching_program(r)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let name = format!("rlbd_{port}");
@@ -267,6 +275,11 @@ impl KernelCounter {
     /// At the tc hooks: whether the ring buffer holds a record.
     pub fn ring_pending(&self) -> bool {
         self.ring.as_ref().is_some_and(RingBuf::pending)
+    }
+
+    /// At the tc hooks: frames the ring buffer had no room for since it was made.
+    pub fn ring_lost(&self) -> Option<u64> {
+        self.ring.as_ref().and_then(|r| r.lost().ok())
     }
 
     /// At the tc hooks: the ring buffer's descriptor (readable when it holds a record).
@@ -341,15 +354,7 @@ fn load(
             sys::BPF_PROG_TYPE_SOCKET_FILTER,
         ),
         Hook::Tc { snap_len } => (
-            tc_program::counting_program(
-                host_macs,
-                fd,
-                store,
-                tc_program::Ring {
-                    fd: target.ring,
-                    snap_len,
-                },
-            ),
+            tc_program::counting_program(host_macs, fd, store, target.ring(snap_len)),
             sys::BPF_PROG_TYPE_SCHED_CLS,
         ),
     };
@@ -357,3 +362,7 @@ fn load(
     sys::prog_load(prog_type, &insns, &format!("rlbd_{name}"))
         .map_err(|e| io::Error::new(e.kind(), format!("loading the counting program: {e}")))
 }
+
+#[cfg(test)]
+#[path = "unprivileged_tests.rs"]
+mod unprivileged_tests;

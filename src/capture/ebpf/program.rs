@@ -46,8 +46,17 @@ const VAL: i16 = -56;
 const VAL_FRAMES: i16 = VAL;
 const VAL_BYTES: i16 = VAL + 8;
 const VAL_SRC: i16 = VAL + 16;
-/// The slot table's probe index (u32), where the hash map's new value would be.
+/// The slot table's probe index, where the hash map's new value would be: written whole (8
+/// bytes) every time, since a verifier before 6.x refuses a user without CAP_PERFMON (the
+/// packaged unit's) a 4-byte store over the 4-byte spill of a bounded scalar; read as the u32
+/// key at [`IDX_KEY`].
 const IDX: i16 = VAL;
+/// The u32 key inside the 8-byte index: its low half.
+const IDX_KEY: i16 = if cfg!(target_endian = "big") {
+    IDX + 4
+} else {
+    IDX
+};
 
 /// Where the program counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,7 +281,7 @@ pub(super) fn count_slots(a: &mut Asm, drop: Label, map_fd: i32, slots: u32, mul
         .alu_imm(Alu::Rsh, R2, 32)
         .alu_reg(Alu::Xor, R1, R2);
     a.alu_imm(Alu::And, R1, mask);
-    a.stx(Size::W, R10, IDX, R1);
+    a.stx(Size::DW, R10, IDX, R1);
     for _ in 0..PROBES {
         let (next, other) = (a.label(), a.label());
         lookup_slot(a, map_fd, drop);
@@ -286,10 +295,10 @@ pub(super) fn count_slots(a: &mut Asm, drop: Label, map_fd: i32, slots: u32, mul
         a.bind(other);
         a.jmp_imm(Cond::Eq, R1, 0, claim);
         a.bind(next);
-        a.ldx(Size::W, R1, R10, IDX).alu_imm(Alu::Add, R1, 1);
-        a.alu_imm(Alu::And, R1, mask).stx(Size::W, R10, IDX, R1);
+        a.ldx(Size::DW, R1, R10, IDX).alu_imm(Alu::Add, R1, 1);
+        a.alu_imm(Alu::And, R1, mask).stx(Size::DW, R10, IDX, R1);
     }
-    a.st(Size::W, R10, IDX, slots as i32);
+    a.st(Size::DW, R10, IDX, slots as i32);
     lookup_slot(a, map_fd, drop);
     a.ja(add);
 
@@ -318,12 +327,12 @@ pub(super) fn count_slots(a: &mut Asm, drop: Label, map_fd: i32, slots: u32, mul
         .atomic_add(R0, SLOT_BYTES as i16, R1);
 }
 
-/// `R0 = &slots[*(u32 *)(fp + IDX)]`, or to `drop` (never: the index is in range, but the
+/// `R0 = &slots[*(u32 *)(fp + IDX_KEY)]`, or to `drop` (never: the index is in range, but the
 /// verifier wants the check).
 fn lookup_slot(a: &mut Asm, map_fd: i32, drop: Label) {
     use Reg::*;
     a.ld_map_fd(R1, map_fd);
-    a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(IDX));
+    a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(IDX_KEY));
     a.call(Helper::MapLookupElem);
     a.jmp_imm(Cond::Eq, R0, 0, drop);
 }

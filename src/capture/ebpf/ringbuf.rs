@@ -46,9 +46,10 @@ impl RecordMeta {
     }
 }
 
-/// A ring buffer map, mapped.
+/// A ring buffer map, mapped, and the count of frames it had no room for.
 #[derive(Debug)]
 pub struct RingBuf {
+    lost: OwnedFd,
     // Unmapped before the map's fd is closed (either order would be fine).
     consumer: Mapped,
     producer: Mapped,
@@ -74,11 +75,16 @@ impl RingBuf {
             &format!("rlbd_{name}"),
         )
         .map_err(|e| io::Error::new(e.kind(), format!("creating the frame ring buffer: {e}")))?;
+        let lost = sys::map_create(sys::BPF_MAP_TYPE_ARRAY, 4, 8, 1, 0, &format!("rlbd_{name}"))
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("creating the lost-frame counter: {e}"))
+            })?;
         let page = page_size();
         let size = SIZE as usize;
         let consumer = Mapped::at(map.as_fd(), page, 0, true)?;
         let producer = Mapped::at(map.as_fd(), page + 2 * size, page, false)?;
         Ok(RingBuf {
+            lost,
             consumer,
             producer,
             map,
@@ -89,6 +95,18 @@ impl RingBuf {
     /// The map, for the programs and for polling.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.map.as_fd()
+    }
+
+    /// The counter of lost frames, for the programs.
+    pub fn lost_fd(&self) -> BorrowedFd<'_> {
+        self.lost.as_fd()
+    }
+
+    /// Frames the programs found no room for since the ring was made.
+    pub fn lost(&self) -> io::Result<u64> {
+        let mut v = [0u8; 8];
+        sys::lookup(self.lost.as_fd(), &0u32.to_ne_bytes(), &mut v)?;
+        Ok(u64::from_ne_bytes(v))
     }
 
     fn data_start() -> usize {

@@ -48,6 +48,8 @@ fn wire16(x: i32) -> i32 {
 pub struct Ring {
     pub fd: i32,
     pub snap_len: u32,
+    /// A one-entry array counting the frames a full ring buffer had no room for.
+    pub lost_fd: i32,
 }
 
 impl Ring {
@@ -115,17 +117,18 @@ pub fn watching_program(ring: Ring) -> Result<Vec<Insn>, String> {
     a.finish()
 }
 
-/// `pass`: the frame's header and first bytes into a ring buffer record (none when the ring
-/// is full: the frame is lost to the daemon, as a full capture ring loses it), then `done`.
+/// `pass`: the frame's header and first bytes into a ring buffer record, then `done`. When the
+/// ring is full the frame is lost to the daemon, as a full capture ring loses it, and counted
+/// as lost (the daemon shows the count as the port's ring drops).
 fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> Result<(), String> {
     use Reg::*;
     let record = ring.record()?;
     let snap = ring.snap_len as i32;
-    let (short, long_enough) = (a.label(), a.label());
+    let (short, long_enough, full) = (a.label(), a.label(), a.label());
     a.bind(pass);
     a.ld_map_fd(R1, ring.fd).mov_imm(R2, record).mov_imm(R3, 0);
     a.call(Helper::RingbufReserve);
-    a.jmp_imm(Cond::Eq, R0, 0, done);
+    a.jmp_imm(Cond::Eq, R0, 0, full);
     a.mov(R7, R0);
     a.ldx(Size::W, R1, R6, SKB_LEN).stx(Size::W, R7, 0, R1);
     a.stx(Size::H, R7, 4, R8);
@@ -148,6 +151,15 @@ fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> R
     a.mov(R3, R7).alu_imm(Alu::Add, R3, META as i32);
     a.call(Helper::SkbLoadBytes);
     a.mov(R1, R7).mov_imm(R2, 0).call(Helper::RingbufSubmit);
+    a.ja(done);
+    a.bind(full);
+    a.st(Size::W, R10, -8, 0);
+    a.ld_map_fd(R1, ring.lost_fd)
+        .mov(R2, R10)
+        .alu_imm(Alu::Add, R2, -8);
+    a.call(Helper::MapLookupElem);
+    a.jmp_imm(Cond::Eq, R0, 0, done);
+    a.mov_imm(R1, 1).atomic_add(R0, 0, R1);
     a.ja(done);
     Ok(())
 }
@@ -198,7 +210,7 @@ fn need(a: &mut Asm, base: Reg, len: i32, done: Label) {
 /// network header.
 fn ethertype(a: &mut Asm, done: Label, pass: Label, v4: Label) {
     use Reg::*;
-    let (dispatch, inner) = (a.label(), a.label());
+    let (dispatch, inner, untagged) = (a.label(), a.label(), a.label());
     need(a, R2, ETH_HDR, done);
     a.ldx(Size::H, R0, R2, 12);
     a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_8021Q), dispatch);
@@ -210,9 +222,12 @@ fn ethertype(a: &mut Asm, done: Label, pass: Label, v4: Label) {
     a.bind(inner);
     a.ldx(Size::H, R0, R2, 16);
     a.bind(dispatch);
-    a.mov(R4, R2)
-        .alu_reg(Alu::Add, R4, R7)
-        .alu_imm(Alu::Add, R4, ETH_HDR);
+    // Constant offsets only: the verifier refuses a packet pointer plus a register to a user
+    // without CAP_PERFMON (the packaged unit's), even a register that is 0 or 4.
+    a.mov(R4, R2).alu_imm(Alu::Add, R4, ETH_HDR);
+    a.jmp_imm(Cond::Eq, R7, 0, untagged);
+    a.alu_imm(Alu::Add, R4, 4);
+    a.bind(untagged);
     a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_ARP), pass);
     a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_IP), v4);
     a.jmp_imm(Cond::Ne, R0, wire16(ETH_P_IPV6), done);
@@ -273,9 +288,12 @@ fn ipv4_key(a: &mut Asm, done: Label, v4: Label, host_macs: &[Mac]) {
 /// The key's source MAC and VLAN, copied as the frame holds them (the destination is in).
 fn key_source(a: &mut Asm) {
     use Reg::*;
-    a.ldx(Size::W, R1, R2, 6).stx(Size::W, R10, KEY, R1);
+    // The 2-byte parts first: a verifier before 6.x refuses a user without CAP_PERFMON (the
+    // packaged unit's) any store of under 8 bytes into a slot after the 4-byte spill of a
+    // bounded scalar (the word from the packet) at its start.
     a.ldx(Size::H, R1, R2, 10).stx(Size::H, R10, KEY + 4, R1);
     a.stx(Size::H, R10, KEY_VLAN, R8);
+    a.ldx(Size::W, R1, R2, 6).stx(Size::W, R10, KEY, R1);
 }
 
 /// Goes to `ok` for a frame that came in for this port or for one of `host_macs`, else to

@@ -9,6 +9,7 @@ const MAP_FD: i32 = 42;
 const RING: Ring = Ring {
     fd: 43,
     snap_len: 96,
+    lost_fd: 44,
 };
 
 fn stores() -> [Store; 2] {
@@ -60,10 +61,10 @@ fn the_tc_programs_only_ever_say_no_verdict() {
     for store in stores() {
         for m in [&[][..], &macs[..]] {
             let p = counting_program(m, MAP_FD, store, RING).unwrap();
-            well_formed(&p, &[MAP_FD, RING.fd]);
+            well_formed(&p, &[MAP_FD, RING.fd, RING.lost_fd]);
         }
     }
-    well_formed(&watching_program(RING).unwrap(), &[RING.fd]);
+    well_formed(&watching_program(RING).unwrap(), &[RING.fd, RING.lost_fd]);
 }
 
 #[test]
@@ -76,7 +77,7 @@ fn bad_parameters_are_refused() {
     };
     assert!(counting_program(&[], MAP_FD, odd, RING).is_err());
     for snap_len in [0, 13, 1 << 20] {
-        let r = Ring { fd: 43, snap_len };
+        let r = Ring { snap_len, ..RING };
         assert!(watching_program(r).is_err(), "snap {snap_len}");
         assert!(counting_program(&[], MAP_FD, Store::Hash, r).is_err());
     }
