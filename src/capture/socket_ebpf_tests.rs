@@ -40,21 +40,7 @@ fn tagged(frame: &[u8], vlan: u16) -> Vec<u8> {
 /// A veth pair in a namespace of this thread's own: `cap0` counting in the kernel (in the
 /// hash, or in what the kernel prefers), and `peer0` to send from.
 fn lab(hash: bool) -> Result<(CaptureSocket, CaptureSocket), String> {
-    // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        return Err(format!(
-            "unshare(CLONE_NEWNET): {}",
-            io::Error::last_os_error()
-        ));
-    }
-    ip("link set lo up")?;
-    for key in ["all", "default"] {
-        std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1")
-            .map_err(|e| format!("disable_ipv6: {e}"))?;
-    }
-    ip("link add cap0 address 02:52:4c:42:00:01 type veth peer name peer0 address 02:52:4c:42:00:02")?;
-    ip("link set cap0 up")?;
-    ip("link set peer0 up")?;
+    veth_pair()?;
     let cfg = small_ring();
     let mut cap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &cfg).unwrap();
     let peer = CaptureSocket::open_by_name("peer0", &[PEER_MAC], &cfg).unwrap();

@@ -29,22 +29,7 @@ fn tc(args: &str) -> Result<String, String> {
 
 /// A veth pair `cap0`/`peer0` in a namespace of this thread's own, and a socket on `peer0`.
 fn veth() -> Result<CaptureSocket, String> {
-    // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        return Err(format!(
-            "unshare(CLONE_NEWNET): {}",
-            io::Error::last_os_error()
-        ));
-    }
-    ip("link set lo up")?;
-    // No frames of the stack's own (DAD, router solicitations) beside the test's.
-    for key in ["all", "default"] {
-        std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1")
-            .map_err(|e| format!("disable_ipv6: {e}"))?;
-    }
-    ip("link add cap0 address 02:52:4c:42:00:01 type veth peer name peer0 address 02:52:4c:42:00:02")?;
-    ip("link set cap0 up")?;
-    ip("link set peer0 up")?;
+    veth_pair()?;
     Ok(CaptureSocket::open_by_name("peer0", &[PEER_MAC], &small_ring()).unwrap())
 }
 

@@ -23,6 +23,28 @@ pub(crate) const OTHER_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 7);
 
 pub(crate) type Captured = Vec<(FrameMeta, Vec<u8>)>;
 
+/// Moves this (test-spawned) thread into a network namespace of its own and makes the veth
+/// pair `cap0` (`CAP_MAC`) / `peer0` (`PEER_MAC`) there, up, with IPv6 off: the new links' own
+/// Neighbor Discovery (DAD, router solicitations) would pass the filters the tests want quiet.
+/// (Sysctls under /proc/sys/net follow the opening thread's namespace.)
+pub(crate) fn veth_pair() -> Result<(), String> {
+    // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(format!(
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    ip("link set lo up")?;
+    for key in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1")
+            .map_err(|e| format!("disable_ipv6: {e}"))?;
+    }
+    ip("link add cap0 address 02:52:4c:42:00:01 type veth peer name peer0 address 02:52:4c:42:00:02")?;
+    ip("link set cap0 up")?;
+    ip("link set peer0 up")
+}
+
 pub(crate) fn ip(args: &str) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args.split_whitespace())

@@ -54,24 +54,7 @@ pub(crate) mod lab;
 use lab::*;
 
 fn live() -> Result<(), String> {
-    // SAFETY: unshare only moves this (test-spawned) thread into a new network namespace.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        return Err(format!(
-            "unshare(CLONE_NEWNET): {}",
-            io::Error::last_os_error()
-        ));
-    }
-    ip("link set lo up")?;
-    // No IPv6 here: the new links' own Neighbor Discovery (DAD, router solicitations) would
-    // pass the filter, which this test wants quiet. (Sysctls under /proc/sys/net follow the
-    // opening thread's namespace.)
-    for key in ["all", "default"] {
-        std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1")
-            .map_err(|e| format!("disable_ipv6: {e}"))?;
-    }
-    ip("link add cap0 address 02:52:4c:42:00:01 type veth peer name peer0 address 02:52:4c:42:00:02")?;
-    ip("link set cap0 up")?;
-    ip("link set peer0 up")?;
+    veth_pair()?;
     let cfg = small_ring();
     let mut lab = Lab {
         cap: CaptureSocket::open_by_name("cap0", &[CAP_MAC], &cfg).unwrap(),
