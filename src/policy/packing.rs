@@ -79,7 +79,7 @@ pub(super) fn relieve_saturated(
             break;
         }
         if after <= fill && after < targets.util(h) {
-            shift(h, best, c, rate, targets, took, moves);
+            shift(Reason::Overload, (h, best), c, rate, targets, took, moves);
             moved += 1;
         }
     }
@@ -131,7 +131,7 @@ fn least_served(
     };
     let rate = clients[c].rate_bps;
     if utilization(targets.load[best] + rate, targets.capacity[best]) <= targets.util(h) {
-        shift(h, best, c, rate, targets, took, moves);
+        shift(Reason::Overload, (h, best), c, rate, targets, took, moves);
     }
 }
 
@@ -197,44 +197,34 @@ fn gather_room(
     let Some((r, x, a, b)) = best else {
         return false;
     };
-    let (from_before, to_before) = (targets.util(a), targets.util(b));
-    targets.shift(a, b, r);
+    shift(Reason::Room, (a, b), x, r, targets, took, moves);
+    // The port the room was gathered on is the next round's, not this one's.
     took[a] = true;
-    took[b] = true;
-    moves.push(Move {
-        client: x,
-        from: a,
-        to: b,
-        rate_bps: r,
-        reason: Reason::Room,
-        from_util: (from_before, targets.util(a)),
-        to_util: (to_before, targets.util(b)),
-    });
     true
 }
 
-/// Records the move of client `c` from `h` to `to`, what it draws now going with it.
+/// Records the move of client `c` for `reason` from `from` to `to`, what it draws now going
+/// with it; `to` takes no other client this round.
 fn shift(
-    h: PortId,
-    to: PortId,
+    reason: Reason,
+    (from, to): (PortId, PortId),
     c: usize,
     rate: f64,
     targets: &mut Targets,
     took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
-    let from = targets.util(h);
-    let before = targets.util(to);
-    targets.shift(h, to, rate);
+    let (from_before, to_before) = (targets.util(from), targets.util(to));
+    targets.shift(from, to, rate);
     took[to] = true;
     moves.push(Move {
         client: c,
-        from: h,
+        from,
         to,
         rate_bps: rate,
-        reason: Reason::Overload,
-        from_util: (from, targets.util(h)),
-        to_util: (before, targets.util(to)),
+        reason,
+        from_util: (from_before, targets.util(from)),
+        to_util: (to_before, targets.util(to)),
     });
 }
 
