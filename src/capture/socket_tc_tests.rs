@@ -81,6 +81,20 @@ fn ipv6(icmp_type: Option<u8>) -> Vec<u8> {
 
 const V6_DST: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 
+/// The client's ARP request for the server's address, tagged or not.
+fn arp_request(vlan: bool) -> Vec<u8> {
+    arp_frame(
+        CLIENT,
+        Mac::broadcast(),
+        1,
+        CLIENT,
+        CLIENT_IP,
+        Mac::zero(),
+        SERVER_IP,
+        vlan,
+    )
+}
+
 fn arp_reply(vlan: bool) -> Vec<u8> {
     arp_frame(
         CAP_MAC, CLIENT, 2, CAP_MAC, SERVER_IP, CLIENT, CLIENT_IP, vlan,
@@ -101,16 +115,7 @@ fn hooks_and_ring() -> Result<(), String> {
     }
     // In: an ARP request (tagged, the tag taken out on the way) and data (counted, not
     // handed over). Out: the host's answer, sent by another socket (the kernel's stand-in).
-    let req = arp_frame(
-        CLIENT,
-        Mac::broadcast(),
-        1,
-        CLIENT,
-        CLIENT_IP,
-        Mac::zero(),
-        SERVER_IP,
-        true,
-    );
+    let req = arp_request(true);
     peer.send(&req).unwrap();
     for _ in 0..50 {
         peer.send(&ipv4_frame(
@@ -229,16 +234,7 @@ fn ring_full() -> Result<(), String> {
     let peer = veth()?;
     let mut cap = counting_at_tc();
     const SENT: usize = 6000;
-    let req = arp_frame(
-        CLIENT,
-        Mac::broadcast(),
-        1,
-        CLIENT,
-        CLIENT_IP,
-        Mac::zero(),
-        SERVER_IP,
-        false,
-    );
+    let req = arp_request(false);
     for _ in 0..SENT {
         peer.send(&req).unwrap();
     }
