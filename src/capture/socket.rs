@@ -134,6 +134,8 @@ pub struct CaptureSocket {
     counter: Option<KernelCounter>,
     /// Why the program is not at the tc hook, when it counts on the socket.
     tc_error: Option<String>,
+    /// At the tc hooks: tcx links where the kernel has them (else `cls_bpf` filters).
+    tc_links: bool,
 }
 
 // SAFETY: the ring mapping is owned exclusively by this value (nothing else holds pointers into
@@ -194,6 +196,7 @@ impl CaptureSocket {
             weights: Cell::new(Weights::EXACT),
             counter: None,
             tc_error: None,
+            tc_links: true,
         })
     }
 

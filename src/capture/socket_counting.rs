@@ -40,7 +40,8 @@ impl CaptureSocket {
             snap_len: self.snap_len,
         };
         let mut c = KernelCounter::new(host_macs, hook, max_entries, &self.name).map_err(ctx)?;
-        c.attach_tc(&self.name, self.ifindex).map_err(ctx)?;
+        c.attach_tc(&self.name, self.ifindex, self.tc_links)
+            .map_err(ctx)?;
         // Until the socket is off the tap, a frame can count both at tc and in the ring (for
         // microseconds, once), and ARP can come twice.
         let ifindex = self.ifindex as libc::c_int;
@@ -51,6 +52,13 @@ impl CaptureSocket {
         self.counter = Some(c);
         self.tc_error = None;
         Ok(())
+    }
+
+    /// Whether [`count_at_tc`](Self::count_at_tc) attaches tcx links where the kernel has them
+    /// (the default), or `cls_bpf` filters anyway (to test and measure that path on a kernel
+    /// that has both).
+    pub fn set_tc_links(&mut self, on: bool) {
+        self.tc_links = on;
     }
 
     /// Counts with the program in place of the socket's classic filter.
@@ -100,6 +108,11 @@ impl CaptureSocket {
     /// Where the counting program runs ("tc" or "socket"), while it does.
     pub fn kernel_hook(&self) -> Option<&'static str> {
         self.counter.as_ref().map(|c| c.hook_name())
+    }
+
+    /// At the tc hooks: attached as "tcx" links or "cls_bpf" filters.
+    pub fn kernel_tc_attach(&self) -> Option<&'static str> {
+        self.counter.as_ref().and_then(|c| c.tc_attach())
     }
 
     /// Why the kernel counts in the hash and not the slot table, if it does.

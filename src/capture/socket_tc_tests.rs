@@ -1,7 +1,9 @@
-//! Counting at the tc hooks, live (root only), on a veth in a private network namespace: the
-//! socket stops being a tap, ARP comes in both directions through the ring buffer (with its
-//! VLAN), an operator's filters keep running and are never touched, a filter left by a crashed
-//! rlbd is replaced, and everything rlbd added goes when it does.
+//! Counting at the tc hooks, live (root only), on a veth in a private network namespace, both
+//! ways the programs attach (tcx links, which this host's kernel has, and `cls_bpf` filters,
+//! what older kernels have): the socket stops being a tap, ARP comes in both directions through
+//! the ring buffer (with its VLAN), an operator's filters keep running and are never touched,
+//! a filter left by a crashed rlbd is replaced (or removed, with links), and everything rlbd
+//! added goes when it does.
 
 use std::process::Command;
 use std::time::Duration;
@@ -33,8 +35,10 @@ fn veth() -> Result<CaptureSocket, String> {
     Ok(CaptureSocket::open_by_name("peer0", &[PEER_MAC], &small_ring()).unwrap())
 }
 
-fn counting_at_tc() -> CaptureSocket {
+/// Counting at `cap0`'s tc hooks through tcx `links` or `cls_bpf` filters.
+fn counting_at_tc(links: bool) -> CaptureSocket {
     let mut cap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &small_ring()).unwrap();
+    cap.set_tc_links(links);
     cap.count_in_kernel(&[], 1024).unwrap();
     assert_eq!(
         cap.kernel_hook(),
@@ -42,7 +46,14 @@ fn counting_at_tc() -> CaptureSocket {
         "{:?}",
         cap.kernel_hook_fallback()
     );
+    let how = if links { "tcx" } else { "cls_bpf" };
+    assert_eq!(cap.kernel_tc_attach(), Some(how));
     cap
+}
+
+/// `cap0`'s filters at `hook` (tc's listing).
+fn filters(hook: &str) -> Result<String, String> {
+    tc(&format!("filter show dev cap0 {hook}"))
 }
 
 /// Sockets on `ifindex` that are taps for every protocol (this thread's namespace).
@@ -101,17 +112,25 @@ fn arp_reply(vlan: bool) -> Vec<u8> {
     )
 }
 
-fn hooks_and_ring() -> Result<(), String> {
+fn hooks_and_ring(links: bool) -> Result<(), String> {
     let peer = veth()?;
-    let mut cap = counting_at_tc();
+    let mut cap = counting_at_tc(links);
     assert_eq!(taps_on(cap.ifindex()), 0, "the socket is still a tap");
     for hook in ["ingress", "egress"] {
-        let f = tc(&format!("filter show dev cap0 {hook}"))?;
-        assert!(
-            f.contains("rlbd_cap0") && f.contains("direct-action"),
-            "{f}"
-        );
-        assert!(f.contains("pref 445"), "{f}");
+        let f = filters(hook)?;
+        if links {
+            // Links are no filters, and need no qdisc.
+            assert!(f.trim().is_empty(), "{f}");
+        } else {
+            assert!(
+                f.contains("rlbd_cap0") && f.contains("direct-action"),
+                "{f}"
+            );
+            assert!(f.contains("pref 445"), "{f}");
+        }
+    }
+    if links {
+        assert!(!tc("qdisc show dev cap0")?.contains("clsact"));
     }
     // In: an ARP request (tagged, the tag taken out on the way) and data (counted, not
     // handed over). Out: the host's answer, sent by another socket (the kernel's stand-in).
@@ -184,8 +203,8 @@ fn nothing_left() -> Result<(), String> {
 fn stale_and_foreign() -> Result<(), String> {
     let peer = veth()?;
     // A crashed rlbd leaves its filters (and the qdisc it made) behind.
-    std::mem::forget(counting_at_tc());
-    let cap = counting_at_tc();
+    std::mem::forget(counting_at_tc(false));
+    let cap = counting_at_tc(false);
     drop(cap);
     nothing_left()?;
 
@@ -196,7 +215,7 @@ fn stale_and_foreign() -> Result<(), String> {
     ip("link set mir1 up")?;
     tc("qdisc add dev cap0 clsact")?;
     tc("filter add dev cap0 ingress pref 1000 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
-    let cap = counting_at_tc();
+    let cap = counting_at_tc(false);
     for _ in 0..20 {
         peer.send(&ipv4_frame(
             CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300,
@@ -219,6 +238,7 @@ fn stale_and_foreign() -> Result<(), String> {
     // A filter of someone else's at rlbd's priority: never touched, the socket counts instead.
     tc("filter add dev cap0 egress pref 445 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
     let mut cap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &small_ring()).unwrap();
+    cap.set_tc_links(false);
     cap.count_in_kernel(&[], 1024).unwrap();
     assert_eq!(cap.kernel_hook(), Some("socket"));
     let why = cap.kernel_hook_fallback().unwrap_or("");
@@ -228,11 +248,83 @@ fn stale_and_foreign() -> Result<(), String> {
     Ok(())
 }
 
+/// Sends `n` IPv4 frames from the client to `cap0` and returns what `cap` counted for them.
+fn count_of(peer: &CaptureSocket, cap: &mut CaptureSocket, n: usize) -> u64 {
+    for _ in 0..n {
+        peer.send(&ipv4_frame(
+            CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300,
+        ))
+        .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let mut counts = Vec::new();
+    cap.read_counts(&mut counts).unwrap();
+    counts.iter().map(|d| d.frames).sum()
+}
+
+/// With tcx links: the filters a crashed rlbd left (counting into an orphaned map) are removed,
+/// an operator's qdisc and filters run after rlbd's program and stay, a filter of someone
+/// else's at rlbd's priority is no obstacle, and the programs go with the counter.
+fn links_beside_filters() -> Result<(), String> {
+    let peer = veth()?;
+    std::mem::forget(counting_at_tc(false));
+    let mut cap = counting_at_tc(true);
+    nothing_left()?;
+    assert_eq!(count_of(&peer, &mut cap, 30), 30);
+    drop(cap);
+
+    ip("link add mir0 type veth peer name mir1")?;
+    ip("link set mir0 up")?;
+    ip("link set mir1 up")?;
+    tc("qdisc add dev cap0 clsact")?;
+    tc("filter add dev cap0 ingress pref 1000 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
+    tc("filter add dev cap0 egress pref 445 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
+    let mut cap = counting_at_tc(true);
+    assert_eq!(count_of(&peer, &mut cap, 20), 20);
+    let f = tc("-s filter show dev cap0 ingress")?;
+    let mirrored: u64 = f
+        .split("Sent ")
+        .skip(1)
+        .filter_map(|s| s.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum();
+    assert!(mirrored >= 20, "the operator's filter no longer runs: {f}");
+    drop(cap);
+    assert!(filters("ingress")?.contains("mirred"));
+    assert!(filters("egress")?.contains("mirred"));
+    assert!(tc("qdisc show dev cap0")?.contains("clsact"));
+
+    // Gone with the counter.
+    let cap = counting_at_tc(true);
+    let ifindex = cap.ifindex();
+    let on = |ingress| crate::capture::ebpf::tcx_programs(ifindex, ingress).unwrap();
+    assert_eq!((on(true), on(false)), (1, 1));
+    drop(cap);
+    assert_eq!(
+        (on(true), on(false)),
+        (0, 0),
+        "programs left at the tcx hooks"
+    );
+    Ok(())
+}
+
+/// As the packaged unit's user (no CAP_SYS_ADMIN, no CAP_PERFMON): the programs attach both
+/// ways and count.
+fn unprivileged() -> Result<(), String> {
+    use crate::capture::ebpf::unprivileged_tests::{drop_effective, CAP_PERFMON, CAP_SYS_ADMIN};
+    let peer = veth()?;
+    drop_effective(&[CAP_SYS_ADMIN, CAP_PERFMON]).map_err(|e| format!("capset: {e}"))?;
+    for links in [true, false] {
+        let mut cap = counting_at_tc(links);
+        assert_eq!(count_of(&peer, &mut cap, 10), 10, "links: {links}");
+    }
+    Ok(())
+}
+
 /// More ARP than the ring buffer holds, sent while nobody reads it: every frame is either handed
 /// over or counted lost, and the losses show as the port's ring drops.
 fn ring_full() -> Result<(), String> {
     let peer = veth()?;
-    let mut cap = counting_at_tc();
+    let mut cap = counting_at_tc(true);
     const SENT: usize = 6000;
     let req = arp_request(false);
     for _ in 0..SENT {
@@ -268,7 +360,29 @@ fn run(name: &str, f: fn() -> Result<(), String>) {
 
 #[test]
 fn live_tc_hooks_count_and_hand_over_arp() {
-    run("live_tc_hooks_count_and_hand_over_arp", hooks_and_ring);
+    run("live_tc_hooks_count_and_hand_over_arp", || {
+        hooks_and_ring(true)
+    });
+}
+
+#[test]
+fn live_tc_filters_count_and_hand_over_arp() {
+    run("live_tc_filters_count_and_hand_over_arp", || {
+        hooks_and_ring(false)
+    });
+}
+
+#[test]
+fn live_tc_attaches_without_sys_admin_or_perfmon() {
+    run(
+        "live_tc_attaches_without_sys_admin_or_perfmon",
+        unprivileged,
+    );
+}
+
+#[test]
+fn live_tc_links_beside_filters() {
+    run("live_tc_links_beside_filters", links_beside_filters);
 }
 
 #[test]

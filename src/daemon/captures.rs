@@ -279,10 +279,12 @@ impl Captures {
             match c.count_in_kernel(&self.host_macs, self.map_entries) {
                 Ok(()) => {
                     info!(
-                        "port {}: counting every frame in the kernel (eBPF, map: {}, hook: {})",
+                        "port {}: counting every frame in the kernel (eBPF, map: {}, hook: {}{})",
                         p.name,
                         c.kernel_store().unwrap_or("?"),
-                        c.kernel_hook().unwrap_or("?")
+                        c.kernel_hook().unwrap_or("?"),
+                        c.kernel_tc_attach()
+                            .map_or(String::new(), |how| format!(", attached: {how}"))
                     );
                     if let Some(why) = c.kernel_hook_fallback() {
                         info!(

@@ -426,14 +426,18 @@ steer_start() { # rlbd on bond0 for the scenario (nothing in stand-in mode)
         # Every one of the lab's kernels can count in the kernel (eBPF; rlbd runs as root here,
         # without CAP_SYS_ADMIN and CAP_PERFMON),
         # in the slot table the daemon maps (Linux >= 5.5), not the hash fallback, at the tc
-        # hooks (clsact, cls_bpf direct-action, a ring buffer for ARP/ND: Linux >= 5.8), not in
-        # a socket filter behind a packet tap.
+        # hooks (a ring buffer for ARP/ND: Linux >= 5.8), not in a socket filter behind a
+        # packet tap: through tcx links where the kernel has them (Linux >= 6.6), else clsact
+        # and cls_bpf direct-action filters.
         # A slave's socket opens when rlbd sees it: under TCG that can take a few seconds.
         # On 5.10 the verifier refuses a user without CAP_PERFMON any comparison with a pointer
         # ("R3 pointer comparison prohibited"), so no program there can bound a packet pointer:
         # the tc program cannot load, and the socket filter (no packet pointers) counts.
-        _hook=tc
-        case "$(uname -r)" in 5.10.*) _hook=socket ;; esac
+        _hook="tc, attached: tcx"
+        case "$(uname -r)" in
+            5.10.*) _hook=socket ;;
+            5.* | 6.[0-5].*) _hook="tc, attached: cls_bpf" ;;
+        esac
         _t=0
         while :; do
             _n=$(grep -o "port sl[01]: counting every frame in the kernel (eBPF, map: slots, hook: $_hook)" /tmp/rlbd.log | sort -u | wc -l | tr -d ' ')

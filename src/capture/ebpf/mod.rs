@@ -17,6 +17,9 @@ pub mod program;
 pub mod ringbuf;
 pub mod slots;
 mod sys;
+
+#[cfg(test)]
+pub(crate) use sys::tcx_programs;
 pub mod tc;
 pub mod tc_program;
 
@@ -86,7 +89,7 @@ impl Target {
 pub struct KernelCounter {
     /// At the tc hooks: the filters (removed first on drop), the egress program, and the ring
     /// buffer both hand ARP and ND to.
-    tc: Option<tc::TcFilter>,
+    tc: Option<tc::TcAttached>,
     egress: Option<OwnedFd>,
     ring: Option<RingBuf>,
     hook: Hook,
@@ -247,8 +250,9 @@ impl KernelCounter {
     }
 
     /// Attaches the tc programs at the ingress and egress hooks of `port` / `ifindex` (see
-    /// `tc.rs`); the filters go when this counter does.
-    pub fn attach_tc(&mut self, port: &str, ifindex: u32) -> io::Result<()> {
+    /// `tc.rs`: tcx `links` where the kernel has them, else filters); they go when this
+    /// counter does.
+    pub fn attach_tc(&mut self, port: &str, ifindex: u32, links: bool) -> io::Result<()> {
         let (Hook::Tc { snap_len }, Some(ring)) = (self.hook, &self.ring) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -261,7 +265,8 @@ impl KernelCounter {
         let name = format!("rlbd_{port}");
         let egress = sys::prog_load(sys::BPF_PROG_TYPE_SCHED_CLS, &insns, &name)
             .map_err(|e| io::Error::new(e.kind(), format!("loading the egress program: {e}")))?;
-        let f = tc::TcFilter::attach(port, ifindex, self.prog.as_fd(), egress.as_fd(), &name)?;
+        let (ingress, egress_fd) = (self.prog.as_fd(), egress.as_fd());
+        let f = tc::TcAttached::attach(port, ifindex, ingress, egress_fd, &name, links)?;
         self.tc = Some(f);
         self.egress = Some(egress);
         Ok(())
@@ -285,6 +290,11 @@ impl KernelCounter {
     /// At the tc hooks: the ring buffer's descriptor (readable when it holds a record).
     pub fn ring_fd(&self) -> Option<std::os::fd::RawFd> {
         self.ring.as_ref().map(|r| r.fd().as_raw_fd())
+    }
+
+    /// How the programs are attached at the tc hooks: "tcx" (links) or "cls_bpf" (filters).
+    pub fn tc_attach(&self) -> Option<&'static str> {
+        self.tc.as_ref().map(tc::TcAttached::how)
     }
 
     /// Where the program runs: "tc" (ingress hook) or "socket" (a socket filter).
@@ -365,4 +375,4 @@ fn load(
 
 #[cfg(test)]
 #[path = "unprivileged_tests.rs"]
-mod unprivileged_tests;
+pub(crate) mod unprivileged_tests;

@@ -16,6 +16,8 @@ const BPF_MAP_GET_NEXT_KEY: c_int = 4;
 const BPF_PROG_LOAD: c_int = 5;
 const BPF_OBJ_GET_INFO_BY_FD: c_int = 15;
 const BPF_MAP_LOOKUP_BATCH: c_int = 24;
+const BPF_LINK_CREATE: c_int = 28;
+const BPF_LINK_UPDATE: c_int = 29;
 pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
 pub const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
 /// A ring buffer the programs write records into and the process reads mapped (Linux >= 5.8).
@@ -51,8 +53,8 @@ fn bpf<T>(cmd: c_int, attr: &mut T) -> io::Result<c_long> {
 
 fn fd_of(rc: c_long) -> io::Result<OwnedFd> {
     let raw = c_int::try_from(rc).map_err(|_| io::Error::other("bpf(2) returned no descriptor"))?;
-    // SAFETY: a successful BPF_MAP_CREATE / BPF_PROG_LOAD returns a new descriptor that nothing
-    // else owns.
+    // SAFETY: a successful BPF_MAP_CREATE / BPF_PROG_LOAD / BPF_LINK_CREATE returns a new
+    // descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
@@ -415,6 +417,92 @@ struct InfoByFd {
     bpf_fd: u32,
     info_len: u32,
     info: u64,
+}
+
+/// `bpf_attr.link_create` with its `tcx` member (Linux >= 6.6).
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreate {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+    relative_fd: u32,
+    _pad: u32,
+    expected_revision: u64,
+}
+
+/// `attach_type` of a tcx link at a device's ingress and egress hooks.
+const BPF_TCX_INGRESS: u32 = 46;
+const BPF_TCX_EGRESS: u32 = 47;
+/// With no relative program: first in the hook's list.
+const BPF_F_BEFORE: u32 = 1 << 3;
+
+/// Attaches a `BPF_PROG_TYPE_SCHED_CLS` program first at the tcx `ingress` (else egress) hook of
+/// `ifindex` (Linux >= 6.6): a link that holds it there until the descriptor closes, also when
+/// the process dies.
+pub fn tcx_link(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreate {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: if ingress {
+            BPF_TCX_INGRESS
+        } else {
+            BPF_TCX_EGRESS
+        },
+        flags: BPF_F_BEFORE,
+        ..LinkCreate::default()
+    };
+    fd_of(bpf(BPF_LINK_CREATE, &mut attr)?)
+}
+
+#[cfg(test)]
+#[repr(C)]
+#[derive(Default)]
+struct ProgQuery {
+    target_ifindex: u32,
+    attach_type: u32,
+    query_flags: u32,
+    attach_flags: u32,
+    prog_ids: u64,
+    prog_cnt: u32,
+    _pad: u32,
+}
+
+/// The programs attached at the tcx `ingress` (else egress) hook of `ifindex`.
+#[cfg(test)]
+pub fn tcx_programs(ifindex: u32, ingress: bool) -> io::Result<u32> {
+    const BPF_PROG_QUERY: c_int = 16;
+    let mut attr = ProgQuery {
+        target_ifindex: ifindex,
+        attach_type: if ingress {
+            BPF_TCX_INGRESS
+        } else {
+            BPF_TCX_EGRESS
+        },
+        ..ProgQuery::default()
+    };
+    bpf(BPF_PROG_QUERY, &mut attr)?;
+    Ok(attr.prog_cnt)
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct LinkUpdate {
+    link_fd: u32,
+    new_prog_fd: u32,
+    flags: u32,
+    old_prog_fd: u32,
+}
+
+/// Swaps the program of `link` for `prog` (atomically).
+pub fn link_update(link: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
+    let mut attr = LinkUpdate {
+        link_fd: link.as_raw_fd() as u32,
+        new_prog_fd: prog.as_raw_fd() as u32,
+        ..LinkUpdate::default()
+    };
+    bpf(BPF_LINK_UPDATE, &mut attr).map(|_| ())
 }
 
 /// `struct bpf_prog_info` up to `run_cnt` (Linux >= 5.1); the kernel fills what it knows.

@@ -1,7 +1,12 @@
-//! The programs at a port's tc hooks, through rtnetlink: a `clsact` qdisc (made only when the
-//! port has none) and one `cls_bpf` filter at each of its ingress and egress hooks,
-//! direct-action, at a priority and handle of rlbd's own ([`PRIO`], [`HANDLE`]) with the
-//! programs named `rlbd_<port>`.
+//! The programs at a port's tc hooks. Where the kernel has tcx (Linux >= 6.6), a BPF link at
+//! each hook ([`TcxLinks`]): first in the hook's list of programs, beside any others, and
+//! detached by the kernel when the link's descriptor closes, also when rlbd is killed. The
+//! classifier path of older kernels costs more per frame (the classifier chain around the
+//! program) and outlives a killed rlbd.
+//!
+//! Elsewhere, through rtnetlink: a `clsact` qdisc (made only when the port has none) and one
+//! `cls_bpf` filter at each of its ingress and egress hooks, direct-action, at a priority and
+//! handle of rlbd's own ([`PRIO`], [`HANDLE`]) with the programs named `rlbd_<port>`.
 //!
 //! Rules, so that an operator's tc setup is never disturbed:
 //! - another filter at [`PRIO`] at either hook (another kind, or a program not named `rlbd_*`)
@@ -12,7 +17,7 @@
 //!   only stale filters of its own) and it holds no other filter at either hook.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use log::{debug, warn};
@@ -26,6 +31,8 @@ use netlink_packet_route::tc::{
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use super::sys;
 
 /// rlbd's filter priority at the ingress hook: distinctive, so that a filter left by a crashed
 /// rlbd is recognised, and low enough to run before the priorities tc picks by itself (49152
@@ -51,6 +58,99 @@ const EGRESS: TcHandle = TcHandle {
 /// An answer the kernel owes us within this (it answers at once; a lost one must not hang the
 /// daemon's start or exit).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The programs at one port's tc hooks, however attached.
+#[derive(Debug)]
+pub enum TcAttached {
+    Links(TcxLinks),
+    Filter(TcFilter),
+}
+
+impl TcAttached {
+    /// Attaches `ingress` and `egress` at the hooks of `port` / `ifindex`: tcx links where the
+    /// kernel has them and `links` asks for them, else `cls_bpf` filters.
+    pub fn attach(
+        port: &str,
+        ifindex: u32,
+        ingress: BorrowedFd<'_>,
+        egress: BorrowedFd<'_>,
+        prog_name: &str,
+        links: bool,
+    ) -> io::Result<TcAttached> {
+        let tcx = match links {
+            true => TcxLinks::attach(ifindex, ingress, egress),
+            false => Err(io::Error::other("not asked for")),
+        };
+        match tcx {
+            Ok(links) => {
+                remove_stale_filters(port, ifindex);
+                Ok(TcAttached::Links(links))
+            }
+            Err(e) => {
+                debug!("port {port}: no tcx links ({e}): cls_bpf filters instead");
+                TcFilter::attach(port, ifindex, ingress, egress, prog_name).map(TcAttached::Filter)
+            }
+        }
+    }
+
+    /// Swaps in another ingress program, atomically.
+    pub fn replace(&self, prog: BorrowedFd<'_>, prog_name: &str) -> io::Result<()> {
+        match self {
+            TcAttached::Links(l) => sys::link_update(l.ingress.as_fd(), prog)
+                .map_err(|e| io::Error::new(e.kind(), format!("updating the tcx link: {e}"))),
+            TcAttached::Filter(f) => f.replace(prog, prog_name),
+        }
+    }
+
+    /// How: "tcx" (links) or "cls_bpf" (filters).
+    pub fn how(&self) -> &'static str {
+        match self {
+            TcAttached::Links(_) => "tcx",
+            TcAttached::Filter(_) => "cls_bpf",
+        }
+    }
+}
+
+/// rlbd's tcx links at one port's hooks: closing them detaches the programs.
+#[derive(Debug)]
+pub struct TcxLinks {
+    ingress: OwnedFd,
+    _egress: OwnedFd,
+}
+
+impl TcxLinks {
+    fn attach(ifindex: u32, ingress: BorrowedFd<'_>, egress: BorrowedFd<'_>) -> io::Result<Self> {
+        let ctx = |hook: &'static str| {
+            move |e: io::Error| {
+                io::Error::new(
+                    e.kind(),
+                    format!("tcx link at {hook} (ifindex {ifindex}): {e}"),
+                )
+            }
+        };
+        let i = sys::tcx_link(ingress, ifindex, true).map_err(ctx("ingress"))?;
+        let e = sys::tcx_link(egress, ifindex, false).map_err(ctx("egress"))?;
+        Ok(TcxLinks {
+            ingress: i,
+            _egress: e,
+        })
+    }
+}
+
+/// Filters a killed rlbd left at [`PRIO`] still count into their orphaned maps: with links in
+/// their place they go, with the qdisc if nothing else uses it. Someone else's are left alone.
+fn remove_stale_filters(port: &str, ifindex: u32) {
+    let Ok(nl) = Nl::new() else { return };
+    if nl.at_prio(ifindex).ok() != Some(AtPrio::Ours) {
+        return;
+    }
+    warn!("port {port}: removing the tc filters a previous rlbd left");
+    if let Err(e) = nl.del_filters(ifindex) {
+        warn!("port {port}: removing the tc filters a previous rlbd left: {e}");
+    } else if nl.others(ifindex).is_ok_and(|n| n == 0) {
+        let _ = nl.del_clsact(ifindex);
+    }
+}
 
 /// rlbd's filters at one port's tc hooks; removed on drop.
 #[derive(Debug)]

@@ -5,8 +5,8 @@
 
 use super::*;
 
-const CAP_SYS_ADMIN: u32 = 21;
-const CAP_PERFMON: u32 = 38;
+pub(crate) const CAP_SYS_ADMIN: u32 = 21;
+pub(crate) const CAP_PERFMON: u32 = 38;
 
 #[repr(C)]
 struct CapHeader {
@@ -23,7 +23,7 @@ struct CapData {
 }
 
 /// Drops `caps` from this thread's effective set (capabilities are per thread).
-fn drop_effective(caps: &[u32]) -> io::Result<()> {
+pub(crate) fn drop_effective(caps: &[u32]) -> io::Result<()> {
     let mut h = CapHeader {
         version: 0x2008_0522,
         pid: 0,

@@ -418,7 +418,8 @@ boot1() {
     local counting
     counting=$(status_json | jq -r '[.ports[] | .name + "=" + .counting + "/" + (.counting_hook // "-")] | join(" ")')
     local slots
-    slots=$(journalctl -b -u "$UNIT" -o cat --no-pager | grep -c 'counting every frame in the kernel (eBPF, map: slots, hook: tc)')
+    # (attached through tcx links on Linux >= 6.6, cls_bpf filters before)
+    slots=$(journalctl -b -u "$UNIT" -o cat --no-pager | grep -c 'counting every frame in the kernel (eBPF, map: slots, hook: tc, attached: ')
     # The slot table too: as the unit's user (no CAP_PERFMON) the verifier is stricter than
     # for root, and a program it refuses falls back without a failure anywhere else.
     [ "$counting" = "sl0=ebpf/tc sl1=ebpf/tc" ] && [ "$slots" -ge 2 ]
