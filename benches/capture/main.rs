@@ -25,6 +25,7 @@ mod idle;
 mod lab;
 mod model;
 mod ns;
+mod profile;
 mod recv;
 mod report;
 

@@ -24,6 +24,7 @@ use rlbd::lab::netns::is_root;
 use super::lab::{
     backlog_drops, check_stop, expect_line, lines_of, wait_for_other_labs, wait_for_quiet, Pair,
 };
+use super::profile::{self, Profile};
 use super::recv::Sampling;
 use super::{kv, report, Res, ROLE_ARG, RX_CPU, RX_MAC, TX_CPU};
 
@@ -120,6 +121,15 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             65_536,
         ),
         (
+            "(t) rlbd eBPF counting at tc ingress through cls_bpf, default table",
+            Receiver::Rlbd {
+                capacity: ClientTable::DEFAULT_CAPACITY,
+                sampling: Sampling::EbpfTcFilter,
+                per_client: false,
+            },
+            SOURCES,
+        ),
+        (
             "(f) rlbd eBPF counting in a socket filter, default table",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
@@ -183,6 +193,11 @@ pub struct Run {
     pub recv: Option<String>,
     /// This run's sender CPU per frame minus that of a run without a receiver just before it.
     pub kern_ns: Option<f64>,
+    /// CPU time per frame inside the receive hooks, from a profile of the flood (`profile.rs`),
+    /// with the receive core's own time above the round's run without a receiver.
+    pub hook_ns: Option<f64>,
+    /// The receive core's own CPU time per frame, from the same profile.
+    pub core_ns: Option<f64>,
     /// Over the rounds, for the summary.
     pub spread: String,
     /// Over the rounds: the most frames a run's receiver socket dropped, and the most a
@@ -200,6 +215,11 @@ impl Run {
 
     pub fn recv_str(&self, key: &str) -> Option<&str> {
         kv(self.recv.as_deref()?.split_whitespace(), key)
+    }
+
+    /// The receiver's kernel share: from the profile when one was taken, else the difference.
+    pub fn kernel_ns(&self) -> Option<f64> {
+        self.hook_ns.or(self.kern_ns)
     }
 
     pub fn sender_ns(&self) -> f64 {
@@ -279,7 +299,7 @@ fn start_receiver(pair: &Pair, receiver: Receiver) -> Res<Option<(Child, mpsc::R
     Ok(Some((c, lines)))
 }
 
-fn one_run(pair: &Pair, label: &str, receiver: Receiver, sources: u32) -> Res<Run> {
+fn one_run(pair: &Pair, label: &str, receiver: Receiver, sources: u32, profile: bool) -> Res<Run> {
     check_stop()?;
     let mut child = start_receiver(pair, receiver)?;
     if receiver.warms_up() {
@@ -296,7 +316,18 @@ fn one_run(pair: &Pair, label: &str, receiver: Receiver, sources: u32) -> Res<Ru
     }
     let rx0 = pair.rx_packets();
     let drops0 = backlog_drops();
+    let profile = match profile {
+        true => Some(Profile::start(&pair.rx)?),
+        false => None,
+    };
     let flood = flood(pair, FRAMES, sources)?;
+    let (hook_ns, core_ns) = match profile {
+        Some(p) => {
+            let (h, c) = p.finish(flood.sent)?;
+            (Some(h), Some(c))
+        }
+        None => (None, None),
+    };
     // Longer than the ring's block retire timeout (20 ms): everything is handed over.
     std::thread::sleep(Duration::from_millis(300));
     let mut run = Run {
@@ -307,6 +338,8 @@ fn one_run(pair: &Pair, label: &str, receiver: Receiver, sources: u32) -> Res<Ru
             _ => None,
         },
         flood,
+        hook_ns,
+        core_ns,
         at_rx0: pair.rx_packets().saturating_sub(rx0),
         backlog_drops: backlog_drops().saturating_sub(drops0),
         ..Run::default()
@@ -344,6 +377,9 @@ fn medians(all: &[Vec<Run>]) -> Vec<Run> {
         let mut kern: Vec<f64> = set.iter().filter_map(|r| r.kern_ns).collect();
         kern.sort_by(f64::total_cmp);
         median.kern_ns = kern.get(kern.len() / 2).copied();
+        let mut hook: Vec<f64> = set.iter().filter_map(|r| r.hook_ns).collect();
+        hook.sort_by(f64::total_cmp);
+        median.hook_ns = hook.get(hook.len() / 2).copied();
         let send: Vec<f64> = set.iter().map(Run::sender_ns).collect();
         let recv: Vec<f64> = set.iter().filter_map(Run::recv_ns).collect();
         median.spread = format!("send ns/f {}", range(&send));
@@ -352,6 +388,9 @@ fn medians(all: &[Vec<Run>]) -> Vec<Run> {
         }
         if !kern.is_empty() {
             median.spread += &format!(", kern ns/f {}", range(&kern));
+        }
+        if !hook.is_empty() {
+            median.spread += &format!(", hook ns/f {}", range(&hook));
         }
         median.worst_drops = set
             .iter()
@@ -432,34 +471,52 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
         .filter(|n| *n >= 1)
         .unwrap_or(3);
     // Rounds of the whole plan, so that a noisy moment spreads over every configuration.
+    let profiled = profile::available();
+    println!(
+        "kernel shares: {}",
+        if profiled {
+            "from a CPU profile of each flood (perf record), and as the difference of sender CPU"
+        } else {
+            "as the difference of sender CPU only (no perf, or RLBD_BENCH_PERF=0)"
+        }
+    );
     let mut all: Vec<Vec<Run>> = vec![Vec::new(); plan.len()];
     for round in 1..=rounds {
         println!("round {round} of {rounds}:");
         wait_for_quiet()?;
         let mut base = None;
+        let mut base_core = None;
         for (i, (label, receiver, sources)) in plan.iter().enumerate() {
             // The kernel's share is the difference of two sender figures, and the VM's moment
             // moves both by hundreds of ns: each receiver's run is paired with a run without a
             // receiver just before it (same sources), not with the round's first.
             let paired = match (i, receiver, paired_baselines()) {
                 (1.., Receiver::Rlbd { .. } | Receiver::Pnet, true) => {
-                    let b = one_run(&pair, "baseline (paired)", Receiver::None, *sources)?;
+                    let b = one_run(&pair, "baseline (paired)", Receiver::None, *sources, false)?;
                     println!("  (paired baseline: sender {:.0} ns/frame)", b.sender_ns());
                     Some(b.sender_ns())
                 }
                 _ => None,
             };
-            let mut run = one_run(&pair, label, *receiver, *sources)?;
+            let mut run = one_run(&pair, label, *receiver, *sources, profiled)?;
             if i == 0 {
                 base = Some(run.sender_ns());
+                base_core = run.core_ns;
             } else if run.recv.is_some() {
                 run.kern_ns = paired.or(base).map(|b| run.sender_ns() - b);
+                if let (Some(h), Some(c), Some(b)) = (run.hook_ns, run.core_ns, base_core) {
+                    run.hook_ns = Some(h + (c - b).max(0.0));
+                }
             }
             println!(
-                "  {label}: sent {} in {:.2} s, sender {:.0} ns/frame{}",
+                "  {label}: sent {} in {:.2} s, sender {:.0} ns/frame{}{}",
                 run.flood.sent,
                 run.flood.secs,
                 run.sender_ns(),
+                run.hook_ns.map_or(String::new(), |h| format!(
+                    ", in the hooks {h:.1} ns/frame (receive core {:.1})",
+                    run.core_ns.unwrap_or(f64::NAN)
+                )),
                 run.recv
                     .as_ref()
                     .map_or(String::new(), |r| format!("; receiver: {r}"))

@@ -46,8 +46,11 @@ pub enum Sampling {
     Fixed(u32),
     /// Counting in the kernel (eBPF map), read once a second, the program a socket filter.
     Ebpf,
-    /// The same with the program at the tc ingress hook (the daemon's first choice).
+    /// The same with the program at the tc ingress hook (the daemon's first choice): a tcx link
+    /// where the kernel has them.
     EbpfTc,
+    /// The same through a `cls_bpf` filter (what kernels before 6.6 have).
+    EbpfTcFilter,
     /// The same in the per-CPU LRU hash (the fallback where the kernel cannot map a map).
     EbpfHash,
 }
@@ -60,6 +63,7 @@ impl Sampling {
             Sampling::Fixed(n) => format!("sampling=fixed:{n}"),
             Sampling::Ebpf => "sampling=ebpf".into(),
             Sampling::EbpfTc => "sampling=ebpf-tc".into(),
+            Sampling::EbpfTcFilter => "sampling=ebpf-tc-filter".into(),
             Sampling::EbpfHash => "sampling=ebpf-hash".into(),
         }
     }
@@ -71,6 +75,7 @@ impl Sampling {
             None if s == "off" => Some(Sampling::Off),
             None if s == "ebpf" => Some(Sampling::Ebpf),
             None if s == "ebpf-tc" => Some(Sampling::EbpfTc),
+            None if s == "ebpf-tc-filter" => Some(Sampling::EbpfTcFilter),
             None if s == "ebpf-hash" => Some(Sampling::EbpfHash),
             _ => None,
         }
@@ -219,9 +224,10 @@ impl RlbdReceiver {
                 counter = Some(c);
                 None
             }
-            Sampling::EbpfTc => {
+            Sampling::EbpfTc | Sampling::EbpfTcFilter => {
                 // Exactly as the daemon does: the programs at the tc hooks, the socket off the
                 // tap (the counts are read through it).
+                cap.set_tc_links(sampling == Sampling::EbpfTc);
                 cap.count_at_tc(&[], map_entries(capacity))
                     .map_err(|e| e.to_string())?;
                 None

@@ -16,7 +16,7 @@ fn find<'a>(runs: &'a [Run], prefix: &str) -> Option<&'a Run> {
 
 pub fn print_table(runs: &[Run]) {
     println!(
-        "\n{:<40} {:>7} {:>6} {:>9} {:>6} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8} {:>8} {:>9}",
+        "\n{:<40} {:>7} {:>6} {:>9} {:>6} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}",
         "run",
         "sources",
         "table",
@@ -30,11 +30,12 @@ pub fn print_table(runs: &[Run]) {
         "dmn ns/f",
         "send ns/f",
         "kern ns/f",
+        "hook ns/f",
         "peak RSS"
     );
     for r in runs {
         println!(
-            "{:<40} {:>7} {:>6} {:>9} {:>6.2} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8.0} {:>8} {:>9}",
+            "{:<40} {:>7} {:>6} {:>9} {:>6.2} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8.0} {:>8} {:>8} {:>9}",
             r.label,
             r.sources,
             r.table.map_or("-".into(), |t| t.to_string()),
@@ -48,6 +49,7 @@ pub fn print_table(runs: &[Run]) {
             r.daemon_ns().map_or("-".into(), |n| format!("{n:.1}")),
             r.sender_ns(),
             r.kern_ns.map_or("-".into(), |k| format!("{k:.0}")),
+            r.hook_ns.map_or("-".into(), |k| format!("{k:.1}")),
             fmt_kb(r.recv_u64("hwm_kb")),
         );
     }
@@ -69,7 +71,10 @@ pub fn print_table(runs: &[Run]) {
         "  recv ns/f: receiver thread CPU (getrusage RUSAGE_THREAD) per counted frame; dmn ns/f: \
          the same per frame sent; send ns/f: sender thread CPU per sent frame; kern ns/f: send \
          ns/f minus a run without a receiver just before it (the receiver's kernel share, spent \
-         on the sender's CPU on a veth), median over the rounds; peak RSS: the receiver \
+         on the sender's CPU on a veth), median over the rounds; hook ns/f: CPU time inside the \
+         receive hooks a receiver adds (tc classifiers, packet taps) per frame sent, from a \
+         profile of the flood (perf record on every CPU), median over the rounds: the kernel \
+         share the targets and the summary use when it was measured; peak RSS: the receiver \
          process's VmHWM; sampled runs are measured after a warm-up of their own"
     );
     for r in runs {
@@ -133,7 +138,7 @@ fn verdict(ok: bool) -> &'static str {
 /// The per-frame and daemon CPU targets of an eBPF counting row (`hook`: where it counts).
 fn ebpf_targets(x: &Run, hook: &str) {
     let (k, d) = (
-        x.kern_ns.unwrap_or(f64::NAN),
+        x.kernel_ns().unwrap_or(f64::NAN),
         x.daemon_ns().unwrap_or(f64::NAN),
     );
     let mfps = x.flood.sent as f64 / x.flood.secs.max(1e-9) / 1e6;
@@ -169,7 +174,7 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
     println!("\ntargets:");
     if let Some(s) = find(runs, "(s)") {
         let (k, d) = (
-            s.kern_ns.unwrap_or(f64::NAN),
+            s.kernel_ns().unwrap_or(f64::NAN),
             s.daemon_ns().unwrap_or(f64::NAN),
         );
         let mfps = s.flood.sent as f64 / s.flood.secs.max(1e-9) / 1e6;
@@ -204,7 +209,7 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
         println!(
             "  for scale: the tap alone, every data frame dropped by the filter: kernel {:.0} \
              ns/frame, daemon {:.1} ns/frame",
-            k.kern_ns.unwrap_or(f64::NAN),
+            k.kernel_ns().unwrap_or(f64::NAN),
             k.daemon_ns().unwrap_or(f64::NAN)
         );
     }
@@ -289,7 +294,7 @@ pub fn print_summary(runs: &[Run], idle: Option<&IdleFigures>) {
     let s = default_mode(runs);
     let ebpf_row = s.and_then(|r| ["(x)", "(f)"].into_iter().find(|p| r.label.starts_with(p)));
     let ebpf = ebpf_row.is_some();
-    let kernel = s.and_then(|s| s.kern_ns);
+    let kernel = s.and_then(Run::kernel_ns);
     let daemon = s.and_then(Run::daemon_ns);
     let total = kernel.zip(daemon).map(|(k, d)| k + d);
     let mode = match s.map(Run::ratio) {

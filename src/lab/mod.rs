@@ -7,6 +7,7 @@ pub mod flood;
 pub mod labchart;
 pub mod netns;
 pub mod packing;
+pub mod perf;
 pub mod sample;
 pub mod scenario;
 pub mod traffic;
