@@ -296,14 +296,18 @@ make_run_disk() { # $1: image file
 }
 
 count() { grep -ac -- "$1" "$2" 2>/dev/null || true; }
+# The guest's SLAB lines, each from its marker on (whatever the console put before it).
+slab_lines() { grep -ao 'SLAB.*' "$1" 2>/dev/null || true; }
 secs() { elapsed "$1" | cut -d. -f1; }
 
 # Boots the guest until it powers off, retrying a boot that hangs, and streams its SLAB lines.
 # Returns 0 when the guest finished (SLAB-DONE). Every boot prints `SLAB-INITRD` from the
 # initramfs's /init and `SLAB: wire:` once systemd runs the units (lab-wire.service), and the
-# guest prints `SLAB-REBOOT` before it reboots: while those lines do not outnumber the reboot
-# lines, the current boot has not got that far yet. (A hung boot is killed before it prints
-# them, so the counts stay in step across retries.)
+# guest prints `SLAB-REBOOT` before it reboots: a boot that has not printed them since it began
+# (the last `SLAB-REBOOT`, or the start of a retry) has not got that far yet. The markers are
+# looked for anywhere in a line: the firmware's `Booting from ROM...` ends with no newline, and
+# a boot's first marker comes right after it (counting markers at line starts once missed one
+# and took a finished boot for a hung one, and its retry ran the boot's checks again).
 run_guest() {
     local overlay="$RUN/system.qcow2" disk="$RUN/run.img" raw="$RUN/console.raw" log="$RUN/console.log"
     local t0 boot_t tries=0 shown=0 reboots=0 seen_reboots=0 wires inits=0 hung n boot_off why
@@ -328,22 +332,22 @@ run_guest() {
         while kill -0 "$QPID" 2>/dev/null; do
             sleep 1
             strip_console <"$raw" >"$log"
-            n=$(count '^SLAB' "$log")
+            n=$(count 'SLAB' "$log")
             if [ "$n" -gt "$shown" ]; then
-                grep -a '^SLAB' "$log" | sed -n "$((shown + 1)),${n}p" | sed "s/^/[guest $(date +%T)] /"
+                slab_lines "$log" | sed -n "$((shown + 1)),${n}p" | sed "s/^/[guest $(date +%T)] /"
                 shown=$n
             fi
-            reboots=$(count '^SLAB-REBOOT' "$log")
-            inits=$(count '^SLAB-INITRD' "$log")
-            wires=$(count '^SLAB: wire:' "$log")
+            reboots=$(count 'SLAB-REBOOT' "$log")
             if [ "$reboots" -gt "$seen_reboots" ]; then
                 seen_reboots=$reboots
                 boot_t=$(now)
-                boot_off=$(grep -ab '^SLAB-REBOOT' "$log" | tail -n1 | cut -d: -f1)
+                boot_off=$(grep -ab 'SLAB-REBOOT' "$log" | tail -n1 | cut -d: -f1)
                 tries=1
             fi
+            inits=$(tail -c +"$((boot_off + 1))" "$log" | grep -ac 'SLAB-INITRD' || true)
+            wires=$(tail -c +"$((boot_off + 1))" "$log" | grep -ac 'SLAB: wire:' || true)
             why=""
-            if [ "$inits" -le "$reboots" ]; then
+            if [ "$inits" = 0 ]; then
                 # The kernel's RCU stall report before /init: this boot is stuck (a vCPU's timer
                 # never fires), and waiting out INIT_PROBE would only cost time.
                 if tail -c +"$((boot_off + 1))" "$log" | grep -aq 'rcu: INFO: .*detected stall'; then
@@ -351,7 +355,7 @@ run_guest() {
                 elif [ "$(secs "$boot_t")" -gt "$INIT_PROBE" ]; then
                     why="no /init within ${INIT_PROBE}s"
                 fi
-            elif [ "$wires" -le "$reboots" ] && [ "$(secs "$boot_t")" -gt "$BOOT_PROBE" ]; then
+            elif [ "$wires" = 0 ] && [ "$(secs "$boot_t")" -gt "$BOOT_PROBE" ]; then
                 why="no units within ${BOOT_PROBE}s"
             fi
             if [ -n "$why" ]; then
@@ -377,13 +381,13 @@ run_guest() {
         break
     done
     strip_console <"$raw" >"$log"
-    n=$(count '^SLAB' "$log")
-    [ "$n" -gt "$shown" ] && grep -a '^SLAB' "$log" | sed -n "$((shown + 1)),${n}p" | sed "s/^/[guest $(date +%T)] /"
+    n=$(count 'SLAB' "$log")
+    [ "$n" -gt "$shown" ] && slab_lines "$log" | sed -n "$((shown + 1)),${n}p" | sed "s/^/[guest $(date +%T)] /"
     rm -rf "$RUN/out"
     debugfs -R "rdump /out $RUN" "$disk" >/dev/null 2>&1 || true
     GUEST_SECS=$(elapsed "$t0")
     log "guest ran ${GUEST_SECS}s; console: $log; guest files: $RUN/out"
-    grep -aq '^SLAB-DONE' "$log"
+    grep -aq 'SLAB-DONE' "$log"
 }
 
 PASSED=0
@@ -397,7 +401,7 @@ while IFS= read -r line; do
     "SLAB-CHECK PASS "*) PASSED=$((PASSED + 1)); RESULTS+=("PASS ${line#SLAB-CHECK PASS }") ;;
     "SLAB-CHECK FAIL "*) FAILED=$((FAILED + 1)); RESULTS+=("FAIL ${line#SLAB-CHECK FAIL }") ;;
     esac
-done < <(grep -a '^SLAB-CHECK ' "$RUN/console.log" || true)
+done < <(slab_lines "$RUN/console.log" | grep -a '^SLAB-CHECK ' || true)
 if [ "$finished" = 0 ]; then
     FAILED=$((FAILED + 1))
     RESULTS+=("FAIL the guest ran every check and powered off -- it did not (see $RUN/console.log)")
