@@ -200,6 +200,28 @@ fn nothing_left() -> Result<(), String> {
     Ok(())
 }
 
+/// An operator's qdisc and filter at `cap0`'s ingress: a mirror of every frame to `mir0`.
+fn operator_mirror() -> Result<(), String> {
+    ip("link add mir0 type veth peer name mir1")?;
+    ip("link set mir0 up")?;
+    ip("link set mir1 up")?;
+    tc("qdisc add dev cap0 clsact")?;
+    tc("filter add dev cap0 ingress pref 1000 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
+    Ok(())
+}
+
+/// Whether the operator's mirror still ran for at least `n` frames.
+fn operator_mirrored(n: u64) -> Result<(), String> {
+    let f = tc("-s filter show dev cap0 ingress")?;
+    let mirrored: u64 = f
+        .split("Sent ")
+        .skip(1)
+        .filter_map(|s| s.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum();
+    assert!(mirrored >= n, "the operator's filter no longer runs: {f}");
+    Ok(())
+}
+
 fn stale_and_foreign() -> Result<(), String> {
     let peer = veth()?;
     // A crashed rlbd leaves its filters (and the qdisc it made) behind.
@@ -210,11 +232,7 @@ fn stale_and_foreign() -> Result<(), String> {
 
     // An operator's qdisc and filter (a mirror of every frame to mir0) keep working beside
     // rlbd's and stay when rlbd goes.
-    ip("link add mir0 type veth peer name mir1")?;
-    ip("link set mir0 up")?;
-    ip("link set mir1 up")?;
-    tc("qdisc add dev cap0 clsact")?;
-    tc("filter add dev cap0 ingress pref 1000 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
+    operator_mirror()?;
     let cap = counting_at_tc(false);
     for _ in 0..20 {
         peer.send(&ipv4_frame(
@@ -223,13 +241,7 @@ fn stale_and_foreign() -> Result<(), String> {
         .unwrap();
     }
     std::thread::sleep(Duration::from_millis(100));
-    let f = tc("-s filter show dev cap0 ingress")?;
-    let mirrored: u64 = f
-        .split("Sent ")
-        .skip(1)
-        .filter_map(|s| s.split_whitespace().nth(2)?.parse::<u64>().ok())
-        .sum();
-    assert!(mirrored >= 20, "the operator's filter no longer runs: {f}");
+    operator_mirrored(20)?;
     drop(cap);
     let f = tc("filter show dev cap0 ingress")?;
     assert!(f.contains("mirred") && !f.contains("rlbd"), "{f}");
@@ -273,21 +285,11 @@ fn links_beside_filters() -> Result<(), String> {
     assert_eq!(count_of(&peer, &mut cap, 30), 30);
     drop(cap);
 
-    ip("link add mir0 type veth peer name mir1")?;
-    ip("link set mir0 up")?;
-    ip("link set mir1 up")?;
-    tc("qdisc add dev cap0 clsact")?;
-    tc("filter add dev cap0 ingress pref 1000 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
+    operator_mirror()?;
     tc("filter add dev cap0 egress pref 445 u32 match u32 0 0 action mirred egress mirror dev mir0")?;
     let mut cap = counting_at_tc(true);
     assert_eq!(count_of(&peer, &mut cap, 20), 20);
-    let f = tc("-s filter show dev cap0 ingress")?;
-    let mirrored: u64 = f
-        .split("Sent ")
-        .skip(1)
-        .filter_map(|s| s.split_whitespace().nth(2)?.parse::<u64>().ok())
-        .sum();
-    assert!(mirrored >= 20, "the operator's filter no longer runs: {f}");
+    operator_mirrored(20)?;
     drop(cap);
     assert!(filters("ingress")?.contains("mirred"));
     assert!(filters("egress")?.contains("mirred"));
