@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::capture::ebpf::Delta;
-use crate::capture::frame::tests::{arp_frame, ipv4_frame};
+use crate::capture::frame::tests::ipv4_frame;
 use crate::capture::frame::{parse, Frame};
 use crate::client::ClientKey;
 
@@ -81,16 +81,7 @@ fn live(hash: bool) -> Result<(), String> {
     let to_us2 = ipv4_frame(CLIENT2, CAP_MAC, OTHER_IP, SERVER_IP, false, 1000);
     let to_macvlan = ipv4_frame(CLIENT, MACVLAN, CLIENT_IP, MACVLAN_IP, false, 200);
     let to_other = ipv4_frame(CLIENT, OTHER, CLIENT_IP, OTHER_IP, false, 300);
-    let req = arp_frame(
-        CLIENT,
-        Mac::broadcast(),
-        1,
-        CLIENT,
-        CLIENT_IP,
-        Mac::zero(),
-        SERVER_IP,
-        false,
-    );
+    let req = arp_request(false);
     for _ in 0..100 {
         peer.send(&to_us).unwrap();
     }

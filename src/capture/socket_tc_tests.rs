@@ -92,20 +92,6 @@ fn ipv6(icmp_type: Option<u8>) -> Vec<u8> {
 
 const V6_DST: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 
-/// The client's ARP request for the server's address, tagged or not.
-fn arp_request(vlan: bool) -> Vec<u8> {
-    arp_frame(
-        CLIENT,
-        Mac::broadcast(),
-        1,
-        CLIENT,
-        CLIENT_IP,
-        Mac::zero(),
-        SERVER_IP,
-        vlan,
-    )
-}
-
 fn arp_reply(vlan: bool) -> Vec<u8> {
     arp_frame(
         CAP_MAC, CLIENT, 2, CAP_MAC, SERVER_IP, CLIENT, CLIENT_IP, vlan,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Interest, Token};
 
-use crate::capture::frame::tests::ipv4_frame;
+use crate::capture::frame::tests::{arp_frame, ipv4_frame};
 use crate::capture::frame::{parse, Frame};
 use crate::capture::socket::{CaptureSocket, FrameMeta, RingConfig};
 use crate::capture::Mac;
@@ -133,6 +133,20 @@ pub(crate) fn to_us() -> Vec<u8> {
 
 pub(crate) fn to_other() -> Vec<u8> {
     ipv4_frame(CLIENT, OTHER, CLIENT_IP, OTHER_IP, false, 300)
+}
+
+/// The client's broadcast ARP request for the server's address, tagged or not.
+pub(crate) fn arp_request(vlan: bool) -> Vec<u8> {
+    arp_frame(
+        CLIENT,
+        Mac::broadcast(),
+        1,
+        CLIENT,
+        CLIENT_IP,
+        Mac::zero(),
+        SERVER_IP,
+        vlan,
+    )
 }
 
 /// Nothing but what the filter passes got through (no IPv6 router solicitations etc.).

@@ -84,16 +84,7 @@ fn filter_and_direction(lab: &mut Lab) {
     let to_other = to_other();
     let mut v6 = to_other.clone();
     v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    let req = arp_frame(
-        CLIENT,
-        Mac::broadcast(),
-        1,
-        CLIENT,
-        CLIENT_IP,
-        Mac::zero(),
-        SERVER_IP,
-        false,
-    );
+    let req = arp_request(false);
     for f in [&to_us, &to_other, &v6, &req] {
         peer.send(f).unwrap();
     }
@@ -330,16 +321,7 @@ fn live_veth_capture() {
 fn sampling(lab: &mut Lab) {
     let Lab { cap, peer, .. } = lab;
     let v4 = |i: usize| ipv4_frame(CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 100 + i % 900);
-    let req = arp_frame(
-        CLIENT,
-        Mac::broadcast(),
-        1,
-        CLIENT,
-        CLIENT_IP,
-        Mac::zero(),
-        SERVER_IP,
-        false,
-    );
+    let req = arp_request(false);
     assert!(cap.set_sampling(3).is_err());
     assert_eq!(cap.sampling(), 1, "a refused ratio leaves the old one");
     cap.set_sampling(8).unwrap();
