@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use rlbd::lab::perf::{parent_samples, self_samples};
+use rlbd::lab::perf::hook_and_self_samples;
 
 use super::Res;
 
@@ -77,35 +77,18 @@ impl Profile {
         let out = Command::new("perf")
             .args(["report", "-i"])
             .arg(&self.path)
-            .args(["--no-children", "--sort", "parent", "-p", HOOKS])
+            .args(["--no-children", "--sort", "parent,sym", "-p", HOOKS])
             .args(["-n", "--stdio", "-g", "none"])
             .stderr(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run perf report: {e}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let none = || {
-            format!(
-                "perf report printed no sample counts for {}",
-                self.path.display()
-            )
-        };
-        let hooks = parent_samples(&text).ok_or_else(none)?;
-        let out = Command::new("perf")
-            .args(["report", "-i"])
-            .arg(&self.path)
-            .args([
-                "--no-children",
-                "--sort",
-                "sym",
-                "-n",
-                "--stdio",
-                "-g",
-                "none",
-            ])
-            .stderr(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run perf report: {e}"))?;
-        let core = self_samples(&String::from_utf8_lossy(&out.stdout), CORE).ok_or_else(none)?;
+        let (hooks, core) = hook_and_self_samples(&String::from_utf8_lossy(&out.stdout), CORE)
+            .ok_or_else(|| {
+                format!(
+                    "perf report printed no sample counts for {}",
+                    self.path.display()
+                )
+            })?;
         let per_frame = |n: u64| (n * PERIOD_NS) as f64 / frames.max(1) as f64;
         Ok((per_frame(hooks), per_frame(core)))
     }
