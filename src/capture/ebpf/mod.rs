@@ -87,8 +87,8 @@ impl Target {
 /// A port's counting map and the program that fills it.
 #[derive(Debug)]
 pub struct KernelCounter {
-    /// At the tc hooks: the filters (removed first on drop), the egress program, and the ring
-    /// buffer both hand ARP and ND to.
+    /// At the tc hooks: the links or filters (detached first on drop), the egress program, and
+    /// the ring buffer both hand ARP and ND to.
     tc: Option<tc::TcAttached>,
     egress: Option<OwnedFd>,
     ring: Option<RingBuf>,

@@ -77,20 +77,16 @@ impl TcAttached {
         prog_name: &str,
         links: bool,
     ) -> io::Result<TcAttached> {
-        let tcx = match links {
-            true => TcxLinks::attach(ifindex, ingress, egress),
-            false => Err(io::Error::other("not asked for")),
-        };
-        match tcx {
-            Ok(links) => {
-                remove_stale_filters(port, ifindex);
-                Ok(TcAttached::Links(links))
-            }
-            Err(e) => {
-                debug!("port {port}: no tcx links ({e}): cls_bpf filters instead");
-                TcFilter::attach(port, ifindex, ingress, egress, prog_name).map(TcAttached::Filter)
+        if links {
+            match TcxLinks::attach(ifindex, ingress, egress) {
+                Ok(links) => {
+                    remove_stale_filters(port, ifindex);
+                    return Ok(TcAttached::Links(links));
+                }
+                Err(e) => debug!("port {port}: no tcx links ({e}): cls_bpf filters instead"),
             }
         }
+        TcFilter::attach(port, ifindex, ingress, egress, prog_name).map(TcAttached::Filter)
     }
 
     /// Swaps in another ingress program, atomically.
