@@ -374,11 +374,13 @@ fn medians(all: &[Vec<Run>]) -> Vec<Run> {
         let mut sorted: Vec<&Run> = set.iter().collect();
         sorted.sort_by(|a, b| key(a).total_cmp(&key(b)));
         let mut median = sorted[sorted.len() / 2].clone();
-        let mut kern: Vec<f64> = set.iter().filter_map(|r| r.kern_ns).collect();
-        kern.sort_by(f64::total_cmp);
+        let sorted_of = |f: fn(&Run) -> Option<f64>| {
+            let mut v: Vec<f64> = set.iter().filter_map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let (kern, hook) = (sorted_of(|r| r.kern_ns), sorted_of(|r| r.hook_ns));
         median.kern_ns = kern.get(kern.len() / 2).copied();
-        let mut hook: Vec<f64> = set.iter().filter_map(|r| r.hook_ns).collect();
-        hook.sort_by(f64::total_cmp);
         median.hook_ns = hook.get(hook.len() / 2).copied();
         let send: Vec<f64> = set.iter().map(Run::sender_ns).collect();
         let recv: Vec<f64> = set.iter().filter_map(Run::recv_ns).collect();
@@ -470,7 +472,6 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
         .and_then(|v| v.parse().ok())
         .filter(|n| *n >= 1)
         .unwrap_or(3);
-    // Rounds of the whole plan, so that a noisy moment spreads over every configuration.
     let profiled = profile::available();
     println!(
         "kernel shares: {}",
@@ -480,6 +481,7 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
             "as the difference of sender CPU only (no perf, or RLBD_BENCH_PERF=0)"
         }
     );
+    // Rounds of the whole plan, so that a noisy moment spreads over every configuration.
     let mut all: Vec<Vec<Run>> = vec![Vec::new(); plan.len()];
     for round in 1..=rounds {
         println!("round {round} of {rounds}:");
