@@ -435,6 +435,15 @@ struct LinkCreate {
 /// `attach_type` of a tcx link at a device's ingress and egress hooks.
 const BPF_TCX_INGRESS: u32 = 46;
 const BPF_TCX_EGRESS: u32 = 47;
+/// The tcx hook's `attach_type`: ingress, else egress.
+fn tcx_hook(ingress: bool) -> u32 {
+    if ingress {
+        BPF_TCX_INGRESS
+    } else {
+        BPF_TCX_EGRESS
+    }
+}
+
 /// With no relative program: first in the hook's list.
 const BPF_F_BEFORE: u32 = 1 << 3;
 
@@ -445,11 +454,7 @@ pub fn tcx_link(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool) -> io::Result
     let mut attr = LinkCreate {
         prog_fd: prog.as_raw_fd() as u32,
         target_ifindex: ifindex,
-        attach_type: if ingress {
-            BPF_TCX_INGRESS
-        } else {
-            BPF_TCX_EGRESS
-        },
+        attach_type: tcx_hook(ingress),
         flags: BPF_F_BEFORE,
         ..LinkCreate::default()
     };
@@ -475,11 +480,7 @@ pub fn tcx_programs(ifindex: u32, ingress: bool) -> io::Result<u32> {
     const BPF_PROG_QUERY: c_int = 16;
     let mut attr = ProgQuery {
         target_ifindex: ifindex,
-        attach_type: if ingress {
-            BPF_TCX_INGRESS
-        } else {
-            BPF_TCX_EGRESS
-        },
+        attach_type: tcx_hook(ingress),
         ..ProgQuery::default()
     };
     bpf(BPF_PROG_QUERY, &mut attr)?;
