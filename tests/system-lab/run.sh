@@ -311,6 +311,8 @@ secs() { elapsed "$1" | cut -d. -f1; }
 run_guest() {
     local overlay="$RUN/system.qcow2" disk="$RUN/run.img" raw="$RUN/console.raw" log="$RUN/console.log"
     local t0 boot_t tries=0 shown=0 reboots=0 seen_reboots=0 wires inits=0 hung n boot_off why
+    # The console since the current boot began.
+    this_boot() { tail -c +"$((boot_off + 1))" "$log"; }
     make_run_disk "$disk"
     rm -f "$overlay" && qemu-img create -q -f qcow2 -b "$IMAGE_DIR/system.qcow2" -F qcow2 "$overlay"
     : >"$raw"
@@ -344,13 +346,13 @@ run_guest() {
                 boot_off=$(grep -ab 'SLAB-REBOOT' "$log" | tail -n1 | cut -d: -f1)
                 tries=1
             fi
-            inits=$(tail -c +"$((boot_off + 1))" "$log" | grep -ac 'SLAB-INITRD' || true)
-            wires=$(tail -c +"$((boot_off + 1))" "$log" | grep -ac 'SLAB: wire:' || true)
+            inits=$(this_boot | grep -ac 'SLAB-INITRD' || true)
+            wires=$(this_boot | grep -ac 'SLAB: wire:' || true)
             why=""
             if [ "$inits" = 0 ]; then
                 # The kernel's RCU stall report before /init: this boot is stuck (a vCPU's timer
                 # never fires), and waiting out INIT_PROBE would only cost time.
-                if tail -c +"$((boot_off + 1))" "$log" | grep -aq 'rcu: INFO: .*detected stall'; then
+                if this_boot | grep -aq 'rcu: INFO: .*detected stall'; then
                     why="an RCU stall before /init"
                 elif [ "$(secs "$boot_t")" -gt "$INIT_PROBE" ]; then
                     why="no /init within ${INIT_PROBE}s"
