@@ -77,7 +77,7 @@ fn lab(hash: bool) -> Result<(CaptureSocket, CaptureSocket), String> {
 
 fn live(hash: bool) -> Result<(), String> {
     let (mut cap, peer) = lab(hash)?;
-    let to_us = ipv4_frame(CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300);
+    let to_us = to_us();
     let to_us2 = ipv4_frame(CLIENT2, CAP_MAC, OTHER_IP, SERVER_IP, false, 1000);
     let to_macvlan = ipv4_frame(CLIENT, MACVLAN, CLIENT_IP, MACVLAN_IP, false, 200);
     let to_other = ipv4_frame(CLIENT, OTHER, CLIENT_IP, OTHER_IP, false, 300);

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::*;
-use crate::capture::frame::tests::{arp_frame, ipv4_frame};
+use crate::capture::frame::tests::arp_frame;
 use crate::capture::frame::{parse, Frame};
 
 use super::tests::lab::*;
@@ -123,10 +123,7 @@ fn hooks_and_ring(links: bool) -> Result<(), String> {
     let req = arp_request(true);
     peer.send(&req).unwrap();
     for _ in 0..50 {
-        peer.send(&ipv4_frame(
-            CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300,
-        ))
-        .unwrap();
+        peer.send(&to_us()).unwrap();
     }
     peer.send(&ipv6(None)).unwrap();
     peer.send(&ipv6(Some(135))).unwrap();
@@ -221,10 +218,7 @@ fn stale_and_foreign() -> Result<(), String> {
     operator_mirror()?;
     let cap = counting_at_tc(false);
     for _ in 0..20 {
-        peer.send(&ipv4_frame(
-            CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300,
-        ))
-        .unwrap();
+        peer.send(&to_us()).unwrap();
     }
     std::thread::sleep(Duration::from_millis(100));
     operator_mirrored(20)?;
@@ -249,10 +243,7 @@ fn stale_and_foreign() -> Result<(), String> {
 /// Sends `n` IPv4 frames from the client to `cap0` and returns what `cap` counted for them.
 fn count_of(peer: &CaptureSocket, cap: &mut CaptureSocket, n: usize) -> u64 {
     for _ in 0..n {
-        peer.send(&ipv4_frame(
-            CLIENT, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300,
-        ))
-        .unwrap();
+        peer.send(&to_us()).unwrap();
     }
     std::thread::sleep(Duration::from_millis(100));
     let mut counts = Vec::new();
