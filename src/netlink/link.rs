@@ -4,6 +4,11 @@
 //! rejects the whole message when any single attribute fails (a newer kernel than the crate
 //! knows can do that with attributes we never look at), and losing a link's counters or its
 //! removal over an irrelevant attribute would be far worse than skipping the attribute.
+//!
+//! IFLA_LINKINFO is decoded by hand, never by the crate: its nest holds per-kind data for every
+//! link type the kernel has (bareudp, geneve, ...), which the crate parses whole, and some of
+//! those parsers panic on a short value (the fuzzer found one in bareudp's). rlbd reads three
+//! fields of two kinds from it.
 
 use log::debug;
 use netlink_packet_core::{
@@ -11,10 +16,7 @@ use netlink_packet_core::{
     NLA_HEADER_SIZE,
 };
 pub use netlink_packet_route::link::BondMode;
-use netlink_packet_route::link::{
-    BondAllPortActive, InfoBond, InfoData, InfoVlan, LinkAttribute, LinkFlags, LinkHeader,
-    LinkInfo as NlLinkInfo, State, VlanProtocol,
-};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkHeader, State};
 use netlink_packet_route::AddressFamily;
 
 pub use crate::Mac;
@@ -130,15 +132,13 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
             }
         };
         let kind = nla.kind();
+        if kind == IFLA_LINKINFO {
+            apply_link_info(&mut info, nla.value());
+            continue;
+        }
         if !matches!(
             kind,
-            IFLA_ADDRESS
-                | IFLA_IFNAME
-                | IFLA_LINK
-                | IFLA_MASTER
-                | IFLA_OPERSTATE
-                | IFLA_LINKINFO
-                | IFLA_STATS64
+            IFLA_ADDRESS | IFLA_IFNAME | IFLA_LINK | IFLA_MASTER | IFLA_OPERSTATE | IFLA_STATS64
         ) {
             continue;
         }
@@ -156,15 +156,7 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
                 info.rx_bytes = Some(stats.rx_bytes);
                 info.rx_packets = Some(stats.rx_packets);
             }
-            Ok(LinkAttribute::LinkInfo(infos)) => apply_link_info(&mut info, &infos),
             Ok(other) => debug!("link {}: unexpected attribute {other:?}", info.index),
-            Err(e) if kind == IFLA_LINKINFO => {
-                debug!(
-                    "link {}: IFLA_LINKINFO rejected by netlink-packet-route ({e}); decoding by hand",
-                    info.index
-                );
-                apply_raw_link_info(&mut info, nla.value());
-            }
             Err(e) => debug!("link {}: skipping attribute {kind}: {e}", info.index),
         }
     }
@@ -179,53 +171,10 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
     Ok(LinkMsg::Link(info))
 }
 
-fn apply_link_info(info: &mut LinkInfo, infos: &[NlLinkInfo]) {
-    for item in infos {
-        match item {
-            NlLinkInfo::Kind(kind) => info.kind = Some(kind.to_string()),
-            NlLinkInfo::Data(InfoData::Bond(attrs)) => info.bond = bond_info(attrs),
-            NlLinkInfo::Data(InfoData::Vlan(attrs)) => info.vlan = vlan_info(attrs),
-            _ => {}
-        }
-    }
-}
-
-fn bond_info(attrs: &[InfoBond]) -> Option<BondInfo> {
-    let mut mode = None;
-    let mut all_slaves_active = None;
-    for attr in attrs {
-        match attr {
-            InfoBond::Mode(m) => mode = Some(*m),
-            InfoBond::AllPortsActive(v) => {
-                all_slaves_active = Some(*v == BondAllPortActive::Delivered)
-            }
-            _ => {}
-        }
-    }
-    // Without the mode the rest is useless to the caller; a default would claim balance-rr.
-    Some(BondInfo {
-        mode: mode?,
-        all_slaves_active,
-    })
-}
-
-fn vlan_info(attrs: &[InfoVlan]) -> Option<VlanInfo> {
-    let mut id = None;
-    let mut ad = false;
-    for attr in attrs {
-        match attr {
-            InfoVlan::Id(v) => id = Some(*v),
-            InfoVlan::Protocol(p) => ad = *p == VlanProtocol::Ieee8021Ad,
-            _ => {}
-        }
-    }
-    Some(VlanInfo { id: id?, ad })
-}
-
-/// Decodes the few IFLA_LINKINFO fields we need straight from the wire, one attribute at a
-/// time, for when the crate rejects the nest as a whole (e.g. one bond option it validates
-/// more strictly than the running kernel encodes it).
-fn apply_raw_link_info(info: &mut LinkInfo, nest: &[u8]) {
+/// Decodes the few IFLA_LINKINFO fields rlbd needs straight from the wire, one attribute at a
+/// time: an option the crate would validate more strictly than the running kernel encodes it
+/// (or not know at all) costs nothing here.
+fn apply_link_info(info: &mut LinkInfo, nest: &[u8]) {
     let mut kind = None;
     let mut data = None;
     for nla in NlasIterator::new(nest).map_while(Result::ok) {
@@ -236,8 +185,8 @@ fn apply_raw_link_info(info: &mut LinkInfo, nest: &[u8]) {
         }
     }
     match (kind.as_deref(), data) {
-        (Some("bond"), Some(data)) => info.bond = raw_bond_info(data),
-        (Some("vlan"), Some(data)) => info.vlan = raw_vlan_info(data),
+        (Some("bond"), Some(data)) => info.bond = bond_info(data),
+        (Some("vlan"), Some(data)) => info.vlan = vlan_info(data),
         _ => {}
     }
     info.kind = kind;
@@ -251,7 +200,7 @@ fn owned_value(nla: NlaBuffer<&[u8]>) -> &[u8] {
         .unwrap_or_default()
 }
 
-fn raw_bond_info(data: &[u8]) -> Option<BondInfo> {
+fn bond_info(data: &[u8]) -> Option<BondInfo> {
     let mut mode = None;
     let mut all_slaves_active = None;
     for nla in NlasIterator::new(data).map_while(Result::ok) {
@@ -269,7 +218,7 @@ fn raw_bond_info(data: &[u8]) -> Option<BondInfo> {
     })
 }
 
-fn raw_vlan_info(data: &[u8]) -> Option<VlanInfo> {
+fn vlan_info(data: &[u8]) -> Option<VlanInfo> {
     let mut id = None;
     let mut ad = false;
     for nla in NlasIterator::new(data).map_while(Result::ok) {

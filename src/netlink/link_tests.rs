@@ -3,7 +3,8 @@
 use super::*;
 use netlink_packet_core::Emitable;
 use netlink_packet_route::link::{
-    BondPortState, InfoBondPort, InfoKind, InfoPortData, InfoPortKind, LinkMessage, Stats64,
+    BondAllPortActive, BondPortState, InfoBond, InfoBondPort, InfoData, InfoKind, InfoPortData,
+    InfoPortKind, InfoVlan, LinkInfo as NlLinkInfo, LinkMessage, Stats64, VlanProtocol,
 };
 
 fn emit(msg: &LinkMessage) -> Vec<u8> {
@@ -199,7 +200,7 @@ fn bond_master_info_from_hand_built_bytes() {
 }
 
 #[test]
-fn malformed_bond_option_falls_back_to_raw_decoding() {
+fn a_bond_option_the_crate_rejects_costs_nothing() {
     let mut attrs = Vec::new();
     nla(&mut attrs, IFLA_IFNAME, b"bond0\0");
     nla(
@@ -216,9 +217,35 @@ fn malformed_bond_option_falls_back_to_raw_decoding() {
     );
     let info = parse_ok(&ifinfomsg_with(5, &attrs));
     assert_eq!(info.kind.as_deref(), Some("bond"));
-    let bond = info.bond.expect("bond info from the raw decoder");
+    let bond = info.bond.expect("bond info decoded by hand");
     assert_eq!(bond.mode, BondMode::BalanceAlb);
     assert_eq!(bond.all_slaves_active, Some(true));
+}
+
+/// The nest the fuzzer found: a bareudp link whose IFLA_BAREUDP_SRCPORT_MIN is 4 bytes, not 2.
+/// The crate's parser panics on it (copy_from_slice of a wrong length); the link must still be
+/// read, name and all.
+#[test]
+fn a_short_or_long_value_in_another_kinds_data_is_not_a_panic() {
+    const IFLA_BAREUDP_SRCPORT_MIN: u16 = 3;
+    let mut data = Vec::new();
+    nla(&mut data, IFLA_BAREUDP_SRCPORT_MIN, &[0, 0, 1, 0]);
+    let mut nest = Vec::new();
+    nla(&mut nest, IFLA_INFO_KIND, b"bareudp\0");
+    nla(
+        &mut nest,
+        IFLA_INFO_DATA | netlink_packet_core::NLA_F_NESTED,
+        &data,
+    );
+    let mut attrs = Vec::new();
+    nla(&mut attrs, IFLA_IFNAME, b"bareudp0\0");
+    nla(&mut attrs, IFLA_LINKINFO, &nest);
+    nla(&mut attrs, IFLA_MASTER, &7u32.to_ne_bytes());
+    let info = parse_ok(&ifinfomsg_with(9, &attrs));
+    assert_eq!(info.name, "bareudp0");
+    assert_eq!(info.kind.as_deref(), Some("bareudp"));
+    assert_eq!((info.bond, info.vlan), (None, None));
+    assert_eq!(info.master, Some(7), "attributes after the nest are read");
 }
 
 #[test]
@@ -315,13 +342,13 @@ fn vlan_data_decoded_by_hand() {
     nla(&mut nest, IFLA_INFO_KIND, b"vlan\0");
     nla(&mut nest, IFLA_INFO_DATA, &data);
     let mut info = LinkInfo::default();
-    apply_raw_link_info(&mut info, &nest);
+    apply_link_info(&mut info, &nest);
     assert_eq!(info.vlan, Some(VlanInfo { id: 200, ad: true }));
     // Truncated: no id, no VLAN info (never a made-up tag).
     let mut nest = Vec::new();
     nla(&mut nest, IFLA_INFO_KIND, b"vlan\0");
     nla(&mut nest, IFLA_INFO_DATA, &[1, 0]);
     let mut info = LinkInfo::default();
-    apply_raw_link_info(&mut info, &nest);
+    apply_link_info(&mut info, &nest);
     assert_eq!(info.vlan, None);
 }
