@@ -118,6 +118,21 @@ pub(super) fn map_ring(
     })
 }
 
+/// Gives the receive ring's memory back to the kernel (a ring request of no blocks). The
+/// mapping must be gone first: the kernel refuses (EBUSY) while any of it is mapped.
+pub(super) fn free_ring(fd: &OwnedFd) -> io::Result<()> {
+    let none = libc::tpacket_req3 {
+        tp_block_size: 0,
+        tp_block_nr: 0,
+        tp_frame_size: 0,
+        tp_frame_nr: 0,
+        tp_retire_blk_tov: 0,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &none)
+}
+
 /// Binds `fd` to every protocol (ETH_P_ALL) on interface `ifindex`.
 pub(super) fn bind_all(fd: &OwnedFd, ifindex: c_int) -> io::Result<()> {
     bind_proto(fd, ifindex, libc::ETH_P_ALL as u16)

@@ -120,7 +120,8 @@ impl Weights {
 /// An AF_PACKET capture socket on one interface. See the module documentation.
 pub struct CaptureSocket {
     // Field order: `ring` is unmapped before `fd` is closed (either order would be fine).
-    ring: Ring,
+    /// `None` once given back at the tc hooks ([`release_drained_ring`](Self::release_drained_ring)).
+    ring: Option<Ring>,
     fd: OwnedFd,
     name: String,
     ifindex: u32,
@@ -136,6 +137,11 @@ pub struct CaptureSocket {
     tc_error: Option<String>,
     /// At the tc hooks: tcx links where the kernel has them (else `cls_bpf` filters).
     tc_links: bool,
+    /// The ring's retire timeout: how long a block with frames in it can wait to be handed over.
+    retire: Duration,
+    /// At the tc hooks, from when the ring holds nothing it has not handed over: it is given
+    /// back once read to the end after that.
+    ring_free_at: Option<Instant>,
 }
 
 // SAFETY: the ring mapping is owned exclusively by this value (nothing else holds pointers into
@@ -149,8 +155,11 @@ impl std::fmt::Debug for CaptureSocket {
             .field("name", &self.name)
             .field("ifindex", &self.ifindex)
             .field("fd", &self.fd.as_raw_fd())
-            .field("blocks", &self.ring.block_count())
-            .field("block_size", &self.ring.block_size())
+            .field("blocks", &self.ring.as_ref().map_or(0, Ring::block_count))
+            .field(
+                "block_size",
+                &self.ring.as_ref().map_or(0, Ring::block_size),
+            )
             .field("sampling", &self.weights.get().now)
             .finish()
     }
@@ -186,7 +195,7 @@ impl CaptureSocket {
         bind_all(&fd, sll_ifindex).map_err(|e| ctx(("bind", e)))?;
         attach_filter(&fd, &prog).map_err(|e| ctx(("SO_ATTACH_FILTER", e)))?;
         Ok(CaptureSocket {
-            ring,
+            ring: Some(ring),
             fd,
             name: name.to_owned(),
             ifindex,
@@ -197,6 +206,8 @@ impl CaptureSocket {
             counter: None,
             tc_error: None,
             tc_links: true,
+            retire: Duration::from_millis(u64::from(config.retire_timeout_ms)),
+            ring_free_at: None,
         })
     }
 
@@ -300,17 +311,22 @@ impl CaptureSocket {
             self.weights.set(w);
         }
         let label = format_args!("{} (ifindex {})", self.name, self.ifindex);
-        let n = self.ring.walk(max_frames, &label, |m: RawMeta, data| {
-            f(
-                FrameMeta {
-                    orig_len: m.orig_len,
-                    pkt_type: m.pkt_type,
-                    weight: w.of(grace, m.ts_ns),
-                    vlan: m.vlan,
-                },
-                data,
-            )
+        let n = self.ring.as_mut().map_or(0, |ring| {
+            ring.walk(max_frames, &label, |m: RawMeta, data| {
+                f(
+                    FrameMeta {
+                        orig_len: m.orig_len,
+                        pkt_type: m.pkt_type,
+                        weight: w.of(grace, m.ts_ns),
+                        vlan: m.vlan,
+                    },
+                    data,
+                )
+            })
         });
+        if self.ring_free_at.is_some() {
+            self.release_drained_ring(Instant::now());
+        }
         // At the tc hooks ARP and ND come from the ring buffer (the ring holds at most frames
         // captured before the switch).
         let Some(rb) = self.counter.as_mut().and_then(|c| c.ring()) else {
@@ -329,7 +345,41 @@ impl CaptureSocket {
 
     /// True if `drain` would hand over at least one frame (or finish a block) now.
     pub fn pending(&self) -> bool {
-        self.ring.pending() || self.counter.as_ref().is_some_and(|c| c.ring_pending())
+        self.pending_in_ring() || self.counter.as_ref().is_some_and(|c| c.ring_pending())
+    }
+
+    /// Bytes of receive ring mapped for this socket: 0 once given back at the tc hooks.
+    pub fn ring_bytes(&self) -> usize {
+        self.ring
+            .as_ref()
+            .map_or(0, |r| r.block_count() * r.block_size())
+    }
+
+    /// At the tc hooks nothing new enters the receive ring (the socket left the tap), and its
+    /// memory (8 MiB a port by default, pinned in the kernel, and a retire timer firing every
+    /// few milliseconds) is wasted: it goes back to the kernel once the frames it held at the
+    /// switch are read. A block still being filled then is handed over only by the retire
+    /// timer, hence the wait before; frames still waiting keep the ring until `drain` reads
+    /// them.
+    pub(super) fn release_drained_ring(&mut self, now: Instant) {
+        if self.ring_free_at.is_none_or(|t| now < t) || self.pending_in_ring() {
+            return;
+        }
+        self.ring_free_at = None;
+        // Unmapped first: the kernel keeps a ring while any of it is mapped.
+        self.ring = None;
+        match setup::free_ring(&self.fd) {
+            Ok(()) => log::debug!("port {}: capture ring given back", self.name),
+            Err(e) => log::warn!(
+                "port {} (ifindex {}): giving the unused capture ring back: {e}",
+                self.name,
+                self.ifindex
+            ),
+        }
+    }
+
+    fn pending_in_ring(&self) -> bool {
+        self.ring.as_ref().is_some_and(Ring::pending)
     }
 
     /// The descriptors readiness comes on: the socket's, and at the tc hooks the ring

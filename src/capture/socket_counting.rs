@@ -3,6 +3,7 @@
 
 use std::io;
 use std::os::fd::AsFd;
+use std::time::Instant;
 
 use super::super::ebpf::{Delta, Hook, KernelCounter};
 use super::super::filter;
@@ -51,6 +52,8 @@ impl CaptureSocket {
         self.weights.set(Weights::EXACT);
         self.counter = Some(c);
         self.tc_error = None;
+        // Twice the retire timeout: the block being filled at the switch is handed over by then.
+        self.ring_free_at = Some(Instant::now() + 2 * self.retire);
         Ok(())
     }
 
@@ -151,6 +154,10 @@ impl CaptureSocket {
     /// read.
     pub fn read_counts(&mut self, out: &mut Vec<Delta>) -> io::Result<u64> {
         out.clear();
+        // Every second: the ring goes back even on a port where `drain` has nothing to do.
+        if self.ring_free_at.is_some() {
+            self.release_drained_ring(Instant::now());
+        }
         let (name, ifindex) = (&self.name, self.ifindex);
         match self.counter.as_mut() {
             Some(c) => c
