@@ -46,6 +46,8 @@ pub enum Receiver {
         per_client: bool,
     },
     Pnet,
+    /// A program that does nothing at the tc ingress hook: the hook's own cost.
+    TcFloor,
 }
 
 impl Receiver {
@@ -171,6 +173,11 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
             ACCURACY_SOURCES,
         ),
         (
+            "(0) the tc hook alone: an empty program at tcx ingress",
+            Receiver::TcFloor,
+            SOURCES,
+        ),
+        (
             "(y) rlbd eBPF counting at tc ingress, 50 clients",
             Receiver::Rlbd {
                 capacity: ClientTable::DEFAULT_CAPACITY,
@@ -277,6 +284,7 @@ fn start_receiver(pair: &Pair, receiver: Receiver) -> Res<Option<(Child, mpsc::R
             format!("per-client={}", u8::from(per_client)),
         ],
         Receiver::Pnet => vec!["recv-pnet".into()],
+        Receiver::TcFloor => vec!["recv-floor".into()],
     };
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut c = Command::new("ip")
@@ -493,7 +501,7 @@ fn bench(idle: Option<super::idle::IdleFigures>) -> Res<()> {
             // moves both by hundreds of ns: each receiver's run is paired with a run without a
             // receiver just before it (same sources), not with the round's first.
             let paired = match (i, receiver, paired_baselines()) {
-                (1.., Receiver::Rlbd { .. } | Receiver::Pnet, true) => {
+                (1.., Receiver::Rlbd { .. } | Receiver::Pnet | Receiver::TcFloor, true) => {
                     let b = one_run(&pair, "baseline (paired)", Receiver::None, *sources, false)?;
                     println!("  (paired baseline: sender {:.0} ns/frame)", b.sender_ns());
                     Some(b.sender_ns())

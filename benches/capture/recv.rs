@@ -105,6 +105,7 @@ pub fn role_main(args: &[String]) -> i32 {
             RlbdReceiver::open(&iface, capacity, sampling, per_client).and_then(RlbdReceiver::run)
         }
         "recv-pnet" => recv_pnet(&iface),
+        "recv-floor" => recv_floor(&iface),
         "churn" => churn(capacity, &words),
         other => Err(format!("unknown role {other:?}")),
     });
@@ -515,6 +516,39 @@ fn read_stdin() -> Stdin {
             Ok(_) => {}
             Err(_) => return got,
         }
+    }
+}
+
+/// The floor under counting at the tc hook: a program that does nothing at `iface`'s tcx
+/// ingress, no tap, nothing read, until stdin closes. What a frame costs the kernel with it is
+/// what the hook costs before a program does any work.
+fn recv_floor(iface: &str) -> Res<String> {
+    let name = std::ffi::CString::new(iface).map_err(|e| e.to_string())?;
+    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return Err(format!("no interface {iface}"));
+    }
+    let link = rlbd::capture::ebpf::tc::empty_program_at_ingress(ifindex)
+        .map_err(|e| format!("an empty program at {iface}'s tcx ingress: {e}"))?;
+    ready();
+    while !matches!(read_stdin_blocking(), Stdin::Eof) {}
+    drop(link);
+    Ok(format!(
+        "counted=0 packets=0 drops=0 cpu_ns=0 hwm_kb={} rss_kb={} clients=0 evictions=0 \
+         ratio=1 ratios=-",
+        status_kb("VmHWM"),
+        status_kb("VmRSS"),
+    ))
+}
+
+/// One blocking read of stdin: a mark, nothing of note, or its end.
+fn read_stdin_blocking() -> Stdin {
+    let mut buf = [0u8; 256];
+    match std::io::stdin().lock().read(&mut buf) {
+        Ok(0) | Err(_) => Stdin::Eof,
+        Ok(n) if buf[..n].windows(4).any(|w| w == b"mark") => Stdin::Mark,
+        Ok(_) => Stdin::Nothing,
     }
 }
 

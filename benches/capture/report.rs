@@ -213,6 +213,13 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
             k.daemon_ns().unwrap_or(f64::NAN)
         );
     }
+    if let Some(z) = find(runs, "(0)").filter(|z| z.recv.is_some()) {
+        println!(
+            "  for scale: the tc hook alone, an empty program at tcx ingress: kernel {:.0} \
+             ns/frame (no counting at that hook costs less)",
+            z.kernel_ns().unwrap_or(f64::NAN)
+        );
+    }
     if let Some(y) = find(runs, "(y)") {
         match accuracy(y) {
             Some((p95, n)) => println!(

@@ -427,6 +427,35 @@ fn live_tc_gives_the_capture_ring_back_once_read() {
     );
 }
 
+/// The capture bench's floor: an empty program at the tcx ingress, gone with its link, and
+/// no frame changed by it (data still reaches a tap on the port).
+#[test]
+fn live_tc_empty_program_holds_the_hook_while_its_link_lives() {
+    run(
+        "live_tc_empty_program_holds_the_hook_while_its_link_lives",
+        || {
+            let peer = veth()?;
+            let mut tap = CaptureSocket::open_by_name("cap0", &[CAP_MAC], &small_ring()).unwrap();
+            let ifindex = tap.ifindex();
+            let on = |ingress| crate::capture::ebpf::tcx_programs(ifindex, ingress).unwrap();
+            let link = crate::capture::ebpf::tc::empty_program_at_ingress(ifindex).unwrap();
+            assert_eq!((on(true), on(false)), (1, 0));
+            peer.send(&to_us()).unwrap();
+            let got = collect(
+                &mut tap,
+                1,
+                16,
+                Duration::from_secs(2),
+                Duration::from_millis(50),
+            );
+            assert_eq!(got.len(), 1, "the frame did not get past the empty program");
+            drop(link);
+            assert_eq!(on(true), 0);
+            Ok(())
+        },
+    );
+}
+
 #[test]
 fn live_tc_attaches_without_sys_admin_or_perfmon() {
     run(

@@ -133,6 +133,23 @@ impl TcxLinks {
     }
 }
 
+/// The floor under any counting at the tc hook, for the capture bench: a program that does
+/// nothing but answer "no verdict", attached by a tcx link at `ifindex`'s ingress until the
+/// returned link is dropped. What a frame costs with it is what the hook costs before any
+/// program does work.
+#[doc(hidden)]
+pub fn empty_program_at_ingress(ifindex: u32) -> io::Result<OwnedFd> {
+    use super::insn::{Asm, Reg};
+    let mut a = Asm::new();
+    a.mov_imm(Reg::R0, -1).exit();
+    let insns = a
+        .finish()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let prog = sys::prog_load(sys::BPF_PROG_TYPE_SCHED_CLS, &insns, "rlbd_floor")?;
+    // The link holds the program; the program's descriptor can go.
+    sys::tcx_link(prog.as_fd(), ifindex, true)
+}
+
 /// Filters a killed rlbd left at [`PRIO`] still count into their orphaned maps: with links in
 /// their place they go, with the qdisc if nothing else uses it. Someone else's are left alone.
 fn remove_stale_filters(port: &str, ifindex: u32) {
