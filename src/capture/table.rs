@@ -14,6 +14,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use super::ebpf::Delta;
 use crate::client::{ClientKey, ServerSet};
 
 /// One client: an on-link neighbour that delivers frames to the server (routed traffic counts
@@ -204,7 +205,7 @@ impl ClientTable {
         ours: impl Fn(IpAddr) -> bool,
     ) {
         let stale = self.idle_ticks;
-        let e = self.entry(client, port, bytes, now_tick);
+        let (e, _) = self.entry(client, port, bytes, now_tick);
         match src_ip {
             IpAddr::V4(v4) => e.ip = v4,
             IpAddr::V6(v6) => e.ip6 = Some(v6),
@@ -215,7 +216,8 @@ impl ClientTable {
     /// Counts what the kernel counted for `client` toward `dst_ip` since the last reading
     /// (`frames` frames, `bytes` bytes on the wire) on port `port`, like that many calls of
     /// [`account`](Self::account) at tick `now_tick`. `src_ip` is a source address the kernel
-    /// saw for it, if any (the client's own for an on-link client).
+    /// saw for it, if any (the client's own for an on-link client). Returns the port it was on
+    /// when it had been counted at `now_tick` already (it is on `port` now).
     #[allow(clippy::too_many_arguments)]
     pub fn account_counted(
         &mut self,
@@ -226,15 +228,66 @@ impl ClientTable {
         bytes: u64,
         now_tick: u64,
         ours: impl Fn(IpAddr) -> bool,
-    ) {
+    ) -> Option<u16> {
         let stale = self.idle_ticks;
-        let e = self.entry(client, port, bytes, now_tick);
+        let (e, before) = self.entry(client, port, bytes, now_tick);
         match src_ip {
             Some(IpAddr::V4(v4)) => e.ip = v4,
             Some(IpAddr::V6(v6)) => e.ip6 = Some(v6),
             None => {}
         }
         note_dst(e, dst_ip, now_tick, stale, ours);
+        before
+    }
+
+    /// Feeds one second of what the ports counted in the kernel (each count with its port's
+    /// index), as if each frame had been captured here, at tick `now_tick`. A client is on the
+    /// port its latest frame came in on, and within one reading that order is unknown: a
+    /// client counted on more than one port in the second (it was moved, or its frames are
+    /// spread) ends on the port of its largest count, whatever the order of `counts`. One
+    /// lookup per count; a second pass over `counts` only in a second that had such a client
+    /// (sorting every second's counts by client instead cost 4 ms at 65,536 clients).
+    pub fn account_kernel_counts(
+        &mut self,
+        counts: &[(usize, Delta)],
+        now_tick: u64,
+        ours: impl Fn(IpAddr) -> bool,
+    ) {
+        let mut split: Vec<ClientKey> = Vec::new();
+        for (port, d) in counts {
+            let port = *port as u16;
+            let before = self.account_counted(
+                d.key.client,
+                d.src,
+                d.key.dst,
+                port,
+                d.bytes,
+                now_tick,
+                &ours,
+            );
+            if before.is_some_and(|p| p != port) {
+                split.push(d.key.client);
+            }
+        }
+        if split.is_empty() {
+            return;
+        }
+        split.sort_unstable_by_key(key);
+        split.dedup();
+        let mut best: Vec<Option<(u64, u16)>> = vec![None; split.len()];
+        for (port, d) in counts {
+            let k = key(&d.key.client);
+            if let Ok(i) = split.binary_search_by_key(&k, key) {
+                if best[i].is_none_or(|(b, _)| d.bytes > b) {
+                    best[i] = Some((d.bytes, *port as u16));
+                }
+            }
+        }
+        for (client, best) in split.iter().zip(best) {
+            if let (Some((_, port)), Some((_, s))) = (best, self.find(client, self.tag(client))) {
+                self.slots[s as usize].entry.port = port;
+            }
+        }
     }
 
     /// The entry for `client` with one frame counted, inserted (addresses unset) if new.
@@ -244,7 +297,7 @@ impl ClientTable {
         port: u16,
         bytes: u64,
         now_tick: u64,
-    ) -> &mut ClientEntry {
+    ) -> (&mut ClientEntry, Option<u16>) {
         // A bulk flow sends runs of frames from one sender: the most recent entry is checked
         // first, which skips the hash and the probe for most frames of a busy port.
         let head = self.head;
@@ -295,23 +348,32 @@ impl ClientTable {
         self.index[at] = Bucket { slot: s, tag };
         self.push_front(s);
         self.len += 1;
-        &mut self.slots[s as usize].entry
+        (&mut self.slots[s as usize].entry, None)
     }
 
-    /// Counts a frame for the entry in slot `s`.
+    /// Counts a frame for the entry in slot `s`; also the port it was on if it was counted at
+    /// `now_tick` already.
     #[inline]
-    fn hit(&mut self, s: u32, bytes: u64, port: u16, now_tick: u64) -> &mut ClientEntry {
+    fn hit(
+        &mut self,
+        s: u32,
+        bytes: u64,
+        port: u16,
+        now_tick: u64,
+    ) -> (&mut ClientEntry, Option<u16>) {
         // The list is kept in order of the tick last seen, not of every frame: an entry
         // already seen this tick stays where it is, so a hit touches only its own slot (not
         // its list neighbours) after its first frame of the second.
-        if self.slots[s as usize].entry.last_seen != now_tick {
+        let seen = self.slots[s as usize].entry.last_seen == now_tick;
+        if !seen {
             self.touch(s);
         }
         let e = &mut self.slots[s as usize].entry;
+        let before = seen.then_some(e.port);
         e.port = port;
         e.bytes_this_second = e.bytes_this_second.saturating_add(bytes);
         e.last_seen = now_tick;
-        e
+        (e, before)
     }
 
     /// Closes the accounting interval at `now_tick` (call once a second): each entry's `rate`

@@ -449,3 +449,79 @@ fn destinations_that_are_not_the_servers_are_noted_apart() {
     );
     assert_eq!(e.servers.other(), Some(elsewhere.into()));
 }
+
+/// One kernel count: `bytes` from client `i` to `dst` on port `port`.
+fn count(port: usize, i: u32, dst: Ipv4Addr, bytes: u64) -> (usize, Delta) {
+    (
+        port,
+        Delta {
+            key: crate::capture::ebpf::EntryKey {
+                client: m(i).into(),
+                dst: dst.into(),
+            },
+            frames: 1,
+            bytes,
+            src: Some(cip(i).into()),
+        },
+    )
+}
+
+#[test]
+fn kernel_counts_put_a_client_on_the_port_of_its_largest_count_in_any_order() {
+    let sip2 = Ipv4Addr::new(198, 18, 0, 2);
+    // Client 1 on ports 0 and 1 (1 carried more), client 2 on three ports (2 in the middle
+    // carried most), client 3 to two addresses on port 0 and a little on port 1, client 4 on
+    // one port only.
+    let counts = vec![
+        count(0, 1, SIP, 100),
+        count(1, 1, SIP, 300),
+        count(0, 2, SIP, 100),
+        count(2, 2, SIP, 150),
+        count(1, 2, SIP, 120),
+        count(0, 3, SIP, 400),
+        count(0, 3, sip2, 50),
+        count(1, 3, SIP, 200),
+        count(2, 4, SIP, 70),
+    ];
+    let want = [(1, 1, 400), (2, 2, 370), (3, 0, 650), (4, 2, 70)];
+    // Every rotation and the reversal: the order the ports are read in does not matter.
+    let mut orders: Vec<Vec<(usize, Delta)>> = (0..counts.len())
+        .map(|r| {
+            let mut c = counts.clone();
+            c.rotate_left(r);
+            c
+        })
+        .collect();
+    orders.push(counts.iter().rev().cloned().collect());
+    for (n, c) in orders.iter().enumerate() {
+        let mut t = ClientTable::new(16, 60);
+        t.account_kernel_counts(c, 5, |_| true);
+        check(&t);
+        for (i, port, bytes) in want {
+            let e = t.get(&m(i).into()).unwrap();
+            assert_eq!(
+                (e.port, e.bytes_this_second),
+                (port, bytes),
+                "order {n}, client {i}"
+            );
+            assert_eq!(e.ip, cip(i));
+        }
+        let e3 = t.get(&m(3).into()).unwrap();
+        assert_eq!(e3.servers.iter().count(), 2);
+    }
+}
+
+#[test]
+fn kernel_counts_of_the_next_second_move_a_client_without_a_split() {
+    let mut t = ClientTable::new(16, 60);
+    t.account_kernel_counts(&[count(0, 1, SIP, 100)], 5, |_| true);
+    t.roll_over(5);
+    // Next second only port 1 counted it: it is there, whatever it drew before.
+    t.account_kernel_counts(&[count(1, 1, SIP, 10)], 6, |_| true);
+    assert_eq!(t.get(&m(1).into()).unwrap().port, 1);
+    // A frame captured on port 2 in the same second, then counts on 0 and 1: the counts decide.
+    t.account(m(1).into(), cip(1).into(), SIP.into(), 2, 60, 7, |_| true);
+    t.account_kernel_counts(&[count(0, 1, SIP, 30), count(1, 1, SIP, 20)], 7, |_| true);
+    assert_eq!(t.get(&m(1).into()).unwrap().port, 0);
+    check(&t);
+}

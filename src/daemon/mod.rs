@@ -284,23 +284,9 @@ impl Daemon {
         let whole = self
             .captures
             .read_counts(&self.ports, &mut counts, &mut buf);
-        // A client is on the port its latest frame came in on; within one reading that order is
-        // unknown, so the (port, destination) that carried most of its bytes is fed last.
-        if counts.windows(2).any(|w| w[0].0 != w[1].0) {
-            counts.sort_unstable_by_key(|(_, d)| (d.key.client.as_u64(), d.bytes));
-        }
-        let (tick, ours) = (self.clock.tick, &self.ours);
-        for (port, d) in &counts {
-            self.table.account_counted(
-                d.key.client,
-                d.src,
-                d.key.dst,
-                *port as u16,
-                d.bytes,
-                tick,
-                |ip| ours.contains(&ip),
-            );
-        }
+        let ours = &self.ours;
+        self.table
+            .account_kernel_counts(&counts, self.clock.tick, |ip| ours.contains(&ip));
         self.kernel_counts = counts;
         self.count_buf = buf;
         whole
