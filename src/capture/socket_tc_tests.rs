@@ -172,6 +172,17 @@ fn hooks_and_ring(links: bool) -> Result<(), String> {
     nothing_left()
 }
 
+/// What `sock` hands over within 2 s when one frame is expected (and 0.1 s more).
+fn one_frame(sock: &mut CaptureSocket) -> Vec<(FrameMeta, Vec<u8>)> {
+    collect(
+        sock,
+        1,
+        16,
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    )
+}
+
 /// The mappings of this process's memory that are `sock`'s (its receive ring).
 fn ring_mappings(sock: &CaptureSocket) -> usize {
     use std::os::fd::AsRawFd;
@@ -203,13 +214,7 @@ fn ring_given_back() -> Result<(), String> {
     for _ in 0..20 {
         peer.send(&to_us()).unwrap();
     }
-    let got = collect(
-        &mut cap,
-        1,
-        16,
-        Duration::from_secs(2),
-        Duration::from_millis(100),
-    );
+    let got = one_frame(&mut cap);
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(matches!(parse(&got[0].1), Some(Frame::Arp { op: 1, .. })));
     let mut counts = Vec::new();
@@ -221,13 +226,7 @@ fn ring_given_back() -> Result<(), String> {
     // and the socket still sends and reports its statistics.
     peer.send(&arp_request(true)).unwrap();
     peer.send(&to_us()).unwrap();
-    let got = collect(
-        &mut cap,
-        1,
-        16,
-        Duration::from_secs(2),
-        Duration::from_millis(100),
-    );
+    let got = one_frame(&mut cap);
     assert!(
         matches!(got.as_slice(), [(m, d)] if m.vlan == Some(5) && matches!(parse(d), Some(Frame::Arp { op: 1, .. }))),
         "{got:?}"
@@ -441,13 +440,7 @@ fn live_tc_empty_program_holds_the_hook_while_its_link_lives() {
             let link = crate::capture::ebpf::tc::empty_program_at_ingress(ifindex).unwrap();
             assert_eq!((on(true), on(false)), (1, 0));
             peer.send(&to_us()).unwrap();
-            let got = collect(
-                &mut tap,
-                1,
-                16,
-                Duration::from_secs(2),
-                Duration::from_millis(50),
-            );
+            let got = one_frame(&mut tap);
             assert_eq!(got.len(), 1, "the frame did not get past the empty program");
             drop(link);
             assert_eq!(on(true), 0);
