@@ -286,7 +286,8 @@ impl Daemon {
             .read_counts(&self.ports, &mut counts, &mut buf);
         let ours = &self.ours;
         self.table
-            .account_kernel_counts(&counts, self.clock.tick, |ip| ours.contains(&ip));
+            .account_kernel_counts(&mut counts, self.clock.tick, |ip| ours.contains(&ip));
+        self.captures.keep_table_slots(&counts);
         self.kernel_counts = counts;
         self.count_buf = buf;
         whole
