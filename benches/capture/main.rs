@@ -166,7 +166,7 @@ fn bench(c: &mut Criterion) {
         x ^= x << 17;
         order.swap(i, (x % (i as u64 + 1)) as usize);
     }
-    let mut counts: Vec<(usize, Delta)> = order
+    let counts: Vec<(usize, Delta)> = order
         .iter()
         .map(|&i| {
             let key = EntryKey {
@@ -174,7 +174,13 @@ fn bench(c: &mut Criterion) {
                 dst: Ipv4Addr::new(198, 18, 0, 1).into(),
             };
             let src = Some(Ipv4Addr::new(198, 18, 1, 2).into());
-            ((i & 1) as usize, Delta::new(key, 3, 4542, src))
+            let d = Delta {
+                key,
+                frames: 3,
+                bytes: 4542,
+                src,
+            };
+            ((i & 1) as usize, d)
         })
         .collect();
     let mut t = ClientTable::new(65_536, 60);
@@ -184,7 +190,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("a second of 65536 clients on two ports", |b| {
         b.iter(|| {
             tick += 1;
-            t.account_kernel_counts(&mut counts, tick, |_| true);
+            t.account_kernel_counts(&counts, tick, |_| true);
         })
     });
     g.finish();

@@ -185,7 +185,6 @@ struct RlbdReceiver {
     sampler: Option<Sampler>,
     counter: Option<KernelCounter>,
     deltas: Vec<Delta>,
-    pairs: Vec<(usize, Delta)>,
     /// Estimated bytes per client since `mark` (only when asked: it costs per frame).
     per_client: Option<HashMap<Mac, u64>>,
     start: Instant,
@@ -242,7 +241,6 @@ impl RlbdReceiver {
             sampler,
             counter,
             deltas: Vec::new(),
-            pairs: Vec::new(),
             per_client: per_client.then(HashMap::new),
             start: Instant::now(),
             tick: 0,
@@ -348,29 +346,26 @@ impl RlbdReceiver {
             eprintln!("bench receiver: reading the counting map: {e}");
         }
         let t1 = thread_cpu_ns();
-        // As the daemon feeds them (one port here): with the port, then the table slots kept.
-        self.pairs.clear();
-        self.pairs.extend(self.deltas.drain(..).map(|d| (0, d)));
-        self.table
-            .account_kernel_counts(&mut self.pairs, self.tick, |_| true);
-        for (_, d) in &self.pairs {
+        for d in &self.deltas {
+            self.table.account_counted(
+                d.key.client,
+                d.src,
+                d.key.dst,
+                0,
+                d.bytes,
+                self.tick,
+                |_| true,
+            );
             if let Some(m) = &mut self.per_client {
                 *m.entry(d.key.client.mac).or_insert(0) += d.bytes;
             }
             self.counted += d.frames;
         }
-        match self.counter.as_mut() {
-            Some(c) => c.keep_table_slots(self.pairs.iter().map(|(_, d)| d)),
-            None => self
-                .pairs
-                .iter()
-                .for_each(|(_, d)| self.cap.keep_table_slot(d)),
-        }
         let t2 = thread_cpu_ns();
         if std::env::var_os("RLBD_BENCH_DEBUG").is_some() {
             eprintln!(
                 "map read: {} entries changed, read {} us, fed {} us",
-                self.pairs.len(),
+                self.deltas.len(),
                 (t1 - t0) / 1000,
                 (t2 - t1) / 1000
             );

@@ -148,13 +148,6 @@ impl CaptureSocket {
         Ok(())
     }
 
-    /// Where the client table put one of the last reading's counts (see [`Delta::hint`]).
-    pub fn keep_table_slot(&mut self, d: &Delta) {
-        if let Some(c) = self.counter.as_mut() {
-            c.keep_table_slots([d]);
-        }
-    }
-
     /// While counting in the kernel: the counts since the last call, per (client,
     /// destination), into `out` (cleared first; empty when not counting in the kernel), and the
     /// frames counted under no client (the map was full). On error `out` still holds what was

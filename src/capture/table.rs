@@ -14,7 +14,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::ebpf::{Delta, EntryKey};
+use super::ebpf::Delta;
 use crate::client::{ClientKey, ServerSet};
 
 /// One client: an on-link neighbour that delivers frames to the server (routed traffic counts
@@ -44,8 +44,6 @@ pub struct ClientEntry {
 }
 
 const NIL: u32 = u32::MAX;
-/// The `prev` of a slot on the free list: no hint may find an entry there.
-const FREED: u32 = u32::MAX - 1;
 
 /// Notes a frame's destination in the client's server set.
 #[inline]
@@ -207,8 +205,7 @@ impl ClientTable {
         ours: impl Fn(IpAddr) -> bool,
     ) {
         let stale = self.idle_ticks;
-        let (s, _) = self.entry(client, port, bytes, now_tick);
-        let e = &mut self.slots[s as usize].entry;
+        let (e, _) = self.entry(client, port, bytes, now_tick);
         match src_ip {
             IpAddr::V4(v4) => e.ip = v4,
             IpAddr::V6(v6) => e.ip6 = Some(v6),
@@ -232,74 +229,42 @@ impl ClientTable {
         now_tick: u64,
         ours: impl Fn(IpAddr) -> bool,
     ) -> Option<u16> {
-        let d = Delta::new(
-            EntryKey {
-                client,
-                dst: dst_ip,
-            },
-            1,
-            bytes,
-            src_ip,
-        );
-        self.count(NIL, &d, port, now_tick, ours).1
-    }
-
-    /// One count into the table: in slot `hint` if that holds the client (no lookup), else
-    /// wherever the client is or goes. The slot it went to, and the port it was on if it had
-    /// been counted at `now_tick` already.
-    fn count(
-        &mut self,
-        hint: u32,
-        d: &Delta,
-        port: u16,
-        now_tick: u64,
-        ours: impl Fn(IpAddr) -> bool,
-    ) -> (u32, Option<u16>) {
         let stale = self.idle_ticks;
-        let client = d.key.client;
-        let (s, before) = if self.holds(hint, &client) {
-            (hint, self.hit(hint, d.bytes, port, now_tick))
-        } else {
-            self.entry(client, port, d.bytes, now_tick)
-        };
-        let e = &mut self.slots[s as usize].entry;
-        match d.src {
+        let (e, before) = self.entry(client, port, bytes, now_tick);
+        match src_ip {
             Some(IpAddr::V4(v4)) => e.ip = v4,
             Some(IpAddr::V6(v6)) => e.ip6 = Some(v6),
             None => {}
         }
-        note_dst(e, d.key.dst, now_tick, stale, ours);
-        (s, before)
-    }
-
-    /// True if slot `s` is live and `client`'s.
-    #[inline]
-    fn holds(&self, s: u32, client: &ClientKey) -> bool {
-        self.slots
-            .get(s as usize)
-            .is_some_and(|x| x.prev != FREED && key(&x.entry.key) == key(client))
+        note_dst(e, dst_ip, now_tick, stale, ours);
+        before
     }
 
     /// Feeds one second of what the ports counted in the kernel (each count with its port's
-    /// index), as if each frame had been captured here, at tick `now_tick`, and leaves in each
-    /// count's `hint` the slot it went to (see [`Delta::hint`]: a count whose `hint` still
-    /// holds its client skips the lookup). A client is on the port its latest frame came in
-    /// on, and within one reading that order is unknown: a client counted on more than one
-    /// port in the second (it was moved, or its frames are spread) ends on the port of its
-    /// largest count, whatever the order of `counts`. A second pass over `counts` only in a
-    /// second that had such a client (sorting every second's counts by client instead cost
-    /// 4 ms at 65,536 clients).
+    /// index), as if each frame had been captured here, at tick `now_tick`. A client is on the
+    /// port its latest frame came in on, and within one reading that order is unknown: a
+    /// client counted on more than one port in the second (it was moved, or its frames are
+    /// spread) ends on the port of its largest count, whatever the order of `counts`. One
+    /// lookup per count; a second pass over `counts` only in a second that had such a client
+    /// (sorting every second's counts by client instead cost 4 ms at 65,536 clients).
     pub fn account_kernel_counts(
         &mut self,
-        counts: &mut [(usize, Delta)],
+        counts: &[(usize, Delta)],
         now_tick: u64,
         ours: impl Fn(IpAddr) -> bool,
     ) {
         let mut split: Vec<ClientKey> = Vec::new();
-        for (port, d) in counts.iter_mut() {
+        for (port, d) in counts {
             let port = *port as u16;
-            let (s, before) = self.count(d.hint, d, port, now_tick, &ours);
-            d.hint = s;
+            let before = self.account_counted(
+                d.key.client,
+                d.src,
+                d.key.dst,
+                port,
+                d.bytes,
+                now_tick,
+                &ours,
+            );
             if before.is_some_and(|p| p != port) {
                 split.push(d.key.client);
             }
@@ -332,13 +297,13 @@ impl ClientTable {
         port: u16,
         bytes: u64,
         now_tick: u64,
-    ) -> (u32, Option<u16>) {
+    ) -> (&mut ClientEntry, Option<u16>) {
         // A bulk flow sends runs of frames from one sender: the most recent entry is checked
         // first, which skips the hash and the probe for most frames of a busy port.
         let head = self.head;
         let k = key(&client);
         if head != NIL && key(&self.slots[head as usize].entry.key) == k {
-            return (head, self.hit(head, bytes, port, now_tick));
+            return self.hit(head, bytes, port, now_tick);
         }
         let tag = self.tag(&client);
         let mask = self.mask;
@@ -352,7 +317,7 @@ impl ClientTable {
                 break;
             }
             if b.tag == tag && key(&self.slots[b.slot as usize].entry.key) == k {
-                return (b.slot, self.hit(b.slot, bytes, port, now_tick));
+                return self.hit(b.slot, bytes, port, now_tick);
             }
             at = (at + 1) & mask;
         }
@@ -383,13 +348,19 @@ impl ClientTable {
         self.index[at] = Bucket { slot: s, tag };
         self.push_front(s);
         self.len += 1;
-        (s, None)
+        (&mut self.slots[s as usize].entry, None)
     }
 
-    /// Counts a frame for the entry in slot `s`; the port it was on if it was counted at
+    /// Counts a frame for the entry in slot `s`; also the port it was on if it was counted at
     /// `now_tick` already.
     #[inline]
-    fn hit(&mut self, s: u32, bytes: u64, port: u16, now_tick: u64) -> Option<u16> {
+    fn hit(
+        &mut self,
+        s: u32,
+        bytes: u64,
+        port: u16,
+        now_tick: u64,
+    ) -> (&mut ClientEntry, Option<u16>) {
         // The list is kept in order of the tick last seen, not of every frame: an entry
         // already seen this tick stays where it is, so a hit touches only its own slot (not
         // its list neighbours) after its first frame of the second.
@@ -402,7 +373,7 @@ impl ClientTable {
         e.port = port;
         e.bytes_this_second = e.bytes_this_second.saturating_add(bytes);
         e.last_seen = now_tick;
-        before
+        (e, before)
     }
 
     /// Closes the accounting interval at `now_tick` (call once a second): each entry's `rate`
@@ -489,7 +460,6 @@ impl ClientTable {
         }
         let hole = self.index_delete(pos);
         self.unlink(s);
-        self.slots[s as usize].prev = FREED;
         self.slots[s as usize].next = self.free;
         self.free = s;
         self.len -= 1;

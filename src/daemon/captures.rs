@@ -254,15 +254,6 @@ impl Captures {
         whole
     }
 
-    /// Where the client table put each port's counts (see [`Delta::hint`]).
-    pub fn keep_table_slots(&mut self, counts: &[(usize, Delta)]) {
-        for (port, d) in counts {
-            if let Some(Some(c)) = self.socks.get_mut(*port) {
-                c.keep_table_slot(d);
-            }
-        }
-    }
-
     pub fn get(&self, port: usize) -> Option<&CaptureSocket> {
         self.socks.get(port)?.as_ref()
     }

@@ -286,8 +286,7 @@ impl Daemon {
             .read_counts(&self.ports, &mut counts, &mut buf);
         let ours = &self.ours;
         self.table
-            .account_kernel_counts(&mut counts, self.clock.tick, |ip| ours.contains(&ip));
-        self.captures.keep_table_slots(&counts);
+            .account_kernel_counts(&counts, self.clock.tick, |ip| ours.contains(&ip));
         self.kernel_counts = counts;
         self.count_buf = buf;
         whole

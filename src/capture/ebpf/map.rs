@@ -98,29 +98,6 @@ pub struct Delta {
     pub frames: u64,
     pub bytes: u64,
     pub src: Option<IpAddr>,
-    /// Where the counts were read: the slot table's slot ([`Delta::NONE`] for the hash).
-    pub at: u32,
-    /// The client table's slot this slot's counts went to last time ([`Delta::NONE`]: none
-    /// known), a guess the table checks: fed back with
-    /// [`KernelCounter::keep_table_slots`](super::KernelCounter::keep_table_slots), it spares
-    /// the table's hash lookup (a cache miss per client at 65,536) the next second.
-    pub hint: u32,
-}
-
-impl Delta {
-    pub const NONE: u32 = u32::MAX;
-
-    /// Counts read from no slot, with no guess.
-    pub fn new(key: EntryKey, frames: u64, bytes: u64, src: Option<IpAddr>) -> Delta {
-        Delta {
-            key,
-            frames,
-            bytes,
-            src,
-            at: Delta::NONE,
-            hint: Delta::NONE,
-        }
-    }
 }
 
 /// Turns cumulative counters into per-reading deltas. An entry the kernel evicted (LRU) and
@@ -231,7 +208,12 @@ impl Deltas {
                 (t.frames, t.bytes)
             }
         };
-        (frames > 0).then(|| Delta::new(decode_key(k), frames, bytes, t.src))
+        (frames > 0).then(|| Delta {
+            key: decode_key(k),
+            frames,
+            bytes,
+            src: t.src,
+        })
     }
 
     /// Ends the reading: what it saw becomes the base of the next one, what it did not see is

@@ -340,16 +340,6 @@ impl KernelCounter {
             Reader::Hash(hash) => hash.read(self.map.as_fd(), out).map(|()| 0),
         }
     }
-
-    /// Where the client table put the counts of the last reading (their `hint` as the table
-    /// left it), for the next reading's guesses. Nothing to keep for the hash.
-    pub fn keep_table_slots<'a>(&mut self, deltas: impl IntoIterator<Item = &'a Delta>) {
-        if let Reader::Slots(_, slots) = &mut self.reader {
-            for d in deltas {
-                slots.keep(d.at, d.hint);
-            }
-        }
-    }
 }
 
 /// At the tc hooks, the ring buffer for ARP and ND.

@@ -32,9 +32,9 @@ pub const PROBES: u32 = 8;
 pub const MIN_SLOTS: u32 = 32_768;
 pub const MAX_SLOTS: u32 = 262_144;
 /// Readings a slot may count nothing before it is freed...
-const IDLE_READINGS: u16 = 30;
+const IDLE_READINGS: u32 = 30;
 /// ...and when more than 3/4 of the slots are taken (probe runs grow long), after this many.
-const IDLE_READINGS_FULL: u16 = 2;
+const IDLE_READINGS_FULL: u32 = 2;
 
 /// Slots for a map of `entries` (client, destination) pairs (`map_entries`: twice the client
 /// table): twice as many, a power of two within bounds. Open addressing wants the table at
@@ -60,27 +60,13 @@ pub trait SlotMemory {
     fn store(&self, at: usize, v: u64);
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Prev {
     frames: u64,
     bytes: u64,
     /// Readings in a row that counted nothing.
-    idle: u16,
+    idle: u32,
     taken: bool,
-    /// The client table's slot the counts went to last ([`Delta::NONE`]: none yet).
-    hint: u32,
-}
-
-impl Default for Prev {
-    fn default() -> Self {
-        Prev {
-            frames: 0,
-            bytes: 0,
-            idle: 0,
-            taken: false,
-            hint: Delta::NONE,
-        }
-    }
 }
 
 /// What one reading found besides the deltas.
@@ -135,7 +121,6 @@ impl SlotReader {
             if !p.taken {
                 p.taken = true;
                 p.idle = 0;
-                p.hint = Delta::NONE;
                 self.taken += 1;
             }
             let frames = mem.load(base + SLOT_FRAMES);
@@ -171,8 +156,6 @@ impl SlotReader {
                 frames: df,
                 bytes: db,
                 src: (!src.is_unspecified()).then_some(src),
-                at: i as u32,
-                hint: p.hint,
             });
         }
         let base = self.slots * SLOT_SIZE;
@@ -184,14 +167,6 @@ impl SlotReader {
             overflow_frames,
             taken: self.taken,
             freed,
-        }
-    }
-
-    /// Slot `at`'s counts went to the client table's slot `hint` (a [`Delta`]'s `at` and
-    /// `hint` after the table took it); out of range does nothing.
-    pub fn keep(&mut self, at: u32, hint: u32) {
-        if let Some(p) = self.prev.get_mut(at as usize) {
-            p.hint = hint;
         }
     }
 }

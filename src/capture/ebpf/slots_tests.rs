@@ -182,33 +182,3 @@ fn a_slot_freed_under_the_reader_is_let_go() {
     m.store(2 * SLOT_SIZE, 0);
     assert_eq!(read(&mut r, &m).1.taken, 0);
 }
-
-/// A slot's deltas name it, and carry back the client table's slot kept for it; a slot freed
-/// and claimed again (by whatever key) starts with no guess.
-#[test]
-fn deltas_carry_their_slot_and_the_table_slot_kept_for_it() {
-    let m = Mem::new();
-    let mut r = SlotReader::new(SLOTS);
-    m.claim(5, &key(1, 1), Ipv4Addr::UNSPECIFIED);
-    m.count(5, 1, 64);
-    let mut out = Vec::new();
-    r.read(&m, &mut out);
-    assert_eq!((out[0].at, out[0].hint), (5, Delta::NONE));
-    r.keep(5, 42);
-    r.keep(SLOTS + 7, 1); // out of range: nothing
-    out.clear();
-    m.count(5, 1, 64);
-    r.read(&m, &mut out);
-    assert_eq!((out[0].at, out[0].hint), (5, 42));
-    // Idle until freed, then claimed by another key: no guess.
-    for _ in 0..=IDLE_READINGS {
-        out.clear();
-        r.read(&m, &mut out);
-    }
-    assert_eq!(m.word(5, 0), 0, "freed");
-    m.claim(5, &key(2, 1), Ipv4Addr::UNSPECIFIED);
-    m.count(5, 1, 64);
-    out.clear();
-    r.read(&m, &mut out);
-    assert_eq!((out[0].key, out[0].hint), (key(2, 1), Delta::NONE));
-}
