@@ -42,6 +42,18 @@ impl Default for RingConfig {
 }
 
 impl RingConfig {
+    /// The longest a block with frames in it waits before the kernel hands it over. With
+    /// `retire_timeout_ms` 0 the kernel derives the timeout from the link speed: one block's
+    /// megabits at the link's Gbit/s plus 1 ms, so at most that at 1 Gbit/s, or 8 ms when the
+    /// speed is unknown or slower.
+    pub(crate) fn retire_bound(&self) -> std::time::Duration {
+        let ms = match self.retire_timeout_ms {
+            0 => (self.block_size / (128 * 1024) + 1).max(8),
+            ms => ms,
+        };
+        std::time::Duration::from_millis(u64::from(ms))
+    }
+
     pub(crate) fn validate(&self) -> Result<(), String> {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -317,7 +329,24 @@ impl Drop for Ring {
 
 #[cfg(test)]
 mod tests {
-    use super::offloaded_vlan;
+    use super::{offloaded_vlan, RingConfig};
+
+    #[test]
+    fn a_block_waits_at_most_the_timeout_given_or_what_the_kernel_derives() {
+        let ms = |block_kib: u32, tov: u32| {
+            let c = RingConfig {
+                block_size: block_kib * 1024,
+                retire_timeout_ms: tov,
+                ..RingConfig::default()
+            };
+            c.retire_bound().as_millis()
+        };
+        assert_eq!(ms(1024, 20), 20);
+        // Derived: 1 MiB is 8 Mbit, 9 ms at 1 Gbit/s, never under the 8 ms default.
+        assert_eq!(ms(1024, 0), 9);
+        assert_eq!(ms(64 * 1024, 0), 513);
+        assert_eq!(ms(64, 0), 8);
+    }
 
     #[test]
     fn offloaded_tags_by_status_and_tpid() {

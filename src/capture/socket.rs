@@ -137,7 +137,7 @@ pub struct CaptureSocket {
     tc_error: Option<String>,
     /// At the tc hooks: tcx links where the kernel has them (else `cls_bpf` filters).
     tc_links: bool,
-    /// The ring's retire timeout: how long a block with frames in it can wait to be handed over.
+    /// How long a block with frames in it can wait to be handed over (the retire timeout).
     retire: Duration,
     /// At the tc hooks, from when the ring holds nothing it has not handed over: it is given
     /// back once read to the end after that.
@@ -206,7 +206,7 @@ impl CaptureSocket {
             counter: None,
             tc_error: None,
             tc_links: true,
-            retire: Duration::from_millis(u64::from(config.retire_timeout_ms)),
+            retire: config.retire_bound(),
             ring_free_at: None,
         })
     }
