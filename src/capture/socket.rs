@@ -324,9 +324,7 @@ impl CaptureSocket {
                 )
             })
         });
-        if self.ring_free_at.is_some() {
-            self.release_drained_ring(Instant::now());
-        }
+        self.release_drained_ring();
         // At the tc hooks ARP and ND come from the ring buffer (the ring holds at most frames
         // captured before the switch).
         let Some(rb) = self.counter.as_mut().and_then(|c| c.ring()) else {
@@ -361,8 +359,10 @@ impl CaptureSocket {
     /// switch are read. A block still being filled then is handed over only by the retire
     /// timer, hence the wait before; frames still waiting keep the ring until `drain` reads
     /// them.
-    pub(super) fn release_drained_ring(&mut self, now: Instant) {
-        if self.ring_free_at.is_none_or(|t| now < t) || self.pending_in_ring() {
+    pub(super) fn release_drained_ring(&mut self) {
+        // The clock is read only while a ring waits to go.
+        let Some(at) = self.ring_free_at else { return };
+        if Instant::now() < at || self.pending_in_ring() {
             return;
         }
         self.ring_free_at = None;

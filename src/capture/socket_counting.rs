@@ -155,9 +155,7 @@ impl CaptureSocket {
     pub fn read_counts(&mut self, out: &mut Vec<Delta>) -> io::Result<u64> {
         out.clear();
         // Every second: the ring goes back even on a port where `drain` has nothing to do.
-        if self.ring_free_at.is_some() {
-            self.release_drained_ring(Instant::now());
-        }
+        self.release_drained_ring();
         let (name, ifindex) = (&self.name, self.ifindex);
         match self.counter.as_mut() {
             Some(c) => c
