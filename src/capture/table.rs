@@ -8,7 +8,7 @@
 //! (most recently seen at the head). The list is ordered by the tick (second) each client was
 //! last seen: a client moves to the head on its first frame of a tick, not on every frame, so a
 //! hit costs no write to its list neighbours. Insert, lookup, touch, evict and remove are O(1)
-//! expected; `roll_over` touches only live entries.
+//! expected; `roll_over` walks the slots in use or used before (at most `capacity`).
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -44,6 +44,9 @@ pub struct ClientEntry {
 }
 
 const NIL: u32 = u32::MAX;
+/// A free slot's `prev` (never a slot number: capacities stay under 2^30), so that a walk of
+/// the slot array can tell the live ones.
+const FREE: u32 = u32::MAX - 1;
 
 /// Notes a frame's destination in the client's server set.
 #[inline]
@@ -399,12 +402,14 @@ impl ClientTable {
             None => 1,
         };
         self.last_roll = Some(now_tick);
-        let mut s = self.head;
-        while s != NIL {
-            let slot = &mut self.slots[s as usize];
+        // In the slots' order, not the list's: following the list is a cache miss per entry,
+        // one after the other (the list's order is the order the clients were seen in, which
+        // for counts read from the kernel is its hash's), where a walk of the array is a
+        // stream. A free slot's entry is rewritten whole when the slot is taken again, so
+        // rolling it over too is harmless.
+        for slot in &mut self.slots {
             slot.entry.rate = slot.entry.bytes_this_second / elapsed;
             slot.entry.bytes_this_second = 0;
-            s = slot.next;
         }
     }
 
@@ -460,6 +465,7 @@ impl ClientTable {
         }
         let hole = self.index_delete(pos);
         self.unlink(s);
+        self.slots[s as usize].prev = FREE;
         self.slots[s as usize].next = self.free;
         self.free = s;
         self.len -= 1;

@@ -409,6 +409,12 @@ proptest! {
             let want: Vec<ClientEntry> = model.iter().copied().map(bare).collect();
             prop_assert_eq!(&got, &want);
             prop_assert_eq!(t.evictions(), evictions);
+            // The same entries in the slots' order: the live ones, each once.
+            let mut unordered: Vec<ClientEntry> = t.iter_unordered().copied().map(bare).collect();
+            let mut want = want;
+            unordered.sort_by_key(|e| e.key.as_u64());
+            want.sort_by_key(|e| e.key.as_u64());
+            prop_assert_eq!(unordered, want);
         }
         check(&t);
     }

@@ -19,7 +19,7 @@ impl Daemon {
     pub(super) fn client_snaps(&self, active_only: bool) -> Vec<ClientSnap> {
         let usable = |p: usize| self.ports.list.get(p).is_some_and(|p| p.usable());
         self.table
-            .iter()
+            .iter_unordered()
             .filter(|e| (e.port as usize) < self.ports.list.len())
             .filter(|e| !active_only || e.rate > 0 || !usable(e.port as usize))
             .map(|e| ClientSnap {

@@ -105,7 +105,7 @@ impl Daemon {
 
     fn port_statuses(&self) -> Vec<PortStatus> {
         let mut per_port = vec![0usize; self.ports.list.len()];
-        for e in self.table.iter() {
+        for e in self.table.iter_unordered() {
             if let Some(n) = per_port.get_mut(e.port as usize) {
                 *n += 1;
             }
@@ -142,7 +142,7 @@ impl Daemon {
 
     /// The busiest `top` clients (all with `None`), largest rate first, ties by address.
     fn client_list(&self, top: Option<usize>) -> Vec<ClientStatus> {
-        let mut entries: Vec<&ClientEntry> = self.table.iter().collect();
+        let mut entries: Vec<&ClientEntry> = self.table.iter_unordered().collect();
         let by_rate = |a: &&ClientEntry, b: &&ClientEntry| b.rate.cmp(&a.rate);
         if let Some(n) = top.filter(|n| *n < entries.len()) {
             // Partial selection: only the N shown are sorted (and rendered).
