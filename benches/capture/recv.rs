@@ -521,12 +521,7 @@ fn read_stdin() -> Stdin {
 /// ingress, no tap, nothing read, until stdin closes. What a frame costs the kernel with it is
 /// what the hook costs before a program does any work.
 fn recv_floor(iface: &str) -> Res<String> {
-    let name = std::ffi::CString::new(iface).map_err(|e| e.to_string())?;
-    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(format!("no interface {iface}"));
-    }
+    let ifindex = rlbd::capture::socket::if_index(iface).map_err(|e| e.to_string())?;
     let link = rlbd::capture::ebpf::tc::empty_program_at_ingress(ifindex)
         .map_err(|e| format!("an empty program at {iface}'s tcx ingress: {e}"))?;
     ready();

@@ -213,21 +213,7 @@ impl CaptureSocket {
 
     /// Like [`open`](Self::open), looking the interface index up by name.
     pub fn open_by_name(name: &str, macs: &[Mac], config: &RingConfig) -> io::Result<Self> {
-        let c = CString::new(name).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("interface name {name:?} contains a NUL byte"),
-            )
-        })?;
-        // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-        let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
-        if ifindex == 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("if_nametoindex({name}): {e}"),
-            ));
-        }
+        let ifindex = if_index(name)?;
         Self::open(name, ifindex, macs, config)
     }
 
@@ -515,6 +501,24 @@ mod tests;
 #[cfg(test)]
 #[path = "socket_ebpf_tests.rs"]
 mod ebpf_tests;
+
+/// The index of the interface named `name` (in this process's network namespace).
+pub fn if_index(name: &str) -> io::Result<u32> {
+    let c = CString::new(name).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name {name:?} contains a NUL byte"),
+        )
+    })?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => {
+            let e = io::Error::last_os_error();
+            Err(io::Error::new(e.kind(), format!("interface {name}: {e}")))
+        }
+        i => Ok(i),
+    }
+}
 
 #[cfg(test)]
 #[path = "socket_tc_tests.rs"]

@@ -385,3 +385,12 @@ fn sampling(lab: &mut Lab) {
     assert!(weights[50..].iter().all(|w| *w == 4), "{weights:?}");
     cap.set_sampling(1).unwrap();
 }
+
+#[test]
+fn an_interface_index_by_name_or_an_error_naming_it() {
+    assert!(if_index("lo").unwrap() > 0);
+    let e = if_index("rlbd-none0").unwrap_err();
+    assert!(e.to_string().starts_with("interface rlbd-none0: "), "{e}");
+    let e = if_index("lo\0").unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+}

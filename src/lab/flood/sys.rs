@@ -48,14 +48,7 @@ fn rusage_ns(who: libc::c_int) -> u64 {
 /// A raw AF_PACKET socket bound to an interface for sending only (protocol 0: it receives
 /// nothing), bypassing the qdisc.
 pub(super) fn open_sender(iface: &str) -> io::Result<OwnedFd> {
-    let name = std::ffi::CString::new(iface)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
-    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{iface}: {e}")));
-    }
+    let ifindex = crate::capture::socket::if_index(iface)?;
     // SAFETY: plain socket(2) call with constant arguments.
     let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
