@@ -494,14 +494,6 @@ impl event::Source for CaptureSocket {
 #[path = "socket_counting.rs"]
 mod counting;
 
-#[cfg(test)]
-#[path = "socket_tests.rs"]
-mod tests;
-
-#[cfg(test)]
-#[path = "socket_ebpf_tests.rs"]
-mod ebpf_tests;
-
 /// The index of the interface named `name` (in this process's network namespace).
 pub fn if_index(name: &str) -> io::Result<u32> {
     let c = CString::new(name).map_err(|_| {
@@ -519,6 +511,14 @@ pub fn if_index(name: &str) -> io::Result<u32> {
         i => Ok(i),
     }
 }
+
+#[cfg(test)]
+#[path = "socket_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+#[path = "socket_ebpf_tests.rs"]
+mod ebpf_tests;
 
 #[cfg(test)]
 #[path = "socket_tc_tests.rs"]

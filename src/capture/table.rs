@@ -286,8 +286,9 @@ impl ClientTable {
         let mut split: Vec<ClientKey> = Vec::new();
         for (i, (port, d)) in counts.iter().enumerate() {
             // The counts come in the kernel's hash order, each client's entry a cache miss
-            // somewhere in the table: start loading the index bucket of the count 2 * AHEAD on
-            // and, that bucket in cache by now, the entry of the count AHEAD on, so the misses
+            // somewhere in the table: start loading the index bucket of the count
+            // 2 * FEED_AHEAD on and, that bucket in cache by now, the entry of the count
+            // FEED_AHEAD on, so the misses
             // overlap instead of following one another.
             if let Some((_, d)) = counts.get(i + 2 * FEED_AHEAD) {
                 prefetch(&self.index[self.tag(&d.key.client) as usize & self.mask]);
@@ -442,10 +443,10 @@ impl ClientTable {
             None => 1,
         };
         self.last_roll = Some(now_tick);
-        // In the slots' order, not the list's: following the list is a cache miss per entry,
-        // one after the other (the list's order is the order the clients were seen in, which
-        // for counts read from the kernel is its hash's), where a walk of the array is a
-        // stream. A free slot's entry is rewritten whole when the slot is taken again, so
+        // In the slots' order, not the list's: where the order clients were last seen in
+        // differs from the order their slots were taken in (after churn, or a table filled from
+        // captured frames and fed from the kernel's counts), following the list is a cache miss
+        // per entry, one after the other, where a walk of the array is a stream. A free slot's entry is rewritten whole when the slot is taken again, so
         // rolling it over too is harmless.
         for slot in &mut self.slots {
             slot.entry.rate = slot.entry.bytes_this_second / elapsed;

@@ -22,10 +22,10 @@ impl ClientTable {
     }
 
     /// Live entries in no particular order (the slots'). What needs every entry and not their
-    /// order wants this: the list's order is the order the clients were last seen in (for
-    /// counts read from the kernel, its hash's), and following it is a cache miss per entry,
-    /// one after the other, where this is a stream through memory (at 65,536 clients about
-    /// 15 ms against 0.2 ms on the lab machine).
+    /// order wants this: the list's order is the order the clients were last seen in, and
+    /// where that differs from the order their slots were taken in, following it is a cache
+    /// miss per entry, one after the other, where this is a stream through memory (at 65,536
+    /// clients in shuffled orders, about 15 ms against 0.2 ms in the micro-bench).
     pub fn iter_unordered(&self) -> impl Iterator<Item = &ClientEntry> {
         self.slots
             .iter()
