@@ -11,6 +11,9 @@
 //!   none of whose frames went out is not believed made;
 //! - a port that just went down (ENETDOWN): frames already due on it are refused, counted, not
 //!   retried, and the client is failed over to a live port, with no busy loop;
+//! - a port fails while a client the server answered there (its ARP) has sent nothing yet, so is
+//!   in no client table: rlbd moves it to the live port all the same (plain ports, where no
+//!   bonding driver would), and leaves alone a client on that port the server never answered;
 //! - control socket abuse: 1,000 connections at once, a client sending a byte a second and an
 //!   oversized request, while traffic runs: timers stay on time, re-assertions still happen,
 //!   memory stays bounded.
@@ -24,8 +27,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::daemon::{cpu_rss, lab_test, signal, start, status, stop, tmp, Daemon};
-use common::lab_exe;
-use rlbd::lab::netns::{Lab, LabResult, PORTS};
+use common::{client_mac, lab_exe, raw};
+use rlbd::lab::netns::{client_ip, Lab, LabResult, PORTS, SERVER_IP};
 use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
 
 /// Confirmed neighbours (with a MAC, not FAILED/INCOMPLETE) on the server's ports, per the
@@ -430,6 +433,79 @@ fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over
         for s in &mut sources {
             let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
         }
+        stop(lab, &mut d);
+        let _ = std::fs::copy(&d.log, log);
+        Ok(failures)
+    });
+}
+
+#[test]
+fn a_client_answered_on_a_failed_port_is_moved_before_it_sends() {
+    lab_test("answered", |lab, log| {
+        let mut failures = Vec::new();
+        let mut d = start(lab, "answered", &[], &["-v"])?;
+        // c2 resolves the server: one broadcast request, answered by both ports (one subnet on
+        // two ports); it takes p0's answer (its own kernel, having asked nothing, ignores both,
+        // so the test sets the entry it would have learnt).
+        let (mac, ip) = (client_mac(lab, "c2")?, client_ip("c2")?);
+        lab.flush_neigh("c2")?;
+        raw(lab, "c2", &["ask", "eth0", &mac, &ip, SERVER_IP])?;
+        lab.place("c2", PORTS[0])?;
+        // c3 sits on p0 too, known to the server's neighbour table (so rlbd could send to it),
+        // but the server never answered it: nothing tells rlbd it is there.
+        let (mac3, ip3) = (client_mac(lab, "c3")?, client_ip("c3")?);
+        lab.ip(
+            "srv",
+            &[
+                "neigh",
+                "replace",
+                &ip3,
+                "lladdr",
+                &mac3,
+                "dev",
+                PORTS[0],
+                "nud",
+                "reachable",
+            ],
+        )?;
+        lab.place("c3", PORTS[0])?;
+        lab.sleep(Duration::from_millis(500))?;
+        let known = status(&d)?.clients.len();
+        lab.set_port(PORTS[0], false)?;
+        let t = Instant::now();
+        let mut moved = None;
+        while t.elapsed() < Duration::from_secs(3) && moved.is_none() {
+            if lab.client_port("c2")? == Some(PORTS[1]) {
+                moved = Some(t.elapsed().as_secs_f64());
+            }
+            lab.sleep(Duration::from_millis(50))?;
+        }
+        lab.sleep(Duration::from_millis(1000))?;
+        let c3 = lab.client_port("c3")?;
+        let text = std::fs::read_to_string(&d.log).unwrap_or_default();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("the host answered it there"))
+            .collect();
+        say!(
+            "clients in rlbd's table before the failure: {known}; c2 on p1 after {moved:?} s; \
+             c3 on {c3:?}; failover lines for answered clients: {lines:?}"
+        );
+        if known != 0 {
+            failures.push(format!("{known} clients counted: c2 must be in no table"));
+        }
+        if moved.is_none() {
+            failures.push(
+                "c2 (answered on p0, no frame sent) still not on p1 3 s after p0 failed".into(),
+            );
+        }
+        if lines.len() != 1 || !lines[0].contains(&ip) {
+            failures.push(format!("expected one failover line naming {ip}: {lines:?}"));
+        }
+        if c3 != Some(PORTS[0]) {
+            failures.push(format!("c3, never answered, was moved to {c3:?}"));
+        }
+        lab.set_port(PORTS[0], true)?;
         stop(lab, &mut d);
         let _ = std::fs::copy(&d.log, log);
         Ok(failures)

@@ -14,36 +14,15 @@
 #[macro_use]
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::daemon::{lab_test, lab_test_with, start, status, stop};
-use common::lab_exe;
+use common::{client_mac, lab_exe, raw, rawsend};
 use rlbd::lab::netns::{client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6};
 use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
 
 const PER_CLIENT_PER_SEC: u64 = rlbd::config::DEFAULT_PER_CLIENT_PER_SEC as u64;
-
-fn rawsend() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/rawsend.py")
-}
-
-/// Runs rawsend.py in `node` with `args`; waits for it.
-fn raw(lab: &Lab, node: &str, args: &[&str]) -> LabResult<String> {
-    let script = rawsend().to_string_lossy().to_string();
-    let mut full = vec!["python3", &script];
-    full.extend_from_slice(args);
-    lab.exec_in(node, &full)
-}
-
-fn client_mac(lab: &Lab, node: &str) -> LabResult<String> {
-    let out = lab.ip(node, &["-br", "link", "show", "eth0"])?;
-    out.split_whitespace()
-        .nth(2)
-        .map(str::to_string)
-        .ok_or_else(|| format!("no MAC for {node}'s eth0 in {out:?}"))
-}
 
 #[test]
 fn a_host_claiming_our_address_gets_one_warning_per_episode_and_no_storm() {

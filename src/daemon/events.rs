@@ -266,6 +266,8 @@ impl Daemon {
                         eth_dst,
                         op,
                         sha,
+                        spa,
+                        tpa,
                         ..
                     } => {
                         let seen = ArpSeen {
@@ -274,6 +276,8 @@ impl Daemon {
                             eth_src,
                             eth_dst,
                             sha,
+                            spa,
+                            tpa,
                             vlan,
                         };
                         steer.on_arp(now_ms, &seen, ctx, out);
@@ -283,6 +287,8 @@ impl Daemon {
                         eth_dst,
                         kind,
                         target,
+                        src_ip,
+                        dst_ip,
                         lladdr,
                         ..
                     } => {
@@ -293,6 +299,8 @@ impl Daemon {
                             eth_dst,
                             target,
                             lladdr,
+                            src_ip,
+                            dst_ip,
                             vlan,
                         };
                         steer.on_nd(now_ms, &seen, ctx, out);

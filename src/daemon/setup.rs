@@ -171,6 +171,9 @@ pub(super) fn steer_config(s: &Settings) -> SteerConfig {
         idle_ms: s.capture.idle_timeout_secs.saturating_mul(1000),
         dry_run: s.dry_run,
         max_moved: s.capture.table_size,
+        // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
+        // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
+        follow_answers: matches!(s.target, Some(Target::Ports(_))),
     }
 }
 

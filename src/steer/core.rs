@@ -23,10 +23,12 @@ use std::net::IpAddr;
 
 use log::Level;
 
+use super::answered::Answered;
 use super::arp::{steering_update, tagged};
 use super::limiter::Limiter;
 use super::nd::neighbor_advertisement;
-use super::watch::{at_risk, nd_at_risk, ArpSeen, NdSeen};
+use super::watch::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
+use crate::capture::NdKind;
 use crate::client::ClientKey;
 use crate::host::{Claim, HostView, Talk};
 use crate::policy::{PolicyConfig, Reason};
@@ -102,6 +104,9 @@ pub struct SteerConfig {
     pub dry_run: bool,
     /// Moves remembered at most (the client table's size); the oldest is forgotten first.
     pub max_moved: usize,
+    /// Also fail over the clients the host's own ARP and ND frames placed on a port, not only
+    /// those counted there: on plain ports, where nobody else would (see [`answered`]).
+    pub follow_answers: bool,
 }
 
 /// What became of an update frame, as the event loop reports it.
@@ -171,6 +176,8 @@ pub struct Steerer {
     refused: HashMap<ClientKey, outcome::Refused>,
     /// Per port, when the core saw it come up (0: up when first seen); `None` while down.
     up_since: Vec<Option<u64>>,
+    /// Where the host's own frames told clients rlbd did not move to send.
+    answered: Answered,
 }
 
 /// Keeps `map` within `bound` entries (at least 1) by forgetting the one whose `age` is least:
@@ -192,7 +199,6 @@ impl Steerer {
     pub fn new(cfg: SteerConfig) -> Self {
         let limiter = Limiter::new(cfg.per_client_per_sec, cfg.total_per_sec, cfg.max_moved);
         Steerer {
-            cfg,
             moved: HashMap::new(),
             timers: BinaryHeap::new(),
             limiter,
@@ -200,6 +206,8 @@ impl Steerer {
             next_move_id: 1,
             refused: HashMap::new(),
             up_since: Vec::new(),
+            answered: Answered::new(cfg.max_moved),
+            cfg,
         }
     }
 
@@ -217,6 +225,11 @@ impl Steerer {
             )
         {
             self.limiter = Limiter::new(cfg.per_client_per_sec, cfg.total_per_sec, cfg.max_moved);
+        }
+        if cfg.follow_answers {
+            self.answered.set_bound(cfg.max_moved);
+        } else {
+            self.answered = Answered::new(cfg.max_moved);
         }
         self.cfg = cfg;
     }
@@ -438,6 +451,7 @@ impl Steerer {
     /// ARP seen on a port: the host's own replies and requests would send a moved client back to
     /// where the kernel or the driver wants it; each is answered with a re-assertion.
     pub fn on_arp(&mut self, now: u64, seen: &ArpSeen, ctx: &Ctx, out: &mut Vec<Action>) {
+        self.note_arp_answer(now, seen, ctx);
         let risks = at_risk(
             seen,
             |c| self.assigned_mac(c, ctx),
@@ -449,6 +463,7 @@ impl Steerer {
 
     /// Neighbor Discovery seen on a port: the IPv6 counterpart of [`on_arp`](Self::on_arp).
     pub fn on_nd(&mut self, now: u64, seen: &NdSeen, ctx: &Ctx, out: &mut Vec<Action>) {
+        self.note_nd_answer(now, seen, ctx);
         let moved = &self.moved;
         let risks = nd_at_risk(
             seen,
@@ -469,6 +484,60 @@ impl Steerer {
         );
         let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
         self.reassert_all(now, "Neighbor Discovery", risks, ctx, out);
+    }
+
+    /// Notes where the host's own ARP frame tells its hearers to send: a reply or a unicast
+    /// request to one client, a broadcast request to every client on its VLAN. Clients rlbd
+    /// moved are left to their move (it re-asserts them).
+    fn note_arp_answer(&mut self, now: u64, seen: &ArpSeen, ctx: &Ctx) {
+        if !self.cfg.follow_answers || !seen.outgoing {
+            return;
+        }
+        let Some(port) = ctx.ports.iter().position(|p| p.mac == seen.sha) else {
+            return;
+        };
+        if seen.eth_dst.is_multicast() {
+            self.answered.broadcast(now, seen.vlan, port);
+            return;
+        }
+        let key = ClientKey::new(seen.eth_dst, seen.vlan);
+        // An update in the gratuitous form (rlbd's own) names no client address.
+        let to_client = matches!(seen.op, ARP_REQUEST | ARP_REPLY) && seen.tpa != seen.spa;
+        if to_client && !self.moved.contains_key(&key) {
+            let claim = Claim::V4 {
+                client: seen.tpa,
+                server: seen.spa,
+            };
+            self.answered.note(now, key, port, claim);
+        }
+    }
+
+    /// The IPv6 counterpart of [`note_arp_answer`](Self::note_arp_answer): the host's NA for
+    /// one of its addresses, or its NS, tells the hearer the port's MAC.
+    fn note_nd_answer(&mut self, now: u64, seen: &NdSeen, ctx: &Ctx) {
+        if !self.cfg.follow_answers || !seen.outgoing {
+            return;
+        }
+        let said = seen.lladdr.unwrap_or(seen.eth_src);
+        let Some(port) = ctx.ports.iter().position(|p| p.mac == said) else {
+            return;
+        };
+        if seen.eth_dst.is_multicast() {
+            self.answered.broadcast(now, seen.vlan, port);
+            return;
+        }
+        let key = ClientKey::new(seen.eth_dst, seen.vlan);
+        if self.moved.contains_key(&key) {
+            return;
+        }
+        // An NA advertises the server's target address to the client at the packet's
+        // destination; an NS asks the client for the target from the server's source.
+        let (client, server) = match seen.kind {
+            NdKind::Na => (seen.dst_ip, seen.target),
+            NdKind::Ns => (seen.target, seen.src_ip),
+        };
+        self.answered
+            .note(now, key, port, Claim::V6 { client, server });
     }
 
     /// A port's MAC changed (balance-alb swaps MACs on failover): re-asserts every client rlbd
@@ -511,6 +580,10 @@ mod refused_tests;
 #[cfg(test)]
 #[path = "core_flap_tests.rs"]
 mod flap_tests;
+
+#[cfg(test)]
+#[path = "core_answered_tests.rs"]
+mod answered_tests;
 
 #[cfg(test)]
 #[path = "core_props.rs"]

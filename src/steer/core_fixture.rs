@@ -24,6 +24,7 @@ pub fn cfg() -> SteerConfig {
         idle_ms: 60_000,
         dry_run: false,
         max_moved: 4096,
+        follow_answers: true,
     }
 }
 

@@ -8,6 +8,8 @@ use super::{forget_oldest, log, Action, ClientSnap, Ctx, Moved, PortId, Steerer,
 /// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
 /// before it is used: frames counted in it may be up to this old.
 const RATE_WINDOW_MS: u64 = 1500;
+use std::collections::HashSet;
+
 use crate::client::ClientKey;
 use crate::host::{Claim, Talk};
 use crate::policy::{self, ClientView, Move, PortView, Reason};
@@ -85,6 +87,7 @@ impl Steerer {
     fn remember_move(&mut self, now: u64, client: ClientKey, mv: &Move, claims: Vec<Claim>) {
         // Where the client is if this move's every frame is refused: the last confirmed move
         // (an unconfirmed one may never have reached it).
+        self.answered.forget(&client);
         let before = self.moved.remove(&client);
         let reasserts = before.as_ref().map_or(0, |p| p.reasserts);
         let prior = before.and_then(|mut p| {
@@ -160,9 +163,35 @@ impl Steerer {
                 });
             }
         }
+        // Clients the host answered on a failed port that rlbd never counted (resolved, not
+        // sent yet) or moved: their next frames go to the dead port. A client counted since is
+        // where its frames arrive.
+        let answered = if self.cfg.follow_answers {
+            self.answered.on_ports(down)
+        } else {
+            Vec::new()
+        };
+        let first_answered = snaps.len();
+        if !answered.is_empty() {
+            let known: HashSet<ClientKey> = clients
+                .iter()
+                .map(|c| c.key)
+                .chain(self.moved.keys().copied())
+                .collect();
+            for a in answered.into_iter().filter(|a| !known.contains(&a.key)) {
+                snaps.push(ClientSnap {
+                    key: a.key,
+                    port: a.port,
+                    rate_bps: 0.0,
+                    talk: Talk::from_claims(&a.claims),
+                });
+            }
+        }
         if snaps.is_empty() {
             return;
         }
+        let only_answered: HashSet<ClientKey> =
+            snaps[first_answered..].iter().map(|s| s.key).collect();
         // The planner breaks ties by index: a stable order keeps the outcome deterministic.
         snaps.sort_by_key(|s| s.key);
         let views = client_views(&snaps, |_| true, |_| None);
@@ -170,7 +199,10 @@ impl Steerer {
         for mv in policy::plan(&self.cfg.policy, &ports, &views) {
             if mv.reason == Reason::Failover {
                 let s = snaps[mv.client];
-                let why = format!("failover: {} is down", ctx.port_name(mv.from));
+                let mut why = format!("failover: {} is down", ctx.port_name(mv.from));
+                if only_answered.contains(&s.key) {
+                    why.push_str(" (the host answered it there; no frame of it counted)");
+                }
                 self.apply_move(now, s.key, &s.talk, &mv, &why, ctx, out);
             }
         }

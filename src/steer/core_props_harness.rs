@@ -168,6 +168,9 @@ pub(super) struct Harness {
     pub(super) sends: HashMap<ClientKey, Vec<u64>>,
     pub(super) all_sends: Vec<u64>,
     pub(super) refusing: [bool; 3],
+    /// The port of the host's latest unicast answer to each client rlbd had not moved (and
+    /// has not moved since): a failure of that port must move it.
+    pub(super) told: HashMap<usize, usize>,
 }
 
 impl Harness {
@@ -192,6 +195,7 @@ impl Harness {
             sends: HashMap::new(),
             all_sends: Vec::new(),
             refusing: [false; 3],
+            told: HashMap::new(),
         }
     }
 
@@ -245,6 +249,8 @@ impl Harness {
         );
         self.check_actions(&out);
         self.check_refused();
+        let moved = &self.s.moved;
+        self.told.retain(|c, _| !moved.contains_key(&key(*c)));
         out
     }
 
@@ -266,6 +272,37 @@ impl Harness {
             }
         });
         self.check_one_reassertion(&before);
+    }
+
+    fn note_told(&mut self, c: usize, p: usize) {
+        if self.s.moved.contains_key(&key(c)) {
+            self.told.remove(&c);
+        } else {
+            self.told.insert(c, p);
+        }
+    }
+
+    /// After `p`'s failure, every client the host last told to use `p` is on a live port, if
+    /// the kernel still confirms what its answers paired and a port is left.
+    fn check_told_followed(&self, p: usize, told_there: &[(usize, Vec<Claim>)]) {
+        if !self.w.usable.iter().any(|u| *u) {
+            return;
+        }
+        for (c, claims) in told_there {
+            if self
+                .w
+                .host
+                .claims_for(key(*c), &Talk::from_claims(claims))
+                .is_err()
+            {
+                continue;
+            }
+            let m = self.s.moved.get(&key(*c));
+            assert!(
+                m.is_some_and(|m| self.w.usable[m.port]),
+                "client {c}, told to use p{p}, left there when it failed ({m:?})"
+            );
+        }
     }
 
     /// Lets `dt` pass, waking at every due time as the event loop does.
@@ -340,6 +377,7 @@ impl Harness {
         let b = Mac::broadcast();
         match op {
             Op::HostReply { c, p, n } => {
+                self.note_told(c, p);
                 let m = self.macs[p];
                 self.arp(
                     ArpSeen {
@@ -348,6 +386,8 @@ impl Harness {
                         eth_src: m,
                         eth_dst: mac(c),
                         sha: m,
+                        spa: server4(c),
+                        tpa: ip4(c),
                         vlan: vlan(c),
                     },
                     n,
@@ -362,6 +402,8 @@ impl Harness {
                         eth_src: m,
                         eth_dst: b,
                         sha: m,
+                        spa: Ipv4Addr::new(198, 18, 0, 1),
+                        tpa: Ipv4Addr::new(198, 18, 0, 200),
                         vlan,
                     },
                     n,
@@ -376,12 +418,17 @@ impl Harness {
                         eth_src: m,
                         eth_dst: b,
                         sha: m,
+                        spa: ip4(c),
+                        tpa: server4(c),
                         vlan: vlan(c),
                     },
                     n,
                 );
             }
             Op::HostNa { p, multicast, c, n } => {
+                if !multicast {
+                    self.note_told(c, p);
+                }
                 let m = self.macs[p];
                 let dst = if multicast {
                     Mac(0x33, 0x33, 0, 0, 0, 1)
@@ -395,6 +442,12 @@ impl Harness {
                     eth_dst: dst,
                     target: server6(c),
                     lladdr: Some(m),
+                    src_ip: server6(c),
+                    dst_ip: if multicast {
+                        Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1)
+                    } else {
+                        ip6(c)
+                    },
                     vlan: vlan(c),
                 };
                 self.nd(seen, n);
@@ -407,6 +460,8 @@ impl Harness {
                     eth_dst: Mac(0x33, 0x33, 0xff, 0, 0, 1),
                     target: server6(c),
                     lladdr: Some(mac(c)),
+                    src_ip: ip6(c),
+                    dst_ip: server6(c),
                     vlan: vlan(c),
                 };
                 self.nd(seen, n);
@@ -476,9 +531,20 @@ impl Harness {
             Op::PortDown(p) | Op::PortUp(p) => {
                 self.w.usable[p] = matches!(op, Op::PortUp(_));
                 let down: Vec<usize> = if self.w.usable[p] { vec![] } else { vec![p] };
+                // The core's record holds every client the host last told to use `p`.
+                let recorded = self.s.answered.on_ports(&down);
+                let told_there: Vec<(usize, Vec<Claim>)> = (0..CLIENTS)
+                    .filter(|c| !down.is_empty() && self.told.get(c) == Some(&p))
+                    .map(|c| {
+                        let r = recorded.iter().find(|r| r.key == key(c));
+                        assert!(r.is_some(), "client {c} told to use p{p}, not recorded");
+                        (c, r.map(|r| r.claims.clone()).unwrap_or_default())
+                    })
+                    .collect();
                 let views = self.w.port_views();
                 self.run(|s, ctx, now, out| s.failover(now, &down, &views, &[], ctx, out));
                 self.check_none_stranded();
+                self.check_told_followed(p, &told_there);
             }
             Op::MacChanged(p) => {
                 self.macs[p].5 ^= 0x80;

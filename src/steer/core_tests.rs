@@ -1,7 +1,7 @@
 //! One test per rule of the steering core, with a bond of three ports and one client the kernel
 //! confirms for IPv4 and IPv6.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::*;
 use crate::capture::NdKind;
@@ -240,6 +240,8 @@ fn the_hosts_arp_reply_with_another_ports_mac_is_answered_once_per_burst() {
         eth_src: P[0],
         eth_dst: CLIENT.mac,
         sha: P[0],
+        spa: SERVER,
+        tpa: CLIENT_IP,
         vlan: 0,
     };
     let mut out = Vec::new();
@@ -279,6 +281,8 @@ fn the_hosts_multicast_na_re_asserts_ipv6_clients() {
         eth_dst: Mac(0x33, 0x33, 0, 0, 0, 1),
         target: SERVER6,
         lladdr: Some(P[0]),
+        src_ip: Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1),
+        dst_ip: Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
         vlan: 0,
     };
     let mut out = Vec::new();
@@ -300,6 +304,8 @@ fn the_per_client_limit_holds_under_a_storm_of_re_assertions() {
         eth_src: CLIENT.mac,
         eth_dst: Mac::broadcast(),
         sha: CLIENT.mac,
+        spa: CLIENT_IP,
+        tpa: SERVER,
         vlan: 0,
     };
     let mut out = Vec::new();

@@ -1,6 +1,7 @@
 //! Steering: the pure core that decides whom to send what and when (`core`), the frames (`arp`,
 //! `nd`), the limits on sending them (`limiter`) and what puts a moved client at risk (`watch`).
 
+pub mod answered;
 pub mod arp;
 pub mod core;
 pub mod explain;

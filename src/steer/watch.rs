@@ -2,15 +2,15 @@
 //! daemon hands in the frame and where each moved client should be, and re-asserts whatever comes
 //! back.
 
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::arp::Mac;
 use crate::capture::NdKind;
 use crate::client::ClientKey;
 
 const BROADCAST: Mac = Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
-const ARP_REQUEST: u16 = 1;
-const ARP_REPLY: u16 = 2;
+pub(super) const ARP_REQUEST: u16 = 1;
+pub(super) const ARP_REPLY: u16 = 2;
 
 /// Why a client needs its update again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -58,6 +58,9 @@ pub struct ArpSeen {
     pub eth_dst: Mac,
     /// Sender hardware address: the MAC the frame tells its hearers to use for the sender.
     pub sha: Mac,
+    /// Sender and target protocol addresses.
+    pub spa: Ipv4Addr,
+    pub tpa: Ipv4Addr,
     /// The VLAN it travels on (0: untagged): only clients on that VLAN hear it.
     pub vlan: u16,
 }
@@ -96,6 +99,9 @@ pub struct NdSeen {
     pub eth_src: Mac,
     pub eth_dst: Mac,
     pub target: Ipv6Addr,
+    /// The packet's IPv6 source and destination.
+    pub src_ip: Ipv6Addr,
+    pub dst_ip: Ipv6Addr,
     /// The link-layer address option (source for an NS, target for an NA), if any.
     pub lladdr: Option<Mac>,
     /// The VLAN it travels on (0: untagged).
@@ -185,6 +191,8 @@ mod tests {
             eth_src,
             eth_dst,
             sha,
+            spa: Ipv4Addr::UNSPECIFIED,
+            tpa: Ipv4Addr::UNSPECIFIED,
             vlan: 0,
         }
     }
@@ -314,6 +322,8 @@ mod tests {
             eth_dst,
             target,
             lladdr,
+            src_ip: Ipv6Addr::UNSPECIFIED,
+            dst_ip: Ipv6Addr::UNSPECIFIED,
             vlan: 0,
         }
     }

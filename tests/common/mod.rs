@@ -2,7 +2,9 @@
 //! the rule that a privileged test is skipped only where it is allowed to be.
 #![allow(dead_code)] // each test crate uses its own subset
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use rlbd::lab::netns::{Lab, LabResult};
 
 pub mod daemon;
 
@@ -104,4 +106,25 @@ pub fn fmt_rates(cap_mbit: u32, r: &[f64]) -> String {
         r[1],
         total / f64::from(cap_mbit)
     )
+}
+
+/// The raw-frame tool the lab tests send what no kernel would with (tests/lab/rawsend.py).
+pub fn rawsend() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/rawsend.py")
+}
+
+/// Runs rawsend.py in `node` with `args`; waits for it.
+pub fn raw(lab: &Lab, node: &str, args: &[&str]) -> LabResult<String> {
+    let script = rawsend().to_string_lossy().to_string();
+    let mut full = vec!["python3", &script];
+    full.extend_from_slice(args);
+    lab.exec_in(node, &full)
+}
+
+pub fn client_mac(lab: &Lab, node: &str) -> LabResult<String> {
+    let out = lab.ip(node, &["-br", "link", "show", "eth0"])?;
+    out.split_whitespace()
+        .nth(2)
+        .map(str::to_string)
+        .ok_or_else(|| format!("no MAC for {node}'s eth0 in {out:?}"))
 }

@@ -5,6 +5,9 @@
       another host claiming the server's addresses: gratuitous ARP requests and unsolicited
       ARP replies (broadcast) for IPV4, unsolicited Neighbor Advertisements (Override set, to
       all nodes) for IPV6, all with MAC, RATE frames a second of each kind.
+  rawsend.py ask IFACE MAC IPV4 TARGET
+      one broadcast ARP request from MAC/IPV4 for TARGET (a client resolving the server, whose
+      own kernel then ignores the answers: it asked for none).
   rawsend.py udp IFACE SRC_MAC SRC_IP DST_MAC DST_IP MBIT SECONDS
       UDP frames of 1400 bytes from SRC_MAC/SRC_IP, whatever the interface's own addresses are
       (a client that changed its MAC, or one that took another's address).
@@ -33,6 +36,12 @@ def arp(src, ip, op):
     a = socket.inet_aton(ip)
     tha = b"\xff" * 6 if op == 2 else b"\0" * 6
     return eth + struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, op, src, a, tha, a)
+
+
+def ask(src, ip, target):
+    eth = b"\xff" * 6 + src + b"\x08\x06"
+    return eth + struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src, socket.inet_aton(ip),
+                             b"\0" * 6, socket.inet_aton(target))
 
 
 def na(src, ip6, own6):
@@ -71,6 +80,8 @@ def main():
                 n += 1
             time.sleep(1.0 / rate)
         print(n)
+    elif mode == "ask":
+        s.send(ask(mac(sys.argv[3]), sys.argv[4], sys.argv[5]))
     elif mode == "udp":
         src, sip, dst, dip = mac(sys.argv[3]), sys.argv[4], mac(sys.argv[5]), sys.argv[6]
         mbit, secs = float(sys.argv[7]), float(sys.argv[8])

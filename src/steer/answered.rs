@@ -1,0 +1,287 @@
+//! The clients the host itself told which port to use (its ARP replies, its unicast ARP
+//! requests, its Neighbor Advertisements and Solicitations), and when. On plain ports nobody
+//! but rlbd moves a client off a port that fails, and a client that has resolved the server but
+//! not yet sent is in no client table: this is the only record of where it will send. A bond's
+//! driver keeps its own (balance-alb re-steers the clients it answered; balance-tlb's answers
+//! carry a MAC that follows the active slave), so the daemon keeps this one on plain ports only.
+//!
+//! Pure and bounded: at most `bound` clients, the one the host told longest ago forgotten first.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::PortId;
+use crate::client::ClientKey;
+use crate::host::Claim;
+
+/// Answers this close together are one round: a request broadcast to several ports is answered
+/// on each, and the client keeps whichever it took (Linux's `locktime`, 1 s by default, keeps
+/// the first; others the last). Past it, a new answer replaces what the client was told.
+pub const ROUND_MS: u64 = 1000;
+
+/// Ports tracked per client: a bitmask. Ports past the 64th are not tracked (plain-port setups
+/// name a handful).
+const MAX_PORT: PortId = 64;
+
+/// Claims kept per client: one per server address it asked for, as a move claims
+/// (`ServerSet::MAX`).
+const MAX_CLAIMS: usize = 4;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    /// Ports whose MAC the host gave it in its latest round.
+    ports: u64,
+    /// When that round began.
+    round_ms: u64,
+    /// The addresses the host's frames paired: what a move of it claims.
+    claims: Vec<Claim>,
+    /// Its place in `order`: an older copy there is stale.
+    stamp: u64,
+}
+
+/// A client to move off a failed port that only the host's answers place there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stranded {
+    pub key: ClientKey,
+    /// The failed port it may be on.
+    pub port: PortId,
+    pub claims: Vec<Claim>,
+}
+
+#[derive(Debug, Default)]
+pub struct Answered {
+    map: HashMap<ClientKey, Entry>,
+    /// Keys in the order they were last told; entries whose stamp differs are stale.
+    order: VecDeque<(ClientKey, u64)>,
+    stamp: u64,
+    /// Per (VLAN, port), the latest frame the host sent to every neighbour on that VLAN (a
+    /// broadcast ARP request, a multicast NA or NS): each hearer with an entry for the server
+    /// takes that port's MAC. Kept apart and applied when asked, so a burst of broadcasts costs
+    /// nothing per client.
+    broadcasts: HashMap<(u16, PortId), u64>,
+    bound: usize,
+}
+
+fn bit(port: PortId) -> u64 {
+    1u64 << port
+}
+
+impl Answered {
+    pub fn new(bound: usize) -> Self {
+        Answered {
+            bound: bound.max(1),
+            ..Answered::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// A new bound (a reload); the clients told longest ago go first if it shrank.
+    pub fn set_bound(&mut self, bound: usize) {
+        self.bound = bound.max(1);
+        self.trim();
+    }
+
+    /// The host told `key`, at `now`, to use `port` for `claim`'s server address.
+    pub fn note(&mut self, now: u64, key: ClientKey, port: PortId, claim: Claim) {
+        if port >= MAX_PORT {
+            return;
+        }
+        self.stamp += 1;
+        let stamp = self.stamp;
+        let e = self.map.entry(key).or_insert_with(|| Entry {
+            ports: 0,
+            round_ms: now,
+            claims: Vec::new(),
+            stamp,
+        });
+        if now.saturating_sub(e.round_ms) > ROUND_MS || e.ports == 0 {
+            e.ports = 0;
+            e.round_ms = now;
+        }
+        e.ports |= bit(port);
+        e.stamp = stamp;
+        if let Some(c) = e.claims.iter_mut().find(|c| c.server() == claim.server()) {
+            *c = claim;
+        } else {
+            if e.claims.len() >= MAX_CLAIMS {
+                e.claims.remove(0);
+            }
+            e.claims.push(claim);
+        }
+        self.order.push_back((key, stamp));
+        self.trim();
+    }
+
+    /// The host sent a frame from `port` to every neighbour on `vlan`.
+    pub fn broadcast(&mut self, now: u64, vlan: u16, port: PortId) {
+        if port < MAX_PORT {
+            self.broadcasts.insert((vlan, port), now);
+        }
+    }
+
+    /// rlbd moved the client: where it is is the move's business now.
+    pub fn forget(&mut self, key: &ClientKey) {
+        self.map.remove(key);
+    }
+
+    /// The ports `key` may be using from what the host told it: its latest round, and every
+    /// port the host broadcast from on its VLAN since that round began.
+    fn ports_of(&self, key: &ClientKey, e: &Entry) -> u64 {
+        self.broadcasts
+            .iter()
+            .filter(|((vlan, _), at)| *vlan == key.vlan && **at >= e.round_ms)
+            .fold(e.ports, |m, ((_, p), _)| m | bit(*p))
+    }
+
+    /// The clients the host's answers may have left on one of the `down` ports, in key order
+    /// (the planner breaks ties by index: a stable order keeps the outcome deterministic).
+    pub fn on_ports(&self, down: &[PortId]) -> Vec<Stranded> {
+        let mask = down
+            .iter()
+            .filter(|p| **p < MAX_PORT)
+            .fold(0u64, |m, p| m | bit(*p));
+        if mask == 0 {
+            return Vec::new();
+        }
+        let mut v: Vec<Stranded> = self
+            .map
+            .iter()
+            .filter_map(|(k, e)| {
+                let hit = self.ports_of(k, e) & mask;
+                (hit != 0).then(|| Stranded {
+                    key: *k,
+                    port: hit.trailing_zeros() as PortId,
+                    claims: e.claims.clone(),
+                })
+            })
+            .collect();
+        v.sort_by_key(|s| s.key);
+        v
+    }
+
+    /// Forgets the clients told longest ago past the bound, and drops stale places in the order
+    /// before they outnumber the clients.
+    fn trim(&mut self) {
+        while self.map.len() > self.bound {
+            let Some((k, stamp)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.get(&k).is_some_and(|e| e.stamp == stamp) {
+                self.map.remove(&k);
+            }
+        }
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order
+                .retain(|(k, stamp)| map.get(k).is_some_and(|e| e.stamp == *stamp));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Mac;
+    use std::net::Ipv4Addr;
+
+    const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+    fn key(n: u8) -> ClientKey {
+        ClientKey::untagged(Mac(2, 0, 0, 0, 0, n))
+    }
+
+    fn claim(n: u8) -> Claim {
+        Claim::V4 {
+            client: Ipv4Addr::new(198, 18, 1, n),
+            server: SERVER,
+        }
+    }
+
+    fn keys(v: &[Stranded]) -> Vec<(ClientKey, PortId)> {
+        v.iter().map(|s| (s.key, s.port)).collect()
+    }
+
+    #[test]
+    fn a_round_of_answers_on_several_ports_counts_each_and_a_later_one_replaces_them() {
+        let mut a = Answered::new(16);
+        // A broadcast request answered on p0 and p2 within the round.
+        a.note(1000, key(1), 0, claim(1));
+        a.note(1003, key(1), 2, claim(1));
+        assert_eq!(keys(&a.on_ports(&[0])), vec![(key(1), 0)]);
+        assert_eq!(keys(&a.on_ports(&[2])), vec![(key(1), 2)]);
+        assert!(a.on_ports(&[1]).is_empty());
+        // Re-resolved later, answered on p1 only: p0 and p2 no longer hold it.
+        a.note(5000, key(1), 1, claim(1));
+        assert!(a.on_ports(&[0, 2]).is_empty());
+        assert_eq!(keys(&a.on_ports(&[1])), vec![(key(1), 1)]);
+        assert_eq!(a.on_ports(&[1])[0].claims, vec![claim(1)]);
+    }
+
+    #[test]
+    fn a_broadcast_adds_its_port_to_every_client_told_before_it_on_its_vlan() {
+        let mut a = Answered::new(16);
+        a.note(1000, key(1), 0, claim(1));
+        let other_vlan = ClientKey::new(Mac(2, 0, 0, 0, 0, 2), 100);
+        a.note(1000, other_vlan, 0, claim(2));
+        a.broadcast(2000, 0, 1);
+        assert_eq!(keys(&a.on_ports(&[1])), vec![(key(1), 1)]);
+        // Answered again after the broadcast: that round is what it holds.
+        a.note(9000, key(1), 0, claim(1));
+        assert!(a.on_ports(&[1]).is_empty());
+        assert_eq!(keys(&a.on_ports(&[0])).len(), 2);
+    }
+
+    #[test]
+    fn claims_are_one_per_server_address_and_bounded() {
+        let mut a = Answered::new(16);
+        a.note(0, key(1), 0, claim(1));
+        a.note(10, key(1), 0, claim(1));
+        assert_eq!(a.on_ports(&[0])[0].claims.len(), 1);
+        for n in 0..6u8 {
+            let c = Claim::V4 {
+                client: Ipv4Addr::new(198, 18, 1, 1),
+                server: Ipv4Addr::new(198, 18, 0, 10 + n),
+            };
+            a.note(20, key(1), 0, c);
+        }
+        assert_eq!(a.on_ports(&[0])[0].claims.len(), MAX_CLAIMS);
+    }
+
+    #[test]
+    fn the_client_told_longest_ago_is_forgotten_past_the_bound() {
+        let mut a = Answered::new(3);
+        for n in 1..=3 {
+            a.note(u64::from(n), key(n), 0, claim(n));
+        }
+        // key(1) told again: key(2) is now the oldest.
+        a.note(10, key(1), 0, claim(1));
+        a.note(11, key(4), 0, claim(4));
+        let left: Vec<ClientKey> = a.on_ports(&[0]).iter().map(|s| s.key).collect();
+        assert_eq!(left, vec![key(1), key(3), key(4)]);
+        // A storm of answers to a few clients keeps the order's stale places bounded.
+        for t in 0..10_000u64 {
+            a.note(100 + t, key(1 + (t % 3) as u8), 0, claim(1));
+        }
+        assert!(a.len() <= 3);
+        assert!(a.order.len() <= 2 * a.len() + 64 + 1, "{}", a.order.len());
+        a.set_bound(1);
+        assert_eq!(a.len(), 1);
+    }
+
+    #[test]
+    fn forgotten_and_untracked_ports_are_never_named() {
+        let mut a = Answered::new(16);
+        a.note(0, key(1), 0, claim(1));
+        a.forget(&key(1));
+        a.note(0, key(2), MAX_PORT, claim(2));
+        a.broadcast(0, 0, MAX_PORT + 3);
+        assert!(a.on_ports(&[0, MAX_PORT, MAX_PORT + 3]).is_empty());
+        assert!(a.is_empty());
+    }
+}
