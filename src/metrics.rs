@@ -216,6 +216,13 @@ const TAIL: &[Scalar] = &[
         help: "ARP updates not sent because a rate limit held them back.",
         value: |r| r.totals.updates_suppressed as f64,
     },
+    Scalar {
+        name: "rlbd_updates_deferred_total",
+        kind: "counter",
+        help: "First updates of moves that waited for their turn under the total rate limit \
+               (sent late, not lost).",
+        value: |r| r.totals.updates_deferred as f64,
+    },
 ];
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {

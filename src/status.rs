@@ -208,6 +208,10 @@ pub struct Totals {
     pub updates_sent: u64,
     /// ARP updates held back by the per-client or total rate limit.
     pub updates_suppressed: u64,
+    /// First frames of moves that waited for their turn under the total rate limit (sent
+    /// late, not lost). Absent in older reports.
+    #[serde(default)]
+    pub updates_deferred: u64,
     /// Clients in the rate table now.
     pub clients_tracked: usize,
     /// Clients rlbd has moved and still steers. Added after schema 1's first release.

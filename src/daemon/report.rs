@@ -197,6 +197,7 @@ impl Daemon {
             reasserts: c.reasserts,
             updates_sent: c.sent,
             updates_suppressed: c.suppressed,
+            updates_deferred: c.deferred,
             clients_tracked: self.table.len(),
             clients_moved: self.steer.moved_count(),
             table_capacity: self.table.capacity(),

@@ -255,7 +255,7 @@ pub(super) fn totals_line(r: &StatusReport) -> String {
     let _ = writeln!(
         out,
         "TOTALS: moves {} (overload {}, failover {}, placement {}, room {}); re-assertions {}; updates sent {}, \
-         suppressed {}; table {}/{}, evictions {}, expirations {}",
+         suppressed {}, deferred {}; table {}/{}, evictions {}, expirations {}",
         t.moves_overload + t.moves_failover + t.moves_placement + t.moves_room,
         t.moves_overload,
         t.moves_failover,
@@ -264,6 +264,7 @@ pub(super) fn totals_line(r: &StatusReport) -> String {
         t.reasserts,
         t.updates_sent,
         t.updates_suppressed,
+        t.updates_deferred,
         t.clients_tracked,
         t.table_capacity,
         t.table_evictions,

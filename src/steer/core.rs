@@ -25,7 +25,7 @@ use log::Level;
 
 use super::answered::Answered;
 use super::arp::{steering_update, tagged};
-use super::limiter::Limiter;
+use super::limiter::{Admit, Limiter};
 use super::nd::neighbor_advertisement;
 use super::watch::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
 use crate::capture::NdKind;
@@ -157,6 +157,8 @@ pub struct Counters {
     pub reasserts: u64,
     pub sent: u64,
     pub suppressed: u64,
+    /// A move's first frame held back by the total rate limit, to go in its turn.
+    pub deferred: u64,
     /// Moves not made: the kernel refused every frame of them.
     pub moves_refused: u64,
 }
@@ -178,6 +180,8 @@ pub struct Steerer {
     up_since: Vec<Option<u64>>,
     /// Where the host's own frames told clients rlbd did not move to send.
     answered: Answered,
+    /// The next free turn for a move's first frame held back by the total rate limit.
+    next_turn_ms: u64,
 }
 
 /// Keeps `map` within `bound` entries (at least 1) by forgetting the one whose `age` is least:
@@ -207,6 +211,7 @@ impl Steerer {
             refused: HashMap::new(),
             up_since: Vec::new(),
             answered: Answered::new(cfg.max_moved),
+            next_turn_ms: 0,
             cfg,
         }
     }
@@ -339,6 +344,7 @@ impl Steerer {
             return;
         }
         let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
+        let first = m.issued == 0;
         let mut issued = 0;
         for claim in claims {
             if !ctx.host.allows(client, &claim) {
@@ -353,14 +359,37 @@ impl Steerer {
                 );
                 continue;
             }
-            if !self.limiter.allow(client.mac, now) {
-                self.counters.suppressed += 1;
-                log(
-                    out,
-                    Level::Debug,
-                    format!("update to {} suppressed by the rate limit", claim.client()),
-                );
-                continue;
+            match self.limiter.admit(client.mac, now) {
+                Admit::Yes => {}
+                Admit::Busy if first && issued == 0 => {
+                    // A move's first frame waits its turn for the shared budget instead of being
+                    // lost: when a port fails, every client on it must hear once, however many
+                    // there are. Turns are handed out one spacing apart, so the wait is as long
+                    // as the queue ahead, not a retry storm.
+                    let turn = self.next_turn_ms.max(now + 1);
+                    self.next_turn_ms = turn + self.limiter.spacing_ms();
+                    self.counters.deferred += 1;
+                    log(
+                        out,
+                        Level::Debug,
+                        format!(
+                            "update to {} waits for the total rate limit ({} ms)",
+                            claim.client(),
+                            turn - now
+                        ),
+                    );
+                    self.schedule(client, turn, 1, out);
+                    break;
+                }
+                _ => {
+                    self.counters.suppressed += 1;
+                    log(
+                        out,
+                        Level::Debug,
+                        format!("update to {} suppressed by the rate limit", claim.client()),
+                    );
+                    continue;
+                }
             }
             self.counters.sent += 1;
             issued += 1;

@@ -487,3 +487,62 @@ fn a_move_to_gather_room_is_counted_apart() {
     assert_eq!((c.moves_room, c.moves_overload), (1, 0));
     assert_eq!(s.moved(&CLIENT).unwrap().reason, Reason::Room);
 }
+
+#[test]
+fn a_port_failing_under_more_clients_than_the_total_limit_reaches_each_in_turn() {
+    // 3,000 clients on p0 (a /20 of them), the total limit 1,000 updates a second.
+    let mut w = World::new();
+    w.host.apply(&addr(BOND, "198.18.0.1/20"));
+    let n = 3000u16;
+    let snaps: Vec<ClientSnap> = (0..n)
+        .map(|i| {
+            let [hi, lo] = i.to_be_bytes();
+            let mac = Mac(2, 1, 0, 0, hi, lo);
+            let ip = Ipv4Addr::new(198, 18, 1 + hi, lo);
+            w.host
+                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
+            let mut servers = crate::client::ServerSet::default();
+            servers.note(SERVER.into(), 0, 0);
+            ClientSnap {
+                key: ClientKey::untagged(mac),
+                port: 0,
+                rate_bps: 1e3,
+                talk: Talk {
+                    v4: Some(ip),
+                    v6: None,
+                    servers,
+                },
+            }
+        })
+        .collect();
+    let mut s = Steerer::new(cfg());
+    w.usable[0] = false;
+    let ports = w.port_views();
+    let mut out = Vec::new();
+    w.with(|ctx| s.failover(0, &[0], &ports, &snaps, ctx, &mut out));
+    let mut first: HashMap<ClientKey, u64> = HashMap::new();
+    let mut per_sec: HashMap<u64, usize> = HashMap::new();
+    let mut now = 0;
+    loop {
+        for a in out.drain(..) {
+            if let Action::Send { client, .. } = a {
+                first.entry(client).or_insert(now);
+                *per_sec.entry(now / 1000).or_default() += 1;
+            }
+        }
+        match s.next_due() {
+            Some(t) if t < 10_000 => {
+                now = t;
+                w.with(|ctx| s.on_timer(now, ctx, &mut out));
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(s.counters().moves_failover, u64::from(n));
+    assert_eq!(first.len(), usize::from(n), "every client hears once");
+    let last = first.values().max().copied().unwrap_or(0);
+    assert!(last < 2_500, "the last first frame after {last} ms");
+    // The bucket's burst (1,000) plus its rate: never more in a second.
+    assert!(per_sec.values().all(|&k| k <= 2000), "{per_sec:?}");
+    assert!(s.counters().deferred >= u64::from(n) - 1000);
+}

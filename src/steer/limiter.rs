@@ -12,17 +12,24 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn take(&mut self, now_ms: u64, per_sec: f64, burst: f64) -> bool {
+    /// Adds the tokens earned since the last look; true when one is there to take.
+    fn refill(&mut self, now_ms: u64, per_sec: f64, burst: f64) -> bool {
         let elapsed = now_ms.saturating_sub(self.at_ms) as f64 / 1000.0;
         self.tokens = (self.tokens + elapsed * per_sec).min(burst);
-        self.at_ms = now_ms;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.at_ms = self.at_ms.max(now_ms);
+        self.tokens >= 1.0
     }
+}
+
+/// Whether an update may go now, and if not, which limit stopped it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    Yes,
+    /// The client's own budget is spent: a storm toward it, shed.
+    Client,
+    /// The shared budget is spent (or every tracked client is mid-burst): the update could go
+    /// a little later.
+    Busy,
 }
 
 #[derive(Debug)]
@@ -51,6 +58,13 @@ impl Limiter {
 
     /// True when one more update to `client` may go now (the caller counts both outcomes).
     pub fn allow(&mut self, client: Mac, now_ms: u64) -> bool {
+        self.admit(client, now_ms) == Admit::Yes
+    }
+
+    /// Takes a token from the client's and the shared budget when both have one; takes
+    /// nothing otherwise, so an update refused for the shared budget and tried again later has
+    /// not spent the client's.
+    pub fn admit(&mut self, client: Mac, now_ms: u64) -> Admit {
         if self.clients.len() >= self.max_clients && !self.clients.contains_key(&client) {
             let (per, cap) = (self.per_client, self.per_client);
             self.clients.retain(|_, b| {
@@ -64,15 +78,29 @@ impl Limiter {
         if self.clients.len() >= self.max_clients && !self.clients.contains_key(&client) {
             // Every tracked client is mid-burst: refusing a newcomer keeps both the map and the
             // wire bounded.
-            return false;
+            return Admit::Busy;
         }
         let per = self.per_client;
         let bucket = self.clients.entry(client).or_insert(Bucket {
             tokens: per,
             at_ms: now_ms,
         });
-        // The client's bucket is checked first so a suppressed client does not use the shared budget.
-        bucket.take(now_ms, per, per) && self.all.take(now_ms, self.total, self.total)
+        // The client's bucket is checked first so a suppressed client does not use the shared
+        // budget.
+        if !bucket.refill(now_ms, per, per) {
+            return Admit::Client;
+        }
+        if !self.all.refill(now_ms, self.total, self.total) {
+            return Admit::Busy;
+        }
+        bucket.tokens -= 1.0;
+        self.all.tokens -= 1.0;
+        Admit::Yes
+    }
+
+    /// Milliseconds between two updates at the shared budget's rate (at least 1).
+    pub fn spacing_ms(&self) -> u64 {
+        ((1000.0 / self.total.max(1.0)).ceil() as u64).max(1)
     }
 
     pub fn tracked(&self) -> usize {
@@ -103,6 +131,27 @@ mod tests {
             .filter(|i| l.allow(Mac(2, 0, 0, 0, 0, *i), 0))
             .count();
         assert_eq!(ok, 10);
+    }
+
+    #[test]
+    fn a_refusal_for_the_shared_budget_spends_nothing_of_the_clients() {
+        let mut l = Limiter::new(2, 1, 100);
+        let (a, b) = (Mac(2, 0, 0, 0, 0, 1), Mac(2, 0, 0, 0, 0, 2));
+        assert_eq!(l.admit(a, 0), Admit::Yes);
+        // The shared budget (1/s) is spent: b waits, ten times over, and keeps its own two.
+        for t in 0..10 {
+            assert_eq!(l.admit(b, t), Admit::Busy);
+        }
+        assert_eq!(l.clients[&b].tokens, 2.0);
+        assert_eq!(l.admit(b, 1000), Admit::Yes);
+        assert_eq!(l.admit(a, 1000), Admit::Busy);
+        let mut l = Limiter::new(2, 1000, 100);
+        assert_eq!(l.admit(b, 0), Admit::Yes);
+        assert_eq!(l.admit(b, 0), Admit::Yes);
+        assert_eq!(l.admit(b, 0), Admit::Client, "b's own two are spent");
+        assert_eq!(Limiter::new(2, 1, 100).spacing_ms(), 1000);
+        assert_eq!(Limiter::new(8, 1000, 10).spacing_ms(), 1);
+        assert_eq!(Limiter::new(8, 300, 10).spacing_ms(), 4);
     }
 
     #[test]
