@@ -170,7 +170,9 @@ pub fn place_new(cfg: &PolicyConfig, ports: &[PortView], new: &[ClientView]) -> 
 }
 
 /// Failover: a down port delivers nothing, so every client seen there goes, hold-down or not,
-/// each to the port that is least loaded at that moment.
+/// each to the port that is least loaded at that moment. Quiet clients weigh nothing, so that
+/// rule would put them all on one port, to wake up there together (and held there by the
+/// hold-down): they are dealt round the live ports instead, least loaded first.
 fn failover(
     ports: &[PortView],
     clients: &[ClientView],
@@ -179,15 +181,20 @@ fn failover(
     targets: &mut Targets,
     moves: &mut Vec<Move>,
 ) {
+    let mut quiet = Vec::new();
     for &(port, start, end) in groups {
         if ports[port].up {
             continue;
         }
         for &c in &by_port[start..end] {
+            let rate = nonneg(clients[c].rate_bps);
+            if rate == 0.0 {
+                quiet.push((port, c));
+                continue;
+            }
             let Some(to) = targets.least_loaded() else {
                 break;
             };
-            let rate = nonneg(clients[c].rate_bps);
             let from_before = targets.util(port);
             let to_before = targets.util(to);
             targets.shift(port, to, rate);
@@ -201,6 +208,22 @@ fn failover(
                 to_util: (to_before, targets.util(to)),
             });
         }
+    }
+    let live: Vec<PortId> = targets.order.iter().map(|&(_, p)| p).collect();
+    for (i, (port, c)) in quiet.into_iter().enumerate() {
+        let Some(&to) = live.get(i % live.len().max(1)) else {
+            break;
+        };
+        let (from_util, to_util) = (targets.util(port), targets.util(to));
+        moves.push(Move {
+            client: c,
+            from: port,
+            to,
+            rate_bps: 0.0,
+            reason: Reason::Failover,
+            from_util: (from_util, from_util),
+            to_util: (to_util, to_util),
+        });
     }
 }
 

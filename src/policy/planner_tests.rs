@@ -258,6 +258,30 @@ fn failover_moves_every_client_off_a_down_port_least_loaded_first_even_when_held
 }
 
 #[test]
+fn failover_deals_quiet_clients_round_the_live_ports_least_loaded_first() {
+    // p0 fails with one busy client and seven quiet ones (idle, or only resolved): p2 is the
+    // emptiest, then p3, then p1 (once the busy client has gone to p2, p3 is).
+    let mut clients = vec![client(0, 50.0 * MBIT)];
+    clients.extend((0..7).map(|_| client(0, 0.0)));
+    clients.push(client(1, 300.0 * MBIT));
+    clients.push(client(2, 10.0 * MBIT));
+    clients.push(client(3, 100.0 * MBIT));
+    let mut ports = ports_from(&[GBIT; 4], &clients, &[false; 4]);
+    ports[0].up = false;
+    let moves = plan(&cfg(), &ports, &clients);
+    assert!(moves
+        .iter()
+        .all(|m| m.reason == Reason::Failover && m.from == 0));
+    assert_eq!((moves[0].client, moves[0].to), (0, 2), "{moves:?}");
+    let quiet: Vec<PortId> = moves[1..].iter().map(|m| m.to).collect();
+    // After the busy one: p2 60, p3 100, p1 300 Mbit/s.
+    assert_eq!(quiet, vec![2, 3, 1, 2, 3, 1, 2], "{moves:?}");
+    assert!(moves[1..]
+        .iter()
+        .all(|m| m.rate_bps == 0.0 && m.to_util.0 == m.to_util.1));
+}
+
+#[test]
 fn placement_picks_the_least_utilized_live_port() {
     let mut ports = vec![
         port(GBIT, 500.0 * MBIT, false),
