@@ -184,14 +184,21 @@ pub struct Steerer {
     next_turn_ms: u64,
 }
 
-/// Keeps `map` within `bound` entries (at least 1) by forgetting the one whose `age` is least:
-/// the per-client records are bounded like the client table.
+/// Keeps `map` within `bound` entries (at least 1) by forgetting those whose `age` is least:
+/// the per-client records are bounded like the client table. Once over, it forgets the oldest
+/// eighth of the bound in one pass, so a burst of new records (a port failing under thousands
+/// of clients, the table full of moves) costs one pass per eighth, not a pass per record.
 fn forget_oldest<V, A: Ord>(map: &mut HashMap<ClientKey, V>, bound: usize, age: impl Fn(&V) -> A) {
-    if map.len() <= bound.max(1) {
+    let bound = bound.max(1);
+    if map.len() <= bound {
         return;
     }
-    if let Some(oldest) = map.iter().min_by_key(|(_, v)| age(v)).map(|(k, _)| *k) {
-        map.remove(&oldest);
+    let keep = bound - bound / 8;
+    let mut by_age: Vec<(A, ClientKey)> = map.iter().map(|(k, v)| (age(v), *k)).collect();
+    let drop = by_age.len() - keep;
+    by_age.select_nth_unstable(drop - 1);
+    for (_, k) in &by_age[..drop] {
+        map.remove(k);
     }
 }
 
@@ -613,6 +620,38 @@ mod flap_tests;
 #[cfg(test)]
 #[path = "core_answered_tests.rs"]
 mod answered_tests;
+
+#[cfg(test)]
+mod forget_tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_are_forgotten_an_eighth_at_a_time() {
+        let mut m: HashMap<ClientKey, u64> = HashMap::new();
+        let mut passes = 0;
+        for i in 0..10_000u64 {
+            let [.., a, b, c, d] = i.to_be_bytes();
+            m.insert(ClientKey::untagged(Mac(2, 0, a, b, c, d)), i);
+            let before = m.len();
+            forget_oldest(&mut m, 64, |v| *v);
+            passes += usize::from(m.len() < before);
+            assert!(m.len() <= 64);
+            // The newest always survive: everything kept is younger than everything dropped.
+            let oldest_kept = m.values().min().copied().unwrap_or(0);
+            assert!(i + 1 - oldest_kept <= 64, "{i}: kept {oldest_kept}");
+        }
+        assert!(passes <= 10_000 / 8 + 1, "{passes} passes");
+        let mut one: HashMap<ClientKey, u64> = HashMap::new();
+        for i in 0..3u8 {
+            one.insert(ClientKey::untagged(Mac(2, 0, 0, 0, 0, i)), u64::from(i));
+            forget_oldest(&mut one, 0, |v| *v);
+            assert_eq!(
+                one.values().copied().collect::<Vec<_>>(),
+                vec![u64::from(i)]
+            );
+        }
+    }
+}
 
 #[cfg(test)]
 #[path = "core_props.rs"]
