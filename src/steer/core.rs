@@ -558,6 +558,17 @@ impl Steerer {
         let Some(port) = ctx.ports.iter().position(|p| p.mac == said) else {
             return;
         };
+        // An NA advertises the server's target address to the client at the packet's
+        // destination; an NS asks the client for the target from the server's source, and the
+        // client learns the port's MAC for that source. A link-local one is the port's own
+        // (each port has its own): no client reaches the server's other addresses through it.
+        let (client, server) = match seen.kind {
+            NdKind::Na => (seen.dst_ip, seen.target),
+            NdKind::Ns => (seen.target, seen.src_ip),
+        };
+        if server.is_unicast_link_local() {
+            return;
+        }
         if seen.eth_dst.is_multicast() {
             self.answered.broadcast(now, seen.vlan, port);
             return;
@@ -566,12 +577,6 @@ impl Steerer {
         if self.moved.contains_key(&key) {
             return;
         }
-        // An NA advertises the server's target address to the client at the packet's
-        // destination; an NS asks the client for the target from the server's source.
-        let (client, server) = match seen.kind {
-            NdKind::Na => (seen.dst_ip, seen.target),
-            NdKind::Ns => (seen.target, seen.src_ip),
-        };
         self.answered
             .note(now, key, port, Claim::V6 { client, server });
     }

@@ -234,3 +234,35 @@ fn the_hosts_neighbor_advertisement_places_an_ipv6_client() {
     w.with(|ctx| s.failover(5000, &[1], &ports, &[], ctx, &mut Vec::new()));
     assert!(s.moved(&CLIENT).is_some_and(|m| m.port != 1));
 }
+
+#[test]
+fn a_solicitation_from_a_ports_link_local_address_places_nobody() {
+    // The host probing the client from p0's link-local address: the client learns p0's MAC for
+    // that address only, not for the server's addresses it talks to.
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    let probe = NdSeen {
+        outgoing: true,
+        kind: NdKind::Ns,
+        eth_src: P[0],
+        eth_dst: CLIENT.mac,
+        target: crate::host::testing::CLIENT6,
+        src_ip: Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0xf00),
+        dst_ip: crate::host::testing::CLIENT6,
+        lladdr: Some(P[0]),
+        vlan: 0,
+    };
+    w.with(|ctx| s.on_nd(1000, &probe, ctx, &mut Vec::new()));
+    fail_p0(&mut w, &mut s, 5000, &[]);
+    assert!(s.moved(&CLIENT).is_none());
+    // From the server's global address, it does.
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    let probe = NdSeen {
+        src_ip: SERVER6,
+        ..probe
+    };
+    w.with(|ctx| s.on_nd(1000, &probe, ctx, &mut Vec::new()));
+    fail_p0(&mut w, &mut s, 5000, &[]);
+    assert!(s.moved(&CLIENT).is_some_and(|m| m.port != 0));
+}
