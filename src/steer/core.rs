@@ -372,7 +372,9 @@ impl Steerer {
                     // A move's first frame waits its turn for the shared budget instead of being
                     // lost: when a port fails, every client on it must hear once, however many
                     // there are. Turns are handed out one spacing apart, so the wait is as long
-                    // as the queue ahead, not a retry storm.
+                    // as the queue ahead, not a retry storm. Its repeats are dropped: while
+                    // the budget is short, one frame to each client comes before a second to
+                    // any (and their old times would take turns of their own).
                     let turn = self.next_turn_ms.max(now + 1);
                     self.next_turn_ms = turn + self.limiter.spacing_ms();
                     self.counters.deferred += 1;
@@ -385,6 +387,9 @@ impl Steerer {
                             turn - now
                         ),
                     );
+                    if let Some(m) = self.moved.get_mut(&client) {
+                        m.pending.clear();
+                    }
                     self.schedule(client, turn, 1, out);
                     break;
                 }

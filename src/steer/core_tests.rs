@@ -541,7 +541,8 @@ fn a_port_failing_under_more_clients_than_the_total_limit_reaches_each_in_turn()
     assert_eq!(s.counters().moves_failover, u64::from(n));
     assert_eq!(first.len(), usize::from(n), "every client hears once");
     let last = first.values().max().copied().unwrap_or(0);
-    assert!(last < 2_500, "the last first frame after {last} ms");
+    // 2,000 waiting at 1,000 a second, give or take the repeats of the first 1,000.
+    assert!(last < 2_100, "the last first frame after {last} ms");
     // The bucket's burst (1,000) plus its rate: never more in a second.
     assert!(per_sec.values().all(|&k| k <= 2000), "{per_sec:?}");
     assert!(s.counters().deferred >= u64::from(n) - 1000);
