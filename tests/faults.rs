@@ -11,9 +11,10 @@
 //!   none of whose frames went out is not believed made;
 //! - a port that just went down (ENETDOWN): frames already due on it are refused, counted, not
 //!   retried, and the client is failed over to a live port, with no busy loop;
-//! - a port fails while a client the server answered there (its ARP) has sent nothing yet, so is
-//!   in no client table: rlbd moves it to the live port all the same (plain ports, where no
-//!   bonding driver would), and leaves alone a client on that port the server never answered;
+//! - a port fails while a client the server answered there (its ARP request, or its Neighbor
+//!   Solicitation) has sent nothing yet, so is in no client table: rlbd moves it to the live
+//!   port all the same (plain ports, where no bonding driver would), and leaves alone a client
+//!   on that port the server never answered;
 //! - control socket abuse: 1,000 connections at once, a client sending a byte a second and an
 //!   oversized request, while traffic runs: timers stay on time, re-assertions still happen,
 //!   memory stays bounded.
@@ -23,12 +24,15 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::daemon::{cpu_rss, lab_test, signal, start, status, stop, tmp, Daemon};
+use common::daemon::{cpu_rss, lab_test, lab_test_with, signal, start, status, stop, tmp, Daemon};
 use common::{client_mac, lab_exe, raw};
-use rlbd::lab::netns::{client_ip, Lab, LabResult, PORTS, SERVER_IP};
+use rlbd::lab::netns::{
+    client_ip, client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6,
+};
 use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
 
 /// Confirmed neighbours (with a MAC, not FAILED/INCOMPLETE) on the server's ports, per the
@@ -441,75 +445,124 @@ fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over
 
 #[test]
 fn a_client_answered_on_a_failed_port_is_moved_before_it_sends() {
-    lab_test("answered", |lab, log| {
-        let mut failures = Vec::new();
-        let mut d = start(lab, "answered", &[], &["-v"])?;
-        // c2 resolves the server: one broadcast request, answered by both ports (one subnet on
-        // two ports); it takes p0's answer (its own kernel, having asked nothing, ignores both,
-        // so the test sets the entry it would have learnt).
-        let (mac, ip) = (client_mac(lab, "c2")?, client_ip("c2")?);
-        lab.flush_neigh("c2")?;
-        raw(lab, "c2", &["ask", "eth0", &mac, &ip, SERVER_IP])?;
-        lab.place("c2", PORTS[0])?;
-        // c3 sits on p0 too, known to the server's neighbour table (so rlbd could send to it),
-        // but the server never answered it: nothing tells rlbd it is there.
-        let (mac3, ip3) = (client_mac(lab, "c3")?, client_ip("c3")?);
-        lab.ip(
-            "srv",
-            &[
-                "neigh",
-                "replace",
-                &ip3,
-                "lladdr",
-                &mac3,
-                "dev",
-                PORTS[0],
-                "nud",
-                "reachable",
-            ],
-        )?;
-        lab.place("c3", PORTS[0])?;
-        lab.sleep(Duration::from_millis(500))?;
-        let known = status(&d)?.clients.len();
-        lab.set_port(PORTS[0], false)?;
-        let t = Instant::now();
-        let mut moved = None;
-        while t.elapsed() < Duration::from_secs(3) && moved.is_none() {
-            if lab.client_port("c2")? == Some(PORTS[1]) {
-                moved = Some(t.elapsed().as_secs_f64());
-            }
-            lab.sleep(Duration::from_millis(50))?;
-        }
-        lab.sleep(Duration::from_millis(1000))?;
-        let c3 = lab.client_port("c3")?;
-        let text = std::fs::read_to_string(&d.log).unwrap_or_default();
-        let lines: Vec<&str> = text
-            .lines()
-            .filter(|l| l.contains("the host answered it there"))
-            .collect();
-        say!(
-            "clients in rlbd's table before the failure: {known}; c2 on p1 after {moved:?} s; \
-             c3 on {c3:?}; failover lines for answered clients: {lines:?}"
-        );
-        if known != 0 {
-            failures.push(format!("{known} clients counted: c2 must be in no table"));
-        }
-        if moved.is_none() {
-            failures.push(
-                "c2 (answered on p0, no frame sent) still not on p1 3 s after p0 failed".into(),
-            );
-        }
-        if lines.len() != 1 || !lines[0].contains(&ip) {
-            failures.push(format!("expected one failover line naming {ip}: {lines:?}"));
-        }
-        if c3 != Some(PORTS[0]) {
-            failures.push(format!("c3, never answered, was moved to {c3:?}"));
-        }
-        lab.set_port(PORTS[0], true)?;
-        stop(lab, &mut d);
-        let _ = std::fs::copy(&d.log, log);
-        Ok(failures)
+    lab_test("answered", |lab, log| answered_case(lab, log, false));
+}
+
+#[test]
+fn a_client_advertised_to_on_a_failed_port_is_moved_before_it_sends() {
+    lab_test_with("answered6", LabOptions { ipv6: true }, |lab, log| {
+        answered_case(lab, log, true)
     });
+}
+
+/// `client`'s entry for the server's address of the family (`v6`) set to `port`'s MAC, as if
+/// it had taken that port's answer.
+fn point(lab: &Lab, client: &str, v6: bool, port: &str) -> LabResult<()> {
+    let (family, server) = if v6 {
+        ("-6", SERVER_IP6)
+    } else {
+        ("-4", SERVER_IP)
+    };
+    let mac = lab.port_mac(port)?;
+    let args = [
+        family,
+        "neigh",
+        "replace",
+        server,
+        "lladdr",
+        &mac,
+        "dev",
+        "eth0",
+        "nud",
+        "reachable",
+    ];
+    lab.ip(client, &args).map(|_| ())
+}
+
+/// c2 resolves the server (one broadcast ARP request, or one Neighbor Solicitation), answered by
+/// both ports (one subnet on two ports), and takes p0's answer (its own kernel, having asked
+/// nothing, ignores both, so the test sets the entry it would have learnt); c3 sits on p0 too,
+/// known to the server's neighbour table (so rlbd could send to it), but the server never
+/// answered it. p0 fails: c2 must be on p1 at once, c3 left alone.
+fn answered_case(lab: &Lab, log: &Path, v6: bool) -> LabResult<Vec<String>> {
+    let mut failures = Vec::new();
+    let mut d = start(lab, if v6 { "answered6" } else { "answered" }, &[], &["-v"])?;
+    let ip_of = |c: &str| if v6 { client_ip6(c) } else { client_ip(c) };
+    let port_of = |c: &str| {
+        if v6 {
+            lab.client_port6(c)
+        } else {
+            lab.client_port(c)
+        }
+    };
+    let (mac, ip) = (client_mac(lab, "c2")?, ip_of("c2")?);
+    lab.flush_neigh("c2")?;
+    if v6 {
+        lab.flush_neigh6("c2")?;
+        raw(lab, "c2", &["solicit", "eth0", &mac, &ip, SERVER_IP6])?;
+    } else {
+        raw(lab, "c2", &["ask", "eth0", &mac, &ip, SERVER_IP])?;
+    }
+    point(lab, "c2", v6, PORTS[0])?;
+    let (mac3, ip3) = (client_mac(lab, "c3")?, ip_of("c3")?);
+    let family = if v6 { "-6" } else { "-4" };
+    lab.ip(
+        "srv",
+        &[
+            family,
+            "neigh",
+            "replace",
+            &ip3,
+            "lladdr",
+            &mac3,
+            "dev",
+            PORTS[0],
+            "nud",
+            "reachable",
+        ],
+    )?;
+    point(lab, "c3", v6, PORTS[0])?;
+    lab.sleep(Duration::from_millis(500))?;
+    let known = status(&d)?.clients.len();
+    lab.set_port(PORTS[0], false)?;
+    let t = Instant::now();
+    let mut moved = None;
+    while t.elapsed() < Duration::from_secs(3) && moved.is_none() {
+        if port_of("c2")? == Some(PORTS[1]) {
+            moved = Some(t.elapsed().as_secs_f64());
+        }
+        lab.sleep(Duration::from_millis(50))?;
+    }
+    lab.sleep(Duration::from_millis(1000))?;
+    let c3 = port_of("c3")?;
+    let text = std::fs::read_to_string(&d.log).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("the host answered it there"))
+        .collect();
+    say!(
+        "{}: clients in rlbd's table before the failure: {known}; c2 on p1 after {moved:?} s; \
+         c3 on {c3:?}; failover lines for answered clients: {lines:?}",
+        if v6 { "IPv6" } else { "IPv4" }
+    );
+    if known != 0 {
+        failures.push(format!("{known} clients counted: c2 must be in no table"));
+    }
+    if moved.is_none() {
+        failures.push(format!(
+            "c2 (answered on p0, no frame sent) still not on p1 for {ip} 3 s after p0 failed"
+        ));
+    }
+    if lines.len() != 1 || !lines[0].contains(&ip) {
+        failures.push(format!("expected one failover line naming {ip}: {lines:?}"));
+    }
+    if c3 != Some(PORTS[0]) {
+        failures.push(format!("c3, never answered, was moved to {c3:?}"));
+    }
+    lab.set_port(PORTS[0], true)?;
+    stop(lab, &mut d);
+    let _ = std::fs::copy(&d.log, log);
+    Ok(failures)
 }
 
 #[test]

@@ -8,6 +8,9 @@
   rawsend.py ask IFACE MAC IPV4 TARGET
       one broadcast ARP request from MAC/IPV4 for TARGET (a client resolving the server, whose
       own kernel then ignores the answers: it asked for none).
+  rawsend.py solicit IFACE MAC IPV6 TARGET
+      one Neighbor Solicitation from MAC/IPV6 for TARGET, to TARGET's solicited-node group (a
+      client resolving the server's IPv6 address; its kernel ignores the advertisements).
   rawsend.py udp IFACE SRC_MAC SRC_IP DST_MAC DST_IP MBIT SECONDS
       UDP frames of 1400 bytes from SRC_MAC/SRC_IP, whatever the interface's own addresses are
       (a client that changed its MAC, or one that took another's address).
@@ -55,6 +58,17 @@ def na(src, ip6, own6):
     return b"\x33\x33\x00\x00\x00\x01" + src + b"\x86\xdd" + ip + body
 
 
+def solicit(src, own6, target6):
+    target = socket.inet_pton(socket.AF_INET6, target6)
+    dst6 = socket.inet_pton(socket.AF_INET6, "ff02::1:ff00:0")[:13] + target[13:]
+    s6 = socket.inet_pton(socket.AF_INET6, own6)
+    body = struct.pack("!BBHI", 135, 0, 0, 0) + target + b"\x01\x01" + src
+    pseudo = s6 + dst6 + struct.pack("!I3xB", len(body), 58)
+    body = body[:2] + struct.pack("!H", csum(pseudo + body)) + body[4:]
+    ip = struct.pack("!IHBB", 6 << 28, len(body), 58, 255) + s6 + dst6
+    return b"\x33\x33\xff" + target[13:] + src + b"\x86\xdd" + ip + body
+
+
 def udp(src, sip, dst, dip):
     payload = b"\0" * 1400
     u = struct.pack("!HHHH", 40000, 9, 8 + len(payload), 0) + payload
@@ -82,6 +96,8 @@ def main():
         print(n)
     elif mode == "ask":
         s.send(ask(mac(sys.argv[3]), sys.argv[4], sys.argv[5]))
+    elif mode == "solicit":
+        s.send(solicit(mac(sys.argv[3]), sys.argv[4], sys.argv[5]))
     elif mode == "udp":
         src, sip, dst, dip = mac(sys.argv[3]), sys.argv[4], mac(sys.argv[5]), sys.argv[6]
         mbit, secs = float(sys.argv[7]), float(sys.argv[8])
