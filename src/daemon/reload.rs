@@ -47,12 +47,15 @@ impl Daemon {
         self.table.set_idle_ticks(new.capture.idle_timeout_secs);
         self.captures
             .set_sampling_limit(&self.ports, new.capture.sampling_limit());
-        self.steer.reconfigure(super::setup::steer_config(&new));
         crate::logging::set_level(&new.log_level);
+        // The target stays what the daemon runs on (a change of it needs a restart), and the
+        // steering core's settings follow from it.
         self.settings = Settings {
             target: self.settings.target.clone(),
             ..new
         };
+        self.steer
+            .reconfigure(super::setup::steer_config(&self.settings));
         info!("SIGHUP: configuration reloaded; state kept");
         // Read back from the parts that hold them, so a test can see the reload reached each.
         debug!(
