@@ -163,6 +163,12 @@ cs_now() {
     CS=$((${_u%.*} * 100 + 1${_u#*.} - 100))
 }
 secs() { printf '%d.%02d' $(($1 / 100)) $(($1 % 100)); } # centiseconds -> "s.cc"
+# The best 2 s window of the pair's total, Mbit/s, in a file of "uptime rx_sl0 rx_sl1 ..." samples
+# a second apart (0 with fewer than three)
+best_window() {
+    awk '{ t[NR] = $1; x[NR] = $2 + $3 } END { m = 0; for (i = 3; i <= NR; i++) { v = (x[i] - x[i - 2]) * 8 / (t[i] - t[i - 2]) / 1e6; if (v > m) m = v }
+        printf "%.1f", m }' "$1"
+}
 
 # Follow client $1 (addresses $5..) from $2 (centiseconds) for $3 s, wanting port $4. Sets TRACE
 # (changes, "t:port"), LAST, OK_AT (start of the final run on $4, or never), NDEV (samples not on

@@ -18,7 +18,8 @@
 # Each scenario's checks: the driver's placement; without steering the pair gets one slave's
 # capacity; with steering (rlbd, or the stand-in when STANDIN=1) a client of the pair is on sl1
 # for every address it uses within 5 s of the traffic's start; the pair then reaches TOTAL_X times
-# one slave's capacity and the moved client's traffic arrives on sl1; the move survives the
+# one slave's capacity (97% of the lab's ceiling when that is less) within 10 s of the move and
+# the moved client's traffic arrives on sl1; the move survives the
 # client's re-ARP and the host's ARP request; the moved client is re-steered when sl1 fails.
 # flat adds the active-slave change and (rlbd only) runtime changes of the bond.
 #
@@ -276,7 +277,8 @@ stage_vars() { # $1: stage
 # When the driver put another client on sl1, it sends too: then sl1 is full while sl0 carries the
 # pair, and the total is what this lab (an emulator on a shared host) can carry with both ports
 # busy at that moment: the "lab ceiling", printed beside the steered total so that a shortfall of
-# the lab can be told from one of the steering. The checks never use it.
+# the lab can be told from one of the steering. The total's check asks for 97% of it instead of
+# TOTAL_X x cap when the lab could not carry TOTAL_X.
 stage_baseline() {
     bst=$1
     stage_vars "$1"
@@ -300,7 +302,9 @@ stage_baseline() {
     eval "${bst}_BASE_X=$(fcalc2 "$1 / $CAP")"
     if [ -n "$ref" ]; then
         fig ceil "$(fcalc2 "$3 / $CAP")"
+        eval "${bst}_CEIL_X=$(fcalc2 "$3 / $CAP")"
     else
+        eval "${bst}_CEIL_X="
         fig ceil -
     fi
     fcmp "$1" '>=' "$(fcalc "0.6 * $CAP")" && fcmp "$1" '<' "$(fcalc "1.3 * $CAP")" &&
@@ -374,12 +378,24 @@ stage_steer() {
     [ "$STAYED" = "$MOVED" ] && STAYED=${PAIR#* }
     verdict "$late" move "a client of $PAIR is on sl1 for all of $TARGETS within 5 s" "at ${tm}s after traffic start:$now$lab_note"
 
-    # figures: 1 s samples for 5 s from 1 s after the move; the best 2 s window and the mean
-    # (samples on a fixed schedule: the ss below takes part of each second)
+    # What the pair must reach: TOTAL_X x cap, or, when this lab could not carry that much in
+    # the scenario's own baseline with both ports busy (its ceiling, a few seconds before),
+    # 97% of that ceiling: a slow emulator is not a shortfall of the steering.
+    need=$(fcalc "$TOTAL_X * $CAP")
+    eval "ceil_x=\${${st}_CEIL_X:-}"
+    if [ -n "$ceil_x" ] && fcmp "$ceil_x" '<' "$TOTAL_X"; then
+        need=$(fcalc "0.97 * $ceil_x * $CAP")
+    fi
+    # figures: 1 s samples from 1 s after the move, 5 s of them, then on while the best 2 s
+    # window is short of the need, up to 10 s: a moved TCP flow under TCG can take seconds to
+    # grow into its new port (whether its frames arrive there is judged below, not its TCP);
+    # the mean and the arrival share are over all the samples (on a fixed schedule: the ss
+    # below takes part of each second)
     cs_now
     t_next=$((CS + 100))
     : >/tmp/snaps
-    for k in 0 1 2 3 4 5; do
+    k=0
+    while [ "$k" -le 10 ]; do
         cs_now
         [ "$CS" -lt "$t_next" ] && sleep "$(secs $((t_next - CS)))"
         t_next=$((t_next + 100))
@@ -391,22 +407,24 @@ stage_steer() {
         fb=$(fbytes "$(cip "$MOVED" "$NET")" "$(cip "$STAYED" "$NET")")
         cs_now
         echo "$sn $fb$(secs $(((tb + CS) / 2)))" >>/tmp/snaps
+        k=$((k + 1))
+        [ "$k" -ge 6 ] && fcmp "$(best_window /tmp/snaps)" '>=' "$need" && break
     done
-    r=$(rates "$(sed -n 1p /tmp/snaps | cut -d' ' -f1-3)" "$(sed -n 6p /tmp/snaps | cut -d' ' -f1-3)")
+    last=$(wc -l </tmp/snaps)
+    r=$(rates "$(sed -n 1p /tmp/snaps | cut -d' ' -f1-3)" "$(sed -n "${last}p" /tmp/snaps | cut -d' ' -f1-3)")
     print_table "stage $st ($PAIR to $TARGETS), steering, $MOVED moved" "$r"
     set -- $r
     mean=$3
     per=$(awk -v m="$MOVED" -v s="$STAYED" 'NR == 1 { f = $0 } END { split(f, a, " ");
         dt = $6 - a[6]; printf "%s %.1f Mbit/s, %s %.1f Mbit/s", m, ($4 - a[4]) * 8 / dt / 1e6, s, ($5 - a[5]) * 8 / dt / 1e6 }' /tmp/snaps)
     echo "    per client (TCP payload): $per"
-    best=$(awk '{ t[NR] = $1; x[NR] = $2 + $3 } END { for (i = 3; i <= NR; i++) { v = (x[i] - x[i - 2]) * 8 / (t[i] - t[i - 2]) / 1e6; if (v > m) m = v }
-        printf "%.1f", m }' /tmp/snaps)
+    best=$(best_window /tmp/snaps)
     secs=$(awk '{ t[NR] = $1; x[NR] = $2 + $3 } NR > 1 { printf "%.1f ", (x[NR] - x[NR - 1]) * 8 / (t[NR] - t[NR - 1]) / 1e6 }' /tmp/snaps)
     fig total "$(fcalc2 "$best / $CAP")"
     fig mean "$(fcalc2 "$mean / $CAP")"
-    fcmp "$best" '>=' "$(fcalc "$TOTAL_X * $CAP")"
-    verdict $? total "the pair reaches >= ${TOTAL_X}x one slave's capacity" \
-        "best 2 s window $best Mbit/s = $(fcalc2 "$best / $CAP")x (need $(fcalc "$TOTAL_X * $CAP")); 5 s mean $mean = $(fcalc2 "$mean / $CAP")x; per second: $secs"
+    fcmp "$best" '>=' "$need"
+    verdict $? total "the pair reaches >= ${TOTAL_X}x one slave's capacity (or 97% of this lab's ceiling, when under that)" \
+        "best 2 s window $best Mbit/s = $(fcalc2 "$best / $CAP")x (need $need${ceil_x:+; lab ceiling ${ceil_x}x}); $((last - 1)) s mean $mean = $(fcalc2 "$mean / $CAP")x; per second: $secs"
     # Everything the moved client sent must have come in on sl1: sl1's frame rate covers its
     # payload rate (frames are ~4.6% larger). Part of it left behind on sl0 shows as a shortfall.
     arr=$(awk 'NR == 1 { f = $0 } END { split(f, a, " "); sl1 = ($3 - a[3]) / ($1 - a[1]); p = ($4 - a[4]) / ($6 - a[6])

@@ -54,7 +54,8 @@
 #   STANDIN=0        1: a stand-in sends the moves instead of rlbd (guest-lib.sh), to prove a
 #                    scenario measures what it should; its results say STAND-IN, not rlbd
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
-#   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT
+#   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT (or 97% of
+#                    the lab's ceiling in that scenario when the lab carried less) within 10 s
 #   BASE_SECONDS=3   traffic seconds per stage without steering
 #   HOLD_SECONDS=4   seconds a re-ARPed move is followed beyond the first 2
 #   WIRE=0           1: print every ARP frame that crossed the slaves (KLAB-ARP lines)
