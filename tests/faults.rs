@@ -455,30 +455,6 @@ fn a_client_advertised_to_on_a_failed_port_is_moved_before_it_sends() {
     });
 }
 
-/// `client`'s entry for the server's address of the family (`v6`) set to `port`'s MAC, as if
-/// it had taken that port's answer.
-fn point(lab: &Lab, client: &str, v6: bool, port: &str) -> LabResult<()> {
-    let (family, server) = if v6 {
-        ("-6", SERVER_IP6)
-    } else {
-        ("-4", SERVER_IP)
-    };
-    let mac = lab.port_mac(port)?;
-    let args = [
-        family,
-        "neigh",
-        "replace",
-        server,
-        "lladdr",
-        &mac,
-        "dev",
-        "eth0",
-        "nud",
-        "reachable",
-    ];
-    lab.ip(client, &args).map(|_| ())
-}
-
 /// c2 resolves the server (one broadcast ARP request, or one Neighbor Solicitation), answered by
 /// both ports (one subnet on two ports), and takes p0's answer (its own kernel, having asked
 /// nothing, ignores both, so the test sets the entry it would have learnt); c3 sits on p0 too,
@@ -503,7 +479,7 @@ fn answered_case(lab: &Lab, log: &Path, v6: bool) -> LabResult<Vec<String>> {
     } else {
         raw(lab, "c2", &["ask", "eth0", &mac, &ip, SERVER_IP])?;
     }
-    point(lab, "c2", v6, PORTS[0])?;
+    lab.place_family("c2", PORTS[0], v6)?;
     let (mac3, ip3) = (client_mac(lab, "c3")?, ip_of("c3")?);
     let family = if v6 { "-6" } else { "-4" };
     lab.ip(
@@ -521,7 +497,7 @@ fn answered_case(lab: &Lab, log: &Path, v6: bool) -> LabResult<Vec<String>> {
             "reachable",
         ],
     )?;
-    point(lab, "c3", v6, PORTS[0])?;
+    lab.place_family("c3", PORTS[0], v6)?;
     lab.sleep(Duration::from_millis(500))?;
     let known = status(&d)?.clients.len();
     lab.set_port(PORTS[0], false)?;

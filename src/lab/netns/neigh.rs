@@ -3,55 +3,47 @@
 use super::{Lab, LabResult, SERVER_IP, SERVER_IP6};
 
 impl Lab {
-    /// Points `client`'s neighbour entry for the server at `port`'s MAC (a dynamic, reachable
-    /// entry: later ARP traffic may change it, as it would one learnt from the wire), and reads it
-    /// back.
+    /// Points `client`'s neighbour entries for the server (IPv4, and IPv6 in an IPv6 lab) at
+    /// `port`'s MAC (dynamic, reachable entries: later ARP or ND traffic may change them, as it
+    /// would ones learnt from the wire), and reads them back.
     pub fn place(&self, client: &str, port: &str) -> LabResult<()> {
+        self.place_family(client, port, false)?;
+        if self.ipv6 {
+            self.place_family(client, port, true)?;
+        }
+        Ok(())
+    }
+
+    /// [`place`](Self::place) for one family's entry only (`v6`), the other left as it is.
+    pub fn place_family(&self, client: &str, port: &str, v6: bool) -> LabResult<()> {
         let mac = self.port_mac(port)?;
-        self.ip(
-            client,
-            &[
-                "neigh",
-                "replace",
-                SERVER_IP,
-                "lladdr",
-                &mac,
-                "dev",
-                "eth0",
-                "nud",
-                "reachable",
-            ],
-        )?;
-        match self.neigh_mac(client)? {
-            Some(got) if got == mac => {}
-            got => {
-                return Err(format!(
-                    "placing {client} on {port}: its entry for {SERVER_IP} reads {got:?}, not {mac}"
-                ))
-            }
-        }
-        if !self.ipv6 {
-            return Ok(());
-        }
-        self.ip(
-            client,
-            &[
-                "-6",
-                "neigh",
-                "replace",
-                SERVER_IP6,
-                "lladdr",
-                &mac,
-                "dev",
-                "eth0",
-                "nud",
-                "reachable",
-            ],
-        )?;
-        match self.neigh6_mac(client)? {
+        let (family, server) = if v6 {
+            ("-6", SERVER_IP6)
+        } else {
+            ("-4", SERVER_IP)
+        };
+        let args = [
+            family,
+            "neigh",
+            "replace",
+            server,
+            "lladdr",
+            &mac,
+            "dev",
+            "eth0",
+            "nud",
+            "reachable",
+        ];
+        self.ip(client, &args)?;
+        let got = if v6 {
+            self.neigh6_mac(client)?
+        } else {
+            self.neigh_mac(client)?
+        };
+        match got {
             Some(got) if got == mac => Ok(()),
             got => Err(format!(
-                "placing {client} on {port}: its entry for {SERVER_IP6} reads {got:?}, not {mac}"
+                "placing {client} on {port}: its entry for {server} reads {got:?}, not {mac}"
             )),
         }
     }
