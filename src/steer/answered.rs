@@ -7,8 +7,9 @@
 //!
 //! Pure and bounded: at most `bound` clients, the one the host told longest ago forgotten first.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
+use super::core::forget_oldest;
 use super::PortId;
 use crate::client::ClientKey;
 use crate::host::Claim;
@@ -34,7 +35,7 @@ struct Entry {
     round_ms: u64,
     /// The addresses the host's frames paired: what a move of it claims.
     claims: Vec<Claim>,
-    /// Its place in `order`: an older copy there is stale.
+    /// When it was last told, in notes: the oldest is forgotten first past the bound.
     stamp: u64,
 }
 
@@ -50,8 +51,6 @@ pub struct Stranded {
 #[derive(Debug, Default)]
 pub struct Answered {
     map: HashMap<ClientKey, Entry>,
-    /// Keys in the order they were last told; entries whose stamp differs are stale.
-    order: VecDeque<(ClientKey, u64)>,
     stamp: u64,
     /// Per (VLAN, port), the latest frame the host sent to every neighbour on that VLAN (a
     /// broadcast ARP request, a multicast NA or NS): each hearer with an entry for the server
@@ -114,7 +113,6 @@ impl Answered {
             }
             e.claims.push(claim);
         }
-        self.order.push_back((key, stamp));
         self.trim();
     }
 
@@ -165,22 +163,9 @@ impl Answered {
         v
     }
 
-    /// Forgets the clients told longest ago past the bound, and drops stale places in the order
-    /// before they outnumber the clients.
+    /// Forgets the clients told longest ago past the bound.
     fn trim(&mut self) {
-        while self.map.len() > self.bound {
-            let Some((k, stamp)) = self.order.pop_front() else {
-                break;
-            };
-            if self.map.get(&k).is_some_and(|e| e.stamp == stamp) {
-                self.map.remove(&k);
-            }
-        }
-        if self.order.len() > 2 * self.map.len() + 64 {
-            let map = &self.map;
-            self.order
-                .retain(|(k, stamp)| map.get(k).is_some_and(|e| e.stamp == *stamp));
-        }
+        forget_oldest(&mut self.map, self.bound, |e| e.stamp);
     }
 }
 
@@ -264,12 +249,11 @@ mod tests {
         a.note(11, key(4), 0, claim(4));
         let left: Vec<ClientKey> = a.on_ports(&[0]).iter().map(|s| s.key).collect();
         assert_eq!(left, vec![key(1), key(3), key(4)]);
-        // A storm of answers to a few clients keeps the order's stale places bounded.
+        // A storm of answers to a few clients keeps the bound.
         for t in 0..10_000u64 {
             a.note(100 + t, key(1 + (t % 3) as u8), 0, claim(1));
         }
         assert!(a.len() <= 3);
-        assert!(a.order.len() <= 2 * a.len() + 64 + 1, "{}", a.order.len());
         a.set_bound(1);
         assert_eq!(a.len(), 1);
     }

@@ -188,7 +188,11 @@ pub struct Steerer {
 /// the per-client records are bounded like the client table. Once over, it forgets the oldest
 /// eighth of the bound in one pass, so a burst of new records (a port failing under thousands
 /// of clients, the table full of moves) costs one pass per eighth, not a pass per record.
-fn forget_oldest<V, A: Ord>(map: &mut HashMap<ClientKey, V>, bound: usize, age: impl Fn(&V) -> A) {
+pub(super) fn forget_oldest<V, A: Ord>(
+    map: &mut HashMap<ClientKey, V>,
+    bound: usize,
+    age: impl Fn(&V) -> A,
+) {
     let bound = bound.max(1);
     if map.len() <= bound {
         return;
