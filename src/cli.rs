@@ -31,6 +31,8 @@ pub fn completion_command() -> clap::Command {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the daemon in the foreground.
     Run(RunArgs),
@@ -84,6 +86,11 @@ pub struct RunArgs {
     /// observability.metrics_interval_secs].
     #[arg(long, value_name = "SECS")]
     pub metrics_interval: Option<u64>,
+    /// Where the moves, their hold-downs and the per-client limits outlive a restart
+    /// [default: $RUNTIME_DIRECTORY/NAME.state under systemd (/run/rlbd), else none; empty:
+    /// none].
+    #[arg(long, value_name = "PATH")]
+    pub state_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

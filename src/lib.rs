@@ -13,6 +13,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod engine;
 pub mod exit;
 pub mod host;
 pub mod lab;

@@ -39,7 +39,8 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail("run", e, EX_CONFIG),
     };
     rlbd::logging::init(&settings.log_level);
-    let result = Daemon::new(settings, Box::new(make)).and_then(Daemon::run);
+    let result =
+        Daemon::new(settings, Box::new(make), args.state_file.clone()).and_then(Daemon::run);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -90,7 +90,11 @@ const PORT_FAMILIES: &[PortFamily] = &[
         kind: "gauge",
         help: "1 while the port counts every IPv4/IPv6 frame in the kernel (eBPF), 0 while it \
                counts captured frames (see rlbd_port_sampling_ratio).",
-        value: |p| Some(f64::from(u8::from(p.counting == "ebpf"))),
+        value: |p| {
+            Some(f64::from(u8::from(
+                p.counting == crate::status::Counting::Ebpf,
+            )))
+        },
     },
     PortFamily {
         name: "rlbd_port_uncounted_frames_total",
@@ -359,7 +363,7 @@ pub(crate) mod tests {
             ring_drops: 1,
             clients: 1,
             sampling: 1,
-            counting: "exact".into(),
+            counting: crate::status::Counting::Exact,
             counting_hook: None,
             no_move: None,
             uncounted_frames: 0,

@@ -13,10 +13,11 @@ use serde::{Deserialize, Serialize};
 pub use crate::policy::Reason;
 
 /// What rlbd steers among.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// A bond's slaves.
+    #[default]
     Bond,
     /// Plain ports that share the server's address.
     Ports,
@@ -55,7 +56,7 @@ impl PortState {
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The whole report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     /// Schema version of this report ([`SCHEMA_VERSION`]); bumped only on an incompatible change.
     pub schema: u32,
@@ -128,7 +129,7 @@ pub struct PortStatus {
     /// schema 1's first release: absent in older reports (read as "exact" or "sampled" from
     /// `sampling`).
     #[serde(default)]
-    pub counting: String,
+    pub counting: Counting,
     /// While counting in the kernel: where the program runs, "tc" (the port's tc hooks, no
     /// packet tap) or "socket" (a filter on the capture socket); null otherwise. Added after
     /// schema 1's first release: absent in older reports.
@@ -255,4 +256,31 @@ pub struct Totals {
     /// Timers run more than 100 ms after they were due, since start.
     #[serde(default)]
     pub timers_late: u64,
+}
+
+/// How a port counts IPv4/IPv6 frames (`PortStatus::counting`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Counting {
+    /// In the kernel, every frame (eBPF).
+    Ebpf,
+    /// From captured frames, every one.
+    Exact,
+    /// From captured frames, one in `sampling`.
+    Sampled,
+    /// Not said: a report from before the field (read from `sampling`).
+    #[default]
+    #[serde(rename = "")]
+    Unknown,
+}
+
+impl Counting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Counting::Ebpf => "ebpf",
+            Counting::Exact => "exact",
+            Counting::Sampled => "sampled",
+            Counting::Unknown => "",
+        }
+    }
 }

@@ -93,8 +93,8 @@ fn finds_the_only_socket_or_names_the_choices() {
 #[test]
 fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
     let mut r = sample_report();
-    r.ports[0].counting = "ebpf".into();
-    r.ports[1].counting = "sampled".into();
+    r.ports[0].counting = crate::status::Counting::Ebpf;
+    r.ports[1].counting = crate::status::Counting::Sampled;
     r.ports[1].sampling = 8;
     let text = render_text(&r, None);
     assert!(text.contains("COUNTED"), "{text}");
@@ -124,7 +124,7 @@ fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
     );
     r.ports[0].counting_hook = None;
     // An older report without the field: read from the ratio.
-    r.ports[0].counting = String::new();
+    r.ports[0].counting = crate::status::Counting::Unknown;
     r.ports[0].sampling = 1;
     let text = render_text(&r, None);
     assert!(
@@ -135,5 +135,5 @@ fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
     let json = serde_json::to_string(&r).unwrap();
     let back: crate::status::StatusReport =
         serde_json::from_str(&json.replace(",\"counting\":\"\"", "")).unwrap();
-    assert_eq!(back.ports[0].counting, "");
+    assert_eq!(back.ports[0].counting, crate::status::Counting::Unknown);
 }

@@ -375,7 +375,7 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         }
         // Counting in the kernel, a million sources overflow the slot table: the frames no
         // slot took are counted apart, shown, and warned about once per episode.
-        if let Some(p) = p0.filter(|p| p.counting == "ebpf") {
+        if let Some(p) = p0.filter(|p| p.counting == rlbd::status::Counting::Ebpf) {
             let warned = std::fs::read_to_string(log)
                 .unwrap_or_default()
                 .matches("the counting map is full")

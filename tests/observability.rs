@@ -173,7 +173,7 @@ fn synthetic_report() -> StatusReport {
         ring_drops: 7,
         clients: 1,
         sampling: 64,
-        counting: "sampled".into(),
+        counting: rlbd::status::Counting::Sampled,
         counting_hook: None,
         no_move: None,
         uncounted_frames: 3,

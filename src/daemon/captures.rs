@@ -13,7 +13,9 @@ use crate::capture::ebpf::Delta;
 use crate::capture::sampling::Sampler;
 use crate::capture::{CaptureSocket, RingConfig};
 use crate::config::KernelCounting;
+use crate::engine::CaptureFacts;
 use crate::host::PortTable;
+use crate::status::Counting;
 
 pub struct Captures {
     socks: Vec<Option<CaptureSocket>>,
@@ -36,27 +38,8 @@ pub struct Captures {
     full: Vec<bool>,
     /// Frames each port's counting map gave to no client, since its socket opened.
     uncounted: Vec<u64>,
-}
-
-/// How a port counts IPv4/IPv6 frames, for status and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CountingMode {
-    /// In the kernel, every frame (eBPF).
-    Ebpf,
-    /// From captured frames, every one.
-    Exact,
-    /// From captured frames, one in N.
-    Sampled,
-}
-
-impl CountingMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CountingMode::Ebpf => "ebpf",
-            CountingMode::Exact => "exact",
-            CountingMode::Sampled => "sampled",
-        }
-    }
+    /// Each ring's drop counter as last read.
+    drops_seen: Vec<u64>,
 }
 
 impl Captures {
@@ -84,6 +67,7 @@ impl Captures {
             told: Vec::new(),
             full: Vec::new(),
             uncounted: Vec::new(),
+            drops_seen: Vec::new(),
         }
     }
 
@@ -203,11 +187,11 @@ impl Captures {
     }
 
     /// How port `i` counts (exact without a socket).
-    pub fn mode(&self, i: usize) -> CountingMode {
+    pub fn mode(&self, i: usize) -> Counting {
         match self.get(i) {
-            Some(c) if c.counts_in_kernel() => CountingMode::Ebpf,
-            Some(c) if c.sampling() > 1 => CountingMode::Sampled,
-            _ => CountingMode::Exact,
+            Some(c) if c.counts_in_kernel() => Counting::Ebpf,
+            Some(c) if c.sampling() > 1 => Counting::Sampled,
+            _ => Counting::Exact,
         }
     }
 
@@ -359,24 +343,25 @@ impl Captures {
         Some(self.get(port)?.send(frame))
     }
 
-    /// Reads each ring's drop counter into the port table; warns about new drops. True when
-    /// some ring whose frames are counted dropped frames since the last call: where the kernel
-    /// counts, the rings carry only ARP and ND, and an ARP storm that fills them leaves the
-    /// rates whole (it must not stop every move).
-    pub fn update_drops(&self, ports: &mut PortTable) -> bool {
+    /// Reads each ring's drop counter; warns about new drops. True when some ring whose frames
+    /// are counted dropped frames since the last call: where the kernel counts, the rings carry
+    /// only ARP and ND, and an ARP storm that fills them leaves the rates whole (it must not
+    /// stop every move).
+    pub fn update_drops(&mut self, ports: &PortTable) -> bool {
         let mut dropped = false;
-        for (p, c) in ports.list.iter_mut().zip(&self.socks) {
+        self.drops_seen.resize(self.socks.len(), 0);
+        for (i, (p, c)) in ports.list.iter().zip(&self.socks).enumerate() {
             let Some(c) = c.as_ref().filter(|_| p.present) else {
                 continue;
             };
             match c.stats() {
-                Ok(s) if s.drops > p.ring_drops => {
+                Ok(s) if s.drops > self.drops_seen[i] => {
                     warn!(
                         "port {}: capture ring dropped {} frames",
                         p.name,
-                        s.drops - p.ring_drops
+                        s.drops - self.drops_seen[i]
                     );
-                    p.ring_drops = s.drops;
+                    self.drops_seen[i] = s.drops;
                     dropped |= !c.counts_in_kernel();
                 }
                 Ok(_) => {}
@@ -396,5 +381,18 @@ impl Captures {
         self.get(i)
             .and_then(|c| c.stats().ok())
             .map_or((0, 0), |s| (s.packets, s.drops))
+    }
+
+    /// Port `i`'s figures for the status.
+    pub fn facts(&self, i: usize) -> CaptureFacts {
+        let (ring_packets, ring_drops) = self.ring_counts(i);
+        CaptureFacts {
+            ring_packets,
+            ring_drops,
+            sampling: self.sampling(i),
+            counting: self.mode(i),
+            counting_hook: self.hook(i).map(str::to_string),
+            uncounted_frames: self.uncounted(i),
+        }
     }
 }

@@ -30,21 +30,21 @@ use crate::status::StatusReport;
 /// asks for it.
 pub trait Responder {
     /// The status report with the busiest `top` clients (all when `None`).
-    fn status(&self, top: Option<usize>) -> StatusReport;
+    fn status(&mut self, top: Option<usize>) -> StatusReport;
     /// The metrics in the Prometheus text format.
-    fn metrics(&self) -> String;
+    fn metrics(&mut self) -> String;
 }
 
 /// A fixed report, as the tests use: cut to `top` clients, metrics rendered from the whole.
 impl<F: Fn() -> StatusReport> Responder for F {
-    fn status(&self, top: Option<usize>) -> StatusReport {
+    fn status(&mut self, top: Option<usize>) -> StatusReport {
         let mut r = self();
         if let Some(n) = top {
             r.clients.truncate(n);
         }
         r
     }
-    fn metrics(&self) -> String {
+    fn metrics(&mut self) -> String {
         crate::metrics::render(&self())
     }
 }
@@ -88,7 +88,7 @@ enum Step {
 
 impl Conn {
     /// Reads the request (once it is complete, answers it) and writes what the socket takes.
-    fn step(&mut self, status: &dyn Responder) -> io::Result<Step> {
+    fn step(&mut self, status: &mut dyn Responder) -> io::Result<Step> {
         if !self.answered {
             let mut eof = false;
             let mut buf = [0u8; 512];
@@ -132,7 +132,7 @@ impl Conn {
 }
 
 /// The answer to one request line.
-fn answer(line: &[u8], status: &dyn Responder) -> Vec<u8> {
+fn answer(line: &[u8], status: &mut dyn Responder) -> Vec<u8> {
     match Request::parse(line) {
         Ok(Request::Status { top }) => match serde_json::to_vec(&status.status(top)) {
             Ok(mut v) => {
@@ -161,11 +161,11 @@ impl Daemon {
     /// Opens the control socket the settings ask for. A socket given explicitly (command line or
     /// configuration) that cannot be made is fatal; the default one is only warned about.
     pub(super) fn open_control(&self) -> Result<Control, Fatal> {
-        let name = match &self.ports.target {
+        let name = match &self.engine.ports().target {
             Target::Bond(b) => b.clone(),
             Target::Ports(p) => p.first().cloned().unwrap_or_default(),
         };
-        let o = &self.settings.observability;
+        let o = &self.observability;
         let mut control = Control::new(&name);
         if let Some(path) = o.control_socket_for(&name) {
             match control.bind(&path, self.poll.registry()) {
@@ -268,7 +268,7 @@ impl Control {
     }
 
     /// Handles a readiness event of the listener or a connection.
-    pub fn on_event(&mut self, ev: &Event, registry: &Registry, status: &dyn Responder) {
+    pub fn on_event(&mut self, ev: &Event, registry: &Registry, status: &mut dyn Responder) {
         if ev.token() == CONTROL {
             self.accept(registry, status);
         } else if let Some(slot) = ev.token().0.checked_sub(CONTROL_CONN_BASE) {
@@ -276,7 +276,7 @@ impl Control {
         }
     }
 
-    fn accept(&mut self, registry: &Registry, status: &dyn Responder) {
+    fn accept(&mut self, registry: &Registry, status: &mut dyn Responder) {
         for _ in 0..ACCEPT_BATCH {
             let Some(b) = self.bound.as_mut() else {
                 return;
@@ -326,7 +326,7 @@ impl Control {
         }
     }
 
-    fn service(&mut self, slot: usize, registry: &Registry, status: &dyn Responder) {
+    fn service(&mut self, slot: usize, registry: &Registry, status: &mut dyn Responder) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
@@ -359,7 +359,7 @@ impl Control {
         now: Instant,
         registry: &Registry,
         cfg: &ObservabilityConfig,
-        status: &dyn Responder,
+        status: &mut dyn Responder,
     ) {
         for slot in 0..self.conns.len() {
             if self.conns[slot].as_ref().is_some_and(|c| now >= c.deadline) {

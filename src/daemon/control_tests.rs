@@ -35,7 +35,7 @@ fn drive(
     control: &mut Control,
     clients: &[JoinHandle<()>],
     limit: Duration,
-    status: &dyn Responder,
+    status: &mut dyn Responder,
 ) -> Duration {
     let cfg = ObservabilityConfig::default();
     let mut events = Events::with_capacity(64);
@@ -104,7 +104,7 @@ fn answers_status_metrics_and_bad_requests() {
         &mut control,
         &handles,
         Duration::from_secs(20),
-        &|| report(3),
+        &mut || report(3),
     );
     let [client] = handles;
     client.join().unwrap();
@@ -160,7 +160,7 @@ fn silent_and_slow_clients_neither_block_nor_hold_slots() {
         &mut control,
         &handles,
         Duration::from_secs(20),
-        &|| report(20_000),
+        &mut || report(20_000),
     );
     let [client] = handles;
     // Blocking on the slow reader would deadlock the client's script (it reads only after the
@@ -211,9 +211,9 @@ fn metrics_file_is_replaced_whole_on_the_timer() {
         ..Default::default()
     };
     let t0 = Instant::now();
-    control.on_timer(t0, poll.registry(), &cfg, &|| report(1));
+    control.on_timer(t0, poll.registry(), &cfg, &mut || report(1));
     assert!(!file.exists(), "not before the first rates are in");
-    control.on_timer(t0 + FIRST_METRICS, poll.registry(), &cfg, &|| report(1));
+    control.on_timer(t0 + FIRST_METRICS, poll.registry(), &cfg, &mut || report(1));
     let first = std::fs::read_to_string(&file).unwrap();
     assert!(first.contains("rlbd_clients_moved 1"), "{first}");
     assert_eq!(
@@ -224,7 +224,7 @@ fn metrics_file_is_replaced_whole_on_the_timer() {
         t0 + FIRST_METRICS + Duration::from_secs(4),
         poll.registry(),
         &cfg,
-        &|| report(2),
+        &mut || report(2),
     );
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
@@ -235,7 +235,7 @@ fn metrics_file_is_replaced_whole_on_the_timer() {
         t0 + FIRST_METRICS + Duration::from_secs(5),
         poll.registry(),
         &cfg,
-        &|| report(2),
+        &mut || report(2),
     );
     assert!(std::fs::read_to_string(&file)
         .unwrap()
@@ -250,9 +250,12 @@ fn metrics_file_is_replaced_whole_on_the_timer() {
         metrics_file: Some(dir.join("no/such/dir/x.prom")),
         ..cfg
     };
-    control.on_timer(t0 + Duration::from_secs(60), poll.registry(), &bad, &|| {
-        report(1)
-    });
+    control.on_timer(
+        t0 + Duration::from_secs(60),
+        poll.registry(),
+        &bad,
+        &mut || report(1),
+    );
     assert!(control.metrics_failing);
     std::fs::remove_dir_all(&dir).unwrap();
 }

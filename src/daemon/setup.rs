@@ -6,14 +6,18 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 use mio::Poll;
 
+use std::path::PathBuf;
+
 use super::captures::Captures;
-use super::{Clock, Daemon, Reload, CAPTURE_BASE};
-use crate::capture::{ClientTable, RingConfig};
+use super::counting::Counting;
+use super::netlink::NetlinkReader;
+use super::state_file::StateFile;
+use super::{monotonic_ms, Daemon, Reload, CAPTURE_BASE};
+use crate::capture::RingConfig;
 use crate::config::{ConfigError, Settings, Target};
+use crate::engine::{Engine, Input};
 use crate::exit::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE};
-use crate::host::{HostView, PortTable};
 use crate::netlink::{BondMode, RouteSocket, Snapshot};
-use crate::steer::{SteerConfig, Steerer};
 
 /// An error that ends the daemon, with the exit code it maps to.
 #[derive(Debug)]
@@ -159,25 +163,23 @@ fn check_ports(names: &[String], snap: &Snapshot) -> Result<(), Fatal> {
     Ok(())
 }
 
-/// The steering core's settings, from the daemon's.
-pub(super) fn steer_config(s: &Settings) -> SteerConfig {
-    SteerConfig {
-        policy: s.policy.clone(),
-        repeats: s.steering.repeats,
-        repeat_interval_ms: s.steering.repeat_interval_ms,
-        reassert_delay_ms: s.steering.reassert_delay_ms,
-        per_client_per_sec: s.steering.per_client_per_sec,
-        total_per_sec: s.steering.total_per_sec,
-        idle_ms: s.capture.idle_timeout_secs.saturating_mul(1000),
-        dry_run: s.dry_run,
-        max_moved: s.capture.table_size,
-        // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
-        // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
-        follow_answers: matches!(s.target, Some(Target::Ports(_))),
+/// Where the state file goes: `--state-file` (empty: none), else under systemd's runtime
+/// directory (`RuntimeDirectory=rlbd`: `/run/rlbd/NAME.state`), else none.
+fn state_path(given: Option<PathBuf>, target: &Target) -> Option<PathBuf> {
+    if let Some(p) = given {
+        return (!p.as_os_str().is_empty()).then_some(p);
     }
+    let dir = std::env::var_os("RUNTIME_DIRECTORY")?;
+    // systemd may list several directories, colon-separated: the first is ours.
+    let dir = dir.to_string_lossy().split(':').next()?.to_string();
+    let name = match target {
+        Target::Bond(b) => b.clone(),
+        Target::Ports(p) => p.first().cloned().unwrap_or_default(),
+    };
+    Some(PathBuf::from(dir).join(format!("{name}.state")))
 }
 
-pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
+pub fn build(settings: Settings, reload: Reload, state: Option<PathBuf>) -> Result<Daemon, Fatal> {
     let Some(target) = settings.target.clone() else {
         return Err(Fatal::config("nothing to steer: give --bond NAME or --ports IF,IF (or bond/ports in the configuration file)"));
     };
@@ -198,127 +200,107 @@ pub fn build(settings: Settings, reload: Reload) -> Result<Daemon, Fatal> {
         block_count: settings.capture.ring_blocks,
         ..RingConfig::default()
     };
-    let capacity = settings
-        .capacity_mbps
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
-    let ports = PortTable::new(
-        target.clone(),
-        capacity,
-        settings.policy.window,
-        settings.policy.hits,
-    );
     let poll = Poll::new().map_err(|e| Fatal::io("cannot create the event loop", e))?;
-    let now = Instant::now();
+    let captures = Captures::new(
+        ring,
+        CAPTURE_BASE,
+        settings.capture.sampling_limit(),
+        settings.capture.kernel_counting(),
+        crate::capture::ebpf::map_entries(settings.capture.table_size),
+    );
     let mut d = Daemon {
         reload,
         poll,
-        nl,
-        nl_ready: true,
-        nl_errors: 0,
-        host: HostView::new(target.clone()),
-        ports,
-        captures: Captures::new(
-            ring,
-            CAPTURE_BASE,
-            settings.capture.sampling_limit(),
-            settings.capture.kernel_counting(),
-            crate::capture::ebpf::map_entries(settings.capture.table_size),
-        ),
-        table: ClientTable::new(
-            settings.capture.table_size,
-            settings.capture.idle_timeout_secs,
-        ),
-        steer: Steerer::new(steer_config(&settings)),
-        clock: Clock {
-            start: now,
-            tick: 0,
-            next_tick: now + Duration::from_secs(1),
-            eval_at: None,
-            next_learning: now,
-        },
-        arp_buf: Vec::new(),
-        kernel_counts: Vec::new(),
-        count_buf: Vec::new(),
-        ours: Vec::new(),
-        unsupported_seen: Vec::new(),
-        actions: Vec::new(),
-        trouble: Default::default(),
+        nl: NetlinkReader::new(nl),
+        captures,
+        counting: Counting::default(),
+        state: StateFile::new(state_path(state, &target)),
+        next_second: Instant::now() + Duration::from_secs(1),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
-        settings,
+        observability: settings.observability.clone(),
+        stashed: Vec::new(),
+        engine: Engine::new(settings, monotonic_ms()),
     };
     d.start(snap, &target)?;
     Ok(d)
 }
 
 impl Daemon {
-    /// The start-up snapshot into the host view, the ports found, checked and captured.
+    /// The start-up snapshot into the engine, the ports found, checked and captured, and an
+    /// earlier daemon's state taken over.
     fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Fatal> {
         use crate::netlink::NlEvent;
-        for l in snap.links {
-            self.host.apply(&NlEvent::Link(l));
-        }
-        for a in snap.addrs {
-            self.host.apply(&NlEvent::Addr(a));
-        }
-        for n in snap.neighbours {
-            self.host.apply(&NlEvent::Neigh(n));
-        }
+        let events: Vec<NlEvent> = snap
+            .links
+            .into_iter()
+            .map(NlEvent::Link)
+            .chain(snap.addrs.into_iter().map(NlEvent::Addr))
+            .chain(snap.neighbours.into_iter().map(NlEvent::Neigh))
+            .collect();
         // A shape rlbd cannot steer is a configuration to change, not a reason to run half
         // blind: the clients behind it would stay where the driver put them, silently.
-        if let Some((name, why)) = self.host.unsupported().first() {
+        self.engine.handle(monotonic_ms(), Input::Netlink(&events));
+        if let Some((name, why)) = self.engine.unsupported().first() {
             return Err(Fatal::config(format!(
                 "interface {name} on the bond cannot be steered: {why}"
             )));
         }
-        for c in self.ports.sync(self.host.links()) {
-            if let crate::host::Change::Added(i) = c {
-                self.start_port(i)?;
-            }
-        }
+        self.route_start()?;
         // At boot the bond's device appears before the network manager enslaves its slaves
         // (systemd-networkd does it moments later): wait for them, as for a bond that returns.
         if let Target::Bond(name) = target {
-            if !self.ports.list.iter().any(|p| p.present) {
+            if !self.engine.ports().list.iter().any(|p| p.present) {
                 info!("bond {name} has no slaves yet; waiting for them");
             }
         }
-        self.refresh_host();
-        let shape: Vec<String> = self
-            .host
-            .host_ifs()
-            .filter_map(|(i, vlan)| {
-                let name = &self.host.links().get(&i)?.name;
-                Some(if vlan == 0 {
-                    name.clone()
-                } else {
-                    format!("{name} (VLAN {vlan})")
-                })
-            })
-            .collect();
-        info!("the server's interfaces: {}", shape.join(", "));
+        info!(
+            "the server's interfaces: {}",
+            self.engine.shape().join(", ")
+        );
+        if let Some(state) = self.state.read() {
+            let file = self.state.path().map(|p| p.display().to_string());
+            let input = Input::Restore {
+                state: Box::new(state),
+                file: file.unwrap_or_default(),
+            };
+            self.engine.handle(monotonic_ms(), input);
+            self.route();
+        }
         // First counters now, so the first evaluation has a rate.
-        if let Err(e) = self.nl.request_links() {
+        if let Err(e) = self.nl.sock.request_links() {
             warn!("cannot request link counters: {e}");
         }
         Ok(())
     }
 
-    /// A port present at start: without a capacity or a capture socket rlbd cannot run.
-    fn start_port(&mut self, i: usize) -> Result<(), Fatal> {
-        let name = self.ports.list[i].name.clone();
-        let Some(capacity) = self.capacity_of(&name) else {
-            return Err(Fatal::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
-        };
-        self.ports.list[i].capacity_bps = capacity;
-        self.captures
-            .open(&self.ports, i, self.poll.registry())
-            .map_err(|e| {
-                Fatal::io(
-                    &format!("port {name}: cannot open capture socket (needs CAP_NET_RAW)"),
-                    e,
-                )
-            })
+    /// Routes the start-up's outputs; a port present at start without a capacity or a capture
+    /// socket is fatal (rlbd cannot run half blind).
+    fn route_start(&mut self) -> Result<(), Fatal> {
+        while let Some(o) = self.engine.poll_output() {
+            let crate::engine::Output::OpenCapture { port } = o else {
+                self.carry(o);
+                continue;
+            };
+            let name = self.engine.ports().list[port].name.clone();
+            self.captures
+                .open(self.engine.ports(), port, self.poll.registry())
+                .map_err(|e| {
+                    Fatal::io(
+                        &format!("port {name}: cannot open capture socket (needs CAP_NET_RAW)"),
+                        e,
+                    )
+                })?;
+            let speed_mbps = crate::netlink::link_speed_mbps(&name);
+            let input = Input::CaptureOpened {
+                port,
+                speed_mbps,
+                error: None,
+            };
+            self.engine.handle(monotonic_ms(), input);
+            if self.engine.ports().list[port].capacity_bps <= 0.0 {
+                return Err(Fatal::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
+            }
+        }
+        Ok(())
     }
 }

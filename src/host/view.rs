@@ -91,7 +91,10 @@ impl fmt::Display for Unclaimable {
 
 /// One address the server claims toward one client: a gratuitous-form ARP reply (IPv4) or an
 /// unsolicited Neighbor Advertisement (IPv6) for `server`, sent to the client at `client`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Claim {
     V4 { client: Ipv4Addr, server: Ipv4Addr },
     V6 { client: Ipv6Addr, server: Ipv6Addr },

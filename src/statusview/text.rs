@@ -82,10 +82,10 @@ pub(super) fn counted(p: &PortStatus) -> String {
         Some("tc") => "ebpf/tc",
         _ => "ebpf",
     };
-    if p.counting == "ebpf" && p.uncounted_frames > 0 {
+    if p.counting == crate::status::Counting::Ebpf && p.uncounted_frames > 0 {
         // The map was full at some point: say so where the operator looks.
         format!("{ebpf} full")
-    } else if p.counting == "ebpf" {
+    } else if p.counting == crate::status::Counting::Ebpf {
         ebpf.into()
     } else if p.sampling <= 1 {
         "all".into()

@@ -163,6 +163,32 @@ impl Answered {
         v
     }
 
+    /// Every client with the ports (a bitmask) the host's frames may have left it on, and its
+    /// claims: what a restarted daemon needs to fail them over.
+    pub fn export(&self) -> Vec<(ClientKey, u64, Vec<Claim>)> {
+        let mut v: Vec<_> = self
+            .map
+            .iter()
+            .map(|(k, e)| (*k, self.ports_of(k, e), e.claims.clone()))
+            .collect();
+        v.sort_by_key(|(k, _, _)| *k);
+        v
+    }
+
+    /// A client an earlier daemon's host answered on the `ports` (a bitmask), at `now`.
+    pub fn restore(&mut self, now: u64, key: ClientKey, ports: u64, claims: Vec<Claim>) {
+        self.stamp += 1;
+        let claims = claims.into_iter().take(MAX_CLAIMS).collect();
+        let e = Entry {
+            ports,
+            round_ms: now,
+            claims,
+            stamp: self.stamp,
+        };
+        self.map.insert(key, e);
+        self.trim();
+    }
+
     /// Forgets the clients told longest ago past the bound.
     fn trim(&mut self) {
         forget_oldest(&mut self.map, self.bound, |e| e.stamp);

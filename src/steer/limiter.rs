@@ -103,6 +103,34 @@ impl Limiter {
         ((1000.0 / self.total.max(1.0)).ceil() as u64).max(1)
     }
 
+    /// The clients whose own budget is not full at `now_ms`: (client, tokens left). What a
+    /// restarted daemon must not hand out afresh.
+    pub fn spent(&self, now_ms: u64) -> Vec<(Mac, f64)> {
+        let per = self.per_client;
+        self.clients
+            .iter()
+            .filter_map(|(m, b)| {
+                let mut probe = *b;
+                probe.refill(now_ms, per, per);
+                (probe.tokens < per).then_some((*m, probe.tokens))
+            })
+            .collect()
+    }
+
+    /// A client's budget as an earlier daemon left it (`tokens` at `now_ms`).
+    pub fn restore(&mut self, client: Mac, tokens: f64, now_ms: u64) {
+        if self.clients.len() < self.max_clients {
+            let tokens = tokens.clamp(0.0, self.per_client);
+            self.clients.insert(
+                client,
+                Bucket {
+                    tokens,
+                    at_ms: now_ms,
+                },
+            );
+        }
+    }
+
     pub fn tracked(&self) -> usize {
         self.clients.len()
     }

@@ -8,21 +8,16 @@ use proptest::prelude::*;
 
 use super::*;
 
-#[path = "core_props_harness.rs"]
-mod harness;
+use super::props_harness as harness;
 
-use harness::{key, op, Harness, Op};
-
-const CLIENTS: usize = 4;
-const PER_CLIENT: u32 = 8;
-const TOTAL: u32 = 20;
+use harness::{key, op, Harness, Op, CLIENTS, PER_CLIENT, TOTAL};
 
 /// The rules every step of a run is checked against.
 impl Harness {
     /// Every frame sent goes only to a neighbour the kernel confirms, claims only an address of
     /// the server's, is tagged for the client's VLAN, leaves a live port, and keeps within the
     /// per-client and total rates.
-    fn check_actions(&mut self, out: &[Action]) {
+    pub(super) fn check_actions(&mut self, out: &[Action]) {
         for a in out {
             let Action::Send {
                 port,
@@ -85,7 +80,7 @@ impl Harness {
 
     /// No move stands whose every frame was refused with none left to send; a move one of
     /// whose frames went out stands.
-    fn check_refused(&self) {
+    pub(super) fn check_refused(&self) {
         for (c, m) in &self.s.moved {
             assert!(
                 m.confirmed || m.issued == 0 || m.refused < m.issued || !m.pending.is_empty(),
@@ -97,7 +92,7 @@ impl Harness {
     }
 
     /// Every moved client the kernel still confirms is on a live port, when one is left.
-    fn check_none_stranded(&self) {
+    pub(super) fn check_none_stranded(&self) {
         if !self.w.usable.iter().any(|u| *u) {
             return;
         }
@@ -110,7 +105,7 @@ impl Harness {
     }
 
     /// A burst of one frame is answered with at most one re-assertion per client.
-    fn check_one_reassertion(&self, before: &[u64]) {
+    pub(super) fn check_one_reassertion(&self, before: &[u64]) {
         for (c, b) in before.iter().enumerate() {
             assert!(
                 self.reasserts(c) <= b + 1,
@@ -121,7 +116,7 @@ impl Harness {
 
     /// An overload move of a client moved less than the hold-down ago never happens, whatever
     /// asked for it.
-    fn check_hold_down(&self, before: &HashMap<ClientKey, u64>) {
+    pub(super) fn check_hold_down(&self, before: &HashMap<ClientKey, u64>) {
         let hold = self.s.cfg.policy.hold_down * 1000;
         for (c, m) in &self.s.moved {
             if m.at_ms != self.now || !matches!(m.reason, Reason::Overload | Reason::Room) {

@@ -7,13 +7,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 
-use super::super::fixture::{cfg, World, P};
+use super::fixture::{cfg, World, P};
 use super::*;
 use crate::capture::NdKind;
 use crate::client::ServerSet;
 use crate::host::testing::*;
 use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
 use crate::policy::Move;
+
+pub(super) const CLIENTS: usize = 4;
+pub(super) const PER_CLIENT: u32 = 8;
+pub(super) const TOTAL: u32 = 20;
 
 fn mac(c: usize) -> Mac {
     Mac(2, 0, 0, 0, 0x10, c as u8)

@@ -609,30 +609,23 @@ impl Steerer {
     }
 }
 
-#[path = "core_moves.rs"]
 mod moves;
 
-#[path = "core_outcome.rs"]
 mod outcome;
 
 #[cfg(test)]
-#[path = "core_fixture.rs"]
 mod fixture;
 
 #[cfg(test)]
-#[path = "core_tests.rs"]
 pub(crate) mod tests;
 
 #[cfg(test)]
-#[path = "core_refused_tests.rs"]
 mod refused_tests;
 
 #[cfg(test)]
-#[path = "core_flap_tests.rs"]
 mod flap_tests;
 
 #[cfg(test)]
-#[path = "core_answered_tests.rs"]
 mod answered_tests;
 
 #[cfg(test)]
@@ -668,5 +661,10 @@ mod forget_tests {
 }
 
 #[cfg(test)]
-#[path = "core_props.rs"]
 mod props;
+
+#[cfg(test)]
+mod props_harness;
+
+mod durable;
+pub use durable::{DurableMove, SteerState};

@@ -11,7 +11,7 @@ use crate::client::ClientKey;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Refused {
     pub(super) until: u64,
-    in_a_row: u32,
+    pub(super) in_a_row: u32,
 }
 
 /// The first delay after a refused move, ms.

@@ -12,7 +12,7 @@
 //! superseded), and the shell tells the steering core which: a move none of whose frames went
 //! out was not made.
 //!
-//! Pure: the shell sends, reports the outcome and asks what is due.
+//! Pure: the shell sends, reports the outcome; the engine asks what is due.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -25,9 +25,9 @@ pub const MAX_QUEUED: usize = 1024;
 /// One warning per port per this long.
 pub const WARN_EVERY_MS: u64 = 10_000;
 
-/// What the daemon keeps about things going wrong around it (one field of the daemon, so the
-/// loop's own state stays as it was): refused sends, foreign claims of the server's addresses,
-/// seconds whose client rates a capture ring's drops made unusable.
+/// What the engine keeps about things going wrong around it: refused sends, foreign claims of
+/// the server's addresses, seconds whose client rates a capture ring's drops made unusable,
+/// timers the loop ran late.
 #[derive(Debug, Default)]
 pub struct Trouble {
     pub retries: Retries,
@@ -47,41 +47,6 @@ impl Trouble {
         self.late_max_ms = self.late_max_ms.max(late);
         if late > 100 {
             self.late += 1;
-        }
-    }
-
-    /// Warns, once per episode, about a captured frame in which another host claims one of the
-    /// server's addresses.
-    pub fn note_claim(
-        &mut self,
-        now_ms: u64,
-        f: &crate::capture::Frame,
-        outgoing: bool,
-        host: &crate::host::HostView,
-    ) {
-        use crate::capture::Frame;
-        use crate::steer::foreign::{arp_claim, nd_claim};
-        let ours = |ip| host.is_ours(ip);
-        let our_mac = |m| host.links().values().any(|l| l.mac == Some(m));
-        let claim = match f {
-            Frame::Arp { sha, spa, .. } => arp_claim(outgoing, *sha, *spa, ours, our_mac),
-            Frame::Nd {
-                kind,
-                target,
-                lladdr,
-                eth_src,
-                ..
-            } => nd_claim(outgoing, *kind, *target, *lladdr, *eth_src, ours, our_mac),
-            _ => None,
-        };
-        if let Some((ip, mac)) = claim {
-            if self.foreign.seen(now_ms, ip, mac) {
-                log::warn!(
-                    "another host ({mac}) claims the server's address {ip}: clients that hear it \
-                     send to that host instead (a duplicate address, or an attack); rlbd does not \
-                     answer it"
-                );
-            }
         }
     }
 }

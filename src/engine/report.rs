@@ -1,12 +1,10 @@
-//! What the daemon tells about itself: the one-line summary (log, systemd STATUS=), the full
-//! state in the log (SIGUSR1), and the answers of the control socket. Each answer costs what it
-//! shows: a metrics scrape builds the ports and the totals, never the client list; `status
-//! top=N` sorts the clients once and renders N of them.
+//! What the engine tells about itself: the one-line summary (systemd STATUS=) and the status
+//! report (the control socket, the metrics, SIGUSR1's dump). Each answer costs what it shows: a
+//! metrics scrape builds the ports and the totals, never the client list; `status top=N` sorts
+//! the clients once and renders N of them. The capture sockets' own figures (ring counters,
+//! sampling, how a port counts) are the shell's: it fills them in ([`CaptureFacts`]).
 
-use log::info;
-
-use super::control::Responder;
-use super::Daemon;
+use super::Engine;
 use crate::capture::ClientEntry;
 use crate::config::Target;
 use crate::status::{
@@ -21,7 +19,30 @@ fn client_addr(e: &ClientEntry) -> String {
     }
 }
 
-impl Daemon {
+/// One port's capture figures, which only the shell's sockets know.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureFacts {
+    pub ring_packets: u64,
+    pub ring_drops: u64,
+    pub sampling: u32,
+    pub counting: crate::status::Counting,
+    pub counting_hook: Option<String>,
+    pub uncounted_frames: u64,
+}
+
+impl CaptureFacts {
+    /// Writes these figures into a port's status.
+    pub fn fill(&self, p: &mut PortStatus) {
+        p.ring_packets = self.ring_packets;
+        p.ring_drops = self.ring_drops.max(p.ring_drops);
+        p.sampling = self.sampling;
+        p.counting = self.counting;
+        p.counting_hook = self.counting_hook.clone();
+        p.uncounted_frames = self.uncounted_frames;
+    }
+}
+
+impl Engine {
     pub(super) fn summary(&self) -> String {
         let ports: Vec<String> = self
             .ports
@@ -52,57 +73,6 @@ impl Daemon {
         )
     }
 
-    pub(super) fn log_state(&self) {
-        info!("state: {}", self.summary());
-        for (i, p) in self.ports.list.iter().enumerate() {
-            info!(
-                "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} \
-                 counting {} sampling 1/{} uncounted {}",
-                p.name,
-                p.ifindex,
-                p.mac,
-                p.state().as_str(),
-                p.capacity_bps / 1e6,
-                p.rx_bps
-                    .map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
-                p.detector.window_string(),
-                p.ring_drops,
-                self.captures.mode(i).as_str(),
-                self.captures.sampling(i),
-                self.captures.uncounted(i)
-            );
-        }
-        for c in self.client_list(None) {
-            let moved = c.moved.map_or(String::new(), |m| {
-                format!(
-                    ", moved {}s ago ({}), re-asserted {}x",
-                    m.secs_ago,
-                    m.reason.as_str(),
-                    m.reasserts
-                )
-            });
-            info!(
-                "  client {} {} on {} {:.2} Mbit/s{moved}",
-                c.ip,
-                c.mac,
-                c.port,
-                c.rate_bps / 1e6
-            );
-        }
-        let t = self.totals();
-        info!(
-            "  totals: moves overload {} failover {} placement {} room {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
-            t.moves_overload,
-            t.moves_failover,
-            t.moves_placement,
-            t.moves_room,
-            t.reasserts,
-            t.updates_sent,
-            t.updates_suppressed,
-            t.table_evictions
-        );
-    }
-
     fn port_statuses(&self) -> Vec<PortStatus> {
         let mut per_port = vec![0usize; self.ports.list.len()];
         for e in self.table.iter_unordered() {
@@ -114,34 +84,31 @@ impl Daemon {
             .list
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                let (ring_packets, drops) = self.captures.ring_counts(i);
-                PortStatus {
-                    name: p.name.clone(),
-                    ifindex: p.ifindex,
-                    mac: p.mac.to_string(),
-                    state: p.state(),
-                    capacity_bps: p.capacity_bps,
-                    rx_bps: p.rx_bps,
-                    utilization: p.utilization(),
-                    rx_bytes: p.rx_bytes(),
-                    window: p.detector.window_string(),
-                    overloaded: p.usable() && p.detector.overloaded(),
-                    ring_packets,
-                    ring_drops: drops.max(p.ring_drops),
-                    clients: per_port[i],
-                    sampling: self.captures.sampling(i),
-                    counting: self.captures.mode(i).as_str().to_string(),
-                    counting_hook: self.captures.hook(i).map(str::to_string),
-                    no_move: p.no_move.clone(),
-                    uncounted_frames: self.captures.uncounted(i),
-                }
+            .map(|(i, p)| PortStatus {
+                name: p.name.clone(),
+                ifindex: p.ifindex,
+                mac: p.mac.to_string(),
+                state: p.state(),
+                capacity_bps: p.capacity_bps,
+                rx_bps: p.rx_bps,
+                utilization: p.utilization(),
+                rx_bytes: p.rx_bytes(),
+                window: p.detector.window_string(),
+                overloaded: p.usable() && p.detector.overloaded(),
+                ring_packets: 0,
+                ring_drops: p.ring_drops,
+                clients: per_port[i],
+                sampling: 1,
+                counting: Default::default(),
+                counting_hook: None,
+                no_move: p.no_move.clone(),
+                uncounted_frames: 0,
             })
             .collect()
     }
 
     /// The busiest `top` clients (all with `None`), largest rate first, ties by address.
-    fn client_list(&self, top: Option<usize>) -> Vec<ClientStatus> {
+    fn client_list(&self, now_ms: u64, top: Option<usize>) -> Vec<ClientStatus> {
         let mut entries: Vec<&ClientEntry> = self.table.iter_unordered().collect();
         let by_rate = |a: &&ClientEntry, b: &&ClientEntry| b.rate.cmp(&a.rate);
         if let Some(n) = top.filter(|n| *n < entries.len()) {
@@ -149,7 +116,6 @@ impl Daemon {
             entries.select_nth_unstable_by(n, by_rate);
             entries.truncate(n);
         }
-        let now_ms = self.now_ms();
         let hold = self.settings.policy.hold_down;
         let port_name = |i: usize| {
             self.ports
@@ -165,7 +131,7 @@ impl Daemon {
                 vlan: e.key.vlan,
                 port: port_name(e.port as usize),
                 rate_bps: e.rate as f64 * 8.0,
-                last_seen_secs_ago: self.clock.tick.saturating_sub(e.last_seen),
+                last_seen_secs_ago: self.schedule.tick.saturating_sub(e.last_seen),
                 moved: self.steer.moved(&e.key).map(|m| {
                     let ago = now_ms.saturating_sub(m.at_ms) / 1000;
                     MoveStatus {
@@ -207,7 +173,7 @@ impl Daemon {
             send_retries: self.trouble.retries.retried(),
             moves_refused: c.moves_refused,
             unreliable_seconds: self.trouble.unreliable_seconds,
-            netlink_resyncs: self.nl.overruns(),
+            netlink_resyncs: self.resyncs,
             neighbours: self.host.confirmed_neighbours(),
             foreign_claims: self.trouble.foreign.episodes(),
             timer_late_max_ms: self.trouble.late_max_ms,
@@ -216,7 +182,7 @@ impl Daemon {
     }
 
     /// The report with the clients of `clients` (none for the metrics).
-    fn report(&self, clients: Vec<ClientStatus>) -> StatusReport {
+    fn report(&self, now_ms: u64, clients: Vec<ClientStatus>) -> StatusReport {
         let (mode, name) = match &self.ports.target {
             Target::Bond(b) => (Mode::Bond, b.clone()),
             Target::Ports(p) => (Mode::Ports, p.first().cloned().unwrap_or_default()),
@@ -227,8 +193,8 @@ impl Daemon {
             mode,
             name,
             dry_run: self.settings.dry_run,
-            uptime_secs: self.clock.start.elapsed().as_secs(),
-            tick: self.clock.tick,
+            uptime_secs: now_ms.saturating_sub(self.started_ms) / 1000,
+            tick: self.schedule.tick,
             threshold: self.settings.policy.threshold,
             window: self.settings.policy.window,
             hits: self.settings.policy.hits,
@@ -240,12 +206,15 @@ impl Daemon {
     }
 }
 
-impl Responder for Daemon {
-    fn status(&self, top: Option<usize>) -> StatusReport {
-        self.report(self.client_list(top))
-    }
-
-    fn metrics(&self) -> String {
-        crate::metrics::render(&self.report(Vec::new()))
+impl Engine {
+    /// The status report with the busiest `top` clients (all with `None`; none with
+    /// `Some(0)`, as a metrics scrape wants it).
+    pub(super) fn status(&self, now_ms: u64, top: Option<usize>) -> StatusReport {
+        let clients = if top == Some(0) {
+            Vec::new()
+        } else {
+            self.client_list(now_ms, top)
+        };
+        self.report(now_ms, clients)
     }
 }

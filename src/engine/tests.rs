@@ -1,0 +1,1 @@
+//! The engine through its door.
