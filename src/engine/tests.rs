@@ -1,1 +1,266 @@
-//! The engine through its door.
+//! The engine through its door: a bond of three 10 Mbit/s slaves, clients counted on them, the
+//! outputs carried out as the shell would; and a restart with and without the state file.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::*;
+use crate::host::testing::{addr, link, neigh, BOND};
+use crate::netlink::LinkInfo;
+use crate::Mac;
+
+const SLAVES: [u32; 3] = [21, 22, 23];
+const START: u64 = 5_000_000;
+
+fn settings() -> Settings {
+    let capacity_mbps: BTreeMap<String, f64> =
+        ["sl0", "sl1", "sl2"].map(|n| (n.to_string(), 10.0)).into();
+    Settings {
+        target: Some(Target::Bond("bond0".into())),
+        log_level: "info".into(),
+        dry_run: false,
+        policy: Default::default(),
+        capacity_mbps,
+        steering: Default::default(),
+        capture: Default::default(),
+        observability: Default::default(),
+        config_path: None,
+    }
+}
+
+fn client(n: u8) -> (Mac, Ipv4Addr) {
+    (Mac(2, 0, 0, 0, 9, n), Ipv4Addr::new(198, 18, 0, 100 + n))
+}
+
+fn slave(i: usize, rx: u64) -> NlEvent {
+    let NlEvent::Link(l) = link(SLAVES[i], &format!("sl{i}"), None) else {
+        unreachable!()
+    };
+    NlEvent::Link(LinkInfo {
+        master: Some(BOND),
+        rx_bytes: Some(rx),
+        ..l
+    })
+}
+
+/// The engine with the shell's part played: every output carried out at once.
+struct Rig {
+    e: Engine,
+    now: u64,
+    rx: [u64; 3],
+    sends: Vec<(usize, SendTag)>,
+    logs: Vec<(Topic, String)>,
+    persisted: Option<Persisted>,
+    /// Where each client sends: where it started, then where the last update told it.
+    at: std::collections::HashMap<u8, usize>,
+}
+
+impl Rig {
+    /// The bond, its slaves, the server's address, and clients 1-4 confirmed (5: not).
+    fn new() -> Rig {
+        let mut events = vec![link(BOND, "bond0", Some("bond"))];
+        events.extend((0..3).map(|i| slave(i, 0)));
+        events.push(addr(BOND, "198.18.0.1/24"));
+        for n in 1..=4 {
+            let (mac, ip) = client(n);
+            events.push(neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
+        }
+        let mut r = Rig {
+            e: Engine::new(settings(), START),
+            now: START,
+            rx: [0; 3],
+            sends: Vec::new(),
+            logs: Vec::new(),
+            persisted: None,
+            at: Default::default(),
+        };
+        r.e.handle(r.now, Input::Netlink(&events));
+        r.drain();
+        r
+    }
+
+    fn drain(&mut self) {
+        while let Some(o) = self.e.poll_output() {
+            match o {
+                Output::Send { port, tag, frame } => {
+                    self.sends.push((port, tag));
+                    if let SendTag::Update { client, .. } = tag {
+                        self.at.insert(client.mac.5, port);
+                    }
+                    let input = Input::SendResult {
+                        tag,
+                        frame,
+                        result: Ok(()),
+                    };
+                    self.e.handle(self.now, input);
+                }
+                Output::OpenCapture { port } => {
+                    let input = Input::CaptureOpened {
+                        port,
+                        speed_mbps: Some(1000),
+                        error: None,
+                    };
+                    self.e.handle(self.now, input);
+                }
+                Output::RequestCounters { ifindex } => {
+                    let i = SLAVES.iter().position(|s| *s == ifindex).unwrap();
+                    let ev = [slave(i, self.rx[i])];
+                    self.e.handle(self.now, Input::Netlink(&ev));
+                }
+                Output::Log { topic, text, .. } => self.logs.push((topic, text)),
+                Output::Persist(p) => self.persisted = Some(*p),
+                _ => {}
+            }
+        }
+    }
+
+    /// One second in which each (client, starting slave, Mbit/s) sends, on the slave the last
+    /// update told it (or the starting one).
+    fn second(&mut self, load: &[(u8, usize, f64)]) {
+        for &(n, start, mbps) in load {
+            let port = *self.at.entry(n).or_insert(start);
+            let (mac, ip) = client(n);
+            let bytes = (mbps * 1e6 / 8.0) as u64;
+            self.rx[port] += bytes;
+            let input = Input::Counted {
+                port: port as u16,
+                key: ClientKey::untagged(mac),
+                src: IpAddr::V4(ip),
+                dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+                bytes,
+            };
+            self.e.handle(self.now, input);
+        }
+        let end = self.now + 1000;
+        while let Some(d) = self.e.next_deadline().filter(|d| *d < end) {
+            self.now = d.max(self.now);
+            self.e.handle(self.now, Input::Deadline);
+            self.drain();
+        }
+        self.now = end;
+        let second = Input::Second {
+            counts: &[],
+            whole: true,
+            ring_drops: false,
+        };
+        self.e.handle(self.now, second);
+        self.drain();
+    }
+
+    /// Overload moves made so far, as (client MAC, target slave).
+    fn moves_of(&self, n: u8) -> Vec<usize> {
+        let (mac, _) = client(n);
+        self.sends
+            .iter()
+            .filter_map(|(p, t)| match t {
+                SendTag::Update { client, .. } if client.mac == mac => Some(*p),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn an_overloaded_slave_sheds_a_client_and_the_move_is_handed_out_to_persist() {
+    let mut r = Rig::new();
+    for _ in 0..6 {
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+    }
+    let moved: Vec<u8> = (1..=2).filter(|n| !r.moves_of(*n).is_empty()).collect();
+    assert_eq!(moved.len(), 1, "one of the two moved: {:?}", r.logs);
+    assert!(r
+        .logs
+        .iter()
+        .any(|(t, s)| *t == Topic::Steer && s.contains("move ")));
+    let p = r.persisted.as_ref().expect("the move was persisted");
+    assert_eq!(p.moves.len(), 1);
+    assert_eq!(p.target, "bond bond0");
+}
+
+#[test]
+fn a_restart_with_the_state_file_reasserts_and_keeps_the_hold_down() {
+    let mut r = Rig::new();
+    for _ in 0..6 {
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+    }
+    let state = r.persisted.clone().expect("persisted");
+    let (moved, to) = if r.moves_of(2).is_empty() {
+        (1, r.moves_of(1)[0])
+    } else {
+        (2, r.moves_of(2)[0])
+    };
+    let mut again = Rig::new();
+    again.now = r.now + 2000;
+    let input = Input::Restore {
+        state: Box::new(state),
+        file: "test.state".into(),
+    };
+    again.e.handle(again.now, input);
+    again.drain();
+    assert!(
+        again.moves_of(moved).iter().all(|p| *p == to) && !again.moves_of(moved).is_empty(),
+        "re-asserted on the same slave: {:?}",
+        again.sends
+    );
+    // The moved client now shares a slave with one that cannot be moved: only it could go,
+    // and it is held.
+    again.sends.clear();
+    let load = |n: u8| [(3 - n, 0, 1.0), (n, to, 6.0), (5, to, 6.0)];
+    for _ in 0..8 {
+        again.second(&load(moved));
+    }
+    assert!(
+        again.moves_of(moved).iter().all(|p| *p == to),
+        "no move of a held client: {:?}",
+        again.logs
+    );
+    // Without the state file the same second moves it: the test bites.
+    let mut fresh = Rig::new();
+    fresh.now = again.now;
+    for _ in 0..8 {
+        fresh.second(&load(moved));
+    }
+    assert!(
+        fresh.moves_of(moved).iter().any(|p| *p != to),
+        "a fresh engine moves it: {:?}",
+        fresh.logs
+    );
+}
+
+#[test]
+fn a_state_file_of_another_bond_or_too_old_is_ignored_with_a_warning() {
+    let mut r = Rig::new();
+    for _ in 0..6 {
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+    }
+    let state = r.persisted.clone().expect("persisted");
+    for (what, mut s, at) in [
+        ("not of bond0", state.clone(), r.now + 1000),
+        ("older than the hold-down", state.clone(), r.now + 31_000),
+        ("version", state.clone(), r.now + 1000),
+    ] {
+        if what == "not of bond0" {
+            s.target = "bond bond9".into();
+        }
+        if what == "version" {
+            s.version = 99;
+        }
+        let mut again = Rig::new();
+        again.now = at;
+        let input = Input::Restore {
+            state: Box::new(s),
+            file: "test.state".into(),
+        };
+        again.e.handle(again.now, input);
+        again.drain();
+        let warned: Vec<&String> = again
+            .logs
+            .iter()
+            .filter(|(t, _)| *t == Topic::Restore)
+            .map(|(_, s)| s)
+            .collect();
+        assert_eq!(warned.len(), 1, "{what}: {warned:?}");
+        assert!(warned[0].contains("ignored"), "{what}: {warned:?}");
+        assert!(again.sends.is_empty(), "{what}: nothing re-asserted");
+    }
+}
