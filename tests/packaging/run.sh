@@ -159,7 +159,7 @@ mapfile -t deb_files < <(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 
 unit_dir=/usr/lib/systemd/system
 expected_deb=(/usr/sbin/rlbd "$unit_dir/rlbd@.service" /usr/share/man/man8/rlbd.8.gz
   /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/copyright
-  /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md
+  /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/vendor-completions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
   /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
@@ -336,6 +336,7 @@ echo "rpm file list (rpm -qlp):"
 rpm -qlp "$rpm_file" | tee "$tmp/rpm.list"
 expected_rpm=(/usr/sbin/rlbd /usr/lib/systemd/system/rlbd@.service /usr/share/man/man8/rlbd.8.gz
   /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/README.md
+  /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/site-functions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
   /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
