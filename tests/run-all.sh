@@ -11,7 +11,7 @@
 # The kernel lab's default plan (PLAN in tests/kernel-lab/run.sh) is every topology (flat, VLAN,
 # two VLANs, two server addresses, bridge, macvlan, ipvlan, 802.1ad refusal) on 6.12, flat on 6.1,
 # flat and bridge on 5.10 (the driver before 6.0 balances a bridge master's ARPs itself): about
-# 12 minutes, which keeps the whole of CI under its 45 (README, "Try it"). SCENARIOS=all runs every
+# 12 minutes, which keeps the whole of CI under its 45 (docs/labs.md). SCENARIOS=all runs every
 # topology on every kernel (about 22 minutes). The system lab (tests/system-lab/run.sh) builds its
 # Debian image at most once (cached; ~2.5 min when missing or stale) and runs 8-15 minutes.
 #

@@ -25,7 +25,7 @@
 #   (guest-test.sh describes each).
 # Which scenarios run on which kernel (PLAN): every topology on at least one kernel. The default,
 #   "6.12:all 6.1:flat 5.10:flat,bridge", keeps the lab within ~12 minutes of CI (measured: a
-#   boot 15-30 s, a scenario 30-90 s; README, "Try it"): every topology on the newest driver,
+#   boot 15-30 s, a scenario 30-90 s; docs/labs.md): every topology on the newest driver,
 #   the basics on the older two, and on 5.10 the bridge, whose ARPs the driver before 6.0
 #   balances itself. KERNELS alone picks kernels of PLAN (a kernel PLAN does not name runs flat);
 #   SCENARIOS ("all" for every one) runs those scenarios on every kernel of KERNELS (default: all

@@ -155,10 +155,11 @@ if dpkg-query -W rlbd >/dev/null 2>&1; then dpkg -P rlbd >/dev/null; fi
 echo "deb file list (dpkg-deb -c):"
 dpkg-deb -c "$deb"
 mapfile -t deb_files < <(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./|/|')
-unit_dir=/lib/systemd/system
+# Both packages put the unit under /usr/lib (lintian's aliased-location: not the /lib alias).
+unit_dir=/usr/lib/systemd/system
 expected_deb=(/usr/sbin/rlbd "$unit_dir/rlbd@.service" /usr/share/man/man8/rlbd.8.gz
   /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/copyright
-  /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md
+  /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/vendor-completions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
   /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
@@ -335,6 +336,7 @@ echo "rpm file list (rpm -qlp):"
 rpm -qlp "$rpm_file" | tee "$tmp/rpm.list"
 expected_rpm=(/usr/sbin/rlbd /usr/lib/systemd/system/rlbd@.service /usr/share/man/man8/rlbd.8.gz
   /usr/share/man/man5/rlbd.toml.5.gz /etc/rlbd/rlbd.toml /usr/share/doc/rlbd/README.md
+  /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/site-functions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
   /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
@@ -351,6 +353,8 @@ check "rpm: %postun present" grep -q '^postuninstall scriptlet' "$tmp/rpm.script
 check "rpm: version $version" test "$(rpm -qp --qf '%{VERSION}' "$rpm_file")" = "$version"
 
 step "lintian"
+# Fails on errors (E:); warnings are printed. Debian 12's lintian predates aliased-location.
+echo "$(lintian --version) on $(. /etc/os-release && echo "$PRETTY_NAME")"
 lintian "$deb" >"$tmp/lintian.out" 2>&1 || true
 sed '/running with root privileges is not recommended/d' "$tmp/lintian.out"
 if grep -q '^E:' "$tmp/lintian.out"; then bad "lintian: errors"; else ok "lintian: no errors (E:)"; fi
