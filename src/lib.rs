@@ -1,8 +1,10 @@
 //! rlbd: receive load balancing for Linux bonds, as a userspace daemon.
 //!
-//! Data flows one way: `netlink` and `capture` observe the kernel and the wire, `daemon` builds
-//! plain snapshots once a second, `policy` (pure) turns them into moves, `steer` puts the moves on
-//! the wire. `policy` imports nothing from the edge modules.
+//! Data flows one way: `netlink` and `capture` observe the kernel and the wire; `daemon`, the
+//! shell, hands what they saw to the `engine` as plain-data inputs and carries out its outputs.
+//! The engine is every decision behind one door: the host view (`host`), the client table, the
+//! detectors and planner (`policy`), the steering core (`steer`). `engine`, `policy`, `steer` and
+//! `host` read no clock and open no socket.
 
 /// An Ethernet MAC address: the one type for it everywhere (prints as `aa:bb:cc:dd:ee:ff`,
 /// parses from the same).

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::{MetricsArgs, StatusArgs};
-use crate::exit::EX_UNAVAILABLE;
+use crate::exit::Failure;
 use crate::protocol::{Request, CONTROL_DIR, MAX_RESPONSE};
 use crate::status::StatusReport;
 
@@ -17,40 +17,12 @@ pub use text::{bar, duration, rate, render_text};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A failed query: the message and the exit code it maps to.
-#[derive(Debug)]
-pub struct ClientError {
-    pub code: u8,
-    pub message: String,
-}
-
-impl ClientError {
-    fn unavailable(message: impl Into<String>) -> Self {
-        ClientError {
-            code: EX_UNAVAILABLE,
-            message: message.into(),
-        }
-    }
-    fn other(message: impl Into<String>) -> Self {
-        ClientError {
-            code: 1,
-            message: message.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
 /// The socket to ask: `explicit` if given, else `dir/NAME.sock`, else the only socket in `dir`.
 pub fn find_socket(
     dir: &Path,
     name: Option<&str>,
     explicit: Option<&Path>,
-) -> Result<PathBuf, ClientError> {
+) -> Result<PathBuf, Failure> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
@@ -64,14 +36,14 @@ pub fn find_socket(
     };
     match name {
         Some(n) if n.is_empty() || n.contains('/') => {
-            Err(ClientError::other(format!("{n:?} is not a bond or port name")))
+            Err(Failure::other(format!("{n:?} is not a bond or port name")))
         }
         Some(n) => {
             let p = dir.join(format!("{n}.sock"));
             if p.exists() {
                 Ok(p)
             } else {
-                Err(ClientError::unavailable(format!(
+                Err(Failure::unavailable(format!(
                     "no rlbd for {n}: {} does not exist ({})",
                     p.display(),
                     list()
@@ -80,11 +52,11 @@ pub fn find_socket(
         }
         None => match running.as_slice() {
             [one] => Ok(dir.join(format!("{one}.sock"))),
-            [] => Err(ClientError::unavailable(format!(
+            [] => Err(Failure::unavailable(format!(
                 "no rlbd control socket in {} (is rlbd running? give --socket PATH if it uses another)",
                 dir.display()
             ))),
-            _ => Err(ClientError::other(format!(
+            _ => Err(Failure::other(format!(
                 "several rlbd daemons are running ({}); name one, e.g. `rlbd status {}`",
                 running.join(", "),
                 running[0]
@@ -113,41 +85,41 @@ fn sockets_in(dir: &Path) -> Vec<String> {
 }
 
 /// Sends one request and returns the whole answer (an `error:` answer is an error).
-pub fn request(path: &Path, what: Request) -> Result<String, ClientError> {
+pub fn request(path: &Path, what: Request) -> Result<String, Failure> {
     let mut s = UnixStream::connect(path).map_err(|e| {
         let msg = format!("cannot connect to {}: {e}", path.display());
         match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                ClientError::unavailable(format!("{msg} (is rlbd running?)"))
+                Failure::unavailable(format!("{msg} (is rlbd running?)"))
             }
             std::io::ErrorKind::PermissionDenied => {
-                ClientError::other(format!("{msg} (run as root or as a member of its group)"))
+                Failure::other(format!("{msg} (run as root or as a member of its group)"))
             }
-            _ => ClientError::other(msg),
+            _ => Failure::other(msg),
         }
     })?;
-    let io = |e: std::io::Error| ClientError::other(format!("{}: {e}", path.display()));
+    let io = |e: std::io::Error| Failure::other(format!("{}: {e}", path.display()));
     s.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
     s.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
     s.write_all(what.line().as_bytes()).map_err(io)?;
     let buf = read_answer(&mut s, MAX_RESPONSE + 1).map_err(io)?;
     if buf.len() > MAX_RESPONSE {
-        return Err(ClientError::other(format!(
+        return Err(Failure::other(format!(
             "{}: the answer is larger than {MAX_RESPONSE} bytes",
             path.display()
         )));
     }
     let text = String::from_utf8(buf)
-        .map_err(|_| ClientError::other(format!("{}: the answer is not UTF-8", path.display())))?;
+        .map_err(|_| Failure::other(format!("{}: the answer is not UTF-8", path.display())))?;
     if let Some(msg) = text.strip_prefix("error:") {
-        return Err(ClientError::other(format!(
+        return Err(Failure::other(format!(
             "rlbd ({}): {}",
             path.display(),
             msg.trim()
         )));
     }
     if text.is_empty() {
-        return Err(ClientError::other(format!(
+        return Err(Failure::other(format!(
             "{}: the daemon closed the connection without an answer",
             path.display()
         )));
@@ -178,15 +150,15 @@ pub fn read_answer(s: &mut impl Read, limit: usize) -> std::io::Result<Vec<u8>> 
 pub fn fetch_status(
     path: &Path,
     top: Option<usize>,
-) -> Result<(StatusReport, String), ClientError> {
+) -> Result<(StatusReport, String), Failure> {
     let text = request(path, Request::Status { top })?;
     let report = serde_json::from_str(&text)
-        .map_err(|e| ClientError::other(format!("{}: not a status report: {e}", path.display())))?;
+        .map_err(|e| Failure::other(format!("{}: not a status report: {e}", path.display())))?;
     Ok((report, text))
 }
 
 /// `rlbd status`.
-pub fn main_status(args: &StatusArgs) -> Result<(), ClientError> {
+pub fn main_status(args: &StatusArgs) -> Result<(), Failure> {
     let path = find_socket(
         Path::new(CONTROL_DIR),
         args.name.as_deref(),
@@ -225,7 +197,7 @@ pub fn main_status(args: &StatusArgs) -> Result<(), ClientError> {
 }
 
 /// `rlbd metrics`.
-pub fn main_metrics(args: &MetricsArgs) -> Result<(), ClientError> {
+pub fn main_metrics(args: &MetricsArgs) -> Result<(), Failure> {
     let path = find_socket(
         Path::new(CONTROL_DIR),
         args.name.as_deref(),

@@ -65,7 +65,7 @@ fn finds_the_only_socket_or_names_the_choices() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let e = find_socket(&dir, None, None).unwrap_err();
-    assert_eq!(e.code, EX_UNAVAILABLE, "{e}");
+    assert_eq!(e.code, crate::exit::EX_UNAVAILABLE, "{e}");
     let _a = std::os::unix::net::UnixListener::bind(dir.join("bond0.sock")).unwrap();
     std::fs::write(dir.join("notasocket.sock"), "").unwrap();
     assert_eq!(

@@ -1,6 +1,7 @@
 //! `rlbd-lab`: the labs' test tooling — traffic sink and source, the spoofed-source flooder and the
-//! kernel lab's chart. Built beside `rlbd` for the tests, benches and QEMU labs; never packaged,
-//! so the installed daemon carries no traffic generator.
+//! kernel lab's chart. Built beside `rlbd` for the tests, benches and QEMU labs; never packaged.
+//! The installed `rlbd` carries one small traffic generator of its own: `rlbd demo` runs a TCP
+//! bulk sender in-process between namespaces it makes, the README's first command.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,7 +1,9 @@
 //! Capture hot path: one AF_PACKET socket per port with a TPACKET_V3 receive ring and a classic BPF
 //! filter (`socket`), frame parsing (`frame`), and bounded per-client accounting (`table`).
 //!
-//! All `unsafe` code of this module lives in `socket.rs`, `setup.rs` and `ring.rs`.
+//! Its `unsafe` code: the socket calls and the ring's memory (`socket.rs`, `setup.rs`, `ring.rs`),
+//! the client table's prefetch hints (`table.rs`), and bpf(2), the maps and the ring buffer
+//! (`ebpf/sys.rs`, `ebpf/tc.rs`, `ebpf/ringbuf.rs`).
 
 pub mod ebpf;
 pub mod filter;

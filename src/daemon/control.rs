@@ -20,7 +20,7 @@ use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 
-use super::setup::Fatal;
+use crate::exit::Failure;
 use super::{Daemon, CONTROL, CONTROL_CONN_BASE};
 use crate::config::{ObservabilityConfig, Target};
 use crate::protocol::{Request, MAX_REQUEST};
@@ -160,7 +160,7 @@ pub struct Control {
 impl Daemon {
     /// Opens the control socket the settings ask for. A socket given explicitly (command line or
     /// configuration) that cannot be made is fatal; the default one is only warned about.
-    pub(super) fn open_control(&self) -> Result<Control, Fatal> {
+    pub(super) fn open_control(&self) -> Result<Control, Failure> {
         let name = match &self.engine.ports().target {
             Target::Bond(b) => b.clone(),
             Target::Ports(p) => p.first().cloned().unwrap_or_default(),
@@ -171,7 +171,7 @@ impl Daemon {
             match control.bind(&path, self.poll.registry()) {
                 Ok(()) => info!("control socket {}", path.display()),
                 Err(e) if o.control_socket.is_some() => {
-                    return Err(Fatal::io(&format!("control socket {}", path.display()), e))
+                    return Err(Failure::io(&format!("control socket {}", path.display()), e))
                 }
                 Err(e) => warn!(
                     "control socket {}: {e}; `rlbd status` will not reach this daemon",

@@ -28,7 +28,7 @@ use crate::engine::{Engine, Input, Output};
 use captures::Captures;
 use counting::Counting;
 use netlink::NetlinkReader;
-pub use setup::Fatal;
+use crate::exit::Failure;
 use state_file::StateFile;
 
 const SIGNALS: Token = Token(0);
@@ -80,22 +80,22 @@ impl Daemon {
         settings: Settings,
         reload: Reload,
         state_file: Option<std::path::PathBuf>,
-    ) -> Result<Self, Fatal> {
+    ) -> Result<Self, Failure> {
         setup::build(settings, reload, state_file)
     }
 
     /// Runs until SIGTERM or SIGINT.
-    pub fn run(mut self) -> Result<(), Fatal> {
+    pub fn run(mut self) -> Result<(), Failure> {
         let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
-            .map_err(|e| Fatal::io("cannot install signal handlers", e))?;
+            .map_err(|e| Failure::io("cannot install signal handlers", e))?;
         self.poll
             .registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)
-            .map_err(|e| Fatal::io("cannot register signals", e))?;
+            .map_err(|e| Failure::io("cannot register signals", e))?;
         self.poll
             .registry()
             .register(self.nl.sock.socket_mut(), NETLINK, Interest::READABLE)
-            .map_err(|e| Fatal::io("cannot register the netlink socket", e))?;
+            .map_err(|e| Failure::io("cannot register the netlink socket", e))?;
         // Served by this loop; dropping it (any return below) removes the socket file.
         let mut control = self.open_control()?;
         let summary = self.summary();
@@ -108,7 +108,7 @@ impl Daemon {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                return Err(Fatal::io("poll failed", e));
+                return Err(Failure::io("poll failed", e));
             }
             for ev in events.iter() {
                 match ev.token() {

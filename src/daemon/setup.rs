@@ -14,50 +14,10 @@ use super::netlink::NetlinkReader;
 use super::state_file::StateFile;
 use super::{monotonic_ms, Daemon, Reload, CAPTURE_BASE};
 use crate::capture::RingConfig;
-use crate::config::{ConfigError, Settings, Target};
+use crate::config::{Settings, Target};
 use crate::engine::{Engine, Input};
-use crate::exit::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE};
+use crate::exit::Failure;
 use crate::netlink::{BondMode, RouteSocket, Snapshot};
-
-/// An error that ends the daemon, with the exit code it maps to.
-#[derive(Debug)]
-pub struct Fatal {
-    pub code: u8,
-    pub message: String,
-}
-
-impl Fatal {
-    pub fn config(message: impl Into<String>) -> Self {
-        Self {
-            code: EX_CONFIG,
-            message: message.into(),
-        }
-    }
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        Self {
-            code: EX_UNAVAILABLE,
-            message: message.into(),
-        }
-    }
-    pub fn io(what: &str, e: std::io::Error) -> Self {
-        Self {
-            code: EX_OSERR,
-            message: format!("{what}: {e}"),
-        }
-    }
-}
-
-impl std::fmt::Display for Fatal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<ConfigError> for Fatal {
-    fn from(e: ConfigError) -> Self {
-        Fatal::config(e.to_string())
-    }
-}
 
 /// Tells systemd (Type=notify) how we are; a no-op outside systemd.
 pub fn sd_notify(state: &str) {
@@ -81,30 +41,30 @@ pub fn sd_notify(state: &str) {
     }
 }
 
-fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<BondMode, Fatal> {
+fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<BondMode, Failure> {
     let Some(link) = snap.links.iter().find(|l| l.name == name) else {
-        return Err(Fatal::unavailable(format!(
+        return Err(Failure::unavailable(format!(
             "bond {name} does not exist (ip link show {name})"
         )));
     };
     if link.kind.as_deref() != Some("bond") {
-        return Err(Fatal::config(format!(
+        return Err(Failure::config(format!(
             "{name} is not a bond (its kind is {}); use --ports for plain ports",
             link.kind.as_deref().unwrap_or("unknown")
         )));
     }
     let Some(info) = &link.bond else {
-        return Err(Fatal::config(format!(
+        return Err(Failure::config(format!(
             "bond {name}: the kernel reported no bonding mode"
         )));
     };
     match info.mode {
         BondMode::BalanceAlb => Ok(info.mode),
         BondMode::BalanceTlb if info.all_slaves_active == Some(true) => Ok(info.mode),
-        BondMode::BalanceTlb => Err(Fatal::config(format!(
+        BondMode::BalanceTlb => Err(Failure::config(format!(
             "bond {name} is in balance-tlb with all_slaves_active=0: the driver drops frames that arrive on inactive slaves, so clients cannot be moved; set it with `ip link set {name} type bond all_slaves_active 1`, or use balance-alb"
         ))),
-        _ => Err(Fatal::config(format!(
+        _ => Err(Failure::config(format!(
             "bond {name} is in mode {}: rlbd steers receive traffic by ARP, which only balance-alb (mode 6), or balance-tlb (mode 5) with all_slaves_active=1, deliver on every slave; set `mode balance-alb`",
             info.mode
         ))),
@@ -112,14 +72,14 @@ fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<BondMode, F
 }
 
 /// Ports mode: what the kernel would do to traffic arriving on a second port.
-fn check_port_sysctls(name: &str) -> Result<(), Fatal> {
+fn check_port_sysctls(name: &str) -> Result<(), Failure> {
     let read = |iface: &str, key: &str| crate::netlink::read_ipv4_conf(iface, key).ok();
     // The kernel uses the larger of the interface's and `all`'s value.
     let rp = read(name, "rp_filter")
         .unwrap_or(0)
         .max(read("all", "rp_filter").unwrap_or(0));
     if rp == 1 {
-        return Err(Fatal::config(format!(
+        return Err(Failure::config(format!(
             "port {name}: strict reverse-path filtering (net.ipv4.conf.{name}.rp_filter or net.ipv4.conf.all.rp_filter = 1) drops what arrives on a port the route does not leave by; set both to 2 (loose), e.g. sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.{name}.rp_filter=2"
         )));
     }
@@ -135,17 +95,17 @@ fn check_port_sysctls(name: &str) -> Result<(), Fatal> {
 }
 
 /// Ports mode: every port exists, carries an IPv4 address and passes the sysctl checks.
-fn check_ports(names: &[String], snap: &Snapshot) -> Result<(), Fatal> {
+fn check_ports(names: &[String], snap: &Snapshot) -> Result<(), Failure> {
     for name in names {
         let Some(link) = snap.links.iter().find(|l| &l.name == name) else {
-            return Err(Fatal::unavailable(format!("unknown interface {name}")));
+            return Err(Failure::unavailable(format!("unknown interface {name}")));
         };
         let has_v4 = snap
             .addrs
             .iter()
             .any(|a| a.ifindex == link.index && a.network.is_ipv4());
         if !has_v4 {
-            return Err(Fatal::config(format!("port {name} has no IPv4 address: in ports mode every port carries the server's address")));
+            return Err(Failure::config(format!("port {name} has no IPv4 address: in ports mode every port carries the server's address")));
         }
         check_port_sysctls(name)?;
     }
@@ -155,10 +115,10 @@ fn check_ports(names: &[String], snap: &Snapshot) -> Result<(), Fatal> {
         .find(|(i, n)| names[..*i].contains(n))
         .map(|(_, n)| n)
     {
-        return Err(Fatal::config(format!("--ports names {dup} twice")));
+        return Err(Failure::config(format!("--ports names {dup} twice")));
     }
     if names.len() < 2 {
-        return Err(Fatal::config("--ports needs at least two interfaces"));
+        return Err(Failure::config("--ports needs at least two interfaces"));
     }
     Ok(())
 }
@@ -179,15 +139,15 @@ fn state_path(given: Option<PathBuf>, target: &Target) -> Option<PathBuf> {
     Some(PathBuf::from(dir).join(format!("{name}.state")))
 }
 
-pub fn build(settings: Settings, reload: Reload, state: Option<PathBuf>) -> Result<Daemon, Fatal> {
+pub fn build(settings: Settings, reload: Reload, state: Option<PathBuf>) -> Result<Daemon, Failure> {
     let Some(target) = settings.target.clone() else {
-        return Err(Fatal::config("nothing to steer: give --bond NAME or --ports IF,IF (or bond/ports in the configuration file)"));
+        return Err(Failure::config("nothing to steer: give --bond NAME or --ports IF,IF (or bond/ports in the configuration file)"));
     };
     let mut nl =
-        RouteSocket::open().map_err(|e| Fatal::io("cannot open the rtnetlink socket", e))?;
+        RouteSocket::open().map_err(|e| Failure::io("cannot open the rtnetlink socket", e))?;
     let snap = nl
         .snapshot()
-        .map_err(|e| Fatal::io("cannot read links, addresses and neighbours", e))?;
+        .map_err(|e| Failure::io("cannot read links, addresses and neighbours", e))?;
     match &target {
         Target::Bond(name) => {
             let mode = check_bond(name, &snap)?;
@@ -200,7 +160,7 @@ pub fn build(settings: Settings, reload: Reload, state: Option<PathBuf>) -> Resu
         block_count: settings.capture.ring_blocks,
         ..RingConfig::default()
     };
-    let poll = Poll::new().map_err(|e| Fatal::io("cannot create the event loop", e))?;
+    let poll = Poll::new().map_err(|e| Failure::io("cannot create the event loop", e))?;
     let captures = Captures::new(
         ring,
         CAPTURE_BASE,
@@ -228,7 +188,7 @@ pub fn build(settings: Settings, reload: Reload, state: Option<PathBuf>) -> Resu
 impl Daemon {
     /// The start-up snapshot into the engine, the ports found, checked and captured, and an
     /// earlier daemon's state taken over.
-    fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Fatal> {
+    fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Failure> {
         use crate::netlink::NlEvent;
         let events: Vec<NlEvent> = snap
             .links
@@ -241,7 +201,7 @@ impl Daemon {
         // blind: the clients behind it would stay where the driver put them, silently.
         self.engine.handle(monotonic_ms(), Input::Netlink(&events));
         if let Some((name, why)) = self.engine.unsupported().first() {
-            return Err(Fatal::config(format!(
+            return Err(Failure::config(format!(
                 "interface {name} on the bond cannot be steered: {why}"
             )));
         }
@@ -275,7 +235,7 @@ impl Daemon {
 
     /// Routes the start-up's outputs; a port present at start without a capacity or a capture
     /// socket is fatal (rlbd cannot run half blind).
-    fn route_start(&mut self) -> Result<(), Fatal> {
+    fn route_start(&mut self) -> Result<(), Failure> {
         while let Some(o) = self.engine.poll_output() {
             let crate::engine::Output::OpenCapture { port } = o else {
                 self.carry(o);
@@ -285,7 +245,7 @@ impl Daemon {
             self.captures
                 .open(self.engine.ports(), port, self.poll.registry())
                 .map_err(|e| {
-                    Fatal::io(
+                    Failure::io(
                         &format!("port {name}: cannot open capture socket (needs CAP_NET_RAW)"),
                         e,
                     )
@@ -298,7 +258,7 @@ impl Daemon {
             };
             self.engine.handle(monotonic_ms(), input);
             if self.engine.ports().list[port].capacity_bps <= 0.0 {
-                return Err(Fatal::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
+                return Err(Failure::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
             }
         }
         Ok(())

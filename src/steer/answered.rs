@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use super::core::forget_oldest;
-use super::PortId;
+use super::core::PortId;
 use crate::client::ClientKey;
 use crate::host::Claim;
 

@@ -34,7 +34,7 @@ use crate::host::{Claim, HostView, Talk};
 use crate::policy::{PolicyConfig, Reason};
 use crate::Mac;
 
-pub type PortId = usize;
+pub use crate::policy::model::PortId;
 
 /// Queued sends per client at most; past it a re-assertion storm is shed, not buffered.
 const MAX_PENDING_PER_CLIENT: usize = 8;
