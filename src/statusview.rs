@@ -147,10 +147,7 @@ pub fn read_answer(s: &mut impl Read, limit: usize) -> std::io::Result<Vec<u8>> 
 
 /// Asks for the status (the busiest `top` clients, or all); returns the parsed report and the
 /// JSON as the daemon sent it.
-pub fn fetch_status(
-    path: &Path,
-    top: Option<usize>,
-) -> Result<(StatusReport, String), Failure> {
+pub fn fetch_status(path: &Path, top: Option<usize>) -> Result<(StatusReport, String), Failure> {
     let text = request(path, Request::Status { top })?;
     let report = serde_json::from_str(&text)
         .map_err(|e| Failure::other(format!("{}: not a status report: {e}", path.display())))?;

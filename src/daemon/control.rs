@@ -20,9 +20,9 @@ use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 
-use crate::exit::Failure;
 use super::{Daemon, CONTROL, CONTROL_CONN_BASE};
 use crate::config::{ObservabilityConfig, Target};
+use crate::exit::Failure;
 use crate::protocol::{Request, MAX_REQUEST};
 use crate::status::StatusReport;
 
@@ -171,7 +171,10 @@ impl Daemon {
             match control.bind(&path, self.poll.registry()) {
                 Ok(()) => info!("control socket {}", path.display()),
                 Err(e) if o.control_socket.is_some() => {
-                    return Err(Failure::io(&format!("control socket {}", path.display()), e))
+                    return Err(Failure::io(
+                        &format!("control socket {}", path.display()),
+                        e,
+                    ))
                 }
                 Err(e) => warn!(
                     "control socket {}: {e}; `rlbd status` will not reach this daemon",

@@ -25,10 +25,10 @@ use signal_hook_mio::v1_0::Signals;
 
 use crate::config::{ConfigError, Settings};
 use crate::engine::{Engine, Input, Output};
+use crate::exit::Failure;
 use captures::Captures;
 use counting::Counting;
 use netlink::NetlinkReader;
-use crate::exit::Failure;
 use state_file::StateFile;
 
 const SIGNALS: Token = Token(0);

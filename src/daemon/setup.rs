@@ -139,7 +139,11 @@ fn state_path(given: Option<PathBuf>, target: &Target) -> Option<PathBuf> {
     Some(PathBuf::from(dir).join(format!("{name}.state")))
 }
 
-pub fn build(settings: Settings, reload: Reload, state: Option<PathBuf>) -> Result<Daemon, Failure> {
+pub fn build(
+    settings: Settings,
+    reload: Reload,
+    state: Option<PathBuf>,
+) -> Result<Daemon, Failure> {
     let Some(target) = settings.target.clone() else {
         return Err(Failure::config("nothing to steer: give --bond NAME or --ports IF,IF (or bond/ports in the configuration file)"));
     };

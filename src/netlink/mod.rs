@@ -12,6 +12,7 @@ mod link;
 mod neigh;
 mod rawfd;
 mod request;
+pub use request::request as rtnl_request;
 mod resync;
 mod socket;
 mod sysfs;

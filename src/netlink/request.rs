@@ -36,6 +36,20 @@ pub(super) struct Dump {
     pub seq: u32,
 }
 
+/// Serialises one rtnetlink request: `msg` with `NLM_F_REQUEST` and `flags`, numbered `seq`.
+/// The one way every part of rlbd builds a request (the route socket's dumps and link
+/// requests, the tc filters of the counting programs).
+pub fn request(msg: RouteNetlinkMessage, flags: u16, seq: u32) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | flags;
+    header.sequence_number = seq;
+    let mut m = NetlinkMessage::new(header, msg.into());
+    m.finalize();
+    let mut buf = vec![0u8; m.buffer_len()];
+    m.serialize(&mut buf);
+    buf
+}
+
 /// Serialises one dump request.
 pub(super) fn dump_request(dump: Dump) -> Vec<u8> {
     let payload = match dump.kind {
@@ -49,28 +63,14 @@ pub(super) fn dump_request(dump: Dump) -> Vec<u8> {
         // AF_UNSPEC: one dump covering IPv4 and IPv6.
         DumpKind::Addresses => RouteNetlinkMessage::GetAddress(AddressMessage::default()),
     };
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    header.sequence_number = dump.seq;
-    let mut msg = NetlinkMessage::new(header, payload.into());
-    msg.finalize();
-    let mut buf = vec![0u8; msg.buffer_len()];
-    msg.serialize(&mut buf);
-    buf
+    request(payload, NLM_F_DUMP, dump.seq)
 }
 
 /// Serialises an RTM_GETLINK for link `index` alone.
 pub(super) fn link_request(index: u32, seq: u32) -> Vec<u8> {
     let mut link = LinkMessage::default();
     link.header.index = index;
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST;
-    header.sequence_number = seq;
-    let mut msg = NetlinkMessage::new(header, RouteNetlinkMessage::GetLink(link).into());
-    msg.finalize();
-    let mut buf = vec![0u8; msg.buffer_len()];
-    msg.serialize(&mut buf);
-    buf
+    request(RouteNetlinkMessage::GetLink(link), 0, seq)
 }
 
 /// Takes the answer to a `RouteSocket::request_link` off the list of those awaited; true when

@@ -23,8 +23,8 @@ use std::time::Duration;
 use log::{debug, warn};
 use netlink_packet_core::Parseable;
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NLMSG_DONE, NLMSG_ERROR, NLM_F_ACK, NLM_F_CREATE,
-    NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkBuffer, NLMSG_DONE, NLMSG_ERROR, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
+    NLM_F_REPLACE,
 };
 use netlink_packet_route::tc::{
     TcAttribute, TcBpfFlags, TcFilterBpfOption, TcHandle, TcMessage, TcOption,
@@ -344,13 +344,7 @@ impl Nl {
     fn exchange(&self, msg: RouteNetlinkMessage, flags: u16) -> io::Result<Vec<TcMessage>> {
         let seq = self.seq.get();
         self.seq.set(seq.wrapping_add(1));
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | flags;
-        header.sequence_number = seq;
-        let mut m = NetlinkMessage::new(header, msg.into());
-        m.finalize();
-        let mut buf = vec![0u8; m.buffer_len()];
-        m.serialize(&mut buf);
+        let buf = crate::netlink::rtnl_request(msg, flags, seq);
         self.sock.send_to(&buf, &SocketAddr::new(0, 0), 0)?;
         let mut out = Vec::new();
         loop {
