@@ -32,7 +32,7 @@ use crate::config::{Settings, Target};
 use crate::host::{HostView, PortTable};
 use crate::netlink::NlEvent;
 use crate::status::StatusReport;
-use crate::steer::{Action, ClientSnap, Ctx, PortInfo, Steerer};
+use crate::steer::{Action, ClientSnap, Ctx, PortInfo, Rule, RulesOff, Steerer};
 pub use persist::{Persisted, PersistedMove, STATE_VERSION};
 pub use report::CaptureFacts;
 use retry::Trouble;
@@ -193,6 +193,8 @@ pub struct Engine {
     snaps: Vec<ClientSnap>,
     /// When the engine was made (the status's uptime).
     started_ms: u64,
+    /// Rules switched off (only by the simulation's mutation runs).
+    rules_off: RulesOff,
 }
 
 impl Engine {
@@ -231,6 +233,7 @@ impl Engine {
             resyncs: 0,
             snaps: Vec::new(),
             started_ms: now,
+            rules_off: RulesOff::default(),
             settings,
         }
     }
@@ -318,6 +321,21 @@ impl Engine {
         self.schedule.tick
     }
 
+    /// Switches `rule` off: only to prove that a test (the simulation) catches its absence.
+    /// The daemon never calls this.
+    pub fn switch_off(&mut self, rule: Rule) {
+        self.rules_off = self.rules_off.with(rule);
+        self.steer.reconfigure(self.steer_config());
+    }
+
+    /// The steering core's settings: the daemon's, and the rules switched off.
+    fn steer_config(&self) -> crate::steer::SteerConfig {
+        crate::steer::SteerConfig {
+            rules_off: self.rules_off,
+            ..steer_config(&self.settings)
+        }
+    }
+
     /// The settings in force.
     pub fn settings(&self) -> &Settings {
         &self.settings
@@ -390,6 +408,7 @@ pub fn steer_config(s: &Settings) -> crate::steer::SteerConfig {
         // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
         // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
         follow_answers: matches!(s.target, Some(Target::Ports(_))),
+        rules_off: RulesOff::default(),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::client::ClientKey;
 use crate::config::Target;
 use crate::host::Claim;
 use crate::policy::Reason;
-use crate::steer::{DurableMove, SteerState};
+use crate::steer::{DurableMove, Rule, SteerState};
 use crate::Mac;
 
 /// The state file's format; a file of another version is ignored.
@@ -86,7 +86,8 @@ fn key(mac: &str, vlan: u16) -> Option<ClientKey> {
 impl Engine {
     /// Hands the durable state out when it changed, at most once a second.
     pub(super) fn maybe_persist(&mut self, now: u64) {
-        if !self.dirty || now < self.schedule.next_persist || self.settings.dry_run {
+        let off = self.rules_off.has(Rule::StateFile);
+        if off || !self.dirty || now < self.schedule.next_persist || self.settings.dry_run {
             return;
         }
         self.dirty = false;
@@ -156,6 +157,9 @@ impl Engine {
 
     /// Why an earlier daemon's state does not belong to this one, if it does not.
     fn foreign_state(&self, now: u64, p: &Persisted) -> Option<String> {
+        if self.rules_off.has(Rule::StateFile) {
+            return Some("the state file is switched off (a mutation run)".into());
+        }
         let hold = self.settings.policy.hold_down.saturating_mul(1000);
         let ours = target_name(&self.ports.target);
         if p.version != STATE_VERSION {

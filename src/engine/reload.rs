@@ -4,7 +4,7 @@
 
 use log::Level;
 
-use super::{steer_config, Engine, Topic};
+use super::{Engine, Topic};
 use crate::config::Settings;
 
 impl Engine {
@@ -49,7 +49,7 @@ impl Engine {
             target: self.settings.target.clone(),
             ..new
         };
-        self.steer.reconfigure(steer_config(&self.settings));
+        self.steer.reconfigure(self.steer_config());
         self.log(
             Level::Info,
             Topic::Config,

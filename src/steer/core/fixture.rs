@@ -25,6 +25,7 @@ pub fn cfg() -> SteerConfig {
         dry_run: false,
         max_moved: 4096,
         follow_answers: true,
+        rules_off: RulesOff::default(),
     }
 }
 

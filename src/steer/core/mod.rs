@@ -107,6 +107,39 @@ pub struct SteerConfig {
     /// Also fail over the clients the host's own ARP and ND frames placed on a port, not only
     /// those counted there: on plain ports, where nobody else would (see [`answered`]).
     pub follow_answers: bool,
+    /// Rules switched off: only ever by a test proving that it catches their absence.
+    pub rules_off: RulesOff,
+}
+
+/// A rule the steering core and the engine keep. Each can be switched off, only to prove that
+/// the simulation (`tests/sim`) catches its absence; the daemon never switches one off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// No overload move of a client within its hold-down.
+    HoldDown,
+    /// Updates within the per-client and total rate limits.
+    RateLimits,
+    /// A frame only to a client the kernel's neighbour table confirms.
+    ConfirmBeforeSend,
+    /// Plain ports: the clients the host's own frames placed on a failed port are moved too.
+    AnsweredFailover,
+    /// A frame that undoes a move is answered with the update again.
+    Reassertion,
+    /// A restart takes the state file over.
+    StateFile,
+}
+
+/// The rules switched off (none, outside the simulation's mutation runs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RulesOff(u8);
+
+impl RulesOff {
+    pub fn with(self, rule: Rule) -> RulesOff {
+        RulesOff(self.0 | 1 << rule as u8)
+    }
+    pub fn has(self, rule: Rule) -> bool {
+        self.0 & 1 << rule as u8 != 0
+    }
 }
 
 /// What became of an update frame, as the event loop reports it.
@@ -270,7 +303,9 @@ impl Steerer {
     /// stays where it is, except for failover.
     pub fn held(&self, client: &ClientKey, now: u64) -> bool {
         let hold = self.cfg.policy.hold_down.saturating_mul(1000);
-        self.moved
+        let kept = !self.cfg.rules_off.has(Rule::HoldDown);
+        kept && self
+            .moved
             .get(client)
             .is_some_and(|m| now.saturating_sub(m.at_ms) < hold)
             || self.refused.get(client).is_some_and(|r| now < r.until)
@@ -358,7 +393,8 @@ impl Steerer {
         let first = m.issued == 0;
         let mut issued = 0;
         for claim in claims {
-            if !ctx.host.allows(client, &claim) {
+            let confirm = !self.cfg.rules_off.has(Rule::ConfirmBeforeSend);
+            if confirm && !ctx.host.allows(client, &claim) {
                 log(
                     out,
                     Level::Debug,
@@ -370,7 +406,12 @@ impl Steerer {
                 );
                 continue;
             }
-            match self.limiter.admit(client.mac, now) {
+            let admit = if self.cfg.rules_off.has(Rule::RateLimits) {
+                Admit::Yes
+            } else {
+                self.limiter.admit(client.mac, now)
+            };
+            match admit {
                 Admit::Yes => {}
                 Admit::Busy if first && issued == 0 => {
                     // A move's first frame waits its turn for the shared budget instead of being
@@ -446,7 +487,7 @@ impl Steerer {
         let Some(m) = self.moved.get_mut(&client) else {
             return;
         };
-        if m.pending.iter().any(|t| *t <= due) {
+        if self.cfg.rules_off.has(Rule::Reassertion) || m.pending.iter().any(|t| *t <= due) {
             return;
         }
         m.reasserts += 1;

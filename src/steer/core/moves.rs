@@ -166,11 +166,12 @@ impl Steerer {
         // Clients the host answered on a failed port that rlbd never counted (resolved, not
         // sent yet) or moved: their next frames go to the dead port. A client counted since is
         // where its frames arrive.
-        let answered = if self.cfg.follow_answers {
-            self.answered.on_ports(down)
-        } else {
-            Vec::new()
-        };
+        let answered =
+            if self.cfg.follow_answers && !self.cfg.rules_off.has(super::Rule::AnsweredFailover) {
+                self.answered.on_ports(down)
+            } else {
+                Vec::new()
+            };
         let first_answered = snaps.len();
         if !answered.is_empty() {
             let known: HashSet<ClientKey> = clients
