@@ -20,8 +20,8 @@ use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 
-use super::{Daemon, CONTROL, CONTROL_CONN_BASE};
-use crate::config::{ObservabilityConfig, Target};
+use super::{CONTROL, CONTROL_CONN_BASE};
+use crate::config::ObservabilityConfig;
 use crate::exit::Failure;
 use crate::protocol::{Request, MAX_REQUEST};
 use crate::status::StatusReport;
@@ -157,18 +157,18 @@ pub struct Control {
     path_change_warned: bool,
 }
 
-impl Daemon {
-    /// Opens the control socket the settings ask for. A socket given explicitly (command line or
-    /// configuration) that cannot be made is fatal; the default one is only warned about.
-    pub(super) fn open_control(&self) -> Result<Control, Failure> {
-        let name = match &self.engine.ports().target {
-            Target::Bond(b) => b.clone(),
-            Target::Ports(p) => p.first().cloned().unwrap_or_default(),
-        };
-        let o = &self.observability;
-        let mut control = Control::new(&name);
-        if let Some(path) = o.control_socket_for(&name) {
-            match control.bind(&path, self.poll.registry()) {
+impl Control {
+    /// Opens the control socket the settings ask for for the bond or first port `name`. A
+    /// socket given explicitly (command line or configuration) that cannot be made is fatal; the
+    /// default one is only warned about.
+    pub fn open(
+        name: &str,
+        o: &ObservabilityConfig,
+        registry: &Registry,
+    ) -> Result<Control, Failure> {
+        let mut control = Control::new(name);
+        if let Some(path) = o.control_socket_for(name) {
+            match control.bind(&path, registry) {
                 Ok(()) => info!("control socket {}", path.display()),
                 Err(e) if o.control_socket.is_some() => {
                     return Err(Failure::io(
@@ -191,9 +191,7 @@ impl Daemon {
         }
         Ok(control)
     }
-}
 
-impl Control {
     pub fn new(name: &str) -> Self {
         Control {
             bound: None,

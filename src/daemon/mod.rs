@@ -10,26 +10,27 @@
 mod captures;
 mod control;
 mod counting;
+mod edge;
 mod netlink;
-mod reload;
-mod route;
+mod report;
 mod setup;
 mod state_file;
 
 use std::time::{Duration, Instant};
 
 use log::info;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Token};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, ObservabilityConfig, Settings, Target};
 use crate::engine::{Engine, Input, Output};
 use crate::exit::Failure;
-use captures::Captures;
+use crate::netlink::Snapshot;
+use control::Control;
 use counting::Counting;
-use netlink::NetlinkReader;
-use state_file::StateFile;
+use edge::Edge;
+use report::Answers;
 
 const SIGNALS: Token = Token(0);
 const NETLINK: Token = Token(1);
@@ -56,19 +57,17 @@ pub fn monotonic_ms() -> u64 {
 
 pub struct Daemon {
     engine: Engine,
+    /// The sockets and files the engine's outputs go to.
+    edge: Edge,
     /// How the settings were made, for a reload.
     reload: Reload,
-    poll: Poll,
-    nl: NetlinkReader,
-    captures: Captures,
     counting: Counting,
-    state: StateFile,
     /// When the next second ends (the kernel's counts are read then).
     next_second: Instant,
     watchdog: bool,
     /// The control socket's and metrics file's settings (kept apart from the engine's: the
     /// control server reads them while the engine answers).
-    observability: crate::config::ObservabilityConfig,
+    observability: ObservabilityConfig,
     /// Outputs taken out of the engine while answering a request, routed after it.
     stashed: Vec<Output>,
 }
@@ -88,23 +87,29 @@ impl Daemon {
     pub fn run(mut self) -> Result<(), Failure> {
         let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
             .map_err(|e| Failure::io("cannot install signal handlers", e))?;
-        self.poll
+        self.edge
+            .poll
             .registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)
             .map_err(|e| Failure::io("cannot register signals", e))?;
-        self.poll
+        self.edge
+            .poll
             .registry()
-            .register(self.nl.sock.socket_mut(), NETLINK, Interest::READABLE)
+            .register(self.edge.nl.sock.socket_mut(), NETLINK, Interest::READABLE)
             .map_err(|e| Failure::io("cannot register the netlink socket", e))?;
         // Served by this loop; dropping it (any return below) removes the socket file.
-        let mut control = self.open_control()?;
-        let summary = self.summary();
+        let name = match &self.engine.ports().target {
+            Target::Bond(b) => b.clone(),
+            Target::Ports(p) => p.first().cloned().unwrap_or_default(),
+        };
+        let mut control = Control::open(&name, &self.observability, self.edge.poll.registry())?;
+        let summary = report::summary(&self.status(Some(0)));
         setup::sd_notify(&format!("READY=1\nSTATUS={summary}"));
         info!("{summary}");
         let mut events = Events::with_capacity(64);
         loop {
             let timeout = self.timeout();
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+            if let Err(e) = self.edge.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
@@ -121,37 +126,37 @@ impl Daemon {
                                     return Ok(());
                                 }
                                 SIGHUP => self.reload_config(),
-                                SIGUSR1 => self.log_state(),
+                                SIGUSR1 => report::log_state(&self.status(None)),
                                 _ => {}
                             }
                         }
                     }
-                    NETLINK => self.nl.ready = true,
+                    NETLINK => self.edge.nl.ready = true,
                     t if control::owns(t) => {
-                        let mut answers = route::Answers {
+                        let mut answers = Answers {
                             engine: &mut self.engine,
-                            captures: &self.captures,
+                            captures: &self.edge.captures,
                             stash: &mut self.stashed,
                         };
-                        control.on_event(ev, self.poll.registry(), &mut answers);
+                        control.on_event(ev, self.edge.poll.registry(), &mut answers);
                         self.route_stashed();
                     }
                     t => {
-                        if let Some(i) = self.captures.port_of(t) {
-                            self.captures.ready[i] = true;
+                        if let Some(i) = self.edge.captures.port_of(t) {
+                            self.edge.captures.ready[i] = true;
                         }
                     }
                 }
             }
             self.step();
-            let mut answers = route::Answers {
+            let mut answers = Answers {
                 engine: &mut self.engine,
-                captures: &self.captures,
+                captures: &self.edge.captures,
                 stash: &mut self.stashed,
             };
             control.on_timer(
                 Instant::now(),
-                self.poll.registry(),
+                self.edge.poll.registry(),
                 &self.observability,
                 &mut answers,
             );
@@ -161,7 +166,7 @@ impl Daemon {
 
     /// How long the loop may sleep: not at all while a socket has more to read.
     fn timeout(&self) -> Duration {
-        if self.nl.ready || self.captures.ready.iter().any(|r| *r) {
+        if self.edge.nl.ready || self.edge.captures.ready.iter().any(|r| *r) {
             return Duration::ZERO;
         }
         let now = Instant::now();
@@ -175,14 +180,14 @@ impl Daemon {
     /// One turn of the loop after the wakeup's events: read what is ready, end the second if it
     /// is due, hand the engine its deadline.
     fn step(&mut self) {
-        if self.nl.ready {
+        if self.edge.nl.ready {
             self.read_netlink();
         }
-        for i in 0..self.captures.ready.len() {
-            if self.captures.ready[i] {
+        for i in 0..self.edge.captures.ready.len() {
+            if self.edge.captures.ready[i] {
                 let now = monotonic_ms();
-                self.counting
-                    .drain(now, i, &mut self.captures, &mut self.engine);
+                let (counting, captures) = (&mut self.counting, &mut self.edge.captures);
+                counting.drain(now, i, captures, &mut self.engine);
                 self.route();
                 // ARP and ND after the batch: each may send.
                 while let Some((frame, outgoing, vlan)) = self.counting.next_frame() {
@@ -198,8 +203,8 @@ impl Daemon {
         }
         let now = Instant::now();
         if now >= self.next_second {
-            self.counting
-                .second(monotonic_ms(), &mut self.captures, &mut self.engine);
+            let (counting, captures) = (&mut self.counting, &mut self.edge.captures);
+            counting.second(monotonic_ms(), captures, &mut self.engine);
             self.route();
             if self.watchdog {
                 setup::sd_notify("WATCHDOG=1");
@@ -219,17 +224,112 @@ impl Daemon {
 
     fn read_netlink(&mut self) {
         let now = monotonic_ms();
-        self.nl.read();
+        self.edge.nl.read();
         // The port's packet rate chooses its capture sampling ratio (the capture's own tuning).
-        for ev in self.nl.events() {
+        for ev in self.edge.nl.events() {
             if let crate::netlink::NlEvent::Link(l) = ev {
                 let ports = self.engine.ports();
                 if let (Some(i), Some(pk)) = (ports.by_ifindex(l.index), l.rx_packets) {
-                    self.captures.sample_from_counter(ports, i, now, pk);
+                    self.edge.captures.sample_from_counter(ports, i, now, pk);
                 }
             }
         }
-        self.engine.handle(now, Input::Netlink(self.nl.events()));
+        self.engine
+            .handle(now, Input::Netlink(self.edge.nl.events()));
         self.route();
+    }
+
+    /// Carries out everything the engine asked for since the last call.
+    fn route(&mut self) {
+        self.edge.route(&mut self.engine);
+    }
+
+    /// Routes what answering a request took out of the engine besides the answer.
+    fn route_stashed(&mut self) {
+        for o in std::mem::take(&mut self.stashed) {
+            self.edge.carry(&mut self.engine, o);
+        }
+        self.route();
+    }
+
+    /// The status as the engine reports it, with the capture sockets' figures.
+    fn status(&mut self, top: Option<usize>) -> crate::status::StatusReport {
+        let r = report::answer_status(
+            &mut self.engine,
+            &self.edge.captures,
+            &mut self.stashed,
+            top,
+        );
+        self.route_stashed();
+        r
+    }
+
+    /// SIGHUP: the configuration read again. What the shell holds (the log level, the capture
+    /// sockets' sampling limit, the control socket's settings) it applies itself; the rest goes
+    /// to the engine, which keeps all its state (moves, rates, the client table).
+    fn reload_config(&mut self) {
+        let new = match (self.reload)() {
+            Ok(new) => new,
+            Err(e) => {
+                log::error!("SIGHUP: configuration not reloaded: {e}");
+                return;
+            }
+        };
+        let limit = new.capture.sampling_limit();
+        self.edge
+            .captures
+            .set_sampling_limit(self.engine.ports(), limit);
+        crate::logging::set_level(&new.log_level);
+        self.observability = new.observability.clone();
+        self.engine
+            .handle(monotonic_ms(), Input::Reload(Box::new(new)));
+        self.route();
+    }
+
+    /// The start-up snapshot into the engine, the ports found, checked and captured, and an
+    /// earlier daemon's state taken over.
+    fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Failure> {
+        use crate::netlink::NlEvent;
+        let events: Vec<NlEvent> = snap
+            .links
+            .into_iter()
+            .map(NlEvent::Link)
+            .chain(snap.addrs.into_iter().map(NlEvent::Addr))
+            .chain(snap.neighbours.into_iter().map(NlEvent::Neigh))
+            .collect();
+        self.engine.handle(monotonic_ms(), Input::Netlink(&events));
+        // A shape rlbd cannot steer is a configuration to change, not a reason to run half
+        // blind: the clients behind it would stay where the driver put them, silently.
+        if let Some((name, why)) = self.engine.unsupported().first() {
+            return Err(Failure::config(format!(
+                "interface {name} on the bond cannot be steered: {why}"
+            )));
+        }
+        self.edge.route_start(&mut self.engine)?;
+        // At boot the bond's device appears before the network manager enslaves its slaves
+        // (systemd-networkd does it moments later): wait for them, as for a bond that returns.
+        if let Target::Bond(name) = target {
+            if !self.engine.ports().list.iter().any(|p| p.present) {
+                info!("bond {name} has no slaves yet; waiting for them");
+            }
+        }
+        info!(
+            "the server's interfaces: {}",
+            self.engine.shape().join(", ")
+        );
+        if let Some(state) = self.edge.state.read() {
+            let file = self.edge.state.path().map(|p| p.display().to_string());
+            let input = Input::Restore {
+                state: Box::new(state),
+                file: file.unwrap_or_default(),
+            };
+            self.engine.handle(monotonic_ms(), input);
+            self.route();
+        }
+        // First counters now, so the first evaluation has a rate.
+        if let Err(e) = self.edge.nl.sock.request_links() {
+            log::warn!("cannot request link counters: {e}");
+        }
+        Ok(())
     }
 }

@@ -10,12 +10,13 @@ use std::path::PathBuf;
 
 use super::captures::Captures;
 use super::counting::Counting;
+use super::edge::Edge;
 use super::netlink::NetlinkReader;
 use super::state_file::StateFile;
 use super::{monotonic_ms, Daemon, Reload, CAPTURE_BASE};
 use crate::capture::RingConfig;
 use crate::config::{Settings, Target};
-use crate::engine::{Engine, Input};
+use crate::engine::Engine;
 use crate::exit::Failure;
 use crate::netlink::{BondMode, RouteSocket, Snapshot};
 
@@ -172,13 +173,16 @@ pub fn build(
         settings.capture.kernel_counting(),
         crate::capture::ebpf::map_entries(settings.capture.table_size),
     );
-    let mut d = Daemon {
-        reload,
+    let edge = Edge {
         poll,
         nl: NetlinkReader::new(nl),
         captures,
-        counting: Counting::default(),
         state: StateFile::new(state_path(state, &target)),
+    };
+    let mut d = Daemon {
+        reload,
+        edge,
+        counting: Counting::default(),
         next_second: Instant::now() + Duration::from_secs(1),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
         observability: settings.observability.clone(),
@@ -187,84 +191,4 @@ pub fn build(
     };
     d.start(snap, &target)?;
     Ok(d)
-}
-
-impl Daemon {
-    /// The start-up snapshot into the engine, the ports found, checked and captured, and an
-    /// earlier daemon's state taken over.
-    fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Failure> {
-        use crate::netlink::NlEvent;
-        let events: Vec<NlEvent> = snap
-            .links
-            .into_iter()
-            .map(NlEvent::Link)
-            .chain(snap.addrs.into_iter().map(NlEvent::Addr))
-            .chain(snap.neighbours.into_iter().map(NlEvent::Neigh))
-            .collect();
-        // A shape rlbd cannot steer is a configuration to change, not a reason to run half
-        // blind: the clients behind it would stay where the driver put them, silently.
-        self.engine.handle(monotonic_ms(), Input::Netlink(&events));
-        if let Some((name, why)) = self.engine.unsupported().first() {
-            return Err(Failure::config(format!(
-                "interface {name} on the bond cannot be steered: {why}"
-            )));
-        }
-        self.route_start()?;
-        // At boot the bond's device appears before the network manager enslaves its slaves
-        // (systemd-networkd does it moments later): wait for them, as for a bond that returns.
-        if let Target::Bond(name) = target {
-            if !self.engine.ports().list.iter().any(|p| p.present) {
-                info!("bond {name} has no slaves yet; waiting for them");
-            }
-        }
-        info!(
-            "the server's interfaces: {}",
-            self.engine.shape().join(", ")
-        );
-        if let Some(state) = self.state.read() {
-            let file = self.state.path().map(|p| p.display().to_string());
-            let input = Input::Restore {
-                state: Box::new(state),
-                file: file.unwrap_or_default(),
-            };
-            self.engine.handle(monotonic_ms(), input);
-            self.route();
-        }
-        // First counters now, so the first evaluation has a rate.
-        if let Err(e) = self.nl.sock.request_links() {
-            warn!("cannot request link counters: {e}");
-        }
-        Ok(())
-    }
-
-    /// Routes the start-up's outputs; a port present at start without a capacity or a capture
-    /// socket is fatal (rlbd cannot run half blind).
-    fn route_start(&mut self) -> Result<(), Failure> {
-        while let Some(o) = self.engine.poll_output() {
-            let crate::engine::Output::OpenCapture { port } = o else {
-                self.carry(o);
-                continue;
-            };
-            let name = self.engine.ports().list[port].name.clone();
-            self.captures
-                .open(self.engine.ports(), port, self.poll.registry())
-                .map_err(|e| {
-                    Failure::io(
-                        &format!("port {name}: cannot open capture socket (needs CAP_NET_RAW)"),
-                        e,
-                    )
-                })?;
-            let speed_mbps = crate::netlink::link_speed_mbps(&name);
-            let input = Input::CaptureOpened {
-                port,
-                speed_mbps,
-                error: None,
-            };
-            self.engine.handle(monotonic_ms(), input);
-            if self.engine.ports().list[port].capacity_bps <= 0.0 {
-                return Err(Failure::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
-            }
-        }
-        Ok(())
-    }
 }

@@ -1,0 +1,137 @@
+//! What the shell tells about the daemon: the status the engine reports, with the capture
+//! sockets' own figures filled in (the control socket, the metrics file, SIGUSR1's dump,
+//! systemd's STATUS=).
+
+use log::{info, warn};
+
+use super::captures::Captures;
+use super::control::Responder;
+use super::monotonic_ms;
+use crate::engine::{Engine, Input, Output};
+use crate::status::StatusReport;
+
+/// Asks the engine for its status and fills in the capture sockets' figures; anything else the
+/// engine hands out meanwhile is stashed for the loop to route.
+pub fn answer_status(
+    engine: &mut Engine,
+    captures: &Captures,
+    stash: &mut Vec<Output>,
+    top: Option<usize>,
+) -> StatusReport {
+    engine.handle(monotonic_ms(), Input::StatusQuery { top });
+    let mut report = None;
+    while let Some(o) = engine.poll_output() {
+        match o {
+            Output::Status(r) => report = Some(*r),
+            o => stash.push(o),
+        }
+    }
+    let Some(mut r) = report else {
+        warn!("the engine gave no status");
+        return StatusReport::default();
+    };
+    for (i, p) in r.ports.iter_mut().enumerate() {
+        captures.facts(i).fill(p);
+    }
+    r
+}
+
+/// The control server's view of the daemon: answers through the engine's door.
+pub(super) struct Answers<'a> {
+    pub engine: &'a mut Engine,
+    pub captures: &'a Captures,
+    pub stash: &'a mut Vec<Output>,
+}
+
+impl Responder for Answers<'_> {
+    fn status(&mut self, top: Option<usize>) -> StatusReport {
+        answer_status(self.engine, self.captures, self.stash, top)
+    }
+
+    fn metrics(&mut self) -> String {
+        let r = answer_status(self.engine, self.captures, self.stash, Some(0));
+        crate::metrics::render(&r)
+    }
+}
+
+/// The one-line summary of a report (log, systemd's STATUS=).
+pub fn summary(r: &StatusReport) -> String {
+    let ports: Vec<String> = r
+        .ports
+        .iter()
+        .filter(|p| p.state != crate::status::PortState::Absent)
+        .map(|p| {
+            let down = p.state == crate::status::PortState::Down;
+            format!("{}{}", p.name, if down { "(down)" } else { "" })
+        })
+        .collect();
+    let what = match r.mode {
+        crate::status::Mode::Bond => format!("bond {}", r.name),
+        crate::status::Mode::Ports => "ports".to_string(),
+    };
+    let ports = if ports.is_empty() {
+        "no ports".to_string()
+    } else {
+        ports.join(" ")
+    };
+    let t = &r.totals;
+    format!(
+        "{what}: {ports}; {} clients, {} moved, {} updates sent{}",
+        t.clients_tracked,
+        t.clients_moved,
+        t.updates_sent,
+        if r.dry_run { " (dry run)" } else { "" }
+    )
+}
+
+/// SIGUSR1: the whole state into the log (`r` with every client).
+pub fn log_state(r: &StatusReport) {
+    info!("state: {}", summary(r));
+    for p in &r.ports {
+        info!(
+            "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} \
+             counting {} sampling 1/{} uncounted {}",
+            p.name,
+            p.ifindex,
+            p.mac,
+            p.state.as_str(),
+            p.capacity_bps / 1e6,
+            p.rx_bps
+                .map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
+            p.window,
+            p.ring_drops,
+            p.counting.as_str(),
+            p.sampling,
+            p.uncounted_frames
+        );
+    }
+    for c in &r.clients {
+        let moved = c.moved.as_ref().map_or(String::new(), |m| {
+            format!(
+                ", moved {}s ago ({}), re-asserted {}x",
+                m.secs_ago,
+                m.reason.as_str(),
+                m.reasserts
+            )
+        });
+        info!(
+            "  client {} {} on {} {:.2} Mbit/s{moved}",
+            c.ip,
+            c.mac,
+            c.port,
+            c.rate_bps / 1e6
+        );
+    }
+    let t = &r.totals;
+    info!(
+        "  totals: moves overload {} failover {} placement {} room {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
+        t.moves_overload,
+        t.moves_failover,
+        t.moves_placement,
+        t.moves_room,
+        t.reasserts,
+        t.updates_sent,
+        t.updates_suppressed,
+        t.table_evictions
+    );
+}
