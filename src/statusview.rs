@@ -205,5 +205,4 @@ pub fn main_metrics(args: &MetricsArgs) -> Result<(), Failure> {
 }
 
 #[cfg(test)]
-#[path = "statusview_tests.rs"]
 mod tests;

@@ -374,5 +374,4 @@ fn load(
 }
 
 #[cfg(test)]
-#[path = "unprivileged_tests.rs"]
 pub(crate) mod unprivileged_tests;

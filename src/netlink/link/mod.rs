@@ -234,5 +234,4 @@ fn vlan_info(data: &[u8]) -> Option<VlanInfo> {
 }
 
 #[cfg(test)]
-#[path = "link_tests.rs"]
 mod tests;

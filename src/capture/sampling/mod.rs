@@ -202,5 +202,4 @@ impl Sampler {
 }
 
 #[cfg(test)]
-#[path = "sampling_tests.rs"]
 mod tests;

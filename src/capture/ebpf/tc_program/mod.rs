@@ -325,5 +325,4 @@ fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, done: Label) {
 }
 
 #[cfg(test)]
-#[path = "tc_program_tests.rs"]
 mod tests;

@@ -537,12 +537,10 @@ impl ClientTable {
     }
 }
 
-#[path = "table_lru.rs"]
 mod lru;
 
 pub use lru::Iter;
 use lru::Slot;
 
 #[cfg(test)]
-#[path = "table_tests.rs"]
 mod tests;

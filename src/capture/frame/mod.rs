@@ -201,5 +201,4 @@ fn parse_ipv6(src: Mac, dst: Mac, payload: &[u8]) -> Option<Frame> {
 }
 
 #[cfg(test)]
-#[path = "frame_tests.rs"]
 pub(crate) mod tests;

@@ -10,7 +10,6 @@ use super::*;
 use crate::capture::frame::tests::ipv4_frame;
 use crate::client::ClientKey;
 
-#[path = "program_vm.rs"]
 mod vm;
 use vm::{run, stores, Map, Skb, MAP_FD};
 

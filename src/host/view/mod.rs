@@ -445,5 +445,4 @@ fn shape_changed(a: &LinkInfo, b: &LinkInfo) -> bool {
 }
 
 #[cfg(test)]
-#[path = "view_tests.rs"]
 mod tests;

@@ -172,5 +172,4 @@ impl SlotReader {
 }
 
 #[cfg(test)]
-#[path = "slots_tests.rs"]
 mod tests;

@@ -48,7 +48,6 @@ fn config_validation() {
     assert!(e.to_string().contains("rlbd-no-such-if0"), "{e}");
 }
 
-#[path = "socket_test_lab.rs"]
 pub(crate) mod lab;
 
 use lab::*;

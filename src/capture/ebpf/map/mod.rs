@@ -253,5 +253,4 @@ pub fn possible_cpus(text: &str) -> Option<usize> {
 }
 
 #[cfg(test)]
-#[path = "map_tests.rs"]
 mod tests;

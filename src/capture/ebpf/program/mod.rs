@@ -385,5 +385,4 @@ fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, drop: Label) {
 }
 
 #[cfg(test)]
-#[path = "program_tests.rs"]
 mod tests;

@@ -491,7 +491,6 @@ impl event::Source for CaptureSocket {
     }
 }
 
-#[path = "socket_counting.rs"]
 mod counting;
 
 /// The index of the interface named `name` (in this process's network namespace).
@@ -513,13 +512,10 @@ pub fn if_index(name: &str) -> io::Result<u32> {
 }
 
 #[cfg(test)]
-#[path = "socket_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "socket_ebpf_tests.rs"]
 mod ebpf_tests;
 
 #[cfg(test)]
-#[path = "socket_tc_tests.rs"]
 mod tc_tests;

@@ -516,5 +516,4 @@ pub(crate) fn take(data: &[u8], seq: u32, out: &mut Vec<TcMessage>) -> io::Resul
 }
 
 #[cfg(test)]
-#[path = "tc_tests.rs"]
 mod tests;

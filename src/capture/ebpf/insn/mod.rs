@@ -434,5 +434,4 @@ impl Asm {
 }
 
 #[cfg(test)]
-#[path = "insn_tests.rs"]
 mod tests;

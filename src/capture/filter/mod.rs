@@ -181,5 +181,4 @@ pub fn sampled_program(macs: &[Mac], snap_len: u32, one_in: u32) -> io::Result<V
 }
 
 #[cfg(test)]
-#[path = "filter_tests.rs"]
 pub(crate) mod tests;
