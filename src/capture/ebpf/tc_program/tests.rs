@@ -1,4 +1,4 @@
-//! The tc programs' shape, checked without a kernel (the live tests in `socket_tc_tests.rs` run
+//! The tc programs' shape, checked without a kernel (the live tests in `capture/socket/tc_tests.rs` run
 //! them): within the kernel's limits, forward jumps only, and no verdict but "none" anywhere,
 //! so that they can never drop or redirect a frame.
 
