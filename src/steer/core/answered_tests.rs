@@ -4,7 +4,9 @@
 
 use super::fixture::*;
 use super::*;
+use crate::capture::NdKind;
 use crate::host::testing::{CLIENT_IP, SERVER, SERVER6};
+use crate::steer::watch::*;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);

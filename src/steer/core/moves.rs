@@ -163,31 +163,8 @@ impl Steerer {
                 });
             }
         }
-        // Clients the host answered on a failed port that rlbd never counted (resolved, not
-        // sent yet) or moved: their next frames go to the dead port. A client counted since is
-        // where its frames arrive.
-        let answered =
-            if self.cfg.follow_answers && !self.cfg.rules_off.has(super::Rule::AnsweredFailover) {
-                self.answered.on_ports(down)
-            } else {
-                Vec::new()
-            };
         let first_answered = snaps.len();
-        if !answered.is_empty() {
-            let known: HashSet<ClientKey> = clients
-                .iter()
-                .map(|c| c.key)
-                .chain(self.moved.keys().copied())
-                .collect();
-            for a in answered.into_iter().filter(|a| !known.contains(&a.key)) {
-                snaps.push(ClientSnap {
-                    key: a.key,
-                    port: a.port,
-                    rate_bps: 0.0,
-                    talk: Talk::from_claims(&a.claims),
-                });
-            }
-        }
+        snaps.extend(self.stranded_answers(down, clients));
         if snaps.is_empty() {
             return;
         }
@@ -207,6 +184,36 @@ impl Steerer {
                 self.apply_move(now, s.key, &s.talk, &mv, &why, ctx, out);
             }
         }
+    }
+
+    /// Clients the host answered on a failed port that rlbd never counted (resolved, not sent
+    /// yet) or moved: their next frames go to the dead port. A client counted since is where its
+    /// frames arrive.
+    fn stranded_answers(&self, down: &[PortId], clients: &[ClientSnap]) -> Vec<ClientSnap> {
+        let on = self.cfg.follow_answers && !self.cfg.rules_off.has(super::Rule::AnsweredFailover);
+        let answered = if on {
+            self.answered.on_ports(down)
+        } else {
+            Vec::new()
+        };
+        if answered.is_empty() {
+            return Vec::new();
+        }
+        let known: HashSet<ClientKey> = clients
+            .iter()
+            .map(|c| c.key)
+            .chain(self.moved.keys().copied())
+            .collect();
+        answered
+            .into_iter()
+            .filter(|a| !known.contains(&a.key))
+            .map(|a| ClientSnap {
+                key: a.key,
+                port: a.port,
+                rate_bps: 0.0,
+                talk: Talk::from_claims(&a.claims),
+            })
+            .collect()
     }
 
     /// The once-a-second decision: the planner's moves for overloaded ports, with the clients

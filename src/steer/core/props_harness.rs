@@ -14,6 +14,7 @@ use crate::client::ServerSet;
 use crate::host::testing::*;
 use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
 use crate::policy::Move;
+use crate::steer::watch::*;
 
 pub(super) const CLIENTS: usize = 4;
 pub(super) const PER_CLIENT: u32 = 8;

@@ -7,6 +7,7 @@ use super::*;
 use crate::capture::NdKind;
 use crate::host::testing::*;
 use crate::netlink::NlEvent;
+use crate::steer::watch::*;
 
 use super::fixture::*;
 

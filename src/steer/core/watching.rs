@@ -1,0 +1,191 @@
+//! What the steering core does about frames seen on the wire: a frame that undoes a move (or is
+//! about to) is answered with a re-assertion, one for a burst; the host's own answers are noted
+//! for plain ports' failover; a port whose MAC changed has its clients re-asserted.
+
+use log::Level;
+
+use super::{log, Action, Ctx, PortId, Rule, Steerer};
+use crate::capture::NdKind;
+use crate::client::ClientKey;
+use crate::host::Claim;
+use crate::steer::watch::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
+use crate::Mac;
+
+impl Steerer {
+    /// Queues the update again for a moved client whose move something on the wire undid or is
+    /// about to undo. Several frames in a burst share one re-assertion: a send already due as
+    /// soon as this one would be covers them all.
+    fn reassert(
+        &mut self,
+        now: u64,
+        client: ClientKey,
+        why: &str,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        let due = now + self.cfg.reassert_delay_ms;
+        let Some(m) = self.moved.get_mut(&client) else {
+            return;
+        };
+        if self.cfg.rules_off.has(Rule::Reassertion) || m.pending.iter().any(|t| *t <= due) {
+            return;
+        }
+        m.reasserts += 1;
+        self.counters.reasserts += 1;
+        let what = m
+            .client_ip()
+            .map_or_else(|| client.to_string(), |ip| ip.to_string());
+        log(
+            out,
+            Level::Debug,
+            format!("re-asserting {what} on {}: {why}", ctx.port_name(m.port)),
+        );
+        // Once now, once a repeat later: the kernel or the driver may send more than one frame.
+        self.schedule(client, due, 2, out);
+    }
+
+    /// The MAC of the port rlbd put `client` on; `None` for a client it did not move.
+    fn assigned_mac(&self, client: &ClientKey, ctx: &Ctx) -> Option<Mac> {
+        let m = self.moved.get(client)?;
+        ctx.ports.get(m.port).map(|p| p.mac)
+    }
+
+    fn reassert_all(
+        &mut self,
+        now: u64,
+        what: &str,
+        risks: Vec<(ClientKey, &'static str)>,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        if risks.len() > 1 {
+            log(
+                out,
+                Level::Debug,
+                format!(
+                    "one {what} frame puts {} moved clients at risk; re-asserting them",
+                    risks.len()
+                ),
+            );
+        }
+        for (client, why) in risks {
+            self.reassert(now, client, why, ctx, out);
+        }
+        self.on_timer(now, ctx, out);
+    }
+
+    /// ARP seen on a port: the host's own replies and requests would send a moved client back to
+    /// where the kernel or the driver wants it; each is answered with a re-assertion.
+    pub fn on_arp(&mut self, now: u64, seen: &ArpSeen, ctx: &Ctx, out: &mut Vec<Action>) {
+        self.note_arp_answer(now, seen, ctx);
+        let risks = at_risk(
+            seen,
+            |c| self.assigned_mac(c, ctx),
+            self.moved.keys().copied(),
+        );
+        let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
+        self.reassert_all(now, "ARP", risks, ctx, out);
+    }
+
+    /// Neighbor Discovery seen on a port: the IPv6 counterpart of [`on_arp`](Self::on_arp).
+    pub fn on_nd(&mut self, now: u64, seen: &NdSeen, ctx: &Ctx, out: &mut Vec<Action>) {
+        self.note_nd_answer(now, seen, ctx);
+        let moved = &self.moved;
+        let risks = nd_at_risk(
+            seen,
+            |ip| ctx.host.is_ours((*ip).into()),
+            |ip, vlan| {
+                moved
+                    .iter()
+                    .filter(|(k, _)| k.vlan == vlan)
+                    .find(|(_, m)| {
+                        m.claims
+                            .iter()
+                            .any(|c| matches!(c, Claim::V6 { client, .. } if client == ip))
+                    })
+                    .map(|(k, _)| *k)
+            },
+            |c| self.assigned_mac(c, ctx),
+            moved.keys().copied(),
+        );
+        let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
+        self.reassert_all(now, "Neighbor Discovery", risks, ctx, out);
+    }
+
+    /// Notes where the host's own ARP frame tells its hearers to send: a reply or a unicast
+    /// request to one client, a broadcast request to every client on its VLAN. Clients rlbd
+    /// moved are left to their move (it re-asserts them).
+    fn note_arp_answer(&mut self, now: u64, seen: &ArpSeen, ctx: &Ctx) {
+        if !self.cfg.follow_answers || !seen.outgoing {
+            return;
+        }
+        let Some(port) = ctx.ports.iter().position(|p| p.mac == seen.sha) else {
+            return;
+        };
+        if seen.eth_dst.is_multicast() {
+            self.answered.broadcast(now, seen.vlan, port);
+            return;
+        }
+        let key = ClientKey::new(seen.eth_dst, seen.vlan);
+        // An update in the gratuitous form (rlbd's own) names no client address.
+        let to_client = matches!(seen.op, ARP_REQUEST | ARP_REPLY) && seen.tpa != seen.spa;
+        if to_client && !self.moved.contains_key(&key) {
+            let claim = Claim::V4 {
+                client: seen.tpa,
+                server: seen.spa,
+            };
+            self.answered.note(now, key, port, claim);
+        }
+    }
+
+    /// The IPv6 counterpart of [`note_arp_answer`](Self::note_arp_answer): the host's NA for
+    /// one of its addresses, or its NS, tells the hearer the port's MAC.
+    fn note_nd_answer(&mut self, now: u64, seen: &NdSeen, ctx: &Ctx) {
+        if !self.cfg.follow_answers || !seen.outgoing {
+            return;
+        }
+        let said = seen.lladdr.unwrap_or(seen.eth_src);
+        let Some(port) = ctx.ports.iter().position(|p| p.mac == said) else {
+            return;
+        };
+        // An NA advertises the server's target address to the client at the packet's
+        // destination; an NS asks the client for the target from the server's source, and the
+        // client learns the port's MAC for that source. A link-local one is the port's own
+        // (each port has its own): no client reaches the server's other addresses through it.
+        let (client, server) = match seen.kind {
+            NdKind::Na => (seen.dst_ip, seen.target),
+            NdKind::Ns => (seen.target, seen.src_ip),
+        };
+        if server.is_unicast_link_local() {
+            return;
+        }
+        if seen.eth_dst.is_multicast() {
+            self.answered.broadcast(now, seen.vlan, port);
+            return;
+        }
+        let key = ClientKey::new(seen.eth_dst, seen.vlan);
+        if self.moved.contains_key(&key) {
+            return;
+        }
+        self.answered
+            .note(now, key, port, Claim::V6 { client, server });
+    }
+
+    /// A port's MAC changed (balance-alb swaps MACs on failover): re-asserts every client rlbd
+    /// put on it.
+    pub fn on_port_mac_changed(
+        &mut self,
+        now: u64,
+        port: PortId,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        let on: Vec<(ClientKey, &'static str)> = self
+            .moved
+            .iter()
+            .filter(|(_, m)| m.port == port)
+            .map(|(k, _)| (*k, "the port's MAC changed"))
+            .collect();
+        self.reassert_all(now, "port MAC change", on, ctx, out);
+    }
+}
