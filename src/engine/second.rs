@@ -41,6 +41,11 @@ impl Engine {
         self.steer
             .forget_idle(now, |key| table.get(key).is_some(), &mut self.actions);
         self.dirty |= self.steer.moved_count() != before;
+        // The state file also says the daemon that wrote it was alive lately: a restart takes
+        // it over only while it is younger than the hold-down, so it is rewritten well within
+        // one while there are moves (a sixth of it, at most every 10 s).
+        let every = (self.settings.policy.hold_down / 6).clamp(1, 10);
+        self.dirty |= self.schedule.tick % every == 0 && self.steer.moved_count() > 0;
         self.carry_out(now);
         if self.schedule.tick % 10 == 0 {
             let s = self.summary();

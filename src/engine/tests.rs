@@ -264,3 +264,18 @@ fn a_state_file_of_another_bond_or_too_old_is_ignored_with_a_warning() {
         assert!(again.sends.is_empty(), "{what}: nothing re-asserted");
     }
 }
+
+#[test]
+fn the_state_is_rewritten_while_there_are_moves_so_a_restart_finds_it_young() {
+    let mut r = Rig::new();
+    for _ in 0..6 {
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+    }
+    assert!(r.persisted.is_some());
+    // A minute of nothing new: the file is still rewritten, a sixth of the hold-down apart.
+    for _ in 0..60 {
+        r.second(&[(1, 0, 6.0), (2, 1, 6.0)]);
+        let age = r.now - r.persisted.as_ref().map_or(0, |p| p.written_ms);
+        assert!(age <= 6_000, "written {age} ms ago");
+    }
+}

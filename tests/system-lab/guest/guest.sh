@@ -492,21 +492,26 @@ boot1() {
     [ "$(mainpid)" != "$pid1" ] && active && [ -n "$wd" ] && [ "$(prop NRestarts)" = $((n0 + 1)) ]
     check $? "kill -STOP: the watchdog makes systemd kill and restart rlbd" \
         "watchdog timeout logged $([ -n "$wd" ] && fcalc "$wd - $t0" || echo never)s after SIGSTOP; running again (pid $pid1 -> $(mainpid)) after ${t_back}s; NRestarts $n0 -> $(prop NRestarts)"
-    # Steering resumes: the restarted daemon knows nothing of the old move. The moved client's
-    # neighbour entry is flushed, so it re-ARPs, the driver puts it back beside the other, and
-    # the new daemon must move one of them again.
-    local a b m=0
+    # A restart resumes: the new daemon takes the move over from its state file
+    # (/run/rlbd/bond0.state, the unit's runtime directory). The moved client's neighbour entry
+    # is flushed, so it re-ARPs and the driver answers with the slave it chooses; the new daemon
+    # re-asserts the move (it does not move a client again), and the pair stays apart.
+    local a b took moved_to="none" kept m
     read -r a b <<<"$PAIR"
+    kept=$(on "$MOVED")
     ip -n "$MOVED" neigh flush "$SERVER"
     t0=$(ts)
     while fcmp "$(since "$t0")" '<' 15; do
-        m=$(status_json | jq '.totals.moves_overload')
-        [ "${m:-0}" -ge 1 ] && [ "$(on "$a")" != "$(on "$b")" ] && [ "$(on "$a")" != none ] && [ "$(on "$b")" != none ] && break
         sleep 1
+        moved_to=$(status_json | jq -r --arg ip "$(cip "$MOVED")" '.clients[] | select(.ip == $ip) | .moved.to // "none"')
+        fcmp "$(since "$t0")" '>=' 6 && [ "$(on "$MOVED")" = "$kept" ] && [ "$moved_to" = "$kept" ] && break
     done
-    [ "${m:-0}" -ge 1 ] && [ "$(on "$a")" != "$(on "$b")" ]
-    check $? "after the watchdog restart, steering resumes" \
-        "$MOVED's neighbour entry flushed; $(since "$t0")s later $a on $(on "$a"), $b on $(on "$b"); the new daemon's overload moves: ${m:-none}"
+    took=$(journalctl -b -u "$UNIT" -o cat | grep -c 'moves taken over')
+    m=$(status_json | jq '.totals.moves_overload')
+    [ "${took:-0}" -ge 1 ] && [ "$(on "$MOVED")" = "$kept" ] && [ "$moved_to" = "$kept" ] &&
+        [ "$(on "$a")" != "$(on "$b")" ] && [ "${m:-1}" = 0 ]
+    check $? "after the watchdog restart, the new daemon takes the move over from its state file" \
+        "'moves taken over' logged $took times; $MOVED's neighbour entry flushed; $(since "$t0")s later $a on $(on "$a"), $b on $(on "$b"); the new daemon's move of $MOVED: to $moved_to (was on $kept); its overload moves: ${m:-none}"
 
     # -- SIGKILL: restarted, and the clients' traffic never stops
     pid2=$(mainpid)
