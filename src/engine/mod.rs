@@ -195,6 +195,8 @@ pub struct Engine {
     started_ms: u64,
     /// Rules switched off (only by the simulation's mutation runs).
     rules_off: RulesOff,
+    /// The steering core's view of the ports ([`Engine::refresh_infos`]).
+    infos: Vec<PortInfo>,
 }
 
 impl Engine {
@@ -234,6 +236,7 @@ impl Engine {
             snaps: Vec::new(),
             started_ms: now,
             rules_off: RulesOff::default(),
+            infos: Vec::new(),
             settings,
         }
     }
@@ -369,23 +372,23 @@ impl Engine {
         now: u64,
         f: impl FnOnce(&mut Steerer, u64, &Ctx, &mut Vec<Action>) -> R,
     ) -> R {
-        let infos: Vec<PortInfo> = self
-            .ports
-            .list
-            .iter()
-            .map(|p| PortInfo {
-                name: &p.name,
-                mac: p.mac,
-                usable: p.usable(),
-            })
-            .collect();
         let ctx = Ctx {
             host: &self.host,
-            ports: &infos,
+            ports: &self.infos,
         };
         let r = f(&mut self.steer, now, &ctx, &mut self.actions);
         self.carry_out(now);
         r
+    }
+
+    /// The steering core's view of the ports, rebuilt when a port changes (not per call).
+    fn refresh_infos(&mut self) {
+        self.infos.clear();
+        self.infos.extend(self.ports.list.iter().map(|p| PortInfo {
+            name: p.name.clone(),
+            mac: p.mac,
+            usable: p.usable(),
+        }));
     }
 
     fn log(&mut self, level: Level, topic: Topic, text: String) {

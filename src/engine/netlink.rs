@@ -91,6 +91,7 @@ impl Engine {
         if changes.is_empty() {
             return;
         }
+        self.refresh_infos();
         let (mut refilter, mut down, mut up, mut macs) = (false, Vec::new(), false, Vec::new());
         for c in changes {
             match c {

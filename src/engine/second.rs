@@ -8,11 +8,12 @@ use log::Level;
 
 use super::{Engine, Output, Topic, EVAL_DELAY_MS};
 use crate::capture::ebpf::Delta;
+use crate::host::PortTable;
 use crate::host::Talk;
 use crate::netlink::BondMode;
-use crate::policy::{Move, PortView, Reason};
+use crate::policy::{Move, PolicyConfig, PortView, Reason};
 use crate::steer::explain::{self, Facts};
-use crate::steer::ClientSnap;
+use crate::steer::{ClientSnap, Ctx};
 
 impl Engine {
     pub(super) fn on_second(
@@ -110,11 +111,16 @@ impl Engine {
         }
         self.client_snaps(true);
         let clients = std::mem::take(&mut self.snaps);
-        let why = self.move_reasons();
-        let made = self.steer_with(now, |s, now, ctx, out| {
-            s.refresh_claims(now, &clients, ctx, out);
-            s.rebalance(now, &views, &clients, &|m: &Move| why(m), ctx, out)
-        });
+        let ctx = Ctx {
+            host: &self.host,
+            ports: &self.infos,
+        };
+        let (ports, policy) = (&self.ports, &self.settings.policy);
+        let why = |m: &Move| move_reason(ports, policy, m);
+        let out = &mut self.actions;
+        self.steer.refresh_claims(now, &clients, &ctx, out);
+        let made = self.steer.rebalance(now, &views, &clients, &why, &ctx, out);
+        self.carry_out(now);
         self.dirty |= !made.is_empty();
         self.explain_no_move(now, &views, &clients, &made);
         if self.ports.bond_mode == Some(BondMode::BalanceTlb) {
@@ -125,37 +131,6 @@ impl Engine {
             self.dirty |= self.steer.counters().moves_placement != before;
         }
         self.snaps = clients;
-    }
-
-    /// The words of an overload move's reason, per source port, as this second's detectors
-    /// see it (made before the core is called, which borrows the engine).
-    fn move_reasons(&self) -> impl Fn(&Move) -> String {
-        let threshold = self.settings.policy.threshold;
-        let window = self.settings.policy.window;
-        let per_port: Vec<(String, usize, String)> = self
-            .ports
-            .list
-            .iter()
-            .map(|p| {
-                (
-                    p.name.clone(),
-                    p.detector.hit_count(),
-                    p.detector.window_string(),
-                )
-            })
-            .collect();
-        move |m: &Move| {
-            let (name, hits, samples) = &per_port[m.from];
-            if m.reason == Reason::Room {
-                return format!(
-                    "room: {name} keeps its room in one piece for a client of a saturated port"
-                );
-            }
-            format!(
-                "overload: {hits} of {window} samples over {:.0}% ({samples})",
-                threshold * 100.0,
-            )
-        }
     }
 
     /// "Why did it not move?" is the first question an operator asks: for each overloaded port
@@ -211,4 +186,25 @@ impl Engine {
             self.ports.list[i].no_move = Some(why);
         }
     }
+}
+
+/// The words of a move's reason: for an overload move, the source port's detector as this
+/// second sees it.
+fn move_reason(ports: &PortTable, policy: &PolicyConfig, m: &Move) -> String {
+    let Some(p) = ports.list.get(m.from) else {
+        return "overload".into();
+    };
+    if m.reason == Reason::Room {
+        return format!(
+            "room: {} keeps its room in one piece for a client of a saturated port",
+            p.name
+        );
+    }
+    format!(
+        "overload: {} of {} samples over {:.0}% ({})",
+        p.detector.hit_count(),
+        policy.window,
+        policy.threshold * 100.0,
+        p.detector.window_string()
+    )
 }

@@ -46,7 +46,7 @@ impl World {
     pub fn with<R>(&self, f: impl FnOnce(&Ctx) -> R) -> R {
         let ports: Vec<PortInfo> = (0..3)
             .map(|i| PortInfo {
-                name: NAMES[i],
+                name: NAMES[i].into(),
                 mac: P[i],
                 usable: self.usable[i],
             })

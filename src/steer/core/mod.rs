@@ -54,10 +54,10 @@ pub enum Action {
     Log(Level, String),
 }
 
-/// The core's view of one port.
-#[derive(Debug, Clone, Copy)]
-pub struct PortInfo<'a> {
-    pub name: &'a str,
+/// The core's view of one port (kept by the caller, rebuilt only when the ports change).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortInfo {
+    pub name: String,
     pub mac: Mac,
     pub usable: bool,
 }
@@ -66,12 +66,12 @@ pub struct PortInfo<'a> {
 #[derive(Clone, Copy)]
 pub struct Ctx<'a> {
     pub host: &'a HostView,
-    pub ports: &'a [PortInfo<'a>],
+    pub ports: &'a [PortInfo],
 }
 
 impl Ctx<'_> {
     fn port_name(&self, p: PortId) -> &str {
-        self.ports.get(p).map_or("?", |i| i.name)
+        self.ports.get(p).map_or("?", |i| &i.name)
     }
 }
 

@@ -204,10 +204,10 @@ impl Harness {
         }
     }
 
-    fn ports(&self) -> Vec<PortInfo<'static>> {
+    fn ports(&self) -> Vec<PortInfo> {
         (0..3)
             .map(|i| PortInfo {
-                name: ["p0", "p1", "p2"][i],
+                name: ["p0", "p1", "p2"][i].into(),
                 mac: self.macs[i],
                 usable: self.w.usable[i],
             })
