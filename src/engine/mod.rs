@@ -12,7 +12,9 @@
 //! Times are milliseconds on the shell's monotonic clock (since the daemon started).
 
 mod frames;
-mod netlink;
+mod io;
+mod lan;
+mod outbox;
 mod persist;
 mod reload;
 mod report;
@@ -20,144 +22,29 @@ pub mod retry;
 mod second;
 mod sending;
 
-use std::collections::VecDeque;
-use std::net::IpAddr;
-
 use log::Level;
 
 use crate::capture::ebpf::Delta;
 use crate::capture::{ClientTable, Frame};
-use crate::client::ClientKey;
 use crate::config::{Settings, Target};
-use crate::host::{HostView, PortTable};
+use crate::host::PortTable;
 use crate::netlink::NlEvent;
-use crate::status::StatusReport;
-use crate::steer::{Action, ClientSnap, Ctx, PortInfo, Rule, RulesOff, Steerer};
+use crate::policy::Move;
+use crate::steer::explain::Facts;
+use crate::steer::{Action, ClientSnap, Rule, RulesOff, SendOutcome, Steerer};
+use frames::Seen;
+pub use io::{Input, Output, SendTag, Topic};
+use lan::Lan;
+use outbox::Outbox;
+use persist::Durable;
 pub use persist::{Persisted, PersistedMove, STATE_VERSION};
 pub use report::CaptureFacts;
 use retry::Trouble;
-pub use sending::SendTag;
+use sending::{Outcome, Sender};
 
 /// Time between the second's counters being asked for and their use: a dump answers in well
 /// under this.
 pub const EVAL_DELAY_MS: u64 = 200;
-
-/// Something that happened, as the shell saw it.
-#[derive(Debug)]
-pub enum Input<'a> {
-    /// Netlink messages read in one batch (links with their counters, addresses, neighbours,
-    /// the kernel's word that it dropped some).
-    Netlink(&'a [NlEvent]),
-    /// A port's capture socket was opened (or could not be) after [`Output::OpenCapture`]: the
-    /// link's speed, Mbit/s, as the kernel reports it (`None`: none reported).
-    CaptureOpened {
-        port: usize,
-        speed_mbps: Option<u64>,
-        error: Option<String>,
-    },
-    /// One IPv4/IPv6 frame a capture ring counted for a client, `bytes` long (scaled by the
-    /// sampling ratio).
-    Counted {
-        port: u16,
-        key: ClientKey,
-        src: IpAddr,
-        dst: IpAddr,
-        bytes: u64,
-    },
-    /// A second ended: what the kernel counted per client in it (port, counts), whether every
-    /// counting map was read whole, and whether a capture ring that counts dropped frames.
-    Second {
-        counts: &'a [(usize, Delta)],
-        whole: bool,
-        ring_drops: bool,
-    },
-    /// An ARP or Neighbor Discovery frame seen on a port, leaving (`outgoing`) or arriving.
-    Frame {
-        frame: &'a Frame,
-        outgoing: bool,
-        vlan: u16,
-    },
-    /// What became of an [`Output::Send`]: `Ok`, or the errno the kernel refused it with
-    /// (`None`: the port has no socket). The frame comes back for a retry.
-    SendResult {
-        tag: SendTag,
-        frame: Vec<u8>,
-        result: Result<(), Option<i32>>,
-    },
-    /// A deadline the engine asked for ([`Engine::next_deadline`]) has passed.
-    Deadline,
-    /// New settings (SIGHUP or the control socket's reload); the bond or ports are kept.
-    Reload(Box<Settings>),
-    /// The state an earlier daemon left in `file` (a restart): its moves re-asserted, their
-    /// hold-downs kept.
-    Restore { state: Box<Persisted>, file: String },
-    /// The status, for the control socket (`top`: the busiest clients only; `Some(0)`: no
-    /// client list, as the metrics want it).
-    StatusQuery { top: Option<usize> },
-}
-
-/// What the engine asks the shell to do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Output {
-    /// Send `frame` out of `port`, and report what became of it with the same tag
-    /// ([`Input::SendResult`]).
-    Send {
-        port: usize,
-        tag: SendTag,
-        frame: Vec<u8>,
-    },
-    /// A log record.
-    Log {
-        level: Level,
-        topic: Topic,
-        text: String,
-    },
-    /// Open port `port`'s capture socket (a port appeared); answer with
-    /// [`Input::CaptureOpened`].
-    OpenCapture { port: usize },
-    /// Close port `port`'s capture socket (the port is gone).
-    CloseCapture { port: usize },
-    /// The set of ports or their MACs changed: re-filter every capture.
-    Refilter,
-    /// The MACs of the server's interfaces on the bond (a macvlan's, a bridge's own), for the
-    /// captures: frames to them are the server's load too.
-    HostMacs(Vec<crate::Mac>),
-    /// Ask the kernel for port `ifindex`'s counters (answered as a netlink link message).
-    RequestCounters { ifindex: u32 },
-    /// The kernel dropped notifications: dump links, addresses and neighbours again.
-    Redump,
-    /// A one-line summary for the service manager (`STATUS=`).
-    Summary(String),
-    /// The status report asked for ([`Input::StatusQuery`]), without the capture sockets'
-    /// figures (the shell fills those in: [`CaptureFacts`]).
-    Status(Box<StatusReport>),
-    /// The durable state changed: write it to the state file (at most once a second).
-    Persist(Box<Persisted>),
-}
-
-/// What a log record is about, so the shell (and tests) can tell records apart without reading
-/// their words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Topic {
-    /// A client moved (or, dry run, would be).
-    Move,
-    /// An overloaded port nothing was moved off, and why.
-    NoMove,
-    /// A port appeared, went, changed state or MAC.
-    Port,
-    /// A frame the kernel refused.
-    Send,
-    /// Another host claims one of the server's addresses.
-    ForeignClaim,
-    /// The configuration (reload).
-    Config,
-    /// The kernel's view (netlink) or the capture path.
-    Host,
-    /// The state file of an earlier daemon.
-    Restore,
-    /// Everything else the steering core says.
-    Steer,
-}
 
 /// The engine's schedule: when the second's evaluation and the next learning frames are due.
 #[derive(Debug, Clone, Copy, Default)]
@@ -166,37 +53,29 @@ struct Schedule {
     tick: u64,
     eval_at: Option<u64>,
     next_learning: u64,
-    next_persist: u64,
 }
 
 /// The state machine: see the module's documentation.
 pub struct Engine {
     settings: Settings,
-    host: HostView,
-    ports: PortTable,
+    lan: Lan,
     table: ClientTable,
     steer: Steerer,
+    sender: Sender,
     trouble: Trouble,
+    durable: Durable,
     schedule: Schedule,
-    out: VecDeque<Output>,
+    out: Outbox,
     /// The steering core's actions, turned into outputs after each call into it (reused).
     actions: Vec<Action>,
-    /// The server's addresses, sorted (copied from the host view on change: asked per frame).
-    ours: Vec<IpAddr>,
-    /// Interfaces on the bond already reported as not steerable.
-    unsupported_seen: Vec<String>,
-    /// The durable state changed since it was last handed out.
-    dirty: bool,
-    /// Netlink overruns seen (each answered with a re-dump).
-    resyncs: u64,
+    /// Outcomes of frames for the steering core, handed over after each input (reused).
+    outcomes: Vec<Outcome>,
     /// The clients as the steering core wants them, rebuilt each second (reused).
     snaps: Vec<ClientSnap>,
     /// When the engine was made (the status's uptime).
     started_ms: u64,
     /// Rules switched off (only by the simulation's mutation runs).
     rules_off: RulesOff,
-    /// The steering core's view of the ports ([`Engine::refresh_infos`]).
-    infos: Vec<PortInfo>,
 }
 
 impl Engine {
@@ -206,37 +85,23 @@ impl Engine {
             .target
             .clone()
             .unwrap_or_else(|| Target::Ports(Vec::new()));
-        let capacity = settings
-            .capacity_mbps
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        let ports = PortTable::new(
-            target.clone(),
-            capacity,
-            settings.policy.window,
-            settings.policy.hits,
-        );
         Engine {
-            host: HostView::new(target),
-            ports,
+            lan: Lan::new(&settings, target),
             table: ClientTable::new(
                 settings.capture.table_size,
                 settings.capture.idle_timeout_secs,
             ),
-            steer: Steerer::new(steer_config(&settings)),
+            steer: Steerer::new(steer_config(&settings, RulesOff::default())),
+            sender: Sender::default(),
             trouble: Trouble::default(),
+            durable: Durable::default(),
             schedule: Schedule::default(),
-            out: VecDeque::new(),
+            out: Outbox::default(),
             actions: Vec::new(),
-            ours: Vec::new(),
-            unsupported_seen: Vec::new(),
-            dirty: false,
-            resyncs: 0,
+            outcomes: Vec::new(),
             snaps: Vec::new(),
             started_ms: now,
             rules_off: RulesOff::default(),
-            infos: Vec::new(),
             settings,
         }
     }
@@ -249,7 +114,9 @@ impl Engine {
                 port,
                 speed_mbps,
                 error,
-            } => self.on_capture_opened(port, speed_mbps, error),
+            } => self
+                .lan
+                .capture_opened(port, speed_mbps, error, &mut self.out),
             Input::Counted {
                 port,
                 key,
@@ -257,11 +124,9 @@ impl Engine {
                 dst,
                 bytes,
             } => {
-                let ours = &self.ours;
-                let tick = self.schedule.tick;
-                self.table.account(key, src, dst, port, bytes, tick, |ip| {
-                    ours.binary_search(&ip).is_ok()
-                });
+                let (lan, tick) = (&self.lan, self.schedule.tick);
+                self.table
+                    .account(key, src, dst, port, bytes, tick, |ip| lan.is_ours(ip));
             }
             Input::Second {
                 counts,
@@ -274,22 +139,26 @@ impl Engine {
                 vlan,
             } => self.on_frame(now, frame, outgoing, vlan),
             Input::SendResult { tag, frame, result } => {
-                self.on_send_result(now, tag, frame, result)
+                let o = self
+                    .sender
+                    .result(now, (tag, frame), result, &self.lan, &mut self.out);
+                self.outcomes.extend(o);
             }
             Input::Deadline => self.on_deadline(now),
-            Input::Reload(settings) => self.reload(now, *settings),
+            Input::Reload(settings) => self.reload(*settings),
             Input::Restore { state, file } => self.restore(now, *state, &file),
             Input::StatusQuery { top } => {
-                let r = self.status(now, top);
-                self.out.push_back(Output::Status(Box::new(r)));
+                let r = report::status(self, now, top);
+                self.out.push(Output::Status(Box::new(r)));
             }
         }
+        self.report_outcomes(now);
         self.maybe_persist(now);
     }
 
     /// The one way out: the next thing to do, in order.
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        self.out.pop()
     }
 
     /// When the engine next wants [`Input::Deadline`], if it wants it at all (the shell also
@@ -299,9 +168,9 @@ impl Engine {
         [
             s.eval_at,
             self.steer.next_due(),
-            self.trouble.retries.next_due(),
+            self.sender.next_due(),
             self.learning().then_some(s.next_learning),
-            self.dirty.then_some(s.next_persist),
+            self.durable.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -311,12 +180,22 @@ impl Engine {
     /// The ports as the engine keeps them, for the shell's capture sockets (names, indices,
     /// MACs): read-only.
     pub fn ports(&self) -> &PortTable {
-        &self.ports
+        &self.lan.ports
     }
 
     /// The server's addresses, sorted (the capture path's "is this frame the server's?").
-    pub fn our_addresses(&self) -> &[IpAddr] {
-        &self.ours
+    pub fn our_addresses(&self) -> &[std::net::IpAddr] {
+        self.lan.ours()
+    }
+
+    /// Interfaces on the bond that rlbd cannot steer (at start these are a configuration error).
+    pub fn unsupported(&self) -> &[(String, String)] {
+        self.lan.unsupported()
+    }
+
+    /// The server's interfaces on the bond, for the start-up line.
+    pub fn shape(&self) -> Vec<String> {
+        self.lan.shape()
     }
 
     /// The seconds counted so far (the client table's tick).
@@ -324,80 +203,270 @@ impl Engine {
         self.schedule.tick
     }
 
-    /// Switches `rule` off: only to prove that a test (the simulation) catches its absence.
-    /// The daemon never calls this.
-    pub fn switch_off(&mut self, rule: Rule) {
-        self.rules_off = self.rules_off.with(rule);
-        self.steer.reconfigure(self.steer_config());
-    }
-
-    /// The steering core's settings: the daemon's, and the rules switched off.
-    fn steer_config(&self) -> crate::steer::SteerConfig {
-        crate::steer::SteerConfig {
-            rules_off: self.rules_off,
-            ..steer_config(&self.settings)
-        }
-    }
-
     /// The settings in force.
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
 
+    /// Switches `rule` off: only to prove that a test (the simulation) catches its absence.
+    /// The daemon never calls this.
+    pub fn switch_off(&mut self, rule: Rule) {
+        self.rules_off = self.rules_off.with(rule);
+        self.steer
+            .reconfigure(steer_config(&self.settings, self.rules_off));
+    }
+
     fn learning(&self) -> bool {
-        matches!(self.ports.target, Target::Ports(_))
+        matches!(self.lan.ports.target, Target::Ports(_))
     }
 
     fn on_deadline(&mut self, now: u64) {
         if let Some(due) = self.steer.next_due().filter(|d| *d <= now) {
             self.trouble.timer_ran(due, now);
         }
-        if self.schedule.eval_at.is_some_and(|t| now >= t) {
+        if let Some(due) = self.schedule.eval_at.filter(|t| now >= *t) {
+            self.trouble.timer_ran(due, now);
             self.schedule.eval_at = None;
             self.evaluate(now);
         }
         if self.learning() && now >= self.schedule.next_learning {
-            self.send_learning_frames();
+            Sender::learning_frames(&self.lan, &mut self.out);
             self.schedule.next_learning =
                 now + self.settings.steering.learning_interval_secs * 1000;
         }
-        self.steer_with(now, |s, now, ctx, out| s.on_timer(now, ctx, out));
-        self.retry_sends(now);
+        self.steer.on_timer(now, &self.lan.ctx(), &mut self.actions);
+        self.carry_out();
+        let (sender, lan, out) = (&mut self.sender, &self.lan, &mut self.out);
+        sender.retry_due(now, lan, out, &mut self.outcomes);
     }
 
-    /// Runs `f` on the steering core with its view of the host and the ports, then turns what it
-    /// decided into outputs.
-    fn steer_with<R>(
-        &mut self,
-        now: u64,
-        f: impl FnOnce(&mut Steerer, u64, &Ctx, &mut Vec<Action>) -> R,
-    ) -> R {
-        let ctx = Ctx {
-            host: &self.host,
-            ports: &self.infos,
+    fn on_netlink(&mut self, now: u64, events: &[NlEvent]) {
+        let changes = self.lan.apply(now, events, &mut self.out);
+        let ctx = self.lan.ctx();
+        for p in changes.macs {
+            self.steer
+                .on_port_mac_changed(now, p, &ctx, &mut self.actions);
+        }
+        if !changes.down.is_empty() || changes.up {
+            second::fill_snaps(&self.table, &self.lan.ports, false, &mut self.snaps);
+            let views = self.lan.ports.views();
+            let down = &changes.down;
+            self.steer
+                .failover(now, down, &views, &self.snaps, &ctx, &mut self.actions);
+            self.durable.dirty = true;
+        }
+        self.carry_out();
+    }
+
+    /// A second ended: the kernel's counts into the client table, the table rolled over, the
+    /// ports' counters asked for (the evaluation follows when they are in), idle moves
+    /// forgotten.
+    fn on_second(&mut self, now: u64, counts: &[(usize, Delta)], whole: bool, drops: bool) {
+        let (lan, tick) = (&self.lan, self.schedule.tick);
+        self.table
+            .account_kernel_counts(counts, tick, |ip| lan.is_ours(ip));
+        self.schedule.tick += 1;
+        self.table.roll_over(self.schedule.tick);
+        // Only the ports' counters: a dump of every link costs in proportion to the host's links.
+        for p in self.lan.ports.list.iter().filter(|p| p.present) {
+            self.out
+                .push(Output::RequestCounters { ifindex: p.ifindex });
+        }
+        self.schedule.eval_at = Some(now + EVAL_DELAY_MS);
+        self.trouble.rates_unreliable = drops || !whole;
+        let (table, before) = (&self.table, self.steer.moved_count());
+        self.steer
+            .forget_idle(now, |key| table.get(key).is_some(), &mut self.actions);
+        // The state file also says the daemon that wrote it was alive lately: a restart takes
+        // it over only while it is younger than the hold-down, so it is rewritten well within
+        // one while there are moves (a sixth of it, at most every 10 s).
+        let every = (self.settings.policy.hold_down / 6).clamp(1, 10);
+        let moved = self.steer.moved_count();
+        self.durable.dirty |= moved != before || (self.schedule.tick % every == 0 && moved > 0);
+        self.carry_out();
+        if self.schedule.tick % 10 == 0 {
+            self.out.push(Output::Summary(report::summary(self)));
+        }
+    }
+
+    /// The evaluation: counters to rates, rates to the detectors, the snapshot to the steering
+    /// core's planner, and why nothing moved off an overloaded port.
+    fn evaluate(&mut self, now: u64) {
+        let policy = &self.settings.policy;
+        second::feed_detectors(&mut self.lan.ports, now, policy.threshold);
+        let views = self.lan.ports.views();
+        if std::mem::take(&mut self.trouble.rates_unreliable) {
+            // The rings dropped frames this second: the client rates miss an unknown share, so
+            // the split among clients, which every move rests on, is not known. Port loads are
+            // exact (kernel counters) and keep feeding the detectors; moves wait for a clean
+            // second.
+            self.trouble.unreliable_seconds += 1;
+            let text =
+                "capture ring drops this second: client rates incomplete, no move made on them";
+            self.out.log(Level::Debug, Topic::NoMove, text.into());
+            return;
+        }
+        second::fill_snaps(&self.table, &self.lan.ports, true, &mut self.snaps);
+        let (ctx, clients, out) = (self.lan.ctx(), &self.snaps, &mut self.actions);
+        let ports = &self.lan.ports;
+        let why = |m: &Move| second::move_reason(ports, policy, m);
+        self.steer.refresh_claims(now, clients, &ctx, out);
+        let made = self.steer.rebalance(now, &views, clients, &why, &ctx, out);
+        if self.lan.ports.bond_mode == Some(crate::netlink::BondMode::BalanceTlb) {
+            self.steer.place_new(now, &views, clients, &ctx, out);
+        }
+        self.durable.dirty |= !out.is_empty();
+        let steer = &self.steer;
+        let held = |c: &ClientSnap| steer.held(&c.key, now);
+        let facts = Facts {
+            host: &self.lan.host,
+            policy,
+            held: &held,
         };
-        let r = f(&mut self.steer, now, &ctx, &mut self.actions);
-        self.carry_out(now);
-        r
+        let parts = (&views[..], &self.snaps[..], &made[..]);
+        second::explain_no_move(&mut self.lan.ports, parts, &facts, &mut self.out);
+        self.carry_out();
     }
 
-    /// The steering core's view of the ports, rebuilt when a port changes (not per call).
-    fn refresh_infos(&mut self) {
-        self.infos.clear();
-        self.infos.extend(self.ports.list.iter().map(|p| PortInfo {
-            name: p.name.clone(),
-            mac: p.mac,
-            usable: p.usable(),
-        }));
+    /// An ARP or ND frame seen on a port: a foreign claim of the server's address is warned
+    /// about; the steering core re-asserts the moves it puts at risk and notes the host's own
+    /// answers.
+    fn on_frame(&mut self, now: u64, frame: &Frame, outgoing: bool, vlan: u16) {
+        let foreign = &mut self.trouble.foreign;
+        if let Some(text) = frames::foreign_claim(&self.lan.host, foreign, now, frame, outgoing) {
+            self.out.log(Level::Warn, Topic::ForeignClaim, text);
+        }
+        let ctx = self.lan.ctx();
+        match frames::seen(frame, outgoing, vlan) {
+            Some(Seen::Arp(a)) => self.steer.on_arp(now, &a, &ctx, &mut self.actions),
+            Some(Seen::Nd(n)) => self.steer.on_nd(now, &n, &ctx, &mut self.actions),
+            None => {}
+        }
+        // The record of whom the host answered where is durable state too.
+        self.durable.dirty |= outgoing || !self.actions.is_empty();
+        self.carry_out();
     }
 
-    fn log(&mut self, level: Level, topic: Topic, text: String) {
-        self.out.push_back(Output::Log { level, topic, text });
+    /// Turns the steering core's actions into outputs (reusing the action buffer).
+    fn carry_out(&mut self) {
+        for a in self.actions.drain(..) {
+            match a {
+                Action::Send {
+                    port,
+                    client,
+                    claim,
+                    frame,
+                    move_id,
+                } => {
+                    let update = (port, client, claim.client(), move_id);
+                    self.sender
+                        .send(update, frame, &mut self.out, &mut self.outcomes);
+                }
+                Action::Log(level, text) => {
+                    let moved =
+                        text.starts_with("move ") || text.starts_with("dry run: would move");
+                    let topic = if moved { Topic::Move } else { Topic::Steer };
+                    self.out.log(level, topic, text);
+                }
+            }
+        }
+    }
+
+    /// Tells the steering core what became of its frames (it may undo a move none of whose
+    /// frames went out, and say so).
+    fn report_outcomes(&mut self, now: u64) {
+        while !self.outcomes.is_empty() {
+            let ctx = self.lan.ctx();
+            for (client, move_id, o) in self.outcomes.drain(..) {
+                self.steer
+                    .on_send_result(now, client, move_id, o, &ctx, &mut self.actions);
+                self.durable.dirty |= o == SendOutcome::Sent;
+            }
+            // Only log lines come back, but carry them the same way.
+            self.carry_out();
+        }
+    }
+
+    /// New settings (a reload), applied to every part that holds a copy of them, keeping all
+    /// state. The bond or ports stay what the daemon runs on.
+    fn reload(&mut self, new: Settings) {
+        for what in reload::restart_needed(&self.settings, &new) {
+            let text = format!("SIGHUP: {what}; restart rlbd to apply that");
+            self.out.log(Level::Warn, Topic::Config, text);
+        }
+        self.lan.reconfigure(&new);
+        self.table.set_idle_ticks(new.capture.idle_timeout_secs);
+        self.settings = Settings {
+            target: self.settings.target.clone(),
+            ..new
+        };
+        self.steer
+            .reconfigure(steer_config(&self.settings, self.rules_off));
+        let text = "SIGHUP: configuration reloaded; state kept".into();
+        self.out.log(Level::Info, Topic::Config, text);
+        // Read back from the parts that hold them, so a test can see the reload reached each.
+        let text = format!(
+            "now: log level {}; client table idle timeout {} s, moves forgotten after {} s idle; {:?}; {:?}",
+            self.settings.log_level.to_uppercase(),
+            self.table.idle_ticks(),
+            self.steer.config().idle_ms / 1000,
+            self.settings.policy,
+            self.settings.steering
+        );
+        self.out.log(Level::Debug, Topic::Config, text);
+    }
+
+    /// Hands the durable state out when it changed, at most once a second.
+    fn maybe_persist(&mut self, now: u64) {
+        let off = self.rules_off.has(Rule::StateFile) || self.settings.dry_run;
+        if !off && self.durable.due(now) {
+            let p = persist::to_file(self.steer.export(now), &self.lan, now);
+            self.out.push(Output::Persist(Box::new(p)));
+        }
+    }
+
+    /// Takes an earlier daemon's state back (at start, after the first view of the host): its
+    /// moves re-asserted, their hold-downs kept; moves onto a port that failed meanwhile failed
+    /// over.
+    fn restore(&mut self, now: u64, p: Persisted, file: &str) {
+        let hold = self.settings.policy.hold_down.saturating_mul(1000);
+        let why = if self.rules_off.has(Rule::StateFile) {
+            Some("the state file is switched off (a mutation run)".to_string())
+        } else {
+            persist::foreign(&p, &self.lan.ports.target, hold, now)
+        };
+        if let Some(why) = why {
+            let text = format!("state file {file} ignored: {why}");
+            self.out.log(Level::Warn, Topic::Restore, text);
+            return;
+        }
+        let state = persist::from_file(&p, &self.lan);
+        let (moves, answered) = (state.moves.len(), state.answered.len());
+        let usable: Vec<bool> = self.lan.ports.list.iter().map(|p| p.usable()).collect();
+        self.steer
+            .import(now, state, |p| usable.get(p).copied().unwrap_or(false));
+        let text = format!(
+            "state file {file}: {moves} moves taken over (re-asserted, their hold-downs kept), \
+             {answered} answered clients; written {} ms ago",
+            now - p.written_ms
+        );
+        self.out.log(Level::Info, Topic::Restore, text);
+        let ctx = self.lan.ctx();
+        self.steer.on_timer(now, &ctx, &mut self.actions);
+        let down: Vec<usize> = (0..usable.len()).filter(|i| !usable[*i]).collect();
+        if !down.is_empty() {
+            second::fill_snaps(&self.table, &self.lan.ports, false, &mut self.snaps);
+            let views = self.lan.ports.views();
+            self.steer
+                .failover(now, &down, &views, &self.snaps, &ctx, &mut self.actions);
+        }
+        self.durable.dirty = true;
+        self.carry_out();
     }
 }
 
-/// The steering core's settings, from the daemon's.
-pub fn steer_config(s: &Settings) -> crate::steer::SteerConfig {
+/// The steering core's settings, from the daemon's and the rules switched off.
+pub fn steer_config(s: &Settings, rules_off: RulesOff) -> crate::steer::SteerConfig {
     crate::steer::SteerConfig {
         policy: s.policy.clone(),
         repeats: s.steering.repeats,
@@ -411,7 +480,7 @@ pub fn steer_config(s: &Settings) -> crate::steer::SteerConfig {
         // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
         // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
         follow_answers: matches!(s.target, Some(Target::Ports(_))),
-        rules_off: RulesOff::default(),
+        rules_off,
     }
 }
 

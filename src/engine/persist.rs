@@ -6,15 +6,14 @@
 //! once a second; at start the engine takes it back when it is this bond's or these ports',
 //! and younger than the hold-down.
 
-use log::Level;
 use serde::{Deserialize, Serialize};
 
-use super::{Engine, Output, Topic};
+use super::lan::Lan;
 use crate::client::ClientKey;
 use crate::config::Target;
 use crate::host::Claim;
 use crate::policy::Reason;
-use crate::steer::{DurableMove, Rule, SteerState};
+use crate::steer::{DurableMove, SteerState};
 use crate::Mac;
 
 /// The state file's format; a file of another version is ignored.
@@ -83,181 +82,155 @@ fn key(mac: &str, vlan: u16) -> Option<ClientKey> {
     Some(ClientKey::new(mac.parse::<Mac>().ok()?, vlan))
 }
 
-impl Engine {
-    /// Hands the durable state out when it changed, at most once a second.
-    pub(super) fn maybe_persist(&mut self, now: u64) {
-        let off = self.rules_off.has(Rule::StateFile);
-        if off || !self.dirty || now < self.schedule.next_persist || self.settings.dry_run {
-            return;
+/// When the durable state is handed out: when it changed, at most once a second.
+#[derive(Debug, Default)]
+pub struct Durable {
+    /// Changed since it was last handed out.
+    pub dirty: bool,
+    next: u64,
+}
+
+impl Durable {
+    /// Whether to hand it out now (then not again for a second).
+    pub fn due(&mut self, now: u64) -> bool {
+        if !self.dirty || now < self.next {
+            return false;
         }
         self.dirty = false;
-        self.schedule.next_persist = now + 1000;
-        let p = self.persisted(now);
-        self.out.push_back(Output::Persist(Box::new(p)));
+        self.next = now + 1000;
+        true
     }
 
-    fn persisted(&self, now: u64) -> Persisted {
-        let s = self.steer.export(now);
-        let name = |p: usize| self.ports.list.get(p).map(|p| p.name.clone());
-        let names = |mask: u64| -> Vec<String> {
-            (0..64)
-                .filter(|b| mask & (1 << b) != 0)
-                .filter_map(name)
-                .collect()
-        };
-        Persisted {
-            version: STATE_VERSION,
-            target: target_name(&self.ports.target),
-            written_ms: now,
-            moves: s
-                .moves
-                .into_iter()
-                .filter_map(|m| {
-                    Some(PersistedMove {
-                        mac: m.client.mac.to_string(),
-                        vlan: m.client.vlan,
-                        port: name(m.port)?,
-                        claims: m.claims,
-                        at_ms: m.at_ms,
-                        reason: m.reason,
-                        reasserts: m.reasserts,
-                    })
-                })
-                .collect(),
-            refused: s
-                .refused
-                .into_iter()
-                .map(|(k, until_ms, in_a_row)| PersistedRefusal {
-                    mac: k.mac.to_string(),
-                    vlan: k.vlan,
-                    until_ms,
-                    in_a_row,
-                })
-                .collect(),
-            answered: s
-                .answered
-                .into_iter()
-                .map(|(k, mask, claims)| PersistedAnswer {
-                    mac: k.mac.to_string(),
-                    vlan: k.vlan,
-                    ports: names(mask),
-                    claims,
-                })
-                .collect(),
-            budgets: s
-                .budgets
-                .into_iter()
-                .map(|(m, tokens)| PersistedBudget {
-                    mac: m.to_string(),
-                    tokens,
-                })
-                .collect(),
-        }
+    /// When it will be due, if it changed.
+    pub fn deadline(&self) -> Option<u64> {
+        self.dirty.then_some(self.next)
     }
+}
 
-    /// Why an earlier daemon's state does not belong to this one, if it does not.
-    fn foreign_state(&self, now: u64, p: &Persisted) -> Option<String> {
-        if self.rules_off.has(Rule::StateFile) {
-            return Some("the state file is switched off (a mutation run)".into());
-        }
-        let hold = self.settings.policy.hold_down.saturating_mul(1000);
-        let ours = target_name(&self.ports.target);
-        if p.version != STATE_VERSION {
-            Some(format!(
-                "version {} (this rlbd writes {STATE_VERSION})",
-                p.version
-            ))
-        } else if p.target != ours {
-            Some(format!("it is the state of {}, not of {ours}", p.target))
-        } else if p.written_ms > now {
-            Some("it was written after now (another boot's?)".into())
-        } else if now - p.written_ms >= hold {
-            Some(format!(
-                "it is {} s old, older than the hold-down ({} s)",
-                (now - p.written_ms) / 1000,
-                hold / 1000
-            ))
-        } else {
-            None
-        }
-    }
-
-    /// Takes an earlier daemon's state back (at start, after the first view of the host).
-    pub(super) fn restore(&mut self, now: u64, p: Persisted, file: &str) {
-        if let Some(why) = self.foreign_state(now, &p) {
-            self.log(
-                Level::Warn,
-                Topic::Restore,
-                format!("state file {file} ignored: {why}"),
-            );
-            return;
-        }
-        let port = |name: &str| self.ports.list.iter().position(|p| p.name == name);
-        let mask = |names: &[String]| {
-            names
-                .iter()
-                .filter_map(|n| port(n))
-                .filter(|i| *i < 64)
-                .fold(0u64, |m, i| m | (1 << i))
-        };
-        let state = SteerState {
-            moves: p
-                .moves
-                .iter()
-                .filter_map(|m| {
-                    Some(DurableMove {
-                        client: key(&m.mac, m.vlan)?,
-                        port: port(&m.port)?,
-                        claims: m.claims.clone(),
-                        at_ms: m.at_ms,
-                        reason: m.reason,
-                        reasserts: m.reasserts,
-                    })
+/// The steering core's state as the file holds it: ports by name.
+pub fn to_file(s: SteerState, lan: &Lan, now: u64) -> Persisted {
+    let name = |p: usize| lan.ports.list.get(p).map(|p| p.name.clone());
+    let names = |mask: u64| -> Vec<String> {
+        (0..64)
+            .filter(|b| mask & (1 << b) != 0)
+            .filter_map(name)
+            .collect()
+    };
+    Persisted {
+        version: STATE_VERSION,
+        target: target_name(&lan.ports.target),
+        written_ms: now,
+        moves: s
+            .moves
+            .into_iter()
+            .filter_map(|m| {
+                Some(PersistedMove {
+                    mac: m.client.mac.to_string(),
+                    vlan: m.client.vlan,
+                    port: name(m.port)?,
+                    claims: m.claims,
+                    at_ms: m.at_ms,
+                    reason: m.reason,
+                    reasserts: m.reasserts,
                 })
-                .collect(),
-            refused: p
-                .refused
-                .iter()
-                .filter_map(|r| Some((key(&r.mac, r.vlan)?, r.until_ms, r.in_a_row)))
-                .collect(),
-            answered: p
-                .answered
-                .iter()
-                .filter_map(|a| Some((key(&a.mac, a.vlan)?, mask(&a.ports), a.claims.clone())))
-                .filter(|(_, m, _)| *m != 0)
-                .collect(),
-            budgets: p
-                .budgets
-                .iter()
-                .filter_map(|b| Some((b.mac.parse::<Mac>().ok()?, b.tokens)))
-                .collect(),
-        };
-        let (moves, answered) = (state.moves.len(), state.answered.len());
-        let usable: Vec<bool> = self.ports.list.iter().map(|p| p.usable()).collect();
-        self.steer
-            .import(now, state, |p| usable.get(p).copied().unwrap_or(false));
-        self.log(
-            Level::Info,
-            Topic::Restore,
-            format!(
-                "state file {file}: {moves} moves taken over (re-asserted, their hold-downs kept), \
-                 {answered} answered clients; written {} ms ago",
-                now - p.written_ms
-            ),
-        );
-        self.carry_out(now);
-        self.steer_with(now, |s, now, ctx, out| s.on_timer(now, ctx, out));
-        // Moves onto a port that failed while no daemon watched: fail them over now.
-        let down: Vec<usize> = (0..usable.len()).filter(|i| !usable[*i]).collect();
-        if !down.is_empty() {
-            self.client_snaps(false);
-            let clients = std::mem::take(&mut self.snaps);
-            let views = self.ports.views();
-            self.steer_with(now, |s, now, ctx, out| {
-                s.failover(now, &down, &views, &clients, ctx, out)
-            });
-            self.snaps = clients;
-        }
-        self.dirty = true;
+            })
+            .collect(),
+        refused: s
+            .refused
+            .into_iter()
+            .map(|(k, until_ms, in_a_row)| PersistedRefusal {
+                mac: k.mac.to_string(),
+                vlan: k.vlan,
+                until_ms,
+                in_a_row,
+            })
+            .collect(),
+        answered: s
+            .answered
+            .into_iter()
+            .map(|(k, mask, claims)| PersistedAnswer {
+                mac: k.mac.to_string(),
+                vlan: k.vlan,
+                ports: names(mask),
+                claims,
+            })
+            .collect(),
+        budgets: s
+            .budgets
+            .into_iter()
+            .map(|(m, tokens)| PersistedBudget {
+                mac: m.to_string(),
+                tokens,
+            })
+            .collect(),
+    }
+}
+
+/// Why an earlier daemon's state does not belong to this one (`target`, at `now`, with a
+/// hold-down of `hold_ms`), if it does not.
+pub fn foreign(p: &Persisted, target: &Target, hold_ms: u64, now: u64) -> Option<String> {
+    let ours = target_name(target);
+    if p.version != STATE_VERSION {
+        Some(format!(
+            "version {} (this rlbd writes {STATE_VERSION})",
+            p.version
+        ))
+    } else if p.target != ours {
+        Some(format!("it is the state of {}, not of {ours}", p.target))
+    } else if p.written_ms > now {
+        Some("it was written after now (another boot's?)".into())
+    } else if now - p.written_ms >= hold_ms {
+        Some(format!(
+            "it is {} s old, older than the hold-down ({} s)",
+            (now - p.written_ms) / 1000,
+            hold_ms / 1000
+        ))
+    } else {
+        None
+    }
+}
+
+/// The file's state for the steering core: ports by this daemon's numbers (what names no port
+/// now is dropped).
+pub fn from_file(p: &Persisted, lan: &Lan) -> SteerState {
+    let port = |name: &str| lan.ports.list.iter().position(|p| p.name == name);
+    let mask = |names: &[String]| {
+        names
+            .iter()
+            .filter_map(|n| port(n))
+            .filter(|i| *i < 64)
+            .fold(0u64, |m, i| m | (1 << i))
+    };
+    SteerState {
+        moves: p
+            .moves
+            .iter()
+            .filter_map(|m| {
+                Some(DurableMove {
+                    client: key(&m.mac, m.vlan)?,
+                    port: port(&m.port)?,
+                    claims: m.claims.clone(),
+                    at_ms: m.at_ms,
+                    reason: m.reason,
+                    reasserts: m.reasserts,
+                })
+            })
+            .collect(),
+        refused: p
+            .refused
+            .iter()
+            .filter_map(|r| Some((key(&r.mac, r.vlan)?, r.until_ms, r.in_a_row)))
+            .collect(),
+        answered: p
+            .answered
+            .iter()
+            .filter_map(|a| Some((key(&a.mac, a.vlan)?, mask(&a.ports), a.claims.clone())))
+            .filter(|(_, m, _)| *m != 0)
+            .collect(),
+        budgets: p
+            .budgets
+            .iter()
+            .filter_map(|b| Some((b.mac.parse::<Mac>().ok()?, b.tokens)))
+            .collect(),
     }
 }

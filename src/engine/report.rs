@@ -42,179 +42,175 @@ impl CaptureFacts {
     }
 }
 
-impl Engine {
-    pub(super) fn summary(&self) -> String {
-        let ports: Vec<String> = self
+/// The one-line summary (systemd's STATUS=).
+pub fn summary(e: &Engine) -> String {
+    let ports: Vec<String> = e
+        .lan
+        .ports
+        .list
+        .iter()
+        .filter(|p| p.present)
+        .map(|p| format!("{}{}", p.name, if p.up { "" } else { "(down)" }))
+        .collect();
+    let what = match &e.lan.ports.target {
+        Target::Bond(b) => format!("bond {b}"),
+        Target::Ports(_) => "ports".to_string(),
+    };
+    format!(
+        "{what}: {}; {} clients, {} moved, {} updates sent{}",
+        if ports.is_empty() {
+            "no ports".to_string()
+        } else {
+            ports.join(" ")
+        },
+        e.table.len(),
+        e.steer.moved_count(),
+        e.steer.counters().sent,
+        if e.settings.dry_run { " (dry run)" } else { "" }
+    )
+}
+
+fn port_statuses(e: &Engine) -> Vec<PortStatus> {
+    let mut per_port = vec![0usize; e.lan.ports.list.len()];
+    for e in e.table.iter_unordered() {
+        if let Some(n) = per_port.get_mut(e.port as usize) {
+            *n += 1;
+        }
+    }
+    e.lan
+        .ports
+        .list
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PortStatus {
+            name: p.name.clone(),
+            ifindex: p.ifindex,
+            mac: p.mac.to_string(),
+            state: p.state(),
+            capacity_bps: p.capacity_bps,
+            rx_bps: p.rx_bps,
+            utilization: p.utilization(),
+            rx_bytes: p.rx_bytes(),
+            window: p.detector.window_string(),
+            overloaded: p.usable() && p.detector.overloaded(),
+            ring_packets: 0,
+            ring_drops: p.ring_drops,
+            clients: per_port[i],
+            sampling: 1,
+            counting: Default::default(),
+            counting_hook: None,
+            no_move: p.no_move.clone(),
+            uncounted_frames: 0,
+        })
+        .collect()
+}
+
+/// The busiest `top` clients (all with `None`), largest rate first, ties by address.
+fn client_list(e: &Engine, now_ms: u64, top: Option<usize>) -> Vec<ClientStatus> {
+    let mut entries: Vec<&ClientEntry> = e.table.iter_unordered().collect();
+    let by_rate = |a: &&ClientEntry, b: &&ClientEntry| b.rate.cmp(&a.rate);
+    if let Some(n) = top.filter(|n| *n < entries.len()) {
+        // Partial selection: only the N shown are sorted (and rendered).
+        entries.select_nth_unstable_by(n, by_rate);
+        entries.truncate(n);
+    }
+    let hold = e.settings.policy.hold_down;
+    let port_name = |i: usize| {
+        e.lan
             .ports
             .list
-            .iter()
-            .filter(|p| p.present)
-            .map(|p| format!("{}{}", p.name, if p.up { "" } else { "(down)" }))
-            .collect();
-        let what = match &self.ports.target {
-            Target::Bond(b) => format!("bond {b}"),
-            Target::Ports(_) => "ports".to_string(),
-        };
-        format!(
-            "{what}: {}; {} clients, {} moved, {} updates sent{}",
-            if ports.is_empty() {
-                "no ports".to_string()
-            } else {
-                ports.join(" ")
-            },
-            self.table.len(),
-            self.steer.moved_count(),
-            self.steer.counters().sent,
-            if self.settings.dry_run {
-                " (dry run)"
-            } else {
-                ""
-            }
-        )
-    }
+            .get(i)
+            .map_or_else(|| "?".into(), |p| p.name.clone())
+    };
+    let mut clients: Vec<ClientStatus> = entries
+        .into_iter()
+        .map(|c| ClientStatus {
+            ip: client_addr(c),
+            mac: c.key.mac.to_string(),
+            vlan: c.key.vlan,
+            port: port_name(c.port as usize),
+            rate_bps: c.rate as f64 * 8.0,
+            last_seen_secs_ago: e.schedule.tick.saturating_sub(c.last_seen),
+            moved: e.steer.moved(&c.key).map(|m| {
+                let ago = now_ms.saturating_sub(m.at_ms) / 1000;
+                MoveStatus {
+                    to: port_name(m.port),
+                    secs_ago: ago,
+                    reason: m.reason,
+                    hold_down_left_secs: hold.saturating_sub(ago),
+                    reasserts: m.reasserts,
+                    addresses: m.claims.iter().map(|c| c.server().to_string()).collect(),
+                }
+            }),
+        })
+        .collect();
+    clients.sort_by(|a, b| {
+        b.rate_bps
+            .total_cmp(&a.rate_bps)
+            .then_with(|| a.ip.cmp(&b.ip))
+    });
+    clients
+}
 
-    fn port_statuses(&self) -> Vec<PortStatus> {
-        let mut per_port = vec![0usize; self.ports.list.len()];
-        for e in self.table.iter_unordered() {
-            if let Some(n) = per_port.get_mut(e.port as usize) {
-                *n += 1;
-            }
-        }
-        self.ports
-            .list
-            .iter()
-            .enumerate()
-            .map(|(i, p)| PortStatus {
-                name: p.name.clone(),
-                ifindex: p.ifindex,
-                mac: p.mac.to_string(),
-                state: p.state(),
-                capacity_bps: p.capacity_bps,
-                rx_bps: p.rx_bps,
-                utilization: p.utilization(),
-                rx_bytes: p.rx_bytes(),
-                window: p.detector.window_string(),
-                overloaded: p.usable() && p.detector.overloaded(),
-                ring_packets: 0,
-                ring_drops: p.ring_drops,
-                clients: per_port[i],
-                sampling: 1,
-                counting: Default::default(),
-                counting_hook: None,
-                no_move: p.no_move.clone(),
-                uncounted_frames: 0,
-            })
-            .collect()
-    }
-
-    /// The busiest `top` clients (all with `None`), largest rate first, ties by address.
-    fn client_list(&self, now_ms: u64, top: Option<usize>) -> Vec<ClientStatus> {
-        let mut entries: Vec<&ClientEntry> = self.table.iter_unordered().collect();
-        let by_rate = |a: &&ClientEntry, b: &&ClientEntry| b.rate.cmp(&a.rate);
-        if let Some(n) = top.filter(|n| *n < entries.len()) {
-            // Partial selection: only the N shown are sorted (and rendered).
-            entries.select_nth_unstable_by(n, by_rate);
-            entries.truncate(n);
-        }
-        let hold = self.settings.policy.hold_down;
-        let port_name = |i: usize| {
-            self.ports
-                .list
-                .get(i)
-                .map_or_else(|| "?".into(), |p| p.name.clone())
-        };
-        let mut clients: Vec<ClientStatus> = entries
-            .into_iter()
-            .map(|e| ClientStatus {
-                ip: client_addr(e),
-                mac: e.key.mac.to_string(),
-                vlan: e.key.vlan,
-                port: port_name(e.port as usize),
-                rate_bps: e.rate as f64 * 8.0,
-                last_seen_secs_ago: self.schedule.tick.saturating_sub(e.last_seen),
-                moved: self.steer.moved(&e.key).map(|m| {
-                    let ago = now_ms.saturating_sub(m.at_ms) / 1000;
-                    MoveStatus {
-                        to: port_name(m.port),
-                        secs_ago: ago,
-                        reason: m.reason,
-                        hold_down_left_secs: hold.saturating_sub(ago),
-                        reasserts: m.reasserts,
-                        addresses: m.claims.iter().map(|c| c.server().to_string()).collect(),
-                    }
-                }),
-            })
-            .collect();
-        clients.sort_by(|a, b| {
-            b.rate_bps
-                .total_cmp(&a.rate_bps)
-                .then_with(|| a.ip.cmp(&b.ip))
-        });
-        clients
-    }
-
-    fn totals(&self) -> Totals {
-        let c = self.steer.counters();
-        Totals {
-            moves_overload: c.moves_overload,
-            moves_failover: c.moves_failover,
-            moves_placement: c.moves_placement,
-            moves_room: c.moves_room,
-            reasserts: c.reasserts,
-            updates_sent: c.sent,
-            updates_suppressed: c.suppressed,
-            updates_deferred: c.deferred,
-            clients_tracked: self.table.len(),
-            clients_moved: self.steer.moved_count(),
-            table_capacity: self.table.capacity(),
-            table_evictions: self.table.evictions(),
-            table_expirations: self.table.expirations(),
-            send_errors: self.trouble.retries.errors(),
-            send_retries: self.trouble.retries.retried(),
-            moves_refused: c.moves_refused,
-            unreliable_seconds: self.trouble.unreliable_seconds,
-            netlink_resyncs: self.resyncs,
-            neighbours: self.host.confirmed_neighbours(),
-            foreign_claims: self.trouble.foreign.episodes(),
-            timer_late_max_ms: self.trouble.late_max_ms,
-            timers_late: self.trouble.late,
-        }
-    }
-
-    /// The report with the clients of `clients` (none for the metrics).
-    fn report(&self, now_ms: u64, clients: Vec<ClientStatus>) -> StatusReport {
-        let (mode, name) = match &self.ports.target {
-            Target::Bond(b) => (Mode::Bond, b.clone()),
-            Target::Ports(p) => (Mode::Ports, p.first().cloned().unwrap_or_default()),
-        };
-        StatusReport {
-            schema: SCHEMA_VERSION,
-            version: env!("CARGO_PKG_VERSION").into(),
-            mode,
-            name,
-            dry_run: self.settings.dry_run,
-            uptime_secs: now_ms.saturating_sub(self.started_ms) / 1000,
-            tick: self.schedule.tick,
-            threshold: self.settings.policy.threshold,
-            window: self.settings.policy.window,
-            hits: self.settings.policy.hits,
-            hold_down_secs: self.settings.policy.hold_down,
-            ports: self.port_statuses(),
-            clients,
-            totals: self.totals(),
-        }
+fn totals(e: &Engine) -> Totals {
+    let c = e.steer.counters();
+    Totals {
+        moves_overload: c.moves_overload,
+        moves_failover: c.moves_failover,
+        moves_placement: c.moves_placement,
+        moves_room: c.moves_room,
+        reasserts: c.reasserts,
+        updates_sent: c.sent,
+        updates_suppressed: c.suppressed,
+        updates_deferred: c.deferred,
+        clients_tracked: e.table.len(),
+        clients_moved: e.steer.moved_count(),
+        table_capacity: e.table.capacity(),
+        table_evictions: e.table.evictions(),
+        table_expirations: e.table.expirations(),
+        send_errors: e.sender.errors(),
+        send_retries: e.sender.retried(),
+        moves_refused: c.moves_refused,
+        unreliable_seconds: e.trouble.unreliable_seconds,
+        netlink_resyncs: e.lan.resyncs,
+        neighbours: e.lan.host.confirmed_neighbours(),
+        foreign_claims: e.trouble.foreign.episodes(),
+        timer_late_max_ms: e.trouble.late_max_ms,
+        timers_late: e.trouble.late,
     }
 }
 
-impl Engine {
-    /// The status report with the busiest `top` clients (all with `None`; none with
-    /// `Some(0)`, as a metrics scrape wants it).
-    pub(super) fn status(&self, now_ms: u64, top: Option<usize>) -> StatusReport {
-        let clients = if top == Some(0) {
-            Vec::new()
-        } else {
-            self.client_list(now_ms, top)
-        };
-        self.report(now_ms, clients)
+/// The report with the clients of `clients` (none for the metrics).
+fn report(e: &Engine, now_ms: u64, clients: Vec<ClientStatus>) -> StatusReport {
+    let (mode, name) = match &e.lan.ports.target {
+        Target::Bond(b) => (Mode::Bond, b.clone()),
+        Target::Ports(p) => (Mode::Ports, p.first().cloned().unwrap_or_default()),
+    };
+    StatusReport {
+        schema: SCHEMA_VERSION,
+        version: env!("CARGO_PKG_VERSION").into(),
+        mode,
+        name,
+        dry_run: e.settings.dry_run,
+        uptime_secs: now_ms.saturating_sub(e.started_ms) / 1000,
+        tick: e.schedule.tick,
+        threshold: e.settings.policy.threshold,
+        window: e.settings.policy.window,
+        hits: e.settings.policy.hits,
+        hold_down_secs: e.settings.policy.hold_down,
+        ports: port_statuses(e),
+        clients,
+        totals: totals(e),
     }
+}
+
+/// The status report with the busiest `top` clients (all with `None`; none with `Some(0)`,
+/// as a metrics scrape wants it).
+pub fn status(e: &Engine, now_ms: u64, top: Option<usize>) -> StatusReport {
+    let clients = if top == Some(0) {
+        Vec::new()
+    } else {
+        client_list(e, now_ms, top)
+    };
+    report(e, now_ms, clients)
 }

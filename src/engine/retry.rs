@@ -25,12 +25,11 @@ pub const MAX_QUEUED: usize = 1024;
 /// One warning per port per this long.
 pub const WARN_EVERY_MS: u64 = 10_000;
 
-/// What the engine keeps about things going wrong around it: refused sends, foreign claims of
-/// the server's addresses, seconds whose client rates a capture ring's drops made unusable,
-/// timers the loop ran late.
+/// What the engine keeps about things going wrong around it: foreign claims of the server's
+/// addresses, seconds whose client rates a capture ring's drops made unusable, timers the loop
+/// ran late. (Refused sends are the [`Sender`](super::sending::Sender)'s.)
 #[derive(Debug, Default)]
 pub struct Trouble {
-    pub retries: Retries,
     pub foreign: crate::steer::foreign::ForeignClaims,
     /// The second being evaluated had ring drops: its client rates are incomplete.
     pub rates_unreliable: bool,

@@ -1,83 +1,62 @@
-//! The steering core's decisions turned into outputs, and what became of each frame: a frame
-//! sent confirms its move; one refused for a passing reason is tried again with a growing delay
-//! ([`retry`](super::retry)); one refused for good (or superseded by a newer update to the same
-//! client) counts against its move, which the core undoes when none of its frames went out.
+//! What became of each frame the engine asked to send: one sent confirms its move; one refused
+//! for a passing reason is tried again with a growing delay ([`Retries`]); one refused for good
+//! (or superseded by a newer update to the same client) counts against its move, which the
+//! steering core undoes when none of its frames went out. Also the learning frames of plain
+//! ports.
 
 use std::net::IpAddr;
 
 use log::Level;
 
-use super::retry::Update;
-use super::{Engine, Output, Topic};
+use super::io::{Output, SendTag, Topic};
+use super::lan::Lan;
+use super::outbox::Outbox;
+use super::retry::{Retries, Update};
 use crate::client::ClientKey;
-use crate::steer::{Action, SendOutcome};
+use crate::steer::SendOutcome;
 
-/// What a frame the engine asked to send was for; it comes back with the frame's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendTag {
-    /// An update telling `client` (at address `to`) to use `port`, for the core's move
-    /// `move_id`; `tries` counts this one (1 for the first).
-    Update {
-        port: usize,
-        client: ClientKey,
-        to: IpAddr,
-        move_id: u64,
-        tries: usize,
-    },
-    /// A frame that keeps the switch's MAC table pointing at `port` (plain ports).
-    Learning { port: usize },
+/// A frame's outcome for the steering core: (client, move, outcome).
+pub type Outcome = (ClientKey, u64, SendOutcome);
+
+#[derive(Debug, Default)]
+pub struct Sender {
+    retries: Retries,
 }
 
-impl Engine {
-    /// Turns the steering core's actions into outputs (reusing the action buffer).
-    pub(super) fn carry_out(&mut self, now: u64) {
-        let mut actions = std::mem::take(&mut self.actions);
-        for a in actions.drain(..) {
-            match a {
-                Action::Send {
-                    port,
-                    client,
-                    claim,
-                    frame,
-                    move_id,
-                } => {
-                    // A newer frame for this client voids its older retries (a later decision
-                    // must never be overwritten by an earlier one).
-                    for id in self.trouble.retries.supersede(client) {
-                        self.outcome(now, client, id, SendOutcome::Refused);
-                    }
-                    let tag = SendTag::Update {
-                        port,
-                        client,
-                        to: claim.client(),
-                        move_id,
-                        tries: 1,
-                    };
-                    self.out.push_back(Output::Send { port, tag, frame });
-                }
-                Action::Log(level, text) => self.log(level, Topic::Steer, text),
-            }
+impl Sender {
+    /// An update of move `move_id` to `client` (at `to`) goes out of `port`: older retries of
+    /// the client's are void (a later decision must never be overwritten by an earlier one),
+    /// each an outcome for the core.
+    pub fn send(
+        &mut self,
+        update: (usize, ClientKey, IpAddr, u64),
+        frame: Vec<u8>,
+        out: &mut Outbox,
+        outcomes: &mut Vec<Outcome>,
+    ) {
+        let (port, client, to, move_id) = update;
+        for id in self.retries.supersede(client) {
+            outcomes.push((client, id, SendOutcome::Refused));
         }
-        // Kept (empty) for the next call: no allocation per batch.
-        self.actions = actions;
+        let tag = SendTag::Update {
+            port,
+            client,
+            to,
+            move_id,
+            tries: 1,
+        };
+        out.push(Output::Send { port, tag, frame });
     }
 
-    /// Tells the steering core what became of one frame of move `move_id` (it may undo a move
-    /// none of whose frames went out, and say so).
-    fn outcome(&mut self, now: u64, client: ClientKey, move_id: u64, o: SendOutcome) {
-        self.steer_with(now, |s, now, ctx, out| {
-            s.on_send_result(now, client, move_id, o, ctx, out)
-        });
-        self.dirty = true;
-    }
-
-    pub(super) fn on_send_result(
+    /// What the kernel said of a frame: the outcome for the core, unless a retry is queued.
+    pub fn result(
         &mut self,
         now: u64,
-        tag: SendTag,
-        frame: Vec<u8>,
+        (tag, frame): (SendTag, Vec<u8>),
         result: Result<(), Option<i32>>,
-    ) {
+        lan: &Lan,
+        out: &mut Outbox,
+    ) -> Option<Outcome> {
         let SendTag::Update {
             port,
             client,
@@ -87,20 +66,16 @@ impl Engine {
         } = tag
         else {
             if let (SendTag::Learning { port }, Err(Some(errno))) = (tag, result) {
-                let name = self.port_name(port);
                 let e = std::io::Error::from_raw_os_error(errno);
-                self.log(
-                    Level::Debug,
-                    Topic::Send,
-                    format!("port {name}: learning frame not sent: {e}"),
-                );
+                let text = format!("port {}: learning frame not sent: {e}", lan.port_name(port));
+                out.log(Level::Debug, Topic::Send, text);
             }
-            return;
+            return None;
         };
         let errno = match result {
-            Ok(()) => return self.outcome(now, client, move_id, SendOutcome::Sent),
+            Ok(()) => return Some((client, move_id, SendOutcome::Sent)),
             // No socket: the port is gone.
-            Err(None) => return self.outcome(now, client, move_id, SendOutcome::Refused),
+            Err(None) => return Some((client, move_id, SendOutcome::Refused)),
             Err(Some(errno)) => errno,
         };
         let update = Update {
@@ -109,46 +84,44 @@ impl Engine {
             move_id,
             frame,
         };
-        let refusal = self.trouble.retries.failed(now, update, tries, Some(errno));
-        let name = self.port_name(port);
+        let refusal = self.retries.failed(now, update, tries, Some(errno));
         let e = std::io::Error::from_raw_os_error(errno);
         let what = if tries > 1 {
             format!("the retried update to {client}")
         } else {
             format!("the update to {to} ({client})")
         };
+        let text = format!("port {}: cannot send {what}: {e}", lan.port_name(port));
         let (level, text) = match refusal.warn {
             Some(n) if n > 1 => (
                 Level::Warn,
-                format!(
-                    "port {name}: cannot send {what}: {e} ({} more refused since the last warning)",
-                    n - 1
-                ),
+                format!("{text} ({} more refused since the last warning)", n - 1),
             ),
-            Some(_) => (Level::Warn, format!("port {name}: cannot send {what}: {e}")),
-            None => (
-                Level::Debug,
-                format!("port {name}: cannot send {what}: {e}"),
-            ),
+            Some(_) => (Level::Warn, text),
+            None => (Level::Debug, text),
         };
-        self.log(level, Topic::Send, text);
-        if !refusal.retrying {
-            self.outcome(now, client, move_id, SendOutcome::Refused);
-        }
+        out.log(level, Topic::Send, text);
+        (!refusal.retrying).then_some((client, move_id, SendOutcome::Refused))
     }
 
-    /// Refused frames whose retry is due, on ports still usable (a port that went down is the
-    /// failover's business: its frames are refused for good).
-    pub(super) fn retry_sends(&mut self, now: u64) {
-        for p in self.trouble.retries.due(now) {
+    /// Refused frames whose retry is due go out again, on ports still usable (a port that went
+    /// down is the failover's business: its frames are refused for good, as outcomes).
+    pub fn retry_due(
+        &mut self,
+        now: u64,
+        lan: &Lan,
+        out: &mut Outbox,
+        outcomes: &mut Vec<Outcome>,
+    ) {
+        for p in self.retries.due(now) {
             let Update {
                 port,
                 client,
                 move_id,
                 frame,
             } = p.update;
-            if !self.ports.list.get(port).is_some_and(|x| x.usable()) {
-                self.outcome(now, client, move_id, SendOutcome::Refused);
+            if !lan.ports.list.get(port).is_some_and(|x| x.usable()) {
+                outcomes.push((client, move_id, SendOutcome::Refused));
                 continue;
             }
             let tag = SendTag::Update {
@@ -158,16 +131,16 @@ impl Engine {
                 move_id,
                 tries: p.tries + 1,
             };
-            self.out.push_back(Output::Send { port, tag, frame });
+            out.push(Output::Send { port, tag, frame });
         }
     }
 
     /// Plain ports: keeps the switch's MAC table pointing at every port (a port that only
     /// receives would be forgotten by the switch and flooded).
-    pub(super) fn send_learning_frames(&mut self) {
-        for (port, p) in self.ports.list.iter().enumerate() {
+    pub fn learning_frames(lan: &Lan, out: &mut Outbox) {
+        for (port, p) in lan.ports.list.iter().enumerate() {
             if p.usable() {
-                self.out.push_back(Output::Send {
+                out.push(Output::Send {
                     port,
                     tag: SendTag::Learning { port },
                     frame: crate::steer::learning_frame(p.mac).to_vec(),
@@ -176,10 +149,17 @@ impl Engine {
         }
     }
 
-    pub(super) fn port_name(&self, port: usize) -> String {
-        self.ports
-            .list
-            .get(port)
-            .map_or_else(|| "?".into(), |p| p.name.clone())
+    pub fn next_due(&self) -> Option<u64> {
+        self.retries.next_due()
+    }
+
+    /// Refusals since start (first tries and retries).
+    pub fn errors(&self) -> u64 {
+        self.retries.errors()
+    }
+
+    /// Retries made.
+    pub fn retried(&self) -> u64 {
+        self.retries.retried()
     }
 }

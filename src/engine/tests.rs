@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
+use crate::client::ClientKey;
 use crate::host::testing::{addr, link, neigh, BOND};
 use crate::netlink::LinkInfo;
 use crate::Mac;
@@ -171,7 +172,7 @@ fn an_overloaded_slave_sheds_a_client_and_the_move_is_handed_out_to_persist() {
     assert!(r
         .logs
         .iter()
-        .any(|(t, s)| *t == Topic::Steer && s.contains("move ")));
+        .any(|(t, s)| *t == Topic::Move && s.starts_with("move ")));
     let p = r.persisted.as_ref().expect("the move was persisted");
     assert_eq!(p.moves.len(), 1);
     assert_eq!(p.target, "bond bond0");

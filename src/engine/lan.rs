@@ -1,0 +1,291 @@
+//! The engine's view of the server's network: the kernel's links, addresses and neighbours (the
+//! host view), the ports among them, and what the capture path and the steering core need of
+//! them. Netlink events change it; a change of the ports comes back for the steering core
+//! ([`PortChanges`]) and for the shell (open or close a capture, re-filter, re-dump).
+
+use std::net::IpAddr;
+
+use log::Level;
+
+use super::io::{Output, Topic};
+use super::outbox::Outbox;
+use crate::config::{Settings, Target};
+use crate::host::{Change, HostView, PortTable};
+use crate::netlink::NlEvent;
+use crate::steer::{Ctx, PortInfo};
+
+/// Ports that went down or away, whether one came up, and ports whose MAC changed.
+#[derive(Debug, Default)]
+pub struct PortChanges {
+    pub down: Vec<usize>,
+    pub up: bool,
+    pub macs: Vec<usize>,
+}
+
+pub struct Lan {
+    pub host: HostView,
+    pub ports: PortTable,
+    /// The server's addresses, sorted (copied from the host view on change: asked per frame).
+    ours: Vec<IpAddr>,
+    /// Interfaces on the bond already reported as not steerable.
+    unsupported_seen: Vec<String>,
+    /// Netlink overruns seen (each answered with a re-dump).
+    pub resyncs: u64,
+    /// The steering core's view of the ports, rebuilt when a port changes (not per call).
+    infos: Vec<PortInfo>,
+}
+
+impl Lan {
+    pub fn new(settings: &Settings, target: Target) -> Lan {
+        let capacity = settings
+            .capacity_mbps
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        let ports = PortTable::new(
+            target.clone(),
+            capacity,
+            settings.policy.window,
+            settings.policy.hits,
+        );
+        Lan {
+            host: HostView::new(target),
+            ports,
+            ours: Vec::new(),
+            unsupported_seen: Vec::new(),
+            resyncs: 0,
+            infos: Vec::new(),
+        }
+    }
+
+    /// What the steering core may look at.
+    pub fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            host: &self.host,
+            ports: &self.infos,
+        }
+    }
+
+    pub fn ours(&self) -> &[IpAddr] {
+        &self.ours
+    }
+
+    pub fn is_ours(&self, ip: IpAddr) -> bool {
+        self.ours.binary_search(&ip).is_ok()
+    }
+
+    pub fn port_name(&self, port: usize) -> String {
+        self.ports
+            .list
+            .get(port)
+            .map_or_else(|| "?".into(), |p| p.name.clone())
+    }
+
+    /// Applies one batch of netlink events; the port changes are the caller's to act on.
+    pub fn apply(&mut self, now: u64, events: &[NlEvent], out: &mut Outbox) -> PortChanges {
+        let mut links_changed = false;
+        let mut addrs_changed = false;
+        for ev in events {
+            addrs_changed |= matches!(ev, NlEvent::Addr(_) | NlEvent::AddrRemoved(_));
+            if let NlEvent::Link(l) = ev {
+                if let (Some(i), Some(rx)) = (self.ports.by_ifindex(l.index), l.rx_bytes) {
+                    self.ports.list[i].record_counter(now, rx);
+                }
+            }
+            if matches!(ev, NlEvent::Overrun) {
+                self.resyncs += 1;
+                out.log(
+                    Level::Warn,
+                    Topic::Host,
+                    "netlink: kernel dropped notifications; dumping links, addresses and neighbours again".into(),
+                );
+                out.push(Output::Redump);
+            }
+            links_changed |= self.host.apply(ev).links;
+        }
+        let changes = if links_changed {
+            self.sync_ports(out)
+        } else {
+            PortChanges::default()
+        };
+        if links_changed || addrs_changed {
+            self.refresh_host(out);
+        }
+        changes
+    }
+
+    /// The server's addresses, copied once per change rather than asked per frame; shapes on
+    /// the bond that rlbd cannot steer, appearing while it runs, reported once each.
+    fn refresh_host(&mut self, out: &mut Outbox) {
+        self.ours = self.host.our_addresses().collect();
+        self.ours.sort();
+        self.ours.dedup();
+        out.push(Output::HostMacs(self.host.host_macs()));
+        for (name, why) in self.host.unsupported() {
+            if !self.unsupported_seen.contains(name) {
+                let text = format!("interface {name} is not steered: {why}");
+                out.log(Level::Error, Topic::Host, text);
+                self.unsupported_seen.push(name.clone());
+            }
+        }
+    }
+
+    /// Interfaces on the bond that rlbd cannot steer (at start these are a configuration error).
+    pub fn unsupported(&self) -> &[(String, String)] {
+        self.host.unsupported()
+    }
+
+    /// The server's interfaces on the bond, for the start-up line.
+    pub fn shape(&self) -> Vec<String> {
+        self.host
+            .host_ifs()
+            .filter_map(|(i, vlan)| {
+                let name = &self.host.links().get(&i)?.name;
+                Some(if vlan == 0 {
+                    name.clone()
+                } else {
+                    format!("{name} (VLAN {vlan})")
+                })
+            })
+            .collect()
+    }
+
+    /// Brings the port list in line with the links: new ports get a capture; what went down,
+    /// came up or changed its MAC is returned.
+    fn sync_ports(&mut self, out: &mut Outbox) -> PortChanges {
+        let mut changes = PortChanges::default();
+        let list = self.ports.sync(self.host.links());
+        if list.is_empty() {
+            return changes;
+        }
+        self.refresh_infos();
+        let mut refilter = false;
+        for c in list {
+            refilter |= matches!(
+                c,
+                Change::Added(_) | Change::Removed(_) | Change::MacChanged { .. }
+            );
+            self.port_change(c, &mut changes, out);
+        }
+        if refilter {
+            out.push(Output::Refilter);
+        }
+        changes
+    }
+
+    /// One change of the port list: logged, and what the shell or the steering core must do.
+    fn port_change(&self, c: Change, changes: &mut PortChanges, out: &mut Outbox) {
+        let name = |i: usize| self.ports.list[i].name.clone();
+        match c {
+            Change::Added(i) => {
+                out.push(Output::OpenCapture { port: i });
+                if !self.ports.list[i].up {
+                    changes.down.push(i);
+                }
+            }
+            Change::Removed(i) => {
+                out.log(
+                    Level::Warn,
+                    Topic::Port,
+                    format!("port {} removed", name(i)),
+                );
+                out.push(Output::CloseCapture { port: i });
+                changes.down.push(i);
+            }
+            Change::Down(i) => {
+                out.log(
+                    Level::Warn,
+                    Topic::Port,
+                    format!("port {} is down", name(i)),
+                );
+                changes.down.push(i);
+            }
+            Change::Up(i) => {
+                out.log(Level::Info, Topic::Port, format!("port {} is up", name(i)));
+                changes.up = true;
+            }
+            Change::MacChanged { port, old } => {
+                let p = &self.ports.list[port];
+                let text = format!("port {}: MAC {old} -> {}", p.name, p.mac);
+                out.log(Level::Info, Topic::Port, text);
+                changes.macs.push(port);
+            }
+            Change::BondFound(index) => {
+                if let Target::Bond(name) = &self.ports.target {
+                    let text = format!("bond {name} (ifindex {index}) found");
+                    out.log(Level::Info, Topic::Port, text);
+                }
+            }
+            Change::BondMissing => {
+                if let Target::Bond(name) = &self.ports.target {
+                    let text = format!("bond {name} is gone; waiting for it to return");
+                    out.log(Level::Warn, Topic::Port, text);
+                }
+            }
+        }
+    }
+
+    fn refresh_infos(&mut self) {
+        self.infos.clear();
+        self.infos.extend(self.ports.list.iter().map(|p| PortInfo {
+            name: p.name.clone(),
+            mac: p.mac,
+            usable: p.usable(),
+        }));
+    }
+
+    /// A port's capture is open (or is not): its capacity, configured or the link's speed.
+    pub fn capture_opened(
+        &mut self,
+        port: usize,
+        speed_mbps: Option<u64>,
+        error: Option<String>,
+        out: &mut Outbox,
+    ) {
+        let Some(p) = self.ports.list.get(port) else {
+            return;
+        };
+        let name = p.name.clone();
+        let capacity = self
+            .ports
+            .capacity_override(&name)
+            .or_else(|| speed_mbps.filter(|m| *m > 0).map(|m| m as f64 * 1e6));
+        let p = &mut self.ports.list[port];
+        p.capacity_bps = capacity.unwrap_or(0.0);
+        let text = format!(
+            "port {} (ifindex {}) added, MAC {}",
+            p.name, p.ifindex, p.mac
+        );
+        out.log(Level::Info, Topic::Port, text);
+        if capacity.is_none() {
+            out.log(
+                Level::Error,
+                Topic::Port,
+                format!("port {name}: no capacity (the link reports no speed); set it with --capacity {name}=MBIT"),
+            );
+        }
+        if let Some(e) = error {
+            out.log(
+                Level::Error,
+                Topic::Port,
+                format!("port {name}: cannot capture: {e}"),
+            );
+        }
+    }
+
+    /// New settings: the detectors' window and the configured capacities.
+    pub fn reconfigure(&mut self, s: &Settings) {
+        self.ports.set_window(s.policy.window, s.policy.hits);
+        self.ports.capacity_mbps = s
+            .capacity_mbps
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        for i in 0..self.ports.list.len() {
+            let name = self.ports.list[i].name.clone();
+            if let Some(c) = self.ports.capacity_override(&name) {
+                self.ports.list[i].capacity_bps = c;
+            }
+        }
+    }
+}
