@@ -467,7 +467,7 @@ fn signals_dump_state_reload_keeping_state_and_exit_cleanly() {
     let ok_dump = wait_for_log(&log, "totals: moves", 5);
     std::fs::write(&cfg, "[policy]\nthreshold = 0.7\n").unwrap();
     kill(libc::SIGHUP);
-    let ok_reload = wait_for_log(&log, "configuration reloaded; state kept", 5);
+    let ok_reload = wait_for_log(&log, "SIGHUP: configuration reloaded from", 5);
     // A reload can raise the log level, and changes the idle timeout of the client table and
     // of the moves alike (both read back in the debug line it writes).
     let quiet_before = !std::fs::read_to_string(&log)

@@ -115,6 +115,60 @@ fn answers_status_metrics_and_bad_requests() {
 }
 
 #[test]
+fn a_reload_is_answered_with_its_result_once_done() {
+    let dir = tmpdir("reload");
+    let path = dir.join("bond0.sock");
+    let mut poll = Poll::new().unwrap();
+    let mut control = Control::new("bond0");
+    control.bind(&path, poll.registry()).unwrap();
+    let p = path.clone();
+    let client = std::thread::spawn(move || {
+        let first = crate::statusview::reload(&p);
+        let second = crate::statusview::reload(&p).unwrap_err();
+        (first, second)
+    });
+    // The loop's turn as `Daemon::run` takes it: events, then the reload the events asked for.
+    let mut events = Events::with_capacity(8);
+    let mut results = vec![
+        Err("configuration not reloaded: x.toml:3: policy.threshold: 2 is not in (0, 1]".into()),
+        Ok("configuration reloaded from x.toml; state kept".to_string()),
+    ];
+    let start = Instant::now();
+    while !client.is_finished() && start.elapsed() < Duration::from_secs(20) {
+        match poll.poll(&mut events, Some(Duration::from_millis(50))) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.unwrap(),
+        }
+        for ev in events.iter() {
+            control.on_event(ev, poll.registry(), &|| report(1));
+        }
+        if control.reload_requested() {
+            // Not answered before the reload is done.
+            assert_eq!(control.open_connections(), 1);
+            let r = results.pop().expect("two reloads asked");
+            control.answer_reloads(&r, poll.registry());
+            assert!(!control.reload_requested());
+        }
+    }
+    let (first, second) = client.join().unwrap();
+    assert_eq!(
+        first.unwrap(),
+        "configuration reloaded from x.toml; state kept"
+    );
+    assert_eq!(second.code, crate::exit::EX_CONFIG);
+    assert!(
+        second.message.ends_with(
+            "configuration not reloaded: x.toml:3: policy.threshold: 2 is not in (0, 1]"
+        ),
+        "{}",
+        second.message
+    );
+    assert!(results.is_empty());
+    drop(control);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn silent_and_slow_clients_neither_block_nor_hold_slots() {
     let dir = tmpdir("slow");
     std::fs::create_dir_all(&dir).unwrap();

@@ -165,7 +165,10 @@ impl Daemon {
                                     setup::sd_notify("STOPPING=1");
                                     return Ok(());
                                 }
-                                SIGHUP => self.reload_config(),
+                                SIGHUP => {
+                                    // Logged; SIGHUP has no one to answer.
+                                    let _ = self.reload("SIGHUP");
+                                }
                                 SIGUSR1 => self.log_state(),
                                 _ => {}
                             }
@@ -179,6 +182,10 @@ impl Daemon {
                         }
                     }
                 }
+            }
+            if control.reload_requested() {
+                let result = self.reload("reload request");
+                control.answer_reloads(&result, self.poll.registry());
             }
             if self.nl_ready {
                 self.read_netlink();
