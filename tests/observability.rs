@@ -237,15 +237,14 @@ fn metrics_parse_with_the_prometheus_client_parser() {
     for (family, kind) in [
         ("rlbd_info", "gauge"),
         ("rlbd_port_up", "gauge"),
-        ("rlbd_port_capacity_bits_per_second", "gauge"),
-        ("rlbd_port_rx_bits_per_second", "gauge"),
+        ("rlbd_port_capacity_bytes", "gauge"),
         ("rlbd_port_utilization_ratio", "gauge"),
         ("rlbd_port_overloaded", "gauge"),
         ("rlbd_clients_tracked", "gauge"),
         // The parser names a counter's family without `_total`.
         ("rlbd_port_rx_bytes", "counter"),
         ("rlbd_port_ring_drops", "counter"),
-        ("rlbd_port_sampling_ratio", "gauge"),
+        ("rlbd_port_sampling_one_in", "gauge"),
         ("rlbd_port_kernel_counting", "gauge"),
         ("rlbd_port_uncounted_frames", "counter"),
         ("rlbd_table_evictions", "counter"),
@@ -271,28 +270,27 @@ fn metrics_parse_with_the_prometheus_client_parser() {
         &[
             ("version", "9.9.9"),
             ("mode", "bond"),
-            ("name", "bond\"0\\x\ny"),
+            ("bond", "bond\"0\\x\ny"),
         ],
     );
     assert_eq!(info, Some(1.0), "labels must round-trip through escaping");
+    // Every sample names its daemon.
+    for fam in f.values() {
+        for s in fam["samples"].as_array().unwrap() {
+            assert_eq!(s[1]["bond"], "bond\"0\\x\ny", "{s}");
+        }
+    }
     assert_eq!(
-        value(
-            &f,
-            "rlbd_port_capacity_bits_per_second",
-            &[("port", "eth0")]
-        ),
-        Some(1e9)
-    );
-    assert_eq!(
-        value(&f, "rlbd_port_rx_bits_per_second", &[("port", "eth0")]),
-        Some(9.5e8)
+        value(&f, "rlbd_port_capacity_bytes", &[("port", "eth0")]),
+        Some(1.25e8),
+        "1 Gbit/s in bytes per second"
     );
     assert_eq!(
         value(&f, "rlbd_port_utilization_ratio", &[("port", "eth1")]),
         Some(0.125)
     );
     assert_eq!(
-        value(&f, "rlbd_port_rx_bits_per_second", &[("port", "eth2")]),
+        value(&f, "rlbd_port_rx_bytes_total", &[("port", "eth2")]),
         None,
         "no reading, no sample"
     );
@@ -587,14 +585,13 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
         let metrics = rlbd_in_srv(lab, &["metrics", "--socket", &sock_s])?;
         let f = parse_metrics(&metrics);
         check(
-            value(&f, "rlbd_info", &[("mode", "ports"), ("name", "p0")]) == Some(1.0),
-            "metrics: rlbd_info{mode=ports,name=p0} 1".into(),
+            value(&f, "rlbd_info", &[("mode", "ports"), ("bond", "p0")]) == Some(1.0),
+            "metrics: rlbd_info{bond=p0,mode=ports} 1".into(),
         );
         for p in PORTS {
             check(
                 value(&f, "rlbd_port_up", &[("port", p)]) == Some(1.0)
-                    && value(&f, "rlbd_port_capacity_bits_per_second", &[("port", p)])
-                        == Some(cap_bps)
+                    && value(&f, "rlbd_port_capacity_bytes", &[("port", p)]) == Some(cap_bps / 8.0)
                     && value(&f, "rlbd_port_rx_bytes_total", &[("port", p)])
                         .is_some_and(|b| b > 0.0),
                 format!("metrics: {p} up, capacity {cap_bps}, bytes counted"),
