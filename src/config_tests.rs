@@ -302,6 +302,29 @@ fn observability_section_is_validated_and_overridable() {
 }
 
 #[test]
+fn a_shared_metrics_file_names_each_instance_its_own() {
+    let f = parse("[observability]\nmetrics_file = \"/run/rlbd/{name}.prom\"\n").unwrap();
+    let o = &f.observability;
+    assert_eq!(
+        o.metrics_file_for("bond0"),
+        Some(PathBuf::from("/run/rlbd/bond0.prom"))
+    );
+    assert_eq!(
+        o.metrics_file_for("bond1"),
+        Some(PathBuf::from("/run/rlbd/bond1.prom"))
+    );
+    let plain = parse("[observability]\nmetrics_file = \"/run/rlbd/x.prom\"\n").unwrap();
+    assert_eq!(
+        plain.observability.metrics_file_for("bond0"),
+        Some(PathBuf::from("/run/rlbd/x.prom"))
+    );
+    assert_eq!(
+        ObservabilityConfig::default().metrics_file_for("bond0"),
+        None
+    );
+}
+
+#[test]
 fn a_bond_reads_its_own_file_first() {
     let t = Target::Bond("bond0".into());
     assert_eq!(

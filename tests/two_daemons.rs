@@ -1,6 +1,6 @@
 //! Two daemons on one host, scraped as an operator scrapes them (root): two `rlbd run --ports`
-//! on two sets of ports of one namespace lab, each writing its own metrics file into one
-//! directory, served by a real `prometheus-node-exporter` (Debian's package: the machine's own,
+//! on two sets of ports of one namespace lab, given one metrics file `DIR/{name}.prom`, each
+//! writing its own into that directory, served by a real `prometheus-node-exporter` (Debian's package: the machine's own,
 //! else downloaded and unpacked by tests/monitoring/node-exporter.sh) with its textfile
 //! collector. One scrape over HTTP, inside the lab's server namespace, must hold both daemons'
 //! series, told apart by their `bond` label, and parse with prometheus_client's parser.
@@ -101,7 +101,9 @@ fn scenario(lab: &Lab, dir: &Path) -> LabResult<Vec<String>> {
                 .into_owned()
         };
         let caps: Vec<String> = ports.split(',').map(|p| format!("{p}={CAP}")).collect();
-        let (sock, prom) = (file("sock"), file("prom"));
+        let sock = file("sock");
+        // The same for both, as in a configuration file that both instances share.
+        let prom = dir.join("{name}.prom").to_string_lossy().into_owned();
         let mut args = vec![exe.as_str(), "run", "--ports", ports];
         for c in &caps {
             args.extend(["--capacity", c.as_str()]);

@@ -190,7 +190,7 @@ impl Daemon {
                 ),
             }
         }
-        if let Some(f) = &o.metrics_file {
+        if let Some(f) = o.metrics_file_for(&name) {
             info!(
                 "metrics file {} every {} s",
                 f.display(),
@@ -386,7 +386,7 @@ impl Control {
             self.next_metrics = now + Duration::from_secs(cfg.metrics_interval_secs.max(1));
             // Here rather than on every turn of the loop: it allocates.
             self.warn_if_moved(cfg);
-            if let Some(path) = &cfg.metrics_file {
+            if let Some(path) = &cfg.metrics_file_for(&self.name) {
                 let text = status.metrics();
                 match write_atomically(path, text.as_bytes()) {
                     Ok(()) if self.metrics_failing => {
