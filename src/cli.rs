@@ -45,11 +45,18 @@ pub enum Command {
     CheckConfig {
         /// Configuration file (default /etc/rlbd/rlbd.toml).
         file: Option<PathBuf>,
+        /// Check the file that `rlbd run --bond NAME` reads: /etc/rlbd/NAME.toml, else
+        /// /etc/rlbd/rlbd.toml.
+        #[arg(long, value_name = "NAME", conflicts_with = "file")]
+        bond: Option<String>,
     },
     /// Show a running daemon's ports, clients and totals, asked over its control socket.
     Status(StatusArgs),
     /// Print a running daemon's metrics in the Prometheus text exposition format.
     Metrics(MetricsArgs),
+    /// Make a running daemon read its configuration again, and wait for the result: a bad
+    /// file exits 78 with the reason (the daemon runs on with its settings).
+    Reload(MetricsArgs),
     /// Build a throwaway namespace lab and show rlbd fixing an unbalanced bond (root).
     Demo(DemoArgs),
     /// Print a shell completion script generated from these definitions (packaging/build.sh

@@ -10,6 +10,7 @@ use crate::policy::PolicyConfig;
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/rlbd/rlbd.toml";
 
+mod errors;
 mod sections;
 
 pub use sections::{
@@ -64,26 +65,14 @@ pub use crate::policy::ConfigError;
 
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
-/// Line (1-based) where `key` is first assigned in `text`, for messages about valid TOML with a
-/// bad value.
-fn line_of(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let l = l.trim_start();
-            l.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start().starts_with('='))
-        })
-        .map(|i| i + 1)
-}
-
-fn at(
-    path: &Path,
-    text: &str,
-    key: &str,
-    full_key: &str,
-    msg: impl std::fmt::Display,
-) -> ConfigError {
-    let place = match line_of(text, key) {
+/// An error about `full_key` (`policy.threshold`, `capacity.eth0`, `log_level`) set in `text`,
+/// placed at the line that sets it.
+fn at(path: &Path, text: &str, full_key: &str, msg: impl std::fmt::Display) -> ConfigError {
+    let (section, key) = match full_key.split_once('.') {
+        Some((s, k)) => (Some(s), k),
+        None => (None, full_key),
+    };
+    let place = match errors::line_of(text, section, key) {
         Some(line) => format!("{}:{line}", path.display()),
         None => path.display().to_string(),
     };
@@ -95,31 +84,21 @@ fn at(
 }
 
 pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    let file: FileConfig = toml::from_str(text).map_err(|e| {
-        // toml's message already names the key and shows the line; keep it on one line.
-        let msg = e.message().to_string();
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        match line {
-            Some(l) => ConfigError::file(format!("{}:{l}", path.display()), msg),
-            None => ConfigError::file(path.display().to_string(), msg),
-        }
-    })?;
+    let file: FileConfig = toml::from_str(text).map_err(|e| errors::from_toml(path, text, &e))?;
     file.policy
         .validate()
-        .map_err(|e| at(path, text, &e.key, &format!("policy.{}", e.key), &e.message))?;
-    validate_sections(&file).map_err(|(key, full, msg)| at(path, text, key, &full, msg))?;
+        .map_err(|e| at(path, text, &format!("policy.{}", e.key), &e.message))?;
+    validate_sections(&file).map_err(|(full, msg)| at(path, text, &full, msg))?;
     Ok(file)
 }
 
-type FieldError = (&'static str, String, String);
+/// (full key, what is wrong).
+type FieldError = (String, String);
 
 fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
     for (name, mbit) in &f.capacity {
         if !(mbit.is_finite() && *mbit > 0.0) {
             return Err((
-                "",
                 format!("capacity.{name}"),
                 format!("{mbit} is not a positive Mbit/s"),
             ));
@@ -128,7 +107,6 @@ fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
     if let Some(level) = &f.log_level {
         if !LOG_LEVELS.contains(&level.as_str()) {
             return Err((
-                "log_level",
                 "log_level".into(),
                 format!("{level:?} is not one of {LOG_LEVELS:?}"),
             ));
@@ -136,15 +114,11 @@ fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
     }
     if let Some(ports) = &f.ports {
         if f.bond.is_some() && !ports.is_empty() {
-            return Err((
-                "ports",
-                "ports".into(),
-                "give either bond or ports, not both".into(),
-            ));
+            return Err(("ports".into(), "give either bond or ports, not both".into()));
         }
     }
     let section = |name: &str, r: Result<(), (&'static str, String)>| {
-        r.map_err(|(key, msg)| (key, format!("{name}.{key}"), msg))
+        r.map_err(|(key, msg)| (format!("{name}.{key}"), msg))
     };
     section("steering", f.steering.validate())?;
     section("capture", f.capture.validate())?;

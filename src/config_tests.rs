@@ -110,7 +110,71 @@ fn wrong_type_is_reported() {
     let e = parse("[policy]\nwindow = \"three\"\n")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("rlbd.toml:2"), "{e}");
+    assert_eq!(
+        e,
+        "rlbd.toml:2: policy.window: expected a whole number, 0 or more, found the string \"three\""
+    );
+}
+
+#[test]
+fn parser_errors_name_file_line_and_key_in_plain_words() {
+    let msg = |text: &str| parse(text).unwrap_err().to_string();
+    assert_eq!(
+        msg("bond = \"bond0\"\n\n[policy]\nwindow = 3\nthreshold = \"high\"\n"),
+        "rlbd.toml:5: policy.threshold: expected a number, found the string \"high\""
+    );
+    assert_eq!(
+        msg("dry_run = 1\n"),
+        "rlbd.toml:1: dry_run: expected true or false, found the whole number 1"
+    );
+    assert_eq!(
+        msg("[capture]\ntable_size = -5\n"),
+        "rlbd.toml:2: capture.table_size: the whole number -5 is out of range: expected a whole \
+         number, 0 or more"
+    );
+    assert_eq!(
+        msg("ports = \"eth0\"\n"),
+        "rlbd.toml:1: ports: expected a list, e.g. [\"eth0\", \"eth1\"], found the string \"eth0\""
+    );
+    // A quoted key in a section, and an unknown key with the ones that would do.
+    assert_eq!(
+        msg("[capacity]\n\"eth0\" = \"fast\"\n"),
+        "rlbd.toml:2: capacity.eth0: expected a number, found the string \"fast\""
+    );
+    let e = msg("[steering]\nrepeat = 2\n");
+    assert!(
+        e.starts_with("rlbd.toml:2: steering.repeat: not a known key; the keys here are repeats,"),
+        "{e}"
+    );
+    assert!(!e.contains('`'), "{e}");
+}
+
+#[test]
+fn range_errors_name_the_line_of_their_own_section() {
+    // `repeats` is a key of [steering] only; a same-named key elsewhere must not be taken.
+    let e = parse("[capacity]\neth0 = 100\neth1 = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "rlbd.toml:3: capacity.eth1: 0 is not a positive Mbit/s");
+    let e = parse("[capacity]\n\"eth0\" = -1\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "rlbd.toml:2: capacity.eth0: -1 is not a positive Mbit/s");
+    let e = parse("threshold = 2\n").unwrap_err().to_string();
+    assert!(e.contains("rlbd.toml:1: threshold:"), "{e}");
+    let e = parse("[policy]\nwindow = 5\n[steering]\n[policy.x]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rlbd.toml:4"), "{e}");
+    let e = parse("[steering]\nrepeats = 1\n[policy]\nthreshold = 0.5\nhits = 9\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "rlbd.toml:5: policy.hits: 9 is not in 1..=window (3)");
+    let e = parse("policy.threshold = 3\n").unwrap_err().to_string();
+    assert!(
+        e.starts_with("rlbd.toml:1: policy.threshold: 3 is not in"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -234,6 +298,29 @@ fn observability_section_is_validated_and_overridable() {
     assert_eq!(
         again.observability.control_socket,
         s.observability.control_socket
+    );
+}
+
+#[test]
+fn a_shared_metrics_file_names_each_instance_its_own() {
+    let f = parse("[observability]\nmetrics_file = \"/run/rlbd/{name}.prom\"\n").unwrap();
+    let o = &f.observability;
+    assert_eq!(
+        o.metrics_file_for("bond0"),
+        Some(PathBuf::from("/run/rlbd/bond0.prom"))
+    );
+    assert_eq!(
+        o.metrics_file_for("bond1"),
+        Some(PathBuf::from("/run/rlbd/bond1.prom"))
+    );
+    let plain = parse("[observability]\nmetrics_file = \"/run/rlbd/x.prom\"\n").unwrap();
+    assert_eq!(
+        plain.observability.metrics_file_for("bond0"),
+        Some(PathBuf::from("/run/rlbd/x.prom"))
+    );
+    assert_eq!(
+        ObservabilityConfig::default().metrics_file_for("bond0"),
+        None
     );
 }
 

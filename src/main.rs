@@ -8,8 +8,9 @@ use rlbd::config::{self, Target};
 use rlbd::daemon::Daemon;
 use rlbd::exit::{EX_CONFIG, EX_DATAERR};
 
+/// The error line goes out before (or without) the logger: at `err` when stderr is the journal.
 fn fail(what: &str, e: impl std::fmt::Display, code: u8) -> ExitCode {
-    eprintln!("rlbd {what}: {e}");
+    eprintln!("{}rlbd {what}: {e}", rlbd::logging::error_prefix());
     ExitCode::from(code)
 }
 
@@ -47,19 +48,20 @@ fn run(args: RunArgs) -> ExitCode {
             log::error!("{e}");
             // The log may be filtered or not yet set up; the exit reason must always show.
             if !log::log_enabled!(log::Level::Error) {
-                eprintln!("rlbd run: {e}");
+                eprintln!("{}rlbd run: {e}", rlbd::logging::error_prefix());
             }
             ExitCode::from(e.code)
         }
     }
 }
 
-fn check_config(file: Option<std::path::PathBuf>) -> ExitCode {
+/// `bond`: the file `rlbd run --bond NAME` would read, chosen the same way.
+fn check_config(file: Option<std::path::PathBuf>, bond: Option<String>) -> ExitCode {
     let knobs = config::Overrides {
         config: file,
         ..Default::default()
     };
-    match config::resolve(&knobs, None, false) {
+    match config::resolve(&knobs, bond.map(Target::Bond), false) {
         Ok(s) => {
             match &s.config_path {
                 Some(p) => println!("# {}: valid; effective settings:", p.display()),
@@ -79,7 +81,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args),
-        Command::CheckConfig { file } => check_config(file),
+        Command::CheckConfig { file, bond } => check_config(file, bond),
         Command::Simulate { file } => match rlbd::simulate::main(&file) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("simulate", e, EX_DATAERR),
@@ -91,6 +93,13 @@ fn main() -> ExitCode {
         Command::Metrics(args) => match rlbd::statusview::main_metrics(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("metrics", &e, e.code),
+        },
+        Command::Reload(args) => match rlbd::statusview::main_reload(&args) {
+            Ok(done) => {
+                println!("rlbd reload: {done}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail("reload", &e, e.code),
         },
         Command::Demo(args) => match rlbd::lab::demo::run(&args) {
             Ok(()) => ExitCode::SUCCESS,

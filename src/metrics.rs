@@ -1,9 +1,13 @@
 //! The daemon's state in the Prometheus text exposition format (version 0.0.4), rendered from a
 //! [`StatusReport`]: what `rlbd metrics` prints and what `--metrics-file` holds.
 //!
-//! Per-port series carry a `port` label; there are no per-client series (a table of thousands
-//! of clients would be thousands of series that come and go). Values that have no reading (a
-//! port's rate before its first two counter readings) are left out rather than reported as 0.
+//! Every series carries a `bond` label, the daemon's instance name (the bond, or in ports mode
+//! the first port: the name of its control socket and of `rlbd status NAME`), so that two
+//! daemons on one host write distinct series into one textfile directory. Per-port series carry
+//! a `port` label too; there are no per-client series (a table of thousands of clients would be
+//! thousands of series that come and go). Units are Prometheus' base units (bytes, seconds) and
+//! rates are left to `rate()` over the counters. Values that have no reading (a port's counter
+//! before its first reading) are left out rather than reported as 0.
 
 use std::fmt::Write as _;
 
@@ -38,16 +42,12 @@ const PORT_FAMILIES: &[PortFamily] = &[
         value: |p| Some(bool01(p.state == PortState::Up)),
     },
     PortFamily {
-        name: "rlbd_port_capacity_bits_per_second",
+        // Named as node_exporter names a link's speed (node_network_speed_bytes).
+        name: "rlbd_port_capacity_bytes",
         kind: "gauge",
-        help: "Capacity of the port used for its utilization, bit/s.",
-        value: |p| Some(p.capacity_bps),
-    },
-    PortFamily {
-        name: "rlbd_port_rx_bits_per_second",
-        kind: "gauge",
-        help: "Receive rate of the port over the last second, bit/s.",
-        value: |p| p.rx_bps,
+        help: "Capacity of the port used for its utilization, in bytes per second (compare \
+               with rate(rlbd_port_rx_bytes_total[1m])).",
+        value: |p| Some(p.capacity_bps / 8.0),
     },
     PortFamily {
         name: "rlbd_port_utilization_ratio",
@@ -80,16 +80,17 @@ const PORT_FAMILIES: &[PortFamily] = &[
         value: |p| Some(p.ring_drops as f64),
     },
     PortFamily {
-        name: "rlbd_port_sampling_ratio",
+        name: "rlbd_port_sampling_one_in",
         kind: "gauge",
-        help: "One IPv4/IPv6 frame in this many is counted on the port (1: every frame).",
+        help: "N of one in N: one IPv4/IPv6 frame in this many is counted on the port (1: every \
+               frame).",
         value: |p| Some(f64::from(p.sampling)),
     },
     PortFamily {
         name: "rlbd_port_kernel_counting",
         kind: "gauge",
         help: "1 while the port counts every IPv4/IPv6 frame in the kernel (eBPF), 0 while it \
-               counts captured frames (see rlbd_port_sampling_ratio).",
+               counts captured frames (see rlbd_port_sampling_one_in).",
         value: |p| {
             Some(f64::from(u8::from(
                 p.counting == crate::status::Counting::Ebpf,
@@ -234,26 +235,20 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-/// One sample of `name` with `labels` (name, unescaped value).
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+/// One sample of `name` with the daemon's `bond` label, then `labels` (name, unescaped value).
+fn sample(out: &mut String, bond: &str, name: &str, labels: &[(&str, &str)], value: f64) {
     out.push_str(name);
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (k, v)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
-        }
-        out.push('}');
+    let _ = write!(out, "{{bond=\"{}\"", escape_label(bond));
+    for (k, v) in labels {
+        let _ = write!(out, ",{k}=\"{}\"", escape_label(v));
     }
-    let _ = writeln!(out, " {}", number(value));
+    let _ = writeln!(out, "}} {}", number(value));
 }
 
 fn scalars(out: &mut String, r: &StatusReport, list: &[Scalar]) {
     for s in list {
         family(out, s.name, s.kind, s.help);
-        sample(out, s.name, &[], (s.value)(r));
+        sample(out, &r.name, s.name, &[], (s.value)(r));
     }
 }
 
@@ -266,20 +261,16 @@ pub fn render(r: &StatusReport) -> String {
         o,
         "rlbd_info",
         "gauge",
-        "Constant 1, labelled with the daemon's version, mode (bond or ports) and name.",
+        "Constant 1, labelled with the daemon's version and mode (bond or ports).",
     );
-    let labels = [
-        ("version", r.version.as_str()),
-        ("mode", r.mode.as_str()),
-        ("name", r.name.as_str()),
-    ];
-    sample(o, "rlbd_info", &labels, 1.0);
+    let labels = [("version", r.version.as_str()), ("mode", r.mode.as_str())];
+    sample(o, &r.name, "rlbd_info", &labels, 1.0);
     scalars(o, r, HEAD);
     for f in PORT_FAMILIES {
         family(o, f.name, f.kind, f.help);
         for p in &r.ports {
             if let Some(v) = (f.value)(p) {
-                sample(o, f.name, &[("port", &p.name)], v);
+                sample(o, &r.name, f.name, &[("port", &p.name)], v);
             }
         }
     }
@@ -297,7 +288,13 @@ pub fn render(r: &StatusReport) -> String {
         ("placement", t.moves_placement),
         ("room", t.moves_room),
     ] {
-        sample(o, "rlbd_moves_total", &[("reason", reason)], n as f64);
+        sample(
+            o,
+            &r.name,
+            "rlbd_moves_total",
+            &[("reason", reason)],
+            n as f64,
+        );
     }
     scalars(o, r, TAIL);
     out
@@ -411,14 +408,25 @@ pub(crate) mod tests {
     #[test]
     fn families_have_help_and_type_and_labels_are_escaped() {
         let text = render(&sample_report());
+        let bond = r#"bond="we\"ird\\na\nme""#;
         assert!(text.contains("# TYPE rlbd_moves_total counter\n"));
-        assert!(text.contains("rlbd_moves_total{reason=\"overload\"} 1\n"));
-        assert!(text.contains("rlbd_port_capacity_bits_per_second{port=\"p0\"} 100000000\n"));
-        assert!(text.contains("rlbd_port_utilization_ratio{port=\"p0\"} 0.95\n"));
+        assert!(text.contains(&format!(
+            "rlbd_moves_total{{{bond},reason=\"overload\"}} 1\n"
+        )));
+        // 100 Mbit/s in bytes per second.
+        assert!(text.contains(&format!(
+            "rlbd_port_capacity_bytes{{{bond},port=\"p0\"}} 12500000\n"
+        )));
+        assert!(text.contains(&format!(
+            "rlbd_port_utilization_ratio{{{bond},port=\"p0\"}} 0.95\n"
+        )));
+        assert!(text.contains(&format!("rlbd_uptime_seconds{{{bond}}} 42\n")));
         // No reading: no sample, rather than a misleading 0.
-        assert!(!text.contains("rlbd_port_rx_bits_per_second{port=\"p1\"}"));
-        assert!(text.contains(r#"name="we\"ird\\na\nme""#), "{text}");
+        assert!(text.contains("rlbd_port_rx_bytes_total{"));
+        assert!(!text.contains("port=\"p1\"} 123456789"));
+        assert!(!text.contains("rlbd_port_rx_bytes_total{{{bond},port=\"p1\"}}"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.contains(&format!("{{{bond}")), "no bond label: {line}");
             let name = line.split(['{', ' ']).next().unwrap();
             assert!(
                 text.contains(&format!("# TYPE {name} ")),

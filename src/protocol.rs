@@ -4,8 +4,9 @@
 //! One request per connection: the client sends one line (at most [`MAX_REQUEST`] bytes with its
 //! `\n`) and reads to end of file. `status` answers with the [`StatusReport`](crate::status) as
 //! one line of JSON, its client list cut to the busiest N by the daemon with `status top=N`;
-//! `metrics` answers with the Prometheus text exposition format. Anything wrong is answered with
-//! one line `error: ...`.
+//! `metrics` answers with the Prometheus text exposition format; `reload` reads the configuration
+//! again and answers, once that is done, with one line `ok: ...` or (the daemon keeps its
+//! settings) `error: ...`. Anything wrong is answered with one line `error: ...`.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,8 @@ pub enum Request {
     Status { top: Option<usize> },
     /// The metrics, Prometheus text format.
     Metrics,
+    /// Read the configuration file again and apply it, as SIGHUP does; answered when done.
+    Reload,
 }
 
 impl Request {
@@ -37,6 +40,7 @@ impl Request {
             Request::Status { top: None } => "status\n".into(),
             Request::Status { top: Some(n) } => format!("status top={n}\n"),
             Request::Metrics => "metrics\n".into(),
+            Request::Reload => "reload\n".into(),
         }
     }
 
@@ -47,8 +51,9 @@ impl Request {
         let mut words = text.split_whitespace();
         let shown = || -> String { text.trim().chars().take(40).collect() };
         let req = match words.next() {
-            None => return Err("empty request; send `status` or `metrics`".into()),
+            None => return Err("empty request; send `status`, `metrics` or `reload`".into()),
             Some("metrics") => Request::Metrics,
+            Some("reload") => Request::Reload,
             Some("status") => {
                 let mut top = None;
                 for w in words.by_ref() {
@@ -64,7 +69,7 @@ impl Request {
             }
             Some(_) => {
                 return Err(format!(
-                    "unknown request {:?}; send `status` or `metrics`",
+                    "unknown request {:?}; send `status`, `metrics` or `reload`",
                     shown()
                 ))
             }
@@ -86,6 +91,7 @@ mod tests {
             Request::Status { top: None },
             Request::Status { top: Some(3) },
             Request::Metrics,
+            Request::Reload,
         ] {
             let line = r.line();
             assert_eq!(Request::parse(line.trim_end().as_bytes()), Ok(r));
@@ -103,6 +109,9 @@ mod tests {
             .unwrap_err()
             .contains("top=N"));
         assert!(Request::parse(b"metrics now")
+            .unwrap_err()
+            .contains("unexpected"));
+        assert!(Request::parse(b"reload now")
             .unwrap_err()
             .contains("unexpected"));
         let long = vec![b'x'; 200];

@@ -86,6 +86,19 @@ fn sockets_in(dir: &Path) -> Vec<String> {
 
 /// Sends one request and returns the whole answer (an `error:` answer is an error).
 pub fn request(path: &Path, what: Request) -> Result<String, Failure> {
+    let text = exchange(path, what)?;
+    if let Some(msg) = text.strip_prefix("error:") {
+        return Err(Failure::other(format!(
+            "rlbd ({}): {}",
+            path.display(),
+            msg.trim()
+        )));
+    }
+    Ok(text)
+}
+
+/// Sends one request and returns the whole answer, `error:` answers included.
+fn exchange(path: &Path, what: Request) -> Result<String, Failure> {
     let mut s = UnixStream::connect(path).map_err(|e| {
         let msg = format!("cannot connect to {}: {e}", path.display());
         match e.kind() {
@@ -111,13 +124,6 @@ pub fn request(path: &Path, what: Request) -> Result<String, Failure> {
     }
     let text = String::from_utf8(buf)
         .map_err(|_| Failure::other(format!("{}: the answer is not UTF-8", path.display())))?;
-    if let Some(msg) = text.strip_prefix("error:") {
-        return Err(Failure::other(format!(
-            "rlbd ({}): {}",
-            path.display(),
-            msg.trim()
-        )));
-    }
     if text.is_empty() {
         return Err(Failure::other(format!(
             "{}: the daemon closed the connection without an answer",
@@ -202,6 +208,39 @@ pub fn main_metrics(args: &MetricsArgs) -> Result<(), Failure> {
     )?;
     print!("{}", request(&path, Request::Metrics)?);
     Ok(())
+}
+
+/// `rlbd reload`: asks the daemon to reload and returns what it did. A refused file is exit
+/// status 78 (a configuration error), as `rlbd check-config` gives for it.
+pub fn main_reload(args: &MetricsArgs) -> Result<String, Failure> {
+    let path = find_socket(
+        Path::new(CONTROL_DIR),
+        args.name.as_deref(),
+        args.socket.as_deref(),
+    )?;
+    reload(&path)
+}
+
+/// Asks the daemon at `path` to reload; see [`main_reload`].
+pub fn reload(path: &Path) -> Result<String, Failure> {
+    let text = exchange(path, Request::Reload)?;
+    let text = text.trim();
+    if let Some(done) = text.strip_prefix("ok:") {
+        return Ok(done.trim().to_string());
+    }
+    let code = if text.contains("configuration not reloaded") {
+        crate::exit::EX_CONFIG
+    } else {
+        1
+    };
+    Err(Failure {
+        code,
+        message: format!(
+            "rlbd ({}): {}",
+            path.display(),
+            text.strip_prefix("error:").unwrap_or(text).trim()
+        ),
+    })
 }
 
 #[cfg(test)]

@@ -11,12 +11,11 @@
 #[macro_use]
 mod common;
 
+use common::prom::{family_type, parse_metrics, prometheus_client, python, value};
 use common::{exe, lab_exe, root_or_skip};
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rlbd::lab::chart::{svg, Mark};
@@ -36,21 +35,6 @@ static LAB: Mutex<()> = Mutex::new(());
 
 // --- Python parsers --------------------------------------------------------------------------
 
-/// Reads Prometheus text from stdin with prometheus_client's parser and prints, as JSON, every
-/// family: {name: {"type": T, "samples": [[sample name, {labels}, value], ...]}}.
-const PROM_PARSE: &str = r#"
-import json, math, sys
-from prometheus_client.parser import text_string_to_metric_families
-out = {}
-for fam in text_string_to_metric_families(sys.stdin.read()):
-    out[fam.name] = {
-        "type": fam.type,
-        "help": fam.documentation,
-        "samples": [[s.name, s.labels, None if math.isnan(s.value) else s.value] for s in fam.samples],
-    }
-print(json.dumps(out))
-"#;
-
 /// Parses SVG from stdin with xml.etree and prints the root tag and every text element's text.
 const SVG_PARSE: &str = r#"
 import json, sys
@@ -61,99 +45,6 @@ texts = ["".join(t.itertext()) for t in root.iter(ns + "text")]
 lines = len(list(root.iter(ns + "polyline")))
 print(json.dumps({"root": root.tag, "texts": texts, "polylines": lines}))
 "#;
-
-fn python(script: &str, input: &str) -> Result<String, String> {
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run python3: {e}"))?;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .map_err(|e| format!("writing to python3: {e}"))?;
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("python3: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "python3 failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Makes sure `import prometheus_client` works, installing it with pip when it does not.
-fn prometheus_client() {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        let importable = || {
-            Command::new("python3")
-                .args(["-c", "import prometheus_client"])
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if importable() {
-            return Ok(());
-        }
-        say!("installing the Python package prometheus_client with pip");
-        let pip = |extra: &[&str]| {
-            Command::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "prometheus_client"])
-                .args(extra)
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        // A Debian python3 refuses plain pip installs (PEP 668) unless told to.
-        if (pip(&[]) || pip(&["--break-system-packages"])) && importable() {
-            return Ok(());
-        }
-        Err(
-            "python3 cannot import prometheus_client and pip could not install it \
-             (python3 -m pip install prometheus_client)"
-                .into(),
-        )
-    });
-    if let Err(e) = ready {
-        panic!("{e}");
-    }
-}
-
-type Families = BTreeMap<String, serde_json::Value>;
-
-/// The metric families in `text`, as prometheus_client's parser reads them.
-fn parse_metrics(text: &str) -> Families {
-    prometheus_client();
-    let json = python(PROM_PARSE, text)
-        .unwrap_or_else(|e| panic!("the exposition-format parser rejected the text: {e}\n{text}"));
-    serde_json::from_str(&json).expect("parser output")
-}
-
-/// The value of the sample `name` whose labels include `labels`.
-fn value(f: &Families, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    f.values()
-        .flat_map(|fam| fam["samples"].as_array().cloned().unwrap_or_default())
-        .find(|s| {
-            s[0] == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| s[1].get(*k).and_then(|x| x.as_str()) == Some(*v))
-        })
-        .and_then(|s| s[2].as_f64())
-}
-
-fn family_type(f: &Families, family: &str) -> Option<String> {
-    f.get(family)
-        .and_then(|fam| fam["type"].as_str())
-        .map(str::to_string)
-}
 
 // --- No root ---------------------------------------------------------------------------------
 
@@ -237,15 +128,14 @@ fn metrics_parse_with_the_prometheus_client_parser() {
     for (family, kind) in [
         ("rlbd_info", "gauge"),
         ("rlbd_port_up", "gauge"),
-        ("rlbd_port_capacity_bits_per_second", "gauge"),
-        ("rlbd_port_rx_bits_per_second", "gauge"),
+        ("rlbd_port_capacity_bytes", "gauge"),
         ("rlbd_port_utilization_ratio", "gauge"),
         ("rlbd_port_overloaded", "gauge"),
         ("rlbd_clients_tracked", "gauge"),
         // The parser names a counter's family without `_total`.
         ("rlbd_port_rx_bytes", "counter"),
         ("rlbd_port_ring_drops", "counter"),
-        ("rlbd_port_sampling_ratio", "gauge"),
+        ("rlbd_port_sampling_one_in", "gauge"),
         ("rlbd_port_kernel_counting", "gauge"),
         ("rlbd_port_uncounted_frames", "counter"),
         ("rlbd_table_evictions", "counter"),
@@ -271,28 +161,27 @@ fn metrics_parse_with_the_prometheus_client_parser() {
         &[
             ("version", "9.9.9"),
             ("mode", "bond"),
-            ("name", "bond\"0\\x\ny"),
+            ("bond", "bond\"0\\x\ny"),
         ],
     );
     assert_eq!(info, Some(1.0), "labels must round-trip through escaping");
+    // Every sample names its daemon.
+    for fam in f.values() {
+        for s in fam["samples"].as_array().unwrap() {
+            assert_eq!(s[1]["bond"], "bond\"0\\x\ny", "{s}");
+        }
+    }
     assert_eq!(
-        value(
-            &f,
-            "rlbd_port_capacity_bits_per_second",
-            &[("port", "eth0")]
-        ),
-        Some(1e9)
-    );
-    assert_eq!(
-        value(&f, "rlbd_port_rx_bits_per_second", &[("port", "eth0")]),
-        Some(9.5e8)
+        value(&f, "rlbd_port_capacity_bytes", &[("port", "eth0")]),
+        Some(1.25e8),
+        "1 Gbit/s in bytes per second"
     );
     assert_eq!(
         value(&f, "rlbd_port_utilization_ratio", &[("port", "eth1")]),
         Some(0.125)
     );
     assert_eq!(
-        value(&f, "rlbd_port_rx_bits_per_second", &[("port", "eth2")]),
+        value(&f, "rlbd_port_rx_bytes_total", &[("port", "eth2")]),
         None,
         "no reading, no sample"
     );
@@ -587,14 +476,13 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
         let metrics = rlbd_in_srv(lab, &["metrics", "--socket", &sock_s])?;
         let f = parse_metrics(&metrics);
         check(
-            value(&f, "rlbd_info", &[("mode", "ports"), ("name", "p0")]) == Some(1.0),
-            "metrics: rlbd_info{mode=ports,name=p0} 1".into(),
+            value(&f, "rlbd_info", &[("mode", "ports"), ("bond", "p0")]) == Some(1.0),
+            "metrics: rlbd_info{bond=p0,mode=ports} 1".into(),
         );
         for p in PORTS {
             check(
                 value(&f, "rlbd_port_up", &[("port", p)]) == Some(1.0)
-                    && value(&f, "rlbd_port_capacity_bits_per_second", &[("port", p)])
-                        == Some(cap_bps)
+                    && value(&f, "rlbd_port_capacity_bytes", &[("port", p)]) == Some(cap_bps / 8.0)
                     && value(&f, "rlbd_port_rx_bytes_total", &[("port", p)])
                         .is_some_and(|b| b > 0.0),
                 format!("metrics: {p} up, capacity {cap_bps}, bytes counted"),

@@ -256,6 +256,16 @@ impl ObservabilityConfig {
         Ok(())
     }
 
+    /// The metrics file of the daemon on bond (or first port) `name`: `{name}` in the path
+    /// stands for it, so that one file shared by several instances gives each its own.
+    pub fn metrics_file_for(&self, name: &str) -> Option<PathBuf> {
+        let p = self.metrics_file.as_ref()?;
+        Some(match p.to_str() {
+            Some(s) if s.contains("{name}") => PathBuf::from(s.replace("{name}", name)),
+            _ => p.clone(),
+        })
+    }
+
     /// The control socket for the bond or first port `name`, or `None` when disabled.
     pub fn control_socket_for(&self, name: &str) -> Option<PathBuf> {
         match &self.control_socket {

@@ -12,6 +12,7 @@ mod control;
 mod counting;
 mod edge;
 mod netlink;
+mod reload;
 mod report;
 mod setup;
 mod state_file;
@@ -125,7 +126,10 @@ impl Daemon {
                                     setup::sd_notify("STOPPING=1");
                                     return Ok(());
                                 }
-                                SIGHUP => self.reload_config(),
+                                SIGHUP => {
+                                    // Logged; SIGHUP has no one to answer.
+                                    let _ = self.reload("SIGHUP");
+                                }
                                 SIGUSR1 => report::log_state(&self.status(None)),
                                 _ => {}
                             }
@@ -147,6 +151,10 @@ impl Daemon {
                         }
                     }
                 }
+            }
+            if control.reload_requested() {
+                let result = self.reload("reload request");
+                control.answer_reloads(&result, self.edge.poll.registry());
             }
             self.step();
             let mut answers = Answers {
@@ -264,26 +272,48 @@ impl Daemon {
         r
     }
 
-    /// SIGHUP: the configuration read again. What the shell holds (the log level, the capture
-    /// sockets' sampling limit, the control socket's settings) it applies itself; the rest goes
-    /// to the engine, which keeps all its state (moves, rates, the client table).
-    fn reload_config(&mut self) {
+    /// A reload (SIGHUP, or `rlbd reload` over the control socket) under systemd's reload
+    /// protocol. `why`: "SIGHUP" or "reload request", for the log. `Ok`: what was done; `Err`:
+    /// why nothing was (a bad file changes nothing: the daemon runs on with its settings).
+    fn reload(&mut self, why: &str) -> Result<String, String> {
+        setup::sd_notify(&reload::reloading(reload::monotonic_usec()));
+        let result = self.reload_config(why);
+        let summary = report::summary(&self.status(Some(0)));
+        setup::sd_notify(&format!("READY=1\nSTATUS={summary}"));
+        result
+    }
+
+    /// The configuration read again. What the shell holds (the log level, the capture sockets'
+    /// sampling limit, the control socket's settings) it applies itself; the rest goes to the
+    /// engine, which keeps all its state (moves, rates, the client table).
+    fn reload_config(&mut self, why: &str) -> Result<String, String> {
         let new = match (self.reload)() {
             Ok(new) => new,
             Err(e) => {
-                log::error!("SIGHUP: configuration not reloaded: {e}");
-                return;
+                let why_not =
+                    format!("configuration not reloaded: {e}; running on with the settings it had");
+                log::error!("{why}: {why_not}");
+                return Err(why_not);
             }
         };
+        let restart = crate::engine::restart_needed(self.engine.settings(), &new);
+        let from = new
+            .config_path
+            .as_ref()
+            .map_or_else(|| "built-in defaults".into(), |p| p.display().to_string());
         let limit = new.capture.sampling_limit();
         self.edge
             .captures
             .set_sampling_limit(self.engine.ports(), limit);
         crate::logging::set_level(&new.log_level);
         self.observability = new.observability.clone();
-        self.engine
-            .handle(monotonic_ms(), Input::Reload(Box::new(new)));
+        let input = Input::Reload {
+            settings: Box::new(new),
+            why,
+        };
+        self.engine.handle(monotonic_ms(), input);
         self.route();
+        Ok(reload::answer(&from, &restart))
     }
 
     /// The start-up snapshot into the engine, the ports found, checked and captured, and an

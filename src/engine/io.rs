@@ -57,8 +57,12 @@ pub enum Input<'a> {
     },
     /// A deadline the engine asked for ([`Engine::next_deadline`](super::Engine::next_deadline)) has passed.
     Deadline,
-    /// New settings (SIGHUP or the control socket's reload); the bond or ports are kept.
-    Reload(Box<Settings>),
+    /// New settings, read again on `why` ("SIGHUP", "reload request"); the bond or ports are
+    /// kept.
+    Reload {
+        settings: Box<Settings>,
+        why: &'a str,
+    },
     /// The state an earlier daemon left in `file` (a restart): its moves re-asserted, their
     /// hold-downs kept.
     Restore { state: Box<Persisted>, file: String },

@@ -38,6 +38,7 @@ use lan::Lan;
 use outbox::Outbox;
 use persist::Durable;
 pub use persist::{Persisted, PersistedMove, STATE_VERSION};
+pub use reload::restart_needed;
 pub use report::CaptureFacts;
 use retry::Trouble;
 use sending::{Outcome, Sender};
@@ -145,7 +146,7 @@ impl Engine {
                 self.outcomes.extend(o);
             }
             Input::Deadline => self.on_deadline(now),
-            Input::Reload(settings) => self.reload(*settings),
+            Input::Reload { settings, why } => self.reload(*settings, why),
             Input::Restore { state, file } => self.restore(now, *state, &file),
             Input::StatusQuery { top } => {
                 let r = report::status(self, now, top);
@@ -389,9 +390,10 @@ impl Engine {
 
     /// New settings (a reload), applied to every part that holds a copy of them, keeping all
     /// state. The bond or ports stay what the daemon runs on.
-    fn reload(&mut self, new: Settings) {
+    fn reload(&mut self, new: Settings, why: &str) {
         for what in reload::restart_needed(&self.settings, &new) {
-            let text = format!("SIGHUP: {what}; restart rlbd to apply that");
+            let text =
+                format!("{why}: {what} changed in the configuration; restart rlbd to apply that");
             self.out.log(Level::Warn, Topic::Config, text);
         }
         self.lan.reconfigure(&new);
@@ -402,7 +404,12 @@ impl Engine {
         };
         self.steer
             .reconfigure(steer_config(&self.settings, self.rules_off));
-        let text = "SIGHUP: configuration reloaded; state kept".into();
+        let from = self
+            .settings
+            .config_path
+            .as_ref()
+            .map_or_else(|| "built-in defaults".into(), |p| p.display().to_string());
+        let text = format!("{why}: configuration reloaded from {from}; state kept");
         self.out.log(Level::Info, Topic::Config, text);
         // Read back from the parts that hold them, so a test can see the reload reached each.
         let text = format!(

@@ -17,6 +17,8 @@ macro_rules! say {
     }};
 }
 
+pub mod prom;
+
 pub fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_rlbd"))
 }

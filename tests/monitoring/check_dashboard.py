@@ -19,10 +19,10 @@ import sys
 import jsonschema
 
 GRAFANA_VARS = {"__rate_interval", "__interval", "__range", "__interval_ms", "__range_s"}
-# Labels on rlbd's series: the exposition's own (port, reason, and rlbd_info's version, mode,
-# name) and those Prometheus adds when it scrapes (instance, job).
-KNOWN_LABELS = {"instance", "job", "port", "reason", "version", "mode", "name"}
-SAMPLE_VALUES = {"instance": "host:9100", "port": "sl0|sl1", "datasource": "prom",
+# Labels on rlbd's series: the exposition's own (bond on every one; port, reason, and
+# rlbd_info's version, mode) and those Prometheus adds when it scrapes (instance, job).
+KNOWN_LABELS = {"instance", "job", "bond", "port", "reason", "version", "mode"}
+SAMPLE_VALUES = {"instance": "host:9100", "bond": "bond0", "port": "sl0|sl1", "datasource": "prom",
                  "__rate_interval": "1m", "__interval": "15s", "__range": "1h",
                  "__interval_ms": "15000", "__range_s": "3600"}
 VAR_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")

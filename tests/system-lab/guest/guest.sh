@@ -343,6 +343,59 @@ started_at_boot() {
 }
 
 # Nothing at error in this boot's journal of the unit.
+# `systemctl reload` of a bad file: ExecReload (`rlbd reload`) fails with the daemon's reason,
+# the daemon runs on with its settings (same PID, the moved client where it was, still
+# answering), and journalctl -p err names file, line and key. Needs MOVED.
+reload_bad_file() {
+    local pid where t0 rc out errs held=1 k
+    pid=$(mainpid)
+    where=$(on "$MOVED")
+    printf '[capacity]\nsl0 = %s\nsl1 = %s\n[policy]\nthreshold = "high"\n' "$CAP" "$CAP" >"$CONF"
+    t0=$(ts)
+    out=$(systemctl reload "$UNIT" 2>&1)
+    rc=$?
+    for k in 1 2 3; do
+        sleep 1
+        [ "$(on "$MOVED")" = "$where" ] || held=0
+    done
+    journal_since "$t0" err >"$OUT/journal-reload-bad-err.txt"
+    errs=$(grep -c "$CONF:5: policy.threshold: expected a number, found the string \"high\"" "$OUT/journal-reload-bad-err.txt")
+    [ $rc != 0 ] && active && [ "$(mainpid)" = "$pid" ] && [ $held = 1 ] && status_json >/dev/null &&
+        [ "$errs" -ge 2 ]
+    check $? "systemctl reload of a bad $CONF exits non-zero; the daemon runs on with its settings, and journalctl -p err names file, line and key" \
+        "exit $rc ($(head -c 200 <<<"$out" | tr '\n' '|')); $(prop ActiveState)/$(prop SubState), pid $pid -> $(mainpid); $MOVED on $where, 3 s after: $([ $held = 1 ] && echo stayed || echo left); lines at err naming $CONF:5 policy.threshold (daemon and rlbd reload): $errs"
+    cp "$STATE/bond0.toml.good" "$CONF"
+    systemctl reload "$UNIT"
+    check $? "systemctl reload of the good file again succeeds" "$(prop ActiveState)/$(prop SubState)"
+    notify_reload
+}
+
+# Where systemd has it (253 and later), Type=notify-reload with no ExecReload: systemd sends
+# SIGHUP and waits for RELOADING=1 (with MONOTONIC_USEC) and READY=1. Restores the unit after.
+notify_reload() {
+    local v rc t0 type
+    v=$(systemctl --version | awk 'NR == 1 { print $2 }')
+    if [ "${v%%.*}" -lt 253 ] 2>/dev/null; then
+        say "systemd $v has no Type=notify-reload; its check is left to releases that have it"
+        return
+    fi
+    mkdir -p "/run/systemd/system/$UNIT.d"
+    printf '[Service]\nType=notify-reload\nExecReload=\n' >"/run/systemd/system/$UNIT.d/notify-reload.conf"
+    systemctl daemon-reload
+    systemctl restart "$UNIT"
+    type=$(prop Type)
+    t0=$(ts)
+    timeout 30 systemctl reload "$UNIT"
+    rc=$?
+    [ "$type" = notify-reload ] && [ $rc = 0 ] && active &&
+        journal_since "$t0" info | grep -q 'SIGHUP: configuration reloaded from'
+    check $? "Type=notify-reload (systemd $v): systemctl reload waits for RELOADING=1 and READY=1 and succeeds" \
+        "Type=$type; reload exit $rc in $(since "$t0")s; $(prop ActiveState)/$(prop SubState)"
+    rm -rf "/run/systemd/system/$UNIT.d"
+    systemctl daemon-reload
+    systemctl restart "$UNIT"
+}
+
 clean_journal() { # $1: check name, $2: file
     journalctl -q -b -u "$UNIT" -p err -o short-monotonic --no-pager >"$OUT/$2"
     [ ! -s "$OUT/$2" ]
@@ -476,6 +529,8 @@ boot1() {
         [ "$moved_after" = "$moved_before" ] && journalctl -b -u "$UNIT" -o cat | grep -q 'reload'
     check $? "systemctl reload keeps the moved client where it is" \
         "exit $rc; pid $pid -> $(mainpid); $MOVED on $where, for 5 s after: $([ $held = 1 ] && echo stayed || echo left), now $(on "$MOVED"); rlbd's move: to $moved_before before, $moved_after after"
+    reload_bad_file
+
 
     # -- SIGSTOP: the watchdog
     pid1=$(mainpid)
@@ -584,6 +639,11 @@ boot1() {
         [ "$n_start" = 1 ] && [ "$fails" = 1 ]
     check $? "a bad $CONF: the unit fails once, naming file, line and key in systemctl status, and is not restarted" \
         "restart exit $rc; $(prop ActiveState) ($(prop Result)), exit status $(prop ExecMainStatus); starts in $wait s (RestartSec $rs): $n_start, failures: $fails; status says: $(grep -o "${CONF}[^ ]*: [^ ]*" <<<"$out" | head -n1)"
+    # The error is written before logging starts (main.rs): at err only with its <3> prefix.
+    journal_since "$t0" err >"$OUT/journal-badconfig-err.txt"
+    grep -q "rlbd run: $CONF:$bad_line: policy.threshold" "$OUT/journal-badconfig-err.txt"
+    check $? "journalctl -p err -u $UNIT finds the bad file's message (written before logging starts)" \
+        "$(wc -l <"$OUT/journal-badconfig-err.txt") lines at err or above: $(head -c 300 "$OUT/journal-badconfig-err.txt" | tr '\n' '|')"
     cp "$STATE/bond0.toml.good" "$CONF"
     systemctl restart "$UNIT"
 

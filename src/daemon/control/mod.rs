@@ -77,6 +77,9 @@ struct Conn {
     answer: Vec<u8>,
     written: usize,
     answered: bool,
+    /// Asked for a reload, which the daemon carries out after this turn's events; the answer
+    /// waits for its result (`reloads`).
+    reload: bool,
     deadline: Instant,
 }
 
@@ -89,6 +92,9 @@ enum Step {
 impl Conn {
     /// Reads the request (once it is complete, answers it) and writes what the socket takes.
     fn step(&mut self, status: &mut dyn Responder) -> io::Result<Step> {
+        if self.reload {
+            return Ok(Step::Wait);
+        }
         if !self.answered {
             let mut eof = false;
             let mut buf = [0u8; 512];
@@ -112,11 +118,15 @@ impl Conn {
                 None if eof => return Ok(Step::Done),
                 None => return Ok(Step::Wait),
             };
-            self.answer = match line {
-                Some(l) => answer(l, status),
+            self.answered = true;
+            self.answer = match line.map(|l| answer(l, status)) {
+                Some(Some(a)) => a,
+                Some(None) => {
+                    self.reload = true;
+                    return Ok(Step::Wait);
+                }
                 None => format!("error: request longer than {MAX_REQUEST} bytes\n").into_bytes(),
             };
-            self.answered = true;
         }
         while self.written < self.answer.len() {
             match self.stream.write(&self.answer[self.written..]) {
@@ -131,9 +141,9 @@ impl Conn {
     }
 }
 
-/// The answer to one request line.
-fn answer(line: &[u8], status: &mut dyn Responder) -> Vec<u8> {
-    match Request::parse(line) {
+/// The answer to one request line; `None` for a reload, answered once it is done.
+fn answer(line: &[u8], status: &mut dyn Responder) -> Option<Vec<u8>> {
+    Some(match Request::parse(line) {
         Ok(Request::Status { top }) => match serde_json::to_vec(&status.status(top)) {
             Ok(mut v) => {
                 v.push(b'\n');
@@ -142,8 +152,9 @@ fn answer(line: &[u8], status: &mut dyn Responder) -> Vec<u8> {
             Err(e) => format!("error: cannot render the status: {e}\n").into_bytes(),
         },
         Ok(Request::Metrics) => status.metrics().into_bytes(),
+        Ok(Request::Reload) => return None,
         Err(e) => format!("error: {e}\n").into_bytes(),
-    }
+    })
 }
 
 /// The control socket with its connections, and the metrics file's timer.
@@ -182,7 +193,7 @@ impl Control {
                 ),
             }
         }
-        if let Some(f) = &o.metrics_file {
+        if let Some(f) = o.metrics_file_for(name) {
             info!(
                 "metrics file {} every {} s",
                 f.display(),
@@ -314,6 +325,7 @@ impl Control {
                 answer: Vec::new(),
                 written: 0,
                 answered: false,
+                reload: false,
                 deadline: Instant::now() + DEADLINE,
             });
             // The request may be in already.
@@ -375,7 +387,7 @@ impl Control {
             self.next_metrics = now + Duration::from_secs(cfg.metrics_interval_secs.max(1));
             // Here rather than on every turn of the loop: it allocates.
             self.warn_if_moved(cfg);
-            if let Some(path) = &cfg.metrics_file {
+            if let Some(path) = &cfg.metrics_file_for(&self.name) {
                 let text = status.metrics();
                 match write_atomically(path, text.as_bytes()) {
                     Ok(()) if self.metrics_failing => {
@@ -466,6 +478,7 @@ pub fn write_atomically(path: &Path, data: &[u8]) -> io::Result<()> {
     result
 }
 
+mod reloads;
+
 #[cfg(test)]
-#[path = "control_tests.rs"]
 mod tests;

@@ -1,0 +1,199 @@
+//! The operator's path end to end: `rlbd reload` against a running daemon (root: its ports
+//! are made in a network namespace of its own), and where error lines land when stderr is the
+//! journal (no root).
+//!
+//! The reload test is root-gated like tests/netns.rs: without root it prints "skipped: needs
+//! root" and passes, unless `CI=true` or `RLBD_REQUIRE_ROOT_TESTS=1` is set, which fails it.
+
+#[macro_use]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{exe, root_or_skip};
+
+/// `rlbd ARGS` with stderr into a file, and `JOURNAL_STREAM` naming that file (`real`) or
+/// another (not stderr: the variable a child inherits from a service whose stderr it does not
+/// share); returns the exit code and what was written.
+fn run_with_journal_stream(args: &[&str], real: bool, tag: &str) -> (Option<i32>, String) {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::env::temp_dir().join(format!("rlbd-js-{tag}-{}", std::process::id()));
+    let file = std::fs::File::create(&path).expect("stderr file");
+    let m = file.metadata().expect("stat");
+    let stream = if real {
+        format!("{}:{}", m.dev(), m.ino())
+    } else {
+        format!("{}:{}", m.dev(), m.ino() + 1)
+    };
+    let status = Command::new(exe())
+        .args(args)
+        .env("JOURNAL_STREAM", stream)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(file))
+        .status()
+        .expect("starting rlbd");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    (status.code(), text)
+}
+
+#[test]
+fn under_systemd_log_lines_carry_priority_and_no_timestamp() {
+    let missing = ["run", "--config", "/dev/null", "--bond", "nosuchbond"];
+    let (code, stderr) = run_with_journal_stream(&missing, true, "real");
+    say!("with JOURNAL_STREAM naming stderr: {}", stderr.trim());
+    assert_eq!(code, Some(69));
+    assert!(
+        stderr.starts_with("<3>bond nosuchbond does not exist"),
+        "journal form: <priority>message, no timestamp: {stderr}"
+    );
+    // An error before logging starts (the configuration) is at err too.
+    let dir = std::env::temp_dir().join(format!("rlbd-js-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("bad.toml");
+    std::fs::write(&cfg, "[policy]\nthreshold = \"high\"\n").unwrap();
+    let cfg_s = cfg.to_string_lossy();
+    let bad = ["run", "--config", &cfg_s, "--bond", "nosuchbond"];
+    let (code, stderr) = run_with_journal_stream(&bad, true, "early");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, Some(78));
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "<3>rlbd run: {cfg_s}:2: policy.threshold: expected a number, found the string \"high\""
+        )
+    );
+    // JOURNAL_STREAM naming something else than stderr is not trusted.
+    let (code, stderr) = run_with_journal_stream(&missing, false, "other");
+    assert_eq!(code, Some(69));
+    assert!(
+        stderr.starts_with("20") && stderr.contains(" ERROR bond nosuchbond does not exist"),
+        "terminal form: timestamp, level, message: {stderr}"
+    );
+    let out = Command::new(exe())
+        .args(missing)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("starting rlbd");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("20") && stderr.contains(" ERROR bond nosuchbond does not exist"),
+        "terminal form: timestamp, level, message: {stderr}"
+    );
+}
+
+/// The daemon under test, killed (and its namespace with it) however the test ends.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for_log(log: &Path, needle: &str, secs: u64) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// `rlbd ARGS`: exit code, stdout, stderr.
+fn rlbd(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(exe()).args(args).output().expect("rlbd");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn rlbd_reload_applies_a_good_file_and_refuses_a_bad_one_with_78() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("operator-reload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cfg, log, sock) = (
+        dir.join("rlbd.toml"),
+        dir.join("rlbd.log"),
+        dir.join("rlbd.sock"),
+    );
+    std::fs::write(&cfg, "[policy]\nthreshold = 0.8\n").unwrap();
+    let script = format!(
+        "ip link add a0 type veth peer name a1; ip link set a0 up; ip link set a1 up; \
+         ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; \
+         sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=0\n\
+         exec {} run --config {} --ports a0,a1 --capacity a0=100 --capacity a1=100 --control-socket {}",
+        exe().display(),
+        cfg.display(),
+        sock.display()
+    );
+    let mut daemon = Daemon(
+        Command::new("unshare")
+            .args(["--net", "sh", "-ec", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("unshare"),
+    );
+    assert!(
+        wait_for_log(&log, "ports: a0 a1", 10),
+        "the daemon did not start"
+    );
+    let sock_s = sock.to_string_lossy().into_owned();
+    let threshold = || {
+        let (code, json, err) = rlbd(&["status", "--json", "--socket", &sock_s]);
+        assert_eq!(code, Some(0), "{err}");
+        serde_json::from_str::<serde_json::Value>(&json).unwrap()["threshold"].as_f64()
+    };
+
+    std::fs::write(&cfg, "[policy]\nthreshold = 0.7\n").unwrap();
+    let (code, out, err) = rlbd(&["reload", "--socket", &sock_s]);
+    say!("good file: exit {code:?}: {out}{err}");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        format!(
+            "rlbd reload: configuration reloaded from {}; state kept",
+            cfg.display()
+        )
+    );
+    assert_eq!(threshold(), Some(0.7));
+
+    std::fs::write(&cfg, "[policy]\nthreshold = \"high\"\n").unwrap();
+    let (code, out, err) = rlbd(&["reload", "--socket", &sock_s]);
+    say!("bad file: exit {code:?}: {out}{err}");
+    assert_eq!(code, Some(78));
+    let why = format!(
+        "configuration not reloaded: {}:2: policy.threshold: expected a number, found the \
+         string \"high\"; running on with the settings it had",
+        cfg.display()
+    );
+    assert_eq!(err, format!("rlbd reload: rlbd ({sock_s}): {why}"));
+    assert!(wait_for_log(
+        &log,
+        &format!("ERROR reload request: {why}"),
+        5
+    ));
+    assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon runs on");
+    assert_eq!(threshold(), Some(0.7), "with the settings it had");
+
+    // No daemon: 69, as `rlbd status` gives.
+    drop(daemon);
+    let (code, _, err) = rlbd(&["reload", "--socket", &sock_s]);
+    assert_eq!(code, Some(69), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
