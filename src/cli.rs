@@ -77,7 +77,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "IF,IF", value_delimiter = ',')]
     pub ports: Vec<String>,
     #[command(flatten)]
-    pub knobs: KnobArgs,
+    pub knobs: crate::config::Overrides,
     /// Decide and log, but send nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -132,39 +132,6 @@ pub struct MetricsArgs {
     pub socket: Option<PathBuf>,
 }
 
-/// Options shared by every command that runs the algorithm; each overrides the config file.
-#[derive(Debug, Args, Default, Clone)]
-pub struct KnobArgs {
-    /// Configuration file [default: /etc/rlbd/BOND.toml with --bond, else /etc/rlbd/rlbd.toml;
-    /// an absent default file means built-in defaults]
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Capacity of a port in Mbit/s, overriding the link's reported speed (repeatable).
-    #[arg(long, value_name = "IF=MBIT")]
-    pub capacity: Vec<String>,
-    /// Overload threshold as a fraction of capacity, in (0, 1].
-    #[arg(long, value_name = "FRACTION")]
-    pub threshold: Option<f64>,
-    /// Number of one-second samples in the overload window.
-    #[arg(long, value_name = "SAMPLES")]
-    pub window: Option<usize>,
-    /// Samples over threshold within the window that make a port overloaded.
-    #[arg(long, value_name = "SAMPLES")]
-    pub hits: Option<usize>,
-    /// Clients below this rate (kilobytes per second) are never moved.
-    #[arg(long, value_name = "KB_PER_S")]
-    pub min_rate: Option<f64>,
-    /// Seconds a moved client stays where it was put before it may move again.
-    #[arg(long, value_name = "SECONDS")]
-    pub hold_down: Option<u64>,
-    /// More log output (repeatable).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
-    /// Less log output (repeatable).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub quiet: u8,
-}
-
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Per-port cap in Mbit/s applied with tc tbf on each switch port toward the server.
@@ -176,20 +143,4 @@ pub struct DemoArgs {
     /// Write an SVG chart of per-port receive rate with the moves marked.
     #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<PathBuf>,
-}
-
-impl From<&KnobArgs> for crate::config::Overrides {
-    fn from(k: &KnobArgs) -> Self {
-        crate::config::Overrides {
-            config: k.config.clone(),
-            capacity: k.capacity.clone(),
-            threshold: k.threshold,
-            window: k.window,
-            hits: k.hits,
-            min_rate: k.min_rate,
-            hold_down: k.hold_down,
-            verbose: k.verbose,
-            quiet: k.quiet,
-        }
-    }
 }

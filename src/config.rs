@@ -180,21 +180,37 @@ fn parse_capacity(arg: &str) -> Result<(String, f64), ConfigError> {
     Ok((name.to_string(), mbit))
 }
 
-/// The command line's settings that override the file's (`rlbd run` and `rlbd check-config`
-/// fill it from their flags). Plain data, so the configuration does not depend on the CLI.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The command line's settings that override the file's: the flags shared by every command
+/// that runs the algorithm, parsed straight into it (one type for the concept).
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct Overrides {
-    /// The file to read instead of the default ones.
+    /// Configuration file [default: /etc/rlbd/BOND.toml with --bond, else /etc/rlbd/rlbd.toml;
+    /// an absent default file means built-in defaults]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// `IF=MBIT` strings, as given.
+    /// Capacity of a port in Mbit/s, overriding the link's reported speed (repeatable).
+    #[arg(long, value_name = "IF=MBIT")]
     pub capacity: Vec<String>,
+    /// Overload threshold as a fraction of capacity, in (0, 1].
+    #[arg(long, value_name = "FRACTION")]
     pub threshold: Option<f64>,
+    /// Number of one-second samples in the overload window.
+    #[arg(long, value_name = "SAMPLES")]
     pub window: Option<usize>,
+    /// Samples over threshold within the window that make a port overloaded.
+    #[arg(long, value_name = "SAMPLES")]
     pub hits: Option<usize>,
+    /// Clients below this rate (kilobytes per second) are never moved.
+    #[arg(long, value_name = "KB_PER_S")]
     pub min_rate: Option<f64>,
+    /// Seconds a moved client stays where it was put before it may move again.
+    #[arg(long, value_name = "SECONDS")]
     pub hold_down: Option<u64>,
-    /// Log levels above (verbose) or below (quiet) the configured one.
+    /// More log output (repeatable).
+    #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Less log output (repeatable).
+    #[arg(short, long, action = clap::ArgAction::Count)]
     pub quiet: u8,
 }
 
@@ -308,5 +324,4 @@ impl Settings {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

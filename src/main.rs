@@ -21,7 +21,7 @@ fn run(args: RunArgs) -> ExitCode {
         (None, true) => None,
     };
     let make = {
-        let knobs = rlbd::config::Overrides::from(&args.knobs);
+        let knobs = args.knobs.clone();
         let target = target.clone();
         let dry_run = args.dry_run;
         let (socket, metrics, interval) = (
