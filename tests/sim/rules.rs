@@ -158,9 +158,11 @@ impl Rules {
             }
             let mac = cl.mac.to_string();
             if known.contains(mac.as_str()) && world.confirms(cl.mac) {
+                let seen = st.clients.iter().find(|c| c.mac == mac);
                 return Err(format!(
-                    "client {mac} ({}) still on {}, down since {} ms",
-                    cl.ip, port.name, port.down_since
+                    "client {mac} ({}) still on {}, down since {} ms; its entry {:?}, demand {} bit/s, delivered {}; \
+                     the engine's view {seen:?}",
+                    cl.ip, port.name, port.down_since, cl.entry, cl.demand_bps, cl.delivered_bps
                 ));
             }
         }

@@ -201,7 +201,9 @@ impl World {
             }
             if confirmed {
                 let (ip, mac) = (self.clients[c].ip, self.clients[c].mac);
-                self.neigh.insert(ip, ServerNeigh { mac, heard: now });
+                // Its replies need the client resolved: a new entry is told (the server's ARP
+                // exchange itself is not modelled).
+                self.server_hears(now, ip, mac);
             }
             self.churn(now, c);
         }
