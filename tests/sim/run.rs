@@ -14,7 +14,7 @@ const HOUR: f64 = 3600.0;
 /// Runs `days` simulated days with `seed`: `Ok` with a summary, or the failure with the seed and
 /// the trace.
 pub fn run(seed: u64, days: f64) -> Result<String, String> {
-    let population = 40 + (seed % 5) as usize * 20;
+    let population = 30 + (seed % 4) as usize * 15;
     let mut d = Driver::new(seed, PORTS, population);
     let secs = (days * 86_400.0) as u64;
     for sec in 1..=secs {
