@@ -89,3 +89,26 @@ fn simulated_year() {
     let (seeds, days) = plan(&[2026], 365.0);
     run_all(&seeds, days);
 }
+
+/// The frame rule bites: an update to a MAC the server's neighbour table does not confirm, and
+/// one claiming another address, are caught.
+#[test]
+fn frame_rule_bites() {
+    let world = world::World::new(7, 2, 10);
+    let mut rules = rules::Rules::new(8, 1000, 30);
+    let stranger = rlbd::Mac(2, 0x77, 0, 0, 0, 1);
+    let port = world.ports[1].mac;
+    let f = clients::arp_frame(stranger, 2, port, clients::SERVER, port, clients::SERVER);
+    assert!(rules.on_sent(0, &world, 1, &f).is_err(), "unconfirmed MAC");
+    let other = std::net::Ipv4Addr::new(198, 18, 0, 9);
+    let f = clients::arp_frame(stranger, 2, port, other, port, other);
+    assert!(
+        rules.on_sent(0, &world, 1, &f).is_err(),
+        "not the server's address"
+    );
+    let learning = rlbd::steer::learning_frame(port);
+    assert!(
+        rules.on_sent(0, &world, 1, &learning).is_ok(),
+        "a learning frame"
+    );
+}
