@@ -1,0 +1,114 @@
+//! A deterministic simulation of rlbd's engine on a simulated LAN (ideas from FoundationDB's
+//! simulator and TigerBeetle's VOPR): the real `Engine` and the real frame codecs, ports that
+//! fail and return, clients with Linux-like neighbour caches arriving and leaving, elastic
+//! demand, the server kernel's neighbour table, restarts with and without the state file,
+//! refused sends, netlink overruns, reloads and a foreign claim of the server's address, on a
+//! simulated clock. Rules are checked on every frame and after every simulated second; a broken
+//! rule fails with the seed and the last events.
+//!
+//! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed).
+
+#[path = "sim/clients.rs"]
+mod clients;
+#[path = "sim/driver.rs"]
+mod driver;
+#[path = "sim/ports.rs"]
+mod ports;
+#[path = "sim/rng.rs"]
+mod rng;
+#[path = "sim/rules.rs"]
+mod rules;
+#[path = "sim/run.rs"]
+mod run;
+#[path = "sim/trace.rs"]
+mod trace;
+#[path = "sim/world.rs"]
+mod world;
+
+use std::time::Instant;
+
+/// Seeds and days per seed from the environment, or the defaults.
+fn plan(default_seeds: &[u64], default_days: f64) -> (Vec<u64>, f64) {
+    let seeds = match (
+        std::env::var("RLBD_SIM_SEED"),
+        std::env::var("RLBD_SIM_SEEDS"),
+    ) {
+        (Ok(s), _) => vec![s.trim().parse().expect("RLBD_SIM_SEED: a number")],
+        (_, Ok(s)) => s
+            .split(',')
+            .map(|x| x.trim().parse().expect("RLBD_SIM_SEEDS: numbers"))
+            .collect(),
+        _ => default_seeds.to_vec(),
+    };
+    let days = std::env::var("RLBD_SIM_DAYS")
+        .ok()
+        .map(|d| d.parse().expect("RLBD_SIM_DAYS: a number"))
+        .unwrap_or(default_days);
+    (seeds, days)
+}
+
+fn run_all(seeds: &[u64], days: f64) {
+    let started = Instant::now();
+    let mut total_days = 0.0;
+    for &seed in seeds {
+        let t = Instant::now();
+        match run::run(seed, days) {
+            Ok(summary) => {
+                let mins = t.elapsed().as_secs_f64() / 60.0;
+                println!(
+                    "seed {seed}: {days} simulated days in {:.1} s ({:.1} days/min): {summary}",
+                    mins * 60.0,
+                    days / mins
+                );
+                total_days += days;
+            }
+            Err(report) => panic!("{report}"),
+        }
+    }
+    let mins = started.elapsed().as_secs_f64() / 60.0;
+    println!(
+        "simulation: {total_days} simulated days over {} seeds in {:.1} s: {:.1} simulated days per wall minute ({} build)",
+        seeds.len(),
+        mins * 60.0,
+        total_days / mins,
+        if cfg!(debug_assertions) { "debug" } else { "release" }
+    );
+}
+
+/// CI: at least 30 simulated days in all.
+#[test]
+fn simulated_month() {
+    let (seeds, days) = plan(&[1, 2, 3, 4, 5, 6], 5.0);
+    run_all(&seeds, days);
+}
+
+/// A simulated year (`RLBD_SIM_DAYS=365`): `cargo test --release --test sim -- --ignored`.
+#[test]
+#[ignore]
+fn simulated_year() {
+    let (seeds, days) = plan(&[2026], 365.0);
+    run_all(&seeds, days);
+}
+
+/// The frame rule bites: an update to a MAC the server's neighbour table does not confirm, and
+/// one claiming another address, are caught.
+#[test]
+fn frame_rule_bites() {
+    let world = world::World::new(7, 2, 10);
+    let mut rules = rules::Rules::new(8, 1000, 30);
+    let stranger = rlbd::Mac(2, 0x77, 0, 0, 0, 1);
+    let port = world.ports[1].mac;
+    let f = clients::arp_frame(stranger, 2, port, clients::SERVER, port, clients::SERVER);
+    assert!(rules.on_sent(0, &world, 1, &f).is_err(), "unconfirmed MAC");
+    let other = std::net::Ipv4Addr::new(198, 18, 0, 9);
+    let f = clients::arp_frame(stranger, 2, port, other, port, other);
+    assert!(
+        rules.on_sent(0, &world, 1, &f).is_err(),
+        "not the server's address"
+    );
+    let learning = rlbd::steer::learning_frame(port);
+    assert!(
+        rules.on_sent(0, &world, 1, &learning).is_ok(),
+        "a learning frame"
+    );
+}

@@ -1,0 +1,291 @@
+//! The shell, simulated: hands the engine what the world did, carries out what it asks (frames
+//! sent on the simulated wire, counters, captures, the state file), honours its deadlines, and
+//! checks the rules. One run is one seed.
+
+use std::net::IpAddr;
+
+use rlbd::capture::ebpf::{Delta, EntryKey};
+use rlbd::client::ClientKey;
+use rlbd::config::{Settings, Target};
+use rlbd::engine::{Engine, Input, Output, Persisted, SendTag};
+use rlbd::status::StatusReport;
+
+use super::clients::SERVER;
+use super::rules::Rules;
+use super::trace::Trace;
+use super::world::{ToEngine, World};
+
+pub struct Driver {
+    pub now: u64,
+    pub engine: Engine,
+    pub settings: Settings,
+    pub world: World,
+    pub rules: Rules,
+    pub trace: Trace,
+    /// The last state the engine handed out (the state file).
+    pub state: Option<Persisted>,
+    pub status: Option<StatusReport>,
+    /// Engine port index -> world port index.
+    map: Vec<usize>,
+    /// Probability that the kernel refuses a frame (ENOBUFS), for stretches of the run.
+    pub refuse_p: f64,
+    pub failure: Option<String>,
+    pub stats: Stats,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub sends: u64,
+    pub refused: u64,
+    pub restarts: u64,
+    pub restores: u64,
+    pub port_failures: u64,
+    pub reloads: u64,
+    pub overruns: u64,
+    pub foreign: u64,
+}
+
+pub fn settings(ports: usize) -> Settings {
+    let names: Vec<String> = (0..ports).map(|i| format!("p{i}")).collect();
+    Settings {
+        target: Some(Target::Ports(names.clone())),
+        log_level: "info".into(),
+        dry_run: false,
+        policy: Default::default(),
+        capacity_mbps: names.iter().map(|n| (n.clone(), 100.0)).collect(),
+        steering: Default::default(),
+        capture: rlbd::config::CaptureConfig {
+            table_size: 128,
+            ..Default::default()
+        },
+        observability: Default::default(),
+        config_path: None,
+    }
+}
+
+impl Driver {
+    pub fn new(seed: u64, ports: usize, population: usize) -> Driver {
+        let settings = settings(ports);
+        let s = &settings.steering;
+        let rules = Rules::new(
+            s.per_client_per_sec,
+            s.total_per_sec,
+            settings.policy.hold_down,
+        );
+        let engine = Engine::new(settings.clone(), 0);
+        let mut d = Driver {
+            now: 0,
+            engine,
+            settings,
+            world: World::new(seed, ports, population),
+            rules,
+            trace: Trace::new(200),
+            state: None,
+            status: None,
+            map: Vec::new(),
+            refuse_p: 0.0,
+            failure: None,
+            stats: Stats::default(),
+        };
+        d.start_engine();
+        d
+    }
+
+    /// The initial dump, as the daemon's setup hands it in.
+    fn start_engine(&mut self) {
+        let dump = self.world.dump();
+        self.input(Input::Netlink(&dump));
+        self.map = self
+            .engine
+            .ports()
+            .list
+            .iter()
+            .map(|p| {
+                self.world
+                    .ports
+                    .iter()
+                    .position(|w| w.name == p.name)
+                    .expect("a port of ours")
+            })
+            .collect();
+    }
+
+    /// A restart: a fresh engine, with the last state file or without it.
+    pub fn restart(&mut self, with_state: bool) {
+        self.stats.restarts += 1;
+        self.trace
+            .note(self.now, || format!("restart (state file: {with_state})"));
+        self.engine = Engine::new(self.settings.clone(), self.now);
+        self.start_engine();
+        match self.state.clone().filter(|_| with_state) {
+            Some(state) => {
+                self.stats.restores += 1;
+                let file = "/run/rlbd/sim.state".to_string();
+                self.input(Input::Restore {
+                    state: Box::new(state),
+                    file,
+                });
+            }
+            None => self.rules.forget(),
+        }
+    }
+
+    pub fn fail(&mut self, why: String) {
+        if self.failure.is_none() {
+            self.trace.note(self.now, || format!("RULE BROKEN: {why}"));
+            self.failure = Some(why);
+        }
+    }
+
+    /// Hands one input in and carries out everything it leads to.
+    pub fn input(&mut self, input: Input) {
+        self.engine.handle(self.now, input);
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        while let Some(out) = self.engine.poll_output() {
+            self.carry_out(out);
+        }
+    }
+
+    fn carry_out(&mut self, out: Output) {
+        let now = self.now;
+        match out {
+            Output::Send { port, tag, frame } => {
+                self.stats.sends += 1;
+                let wp = self.map.get(port).copied();
+                let up = wp.is_some_and(|p| self.world.ports[p].up);
+                let result = if !up {
+                    Err(Some(libc::ENETDOWN))
+                } else if self.refuse_p > 0.0 && self.world.rng.chance(self.refuse_p) {
+                    self.stats.refused += 1;
+                    Err(Some(libc::ENOBUFS))
+                } else {
+                    Ok(())
+                };
+                if !matches!(tag, SendTag::Learning { .. }) || result.is_err() {
+                    self.trace
+                        .note(now, || format!("send p{port} {tag:?} -> {result:?}"));
+                }
+                if let (Ok(()), Some(p)) = (result, wp) {
+                    if let Err(e) = self.rules.on_sent(now, &self.world, p, &frame) {
+                        self.fail(e);
+                    }
+                    self.world.deliver_arp(now, &frame);
+                }
+                self.engine
+                    .handle(now, Input::SendResult { tag, frame, result });
+            }
+            Output::OpenCapture { port } => {
+                let input = Input::CaptureOpened {
+                    port,
+                    speed_mbps: Some(100),
+                    error: None,
+                };
+                self.engine.handle(now, input);
+            }
+            Output::RequestCounters { ifindex } => {
+                if let Some(p) = self.world.ports.iter().find(|p| p.ifindex == ifindex) {
+                    let ev = [p.link()];
+                    self.engine.handle(now, Input::Netlink(&ev));
+                }
+            }
+            Output::Redump => {
+                let dump = self.world.dump();
+                self.engine.handle(now, Input::Netlink(&dump));
+            }
+            Output::Persist(p) => self.state = Some(*p),
+            Output::Status(r) => self.status = Some(*r),
+            Output::Log { level, topic, text } => {
+                if level <= log::Level::Warn {
+                    self.trace
+                        .note(now, || format!("log {level} {topic:?}: {text}"));
+                }
+            }
+            Output::CloseCapture { .. }
+            | Output::Refilter
+            | Output::HostMacs(_)
+            | Output::Summary(_) => {}
+        }
+    }
+
+    /// What the world said since the last call, handed in.
+    pub fn flush_world(&mut self) {
+        for m in std::mem::take(&mut self.world.to_engine) {
+            match m {
+                ToEngine::Netlink(ev) => self.input(Input::Netlink(&ev)),
+                ToEngine::Frame(bytes, outgoing) => {
+                    let Some(frame) = rlbd::capture::parse(&bytes) else {
+                        self.fail(format!(
+                            "the world made a frame that does not parse: {bytes:?}"
+                        ));
+                        continue;
+                    };
+                    self.input(Input::Frame {
+                        frame: &frame,
+                        outgoing,
+                        vlan: 0,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Deadlines the engine asked for before `until`, in order.
+    pub fn run_deadlines(&mut self, until: u64) {
+        let mut guard = 0;
+        while let Some(d) = self.engine.next_deadline().filter(|d| *d < until) {
+            self.now = self.now.max(d);
+            self.input(Input::Deadline);
+            guard += 1;
+            if guard > 10_000 {
+                self.fail(format!(
+                    "engine asks for deadline {d} over and over (now {})",
+                    self.now
+                ));
+                return;
+            }
+        }
+    }
+
+    /// The second's traffic as the kernel's counts, handed in; then the status, and the rules.
+    pub fn second(&mut self) {
+        let counts: Vec<(usize, Delta)> = self
+            .world
+            .traffic()
+            .into_iter()
+            .filter_map(|(p, c, bytes)| {
+                let ep = self.map.iter().position(|m| *m == p)?;
+                let cl = &self.world.clients[c];
+                let key = EntryKey {
+                    client: ClientKey::untagged(cl.mac),
+                    dst: IpAddr::V4(SERVER),
+                };
+                let d = Delta {
+                    key,
+                    frames: bytes / 1500 + 1,
+                    bytes,
+                    src: Some(IpAddr::V4(cl.ip)),
+                };
+                Some((ep, d))
+            })
+            .collect();
+        self.input(Input::Second {
+            counts: &counts,
+            whole: true,
+            ring_drops: false,
+        });
+        // The status (every client's line) is the dearest part of a quiet second: asked every
+        // 5 s, and every second while a port is down (the dead-port rule's window is 2 s).
+        if self.now % 5000 != 0 && self.world.ports.iter().all(|p| p.up) {
+            return;
+        }
+        self.input(Input::StatusQuery { top: None });
+        if let Some(st) = self.status.take() {
+            if let Err(e) = self.rules.after_second(self.now, &self.world, &st) {
+                self.fail(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The rules checked as the run goes: on every frame the engine sends, and after every simulated
+//! second. A broken rule is returned as words; the driver fails with the seed and the trace.
+
+use std::collections::{HashMap, VecDeque};
+
+use rlbd::capture::{parse, Frame};
+use rlbd::policy::Reason;
+use rlbd::status::StatusReport;
+use rlbd::Mac;
+
+use super::clients::SERVER;
+use super::world::World;
+
+pub struct Rules {
+    pub per_client: u32,
+    pub total: u32,
+    pub hold_down_ms: u64,
+    /// Times of the frames sent (Ok) in the last second, per client and in all.
+    sent: HashMap<Mac, VecDeque<u64>>,
+    all: VecDeque<u64>,
+    /// Each client's last chosen (overload) move, ms, as the status reported it.
+    chosen: HashMap<String, u64>,
+    /// Figures for the report.
+    pub frames_checked: u64,
+    pub chosen_moves: u64,
+}
+
+/// How long a client the engine knows may stay on a dead port.
+pub const DEAD_PORT_GRACE_MS: u64 = 2_000;
+
+impl Rules {
+    pub fn new(per_client: u32, total: u32, hold_down_secs: u64) -> Rules {
+        Rules {
+            per_client,
+            total,
+            hold_down_ms: hold_down_secs * 1000,
+            sent: HashMap::new(),
+            all: VecDeque::new(),
+            chosen: HashMap::new(),
+            frames_checked: 0,
+            chosen_moves: 0,
+        }
+    }
+
+    /// A restart without the state file: the engine rightly forgets budgets and hold-downs.
+    pub fn forget(&mut self) {
+        self.sent.clear();
+        self.all.clear();
+        self.chosen.clear();
+    }
+
+    /// A frame the engine sent and the kernel took, out of `port`.
+    pub fn on_sent(
+        &mut self,
+        now: u64,
+        world: &World,
+        port: usize,
+        bytes: &[u8],
+    ) -> Result<(), String> {
+        self.frames_checked += 1;
+        let pmac = world.ports[port].mac;
+        let f = parse(bytes);
+        let Some(Frame::Arp {
+            eth_dst,
+            eth_src,
+            sha,
+            spa,
+            tpa,
+            op,
+            ..
+        }) = f
+        else {
+            // The only other frame: the learning frame, from and to the port's own MAC.
+            let own =
+                bytes.len() >= 12 && bytes[0..6] == pmac.octets() && bytes[6..12] == pmac.octets();
+            return own
+                .then_some(())
+                .ok_or_else(|| format!("frame on {port} neither ARP nor learning: {f:?}"));
+        };
+        if spa != SERVER || (op == 2 && tpa != SERVER) || eth_src != pmac || sha != pmac {
+            return Err(format!(
+                "ARP claims beyond the server's address or port: {f:?} on port {port}"
+            ));
+        }
+        if !world.confirms(eth_dst) {
+            return Err(format!(
+                "ARP to {eth_dst}, which the server's neighbour table does not confirm"
+            ));
+        }
+        let w = self.sent.entry(eth_dst).or_default();
+        push_window(w, now);
+        if w.len() as u32 > 2 * self.per_client {
+            return Err(format!(
+                "{} frames to {eth_dst} within 1 s (per_client_per_sec {})",
+                w.len(),
+                self.per_client
+            ));
+        }
+        push_window(&mut self.all, now);
+        if self.all.len() as u32 > 2 * self.total {
+            return Err(format!(
+                "{} frames within 1 s (total_per_sec {})",
+                self.all.len(),
+                self.total
+            ));
+        }
+        Ok(())
+    }
+
+    /// After a second: the status's word on moves (hold-down), memory, dead ports.
+    pub fn after_second(
+        &mut self,
+        now: u64,
+        world: &World,
+        st: &StatusReport,
+    ) -> Result<(), String> {
+        let t = &st.totals;
+        if t.clients_tracked > t.table_capacity {
+            return Err(format!(
+                "{} clients tracked > table {}",
+                t.clients_tracked, t.table_capacity
+            ));
+        }
+        for c in &st.clients {
+            let Some(m) = c.moved.as_ref().filter(|m| m.reason == Reason::Overload) else {
+                continue;
+            };
+            let at = now.saturating_sub(m.secs_ago * 1000);
+            let key = format!("{} {}", c.mac, c.vlan);
+            match self.chosen.get(&key) {
+                Some(prev) if at.abs_diff(*prev) <= 1_500 => {}
+                Some(prev) if at < prev + self.hold_down_ms - 1_500 => {
+                    return Err(format!("{key}: chosen move at {at} ms, {} ms after the one at {prev} (hold-down {} ms)", at - prev, self.hold_down_ms));
+                }
+                _ => {
+                    self.chosen_moves += 1;
+                    self.chosen.insert(key, at);
+                }
+            }
+        }
+        self.dead_ports(now, world, st)
+    }
+
+    fn dead_ports(&mut self, now: u64, world: &World, st: &StatusReport) -> Result<(), String> {
+        let known: std::collections::HashSet<&str> =
+            st.clients.iter().map(|c| c.mac.as_str()).collect();
+        for cl in world
+            .clients
+            .iter()
+            .filter(|c| c.present && c.demand_bps > 0.0)
+        {
+            let Some(p) = cl.target().and_then(|m| world.port_of_mac(m)) else {
+                continue;
+            };
+            let port = &world.ports[p];
+            if port.up || now < port.down_since + DEAD_PORT_GRACE_MS {
+                continue;
+            }
+            let mac = cl.mac.to_string();
+            if known.contains(mac.as_str()) && world.confirms(cl.mac) {
+                let seen = st.clients.iter().find(|c| c.mac == mac);
+                return Err(format!(
+                    "client {mac} ({}) still on {}, down since {} ms; its entry {:?}, demand {} bit/s, delivered {}; \
+                     the engine's view {seen:?}",
+                    cl.ip, port.name, port.down_since, cl.entry, cl.demand_bps, cl.delivered_bps
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds `now` to a window of the last second's times.
+fn push_window(w: &mut VecDeque<u64>, now: u64) {
+    while w.front().is_some_and(|t| *t + 1000 <= now) {
+        w.pop_front();
+    }
+    w.push_back(now);
+}

@@ -1,0 +1,309 @@
+//! The simulated LAN: ports, clients arriving and leaving with elastic demands, and the server
+//! kernel's side of ARP (its neighbour table, its answers from every port, its own probes).
+//! Everything the world says to the engine goes into `to_engine` as plain inputs (netlink
+//! events, frames as real bytes) for the driver to hand in.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
+use rlbd::Mac;
+
+use super::clients::{arp_frame, fair_shares, Ask, Client, BROADCAST, SERVER};
+use super::ports::Port;
+use super::rng::Rng;
+
+/// How long the server's kernel keeps a neighbour it no longer hears from.
+const NEIGH_GC_MS: u64 = 120_000;
+
+/// What the world hands the engine.
+pub enum ToEngine {
+    Netlink(Vec<NlEvent>),
+    /// Frame bytes, and whether the server sent it (outgoing).
+    Frame(Vec<u8>, bool),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ServerNeigh {
+    pub mac: Mac,
+    pub heard: u64,
+}
+
+pub struct World {
+    pub rng: Rng,
+    pub ports: Vec<Port>,
+    pub clients: Vec<Client>,
+    /// The server kernel's neighbour table (IPv4, on p0).
+    pub neigh: HashMap<Ipv4Addr, ServerNeigh>,
+    pub to_engine: Vec<ToEngine>,
+    /// Client MAC generation: a returning slot comes back with a new MAC (its address reused).
+    generation: u32,
+    /// Mean demand of a client, bit/s; the population aimed at.
+    pub mean_demand: f64,
+    pub population: usize,
+}
+
+impl World {
+    pub fn new(seed: u64, ports: usize, population: usize) -> World {
+        let mut rng = Rng::new(seed);
+        let population = population.clamp(1, 240);
+        // Total demand around 60-90% of the ports' sum: overloads come from imbalance.
+        let load = 0.6 + 0.3 * rng.unit();
+        let mean_demand = load * ports as f64 * 100e6 / population as f64;
+        World {
+            rng,
+            ports: (0..ports).map(Port::new).collect(),
+            clients: Vec::new(),
+            neigh: HashMap::new(),
+            to_engine: Vec::new(),
+            generation: 0,
+            mean_demand,
+            population,
+        }
+    }
+
+    /// Everything the kernel would say in a dump: links, the address, the neighbours.
+    pub fn dump(&self) -> Vec<NlEvent> {
+        let mut ev: Vec<NlEvent> = self.ports.iter().map(Port::link).collect();
+        ev.push(NlEvent::Addr(AddrEntry {
+            ifindex: self.ports[0].ifindex,
+            network: "198.18.0.1/24".parse().unwrap(),
+        }));
+        let mut n: Vec<_> = self.neigh.iter().collect();
+        n.sort_by_key(|(ip, _)| **ip);
+        ev.extend(
+            n.into_iter()
+                .map(|(ip, e)| self.neigh_event(*ip, e.mac, false)),
+        );
+        ev
+    }
+
+    fn neigh_event(&self, ip: Ipv4Addr, mac: Mac, removed: bool) -> NlEvent {
+        let e = NeighEntry {
+            ifindex: self.ports[0].ifindex,
+            ip: ip.into(),
+            mac: Some(mac),
+            state: libc::NUD_REACHABLE,
+        };
+        if removed {
+            NlEvent::NeighRemoved(e)
+        } else {
+            NlEvent::Neigh(e)
+        }
+    }
+
+    /// True when the server's neighbour table has some address at `mac`.
+    pub fn confirms(&self, mac: Mac) -> bool {
+        self.neigh.values().any(|n| n.mac == mac)
+    }
+
+    pub fn port_of_mac(&self, mac: Mac) -> Option<usize> {
+        self.ports.iter().position(|p| p.mac == mac)
+    }
+
+    /// The server kernel heard `ip` at `mac`: its entry made or refreshed, told on change.
+    fn server_hears(&mut self, now: u64, ip: Ipv4Addr, mac: Mac) {
+        let changed = self.neigh.get(&ip).is_none_or(|n| n.mac != mac);
+        self.neigh.insert(ip, ServerNeigh { mac, heard: now });
+        if changed {
+            let ev = self.neigh_event(ip, mac, false);
+            self.to_engine.push(ToEngine::Netlink(vec![ev]));
+        }
+    }
+
+    /// Client `c` asks for the server's address; the server answers from every up port (plain
+    /// ports: each answers), in an order the switch decides; the client takes the first.
+    fn client_asks(&mut self, now: u64, c: usize, to: Mac) {
+        let (cmac, cip) = (self.clients[c].mac, self.clients[c].ip);
+        let req = arp_frame(to, 1, cmac, cip, Mac::zero(), SERVER);
+        self.to_engine.push(ToEngine::Frame(req, false));
+        self.server_hears(now, cip, cmac);
+        let mut answering: Vec<usize> = (0..self.ports.len())
+            .filter(|p| self.ports[*p].up && (to == BROADCAST || self.ports[*p].mac == to))
+            .collect();
+        // A Fisher-Yates shuffle: who answers first.
+        for i in (1..answering.len()).rev() {
+            answering.swap(i, self.rng.below(i as u64 + 1) as usize);
+        }
+        for p in answering {
+            let pmac = self.ports[p].mac;
+            let reply = arp_frame(cmac, 2, pmac, SERVER, cmac, cip);
+            self.to_engine.push(ToEngine::Frame(reply.clone(), true));
+            self.deliver_arp(now, &reply);
+        }
+    }
+
+    /// A frame the server sent reached the wire: the client it is for hears it.
+    pub fn deliver_arp(&mut self, now: u64, bytes: &[u8]) {
+        let Some(rlbd::capture::Frame::Arp {
+            eth_dst,
+            op,
+            sha,
+            spa,
+            tpa,
+            ..
+        }) = rlbd::capture::parse(bytes)
+        else {
+            return;
+        };
+        if spa != SERVER {
+            return;
+        }
+        let garp = spa == tpa;
+        for cl in self
+            .clients
+            .iter_mut()
+            .filter(|c| c.present && c.mac == eth_dst)
+        {
+            cl.hear(now, sha, op == 2, true, garp);
+        }
+    }
+
+    /// One second of traffic ending at `now`: each client's delivered rate (fair share of the
+    /// port its entry names, nothing on a port that is down), the ports' counters, and the
+    /// per-port counts (port index, client, bytes).
+    pub fn traffic(&mut self) -> Vec<(usize, usize, u64)> {
+        let mut per_port: Vec<Vec<usize>> = vec![Vec::new(); self.ports.len()];
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            c.delivered_bps = 0.0;
+            if !c.present || c.demand_bps <= 0.0 {
+                continue;
+            }
+            let port = c
+                .target()
+                .and_then(|m| self.ports.iter().position(|p| p.mac == m));
+            if let Some(p) = port.filter(|p| self.ports[*p].up) {
+                per_port[p].push(i);
+            }
+        }
+        let mut counts = Vec::new();
+        for (p, on) in per_port.iter().enumerate() {
+            let demands: Vec<f64> = on.iter().map(|c| self.clients[*c].demand_bps).collect();
+            let shares = fair_shares(self.ports[p].capacity_bps(), &demands);
+            for (c, got) in on.iter().zip(shares) {
+                self.clients[*c].delivered_bps = got;
+                let bytes = (got / 8.0) as u64;
+                self.ports[p].rx_bytes += bytes;
+                counts.push((p, *c, bytes));
+            }
+        }
+        counts
+    }
+
+    /// The clients' neighbour timers, arrivals, departures and demand changes, once a second.
+    pub fn tick_clients(&mut self, now: u64) {
+        for c in 0..self.clients.len() {
+            let confirmed = self.clients[c].delivered_bps > 0.0;
+            match self.clients[c].tick(now, confirmed) {
+                Ask::None => {}
+                Ask::Broadcast => self.client_asks(now, c, BROADCAST),
+                Ask::Unicast(m) => self.client_asks(now, c, m),
+            }
+            if confirmed {
+                let (ip, mac) = (self.clients[c].ip, self.clients[c].mac);
+                // Its replies need the client resolved: a new entry is told (the server's ARP
+                // exchange itself is not modelled).
+                self.server_hears(now, ip, mac);
+            }
+            self.churn(now, c);
+        }
+        if self.clients.len() < self.population {
+            let c = self.clients.len();
+            let cl = self.arrival(now, c);
+            self.clients.push(cl);
+        }
+        self.server_gc(now);
+    }
+
+    fn churn(&mut self, now: u64, c: usize) {
+        let cl = &self.clients[c];
+        if cl.present && now >= cl.leaves_at {
+            let cl = &mut self.clients[c];
+            cl.present = false;
+            cl.demand_bps = 0.0;
+            cl.entry = None;
+            cl.next_change = now + self.rng.exp(600_000.0);
+        } else if !cl.present && now >= cl.next_change {
+            self.clients[c] = self.arrival(now, c);
+        } else if cl.present && now >= cl.next_change {
+            let d = self.draw_demand();
+            let next = now + self.rng.exp(300_000.0);
+            let cl = &mut self.clients[c];
+            cl.demand_bps = d;
+            cl.next_change = next;
+        }
+    }
+
+    fn draw_demand(&mut self) -> f64 {
+        // Mostly light, some heavy, some idle.
+        let r = self.rng.unit();
+        if r < 0.2 {
+            0.0
+        } else if r < 0.9 {
+            self.mean_demand * 0.5 * self.rng.unit()
+        } else {
+            (self.mean_demand * (2.0 + 6.0 * self.rng.unit())).min(60e6)
+        }
+    }
+
+    fn arrival(&mut self, now: u64, slot: usize) -> Client {
+        self.generation += 1;
+        let g = self.generation;
+        let demand_bps = self.draw_demand();
+        Client {
+            mac: Mac(
+                2,
+                0xaa,
+                (g >> 16) as u8,
+                (g >> 8) as u8,
+                g as u8,
+                slot as u8,
+            ),
+            ip: Ipv4Addr::new(198, 18, 0, 10 + slot as u8),
+            present: true,
+            demand_bps,
+            delivered_bps: 0.0,
+            entry: None,
+            next_change: now + self.rng.exp(300_000.0),
+            leaves_at: now + self.rng.exp(3_600_000.0),
+        }
+    }
+
+    /// Neighbours the server has not heard from for a while are forgotten.
+    fn server_gc(&mut self, now: u64) {
+        let mut gone: Vec<(Ipv4Addr, Mac)> = self
+            .neigh
+            .iter()
+            .filter(|(_, n)| now >= n.heard + NEIGH_GC_MS)
+            .map(|(ip, n)| (*ip, n.mac))
+            .collect();
+        gone.sort();
+        if gone.is_empty() {
+            return;
+        }
+        let ev = gone
+            .iter()
+            .map(|(ip, mac)| {
+                self.neigh.remove(ip);
+                self.neigh_event(*ip, *mac, true)
+            })
+            .collect();
+        self.to_engine.push(ToEngine::Netlink(ev));
+    }
+
+    /// The server kernel's own probe of a client it has not confirmed lately: a unicast request
+    /// from the first up port (its egress), which moves the client there (a request overrides).
+    pub fn server_probe(&mut self, now: u64, c: usize) {
+        let Some(p) = self.ports.iter().position(|p| p.up) else {
+            return;
+        };
+        let cl = &self.clients[c];
+        if !cl.present {
+            return;
+        }
+        let req = arp_frame(cl.mac, 1, self.ports[p].mac, SERVER, Mac::zero(), cl.ip);
+        self.to_engine.push(ToEngine::Frame(req.clone(), true));
+        let cl = &mut self.clients[c];
+        cl.hear(now, self.ports[p].mac, false, true, false);
+    }
+}
