@@ -8,21 +8,13 @@
 //!
 //! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed).
 
-#[path = "sim/clients.rs"]
 mod clients;
-#[path = "sim/driver.rs"]
 mod driver;
-#[path = "sim/ports.rs"]
 mod ports;
-#[path = "sim/rng.rs"]
 mod rng;
-#[path = "sim/rules.rs"]
 mod rules;
-#[path = "sim/run.rs"]
 mod run;
-#[path = "sim/trace.rs"]
 mod trace;
-#[path = "sim/world.rs"]
 mod world;
 
 use std::time::Instant;
