@@ -75,7 +75,10 @@ fn chaos(d: &mut Driver) {
     if reload {
         d.stats.reloads += 1;
         d.trace.note(now, || "reload".into());
-        d.input(Input::Reload(Box::new(d.settings.clone())));
+        d.input(Input::Reload {
+            settings: Box::new(d.settings.clone()),
+            why: "SIGHUP",
+        });
     }
     if overrun {
         d.stats.overruns += 1;
