@@ -268,6 +268,7 @@ impl Engine {
             .account_kernel_counts(counts, tick, |ip| lan.is_ours(ip));
         self.schedule.tick += 1;
         self.table.roll_over(self.schedule.tick);
+        self.durable.started = true;
         // Only the ports' counters: a dump of every link costs in proportion to the host's links.
         for p in self.lan.ports.list.iter().filter(|p| p.present) {
             self.out

@@ -82,18 +82,24 @@ fn key(mac: &str, vlan: u16) -> Option<ClientKey> {
     Some(ClientKey::new(mac.parse::<Mac>().ok()?, vlan))
 }
 
-/// When the durable state is handed out: when it changed, at most once a second.
+/// When the durable state is handed out: when it changed, at most once a second, and never
+/// before the first second has passed. A daemon starting up has not yet taken an earlier one's
+/// state over (the shell reads the file after the first view of the host, which may already
+/// change something durable, a port found down): handing its empty state out then would
+/// overwrite the file it is about to read.
 #[derive(Debug, Default)]
 pub struct Durable {
     /// Changed since it was last handed out.
     pub dirty: bool,
+    /// The first second has passed.
+    pub started: bool,
     next: u64,
 }
 
 impl Durable {
     /// Whether to hand it out now (then not again for a second).
     pub fn due(&mut self, now: u64) -> bool {
-        if !self.dirty || now < self.next {
+        if !self.started || !self.dirty || now < self.next {
             return false;
         }
         self.dirty = false;
@@ -103,7 +109,7 @@ impl Durable {
 
     /// When it will be due, if it changed.
     pub fn deadline(&self) -> Option<u64> {
-        self.dirty.then_some(self.next)
+        (self.started && self.dirty).then_some(self.next)
     }
 }
 

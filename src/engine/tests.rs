@@ -280,3 +280,22 @@ fn the_state_is_rewritten_while_there_are_moves_so_a_restart_finds_it_young() {
         assert!(age <= 6_000, "written {age} ms ago");
     }
 }
+
+#[test]
+fn nothing_is_persisted_before_the_first_second_so_a_start_cannot_overwrite_the_file() {
+    // A port down in the first view of the host changes durable state (a failover) at once.
+    let mut r = Rig::new();
+    let ev = [NlEvent::Link(LinkInfo {
+        oper_up: false,
+        ..match slave(2, 0) {
+            NlEvent::Link(l) => l,
+            _ => unreachable!(),
+        }
+    })];
+    r.e.handle(r.now, Input::Netlink(&ev));
+    r.drain();
+    assert!(r.persisted.is_none(), "handed out before the first second");
+    r.second(&[]);
+    r.second(&[]);
+    assert!(r.persisted.is_some(), "handed out once started");
+}

@@ -198,7 +198,7 @@ impl Driver {
             Output::Persist(p) => self.state = Some(*p),
             Output::Status(r) => self.status = Some(*r),
             Output::Log { level, topic, text } => {
-                if level <= log::Level::Warn {
+                if level <= log::Level::Warn || topic == rlbd::engine::Topic::Restore {
                     self.trace
                         .note(now, || format!("log {level} {topic:?}: {text}"));
                 }
