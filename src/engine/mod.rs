@@ -427,7 +427,11 @@ impl Engine {
     /// Hands the durable state out when it changed, at most once a second.
     fn maybe_persist(&mut self, now: u64) {
         let off = self.rules_off.has(Rule::StateFile) || self.settings.dry_run;
-        if !off && self.durable.due(now) {
+        if off {
+            // Nothing is handed out: nothing is due either (a dirty flag left set would ask for
+            // a deadline that never passes, and the loop would spin).
+            self.durable.dirty = false;
+        } else if self.durable.due(now) {
             let p = persist::to_file(self.steer.export(now), &self.lan, now);
             self.out.push(Output::Persist(Box::new(p)));
         }

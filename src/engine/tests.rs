@@ -299,3 +299,47 @@ fn nothing_is_persisted_before_the_first_second_so_a_start_cannot_overwrite_the_
     r.second(&[]);
     assert!(r.persisted.is_some(), "handed out once started");
 }
+
+#[test]
+fn with_the_state_file_off_no_deadline_is_left_that_never_clears() {
+    // The simulation's mutation run found it: a dirty flag nobody cleared asked for a deadline
+    // in the past forever (the daemon's loop would spin; a dry run takes the same path).
+    for dry in [false, true] {
+        let mut r = Rig::new();
+        if dry {
+            let mut s = settings();
+            s.dry_run = true;
+            let why = "test";
+            r.e.handle(
+                r.now,
+                Input::Reload {
+                    settings: Box::new(s),
+                    why,
+                },
+            );
+        } else {
+            r.e.switch_off(Rule::StateFile);
+        }
+        r.drain();
+        r.second(&[]);
+        // A port going down changes durable state at once.
+        let NlEvent::Link(l) = slave(2, 0) else {
+            unreachable!()
+        };
+        let ev = [NlEvent::Link(LinkInfo {
+            oper_up: false,
+            ..l
+        })];
+        r.e.handle(r.now, Input::Netlink(&ev));
+        r.drain();
+        r.e.handle(r.now, Input::Deadline);
+        r.drain();
+        let d = r.e.next_deadline();
+        assert!(
+            d.is_none_or(|d| d > r.now),
+            "dry {dry}: deadline {d:?} at {}",
+            r.now
+        );
+        assert!(r.persisted.is_none());
+    }
+}

@@ -9,6 +9,7 @@ use rlbd::client::ClientKey;
 use rlbd::config::{Settings, Target};
 use rlbd::engine::{Engine, Input, Output, Persisted, SendTag};
 use rlbd::status::StatusReport;
+use rlbd::steer::Rule;
 
 use super::clients::SERVER;
 use super::rules::Rules;
@@ -31,6 +32,8 @@ pub struct Driver {
     pub refuse_p: f64,
     pub failure: Option<String>,
     pub stats: Stats,
+    /// A rule switched off in every engine of the run (mutation runs: the rules must catch it).
+    pub mutate: Option<Rule>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -53,7 +56,11 @@ pub fn settings(ports: usize) -> Settings {
         dry_run: false,
         policy: Default::default(),
         capacity_mbps: names.iter().map(|n| (n.clone(), 100.0)).collect(),
-        steering: Default::default(),
+        // A total budget a port's failure can reach: the rate rule then has work to do.
+        steering: rlbd::config::SteeringConfig {
+            total_per_sec: 20,
+            ..Default::default()
+        },
         capture: rlbd::config::CaptureConfig {
             table_size: 128,
             ..Default::default()
@@ -64,7 +71,7 @@ pub fn settings(ports: usize) -> Settings {
 }
 
 impl Driver {
-    pub fn new(seed: u64, ports: usize, population: usize) -> Driver {
+    pub fn new(seed: u64, ports: usize, population: usize, mutate: Option<Rule>) -> Driver {
         let settings = settings(ports);
         let s = &settings.steering;
         let rules = Rules::new(
@@ -72,7 +79,10 @@ impl Driver {
             s.total_per_sec,
             settings.policy.hold_down,
         );
-        let engine = Engine::new(settings.clone(), 0);
+        let mut engine = Engine::new(settings.clone(), 0);
+        if let Some(rule) = mutate {
+            engine.switch_off(rule);
+        }
         let mut d = Driver {
             now: 0,
             engine,
@@ -86,6 +96,7 @@ impl Driver {
             refuse_p: 0.0,
             failure: None,
             stats: Stats::default(),
+            mutate,
         };
         d.start_engine();
         d
@@ -116,6 +127,9 @@ impl Driver {
         self.trace
             .note(self.now, || format!("restart (state file: {with_state})"));
         self.engine = Engine::new(self.settings.clone(), self.now);
+        if let Some(rule) = self.mutate {
+            self.engine.switch_off(rule);
+        }
         self.start_engine();
         match self.state.clone().filter(|_| with_state) {
             Some(state) => {

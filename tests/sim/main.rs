@@ -44,7 +44,7 @@ fn run_all(seeds: &[u64], days: f64) {
     let mut total_days = 0.0;
     for &seed in seeds {
         let t = Instant::now();
-        match run::run(seed, days) {
+        match run::run(seed, days, None) {
             Ok(summary) => {
                 let mins = t.elapsed().as_secs_f64() / 60.0;
                 println!(
@@ -102,5 +102,49 @@ fn frame_rule_bites() {
     assert!(
         rules.on_sent(0, &world, 1, &learning).is_ok(),
         "a learning frame"
+    );
+}
+
+/// Prove that it bites: each rule the engine keeps, switched off in turn, is caught by the
+/// simulation within a simulated day or two on some seed; the seed and the simulated time that
+/// caught it are printed. (`RLBD_SIM_MUTATION_DAYS`: the budget per seed.)
+#[test]
+fn every_rule_switched_off_is_caught() {
+    use rlbd::steer::Rule;
+    let budget: f64 = std::env::var("RLBD_SIM_MUTATION_DAYS")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(1.0);
+    let rules = [
+        Rule::HoldDown,
+        Rule::StateFile,
+        Rule::RateLimits,
+        Rule::ConfirmBeforeSend,
+        Rule::Reassertion,
+        Rule::AnsweredFailover,
+    ];
+    let mut missed = Vec::new();
+    for rule in rules {
+        let t = Instant::now();
+        let caught = [1u64, 2, 3].into_iter().find_map(|seed| {
+            run::run(seed, budget, Some(rule))
+                .err()
+                .map(|report| (seed, report))
+        });
+        match caught {
+            Some((seed, report)) => println!(
+                "{rule:?} off: caught on seed {seed} in {:.1} s: {}",
+                t.elapsed().as_secs_f64(),
+                report.lines().next().unwrap_or("")
+            ),
+            None => {
+                println!("{rule:?} off: NOT caught in {budget} days on seeds 1-3");
+                missed.push(rule);
+            }
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "rules switched off and not caught: {missed:?}"
     );
 }

@@ -2,6 +2,7 @@
 
 use rlbd::engine::Input;
 use rlbd::netlink::NlEvent;
+use rlbd::steer::Rule;
 use rlbd::Mac;
 
 use super::clients::{arp_frame, BROADCAST, SERVER};
@@ -13,9 +14,9 @@ const HOUR: f64 = 3600.0;
 
 /// Runs `days` simulated days with `seed`: `Ok` with a summary, or the failure with the seed and
 /// the trace.
-pub fn run(seed: u64, days: f64) -> Result<String, String> {
+pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String> {
     let population = 30 + (seed % 4) as usize * 15;
-    let mut d = Driver::new(seed, PORTS, population);
+    let mut d = Driver::new(seed, PORTS, population, mutate);
     let secs = (days * 86_400.0) as u64;
     for sec in 1..=secs {
         let t = sec * 1000;
