@@ -514,7 +514,7 @@ fn answered_case(lab: &Lab, log: &Path, v6: bool) -> LabResult<Vec<String>> {
     let text = std::fs::read_to_string(&d.log).unwrap_or_default();
     let lines: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("the host answered it there"))
+        .filter(|l| l.contains("the host or rlbd told it to use that port"))
         .collect();
     say!(
         "{}: clients in rlbd's table before the failure: {known}; c2 on p1 after {moved:?} s; \

@@ -127,6 +127,7 @@ impl Driver {
         self.trace
             .note(self.now, || format!("restart (state file: {with_state})"));
         self.engine = Engine::new(self.settings.clone(), self.now);
+        self.rules.engine_started = self.now;
         if let Some(rule) = self.mutate {
             self.engine.switch_off(rule);
         }

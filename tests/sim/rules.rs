@@ -20,6 +20,9 @@ pub struct Rules {
     all: VecDeque<u64>,
     /// Each client's last chosen (overload) move, ms, as the status reported it.
     chosen: HashMap<String, u64>,
+    /// When the engine under test was made (a restart makes a new one): answers the host gave
+    /// before it are not its to know.
+    pub engine_started: u64,
     /// Figures for the report.
     pub frames_checked: u64,
     pub chosen_moves: u64,
@@ -37,6 +40,7 @@ impl Rules {
             sent: HashMap::new(),
             all: VecDeque::new(),
             chosen: HashMap::new(),
+            engine_started: 0,
             frames_checked: 0,
             chosen_moves: 0,
         }
@@ -138,7 +142,40 @@ impl Rules {
                 }
             }
         }
-        self.dead_ports(now, world, st)
+        self.dead_ports(now, world, st)?;
+        self.answered_on_dead_ports(now, world)
+    }
+
+    /// No client the host's frames (or the engine's) put on a port since the engine started is
+    /// left on it once it is dead, sending or not: its next frames would be lost (plain ports:
+    /// nobody but rlbd moves it). The grace covers the total rate limit's turns.
+    fn answered_on_dead_ports(&self, now: u64, world: &World) -> Result<(), String> {
+        let turns = 1000 * world.clients.len() as u64 / u64::from(self.total.max(1));
+        for cl in world.clients.iter().filter(|c| c.present) {
+            let Some(e) = cl.entry.filter(|e| e.updated >= self.engine_started) else {
+                continue;
+            };
+            let Some(p) = world.port_of_mac(e.mac) else {
+                continue;
+            };
+            let port = &world.ports[p];
+            if port.up || now < port.down_since + DEAD_PORT_GRACE_MS + turns {
+                continue;
+            }
+            if e.updated < port.down_since && world.confirms(cl.mac) {
+                return Err(format!(
+                    "client {} ({}) told at {} ms to use {}, still on it {} ms after it went down \
+                     at {} ms; its entry {e:?}",
+                    cl.mac,
+                    cl.ip,
+                    e.updated,
+                    port.name,
+                    now - port.down_since,
+                    port.down_since
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn dead_ports(&mut self, now: u64, world: &World, st: &StatusReport) -> Result<(), String> {

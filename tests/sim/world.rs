@@ -115,6 +115,10 @@ impl World {
     /// ports: each answers), in an order the switch decides; the client takes the first.
     fn client_asks(&mut self, now: u64, c: usize, to: Mac) {
         let (cmac, cip) = (self.clients[c].mac, self.clients[c].ip);
+        // A unicast probe to a port that is down reaches nobody.
+        if to != BROADCAST && !self.ports.iter().any(|p| p.up && p.mac == to) {
+            return;
+        }
         let req = arp_frame(to, 1, cmac, cip, Mac::zero(), SERVER);
         self.to_engine.push(ToEngine::Frame(req, false));
         self.server_hears(now, cip, cmac);

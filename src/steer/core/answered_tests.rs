@@ -74,7 +74,8 @@ fn a_client_the_host_answered_on_a_failed_port_is_moved_though_it_never_sent() {
     assert_eq!(sent_on(&out), vec![m.port]);
     let lines = moves(&out);
     assert!(
-        lines.len() == 1 && lines[0].contains("failover: p0 is down (the host answered it there"),
+        lines.len() == 1
+            && lines[0].contains("failover: p0 is down (the host or rlbd told it to use that port"),
         "{lines:?}"
     );
 }
@@ -267,4 +268,31 @@ fn a_solicitation_from_a_ports_link_local_address_places_nobody() {
     w.with(|ctx| s.on_nd(1000, &probe, ctx, &mut Vec::new()));
     fail_p0(&mut w, &mut s, 5000, &[]);
     assert!(s.moved(&CLIENT).is_some_and(|m| m.port != 0));
+}
+
+#[test]
+fn a_move_forgotten_while_its_client_was_idle_is_still_failed_over() {
+    // On a bond too: the driver re-steers only the clients it answered itself.
+    let mut w = World::new();
+    let mut s = Steerer::new(SteerConfig {
+        follow_answers: false,
+        idle_ms: 10_000,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    assert!(make_move(
+        &mut s,
+        &w,
+        1000,
+        mv(1, 0, Reason::Overload),
+        &mut out
+    ));
+    assert!(s.moved(&CLIENT).is_some());
+    s.forget_idle(60_000, |_| false, &mut out);
+    assert!(s.moved(&CLIENT).is_none(), "forgotten while idle");
+    let out = fail_p0(&mut w, &mut s, 61_000, &[]);
+    assert!(
+        s.moved(&CLIENT).is_some_and(|m| m.port != 0),
+        "moved off the failed port: {out:?}"
+    );
 }

@@ -273,11 +273,7 @@ impl Steerer {
         {
             self.limiter = Limiter::new(cfg.per_client_per_sec, cfg.total_per_sec, cfg.max_moved);
         }
-        if cfg.follow_answers {
-            self.answered.set_bound(cfg.max_moved);
-        } else {
-            self.answered = Answered::new(cfg.max_moved);
-        }
+        self.answered.set_bound(cfg.max_moved);
         self.cfg = cfg;
     }
 

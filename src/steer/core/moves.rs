@@ -179,7 +179,7 @@ impl Steerer {
                 let s = snaps[mv.client];
                 let mut why = format!("failover: {} is down", ctx.port_name(mv.from));
                 if only_answered.contains(&s.key) {
-                    why.push_str(" (the host answered it there; no frame of it counted)");
+                    why.push_str(" (the host or rlbd told it to use that port; no frame of it counted since)");
                 }
                 self.apply_move(now, s.key, &s.talk, &mv, &why, ctx, out);
             }
@@ -190,7 +190,9 @@ impl Steerer {
     /// yet) or moved: their next frames go to the dead port. A client counted since is where its
     /// frames arrive.
     fn stranded_answers(&self, down: &[PortId], clients: &[ClientSnap]) -> Vec<ClientSnap> {
-        let on = self.cfg.follow_answers && !self.cfg.rules_off.has(super::Rule::AnsweredFailover);
+        // On plain ports the record also holds whom the host's own frames placed; on a bond (the
+        // driver keeps its own answers) only the moves forgotten while their clients were idle.
+        let on = !self.cfg.rules_off.has(super::Rule::AnsweredFailover);
         let answered = if on {
             self.answered.on_ports(down)
         } else {
@@ -395,6 +397,7 @@ impl Steerer {
         self.refused
             .retain(|_, r| now < r.until.saturating_add(hold));
         let idle = self.cfg.idle_ms;
+        let answered = &mut self.answered;
         self.moved.retain(|mac, m| {
             let keep = active(mac) || now.saturating_sub(m.at_ms) < idle;
             if !keep {
@@ -405,6 +408,9 @@ impl Steerer {
                     Level::Debug,
                     format!("forgetting the move of {ip}({mac}): idle"),
                 ));
+                // The client still sends to that port's MAC when it wakes: if the port fails
+                // meanwhile, the failover must find it, as it finds a client the host placed.
+                answered.restore(now, *mac, 1u64 << m.port.min(63), m.claims.clone());
             }
             keep
         });
