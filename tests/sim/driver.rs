@@ -132,17 +132,22 @@ impl Driver {
             self.engine.switch_off(rule);
         }
         self.start_engine();
-        match self.state.clone().filter(|_| with_state) {
-            Some(state) => {
-                self.stats.restores += 1;
-                let file = "/run/rlbd/sim.state".to_string();
-                self.input(Input::Restore {
-                    state: Box::new(state),
-                    file,
-                });
-            }
-            None => self.rules.forget(),
+        if !with_state {
+            self.state = None;
+            self.rules.forget();
+            return;
         }
+        // The file is there if the engine ever wrote one (it must, within a second of a move):
+        // the moves held before the restart must be held after it.
+        if let Some(state) = self.state.clone() {
+            self.stats.restores += 1;
+            let file = "/run/rlbd/sim.state".to_string();
+            self.input(Input::Restore {
+                state: Box::new(state),
+                file,
+            });
+        }
+        self.rules.restored = Some(self.now);
     }
 
     pub fn fail(&mut self, why: String) {

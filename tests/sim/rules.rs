@@ -23,6 +23,9 @@ pub struct Rules {
     /// When the engine under test was made (a restart makes a new one): answers the host gave
     /// before it are not its to know.
     pub engine_started: u64,
+    /// The engine was restarted with the state file at this time: the first status 2 s on (its
+    /// clients counted again) must show every move still held.
+    pub restored: Option<u64>,
     /// Figures for the report.
     pub frames_checked: u64,
     pub chosen_moves: u64,
@@ -41,6 +44,7 @@ impl Rules {
             all: VecDeque::new(),
             chosen: HashMap::new(),
             engine_started: 0,
+            restored: None,
             frames_checked: 0,
             chosen_moves: 0,
         }
@@ -125,6 +129,10 @@ impl Rules {
                 t.clients_tracked, t.table_capacity
             ));
         }
+        if self.restored.is_some_and(|t| now >= t + 2_000) {
+            self.restored = None;
+            self.held_moves_survived(now, st)?;
+        }
         for c in &st.clients {
             let Some(m) = c.moved.as_ref().filter(|m| m.reason == Reason::Overload) else {
                 continue;
@@ -144,6 +152,23 @@ impl Rules {
         }
         self.dead_ports(now, world, st)?;
         self.answered_on_dead_ports(now, world)
+    }
+
+    /// After a restart with the state file, every client the status lists whose chosen move is
+    /// still in its hold-down is still shown moved: the move was taken over, not forgotten.
+    fn held_moves_survived(&self, now: u64, st: &StatusReport) -> Result<(), String> {
+        for c in st.clients.iter().filter(|c| c.moved.is_none()) {
+            let key = format!("{} {}", c.mac, c.vlan);
+            if let Some(at) = self.chosen.get(&key) {
+                if now < at + self.hold_down_ms.saturating_sub(2_000) {
+                    return Err(format!(
+                        "{key}: its move at {at} ms, still in its hold-down, is gone after a \
+                         restart with the state file"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// No client the host's frames (or the engine's) put on a port since the engine started is

@@ -55,7 +55,7 @@ fn chaos(d: &mut Driver) {
     let now = d.now;
     let rng = &mut d.world.rng;
     let (fail, ret) = (rng.chance(1.0 / (2.0 * HOUR)), rng.chance(1.0 / 600.0));
-    let restart = rng.chance(1.0 / (6.0 * HOUR));
+    let restart = rng.chance(1.0 / HOUR);
     let with_state = rng.chance(0.7);
     let reload = rng.chance(1.0 / (6.0 * HOUR));
     let overrun = rng.chance(1.0 / (2.0 * HOUR));
