@@ -91,11 +91,12 @@ impl Daemon {
         }
         let t = self.totals();
         info!(
-            "  totals: moves overload {} failover {} placement {} room {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
+            "  totals: moves overload {} failover {} placement {} room {} settle {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
             t.moves_overload,
             t.moves_failover,
             t.moves_placement,
             t.moves_room,
+            t.moves_settle,
             t.reasserts,
             t.updates_sent,
             t.updates_suppressed,
@@ -194,6 +195,7 @@ impl Daemon {
             moves_failover: c.moves_failover,
             moves_placement: c.moves_placement,
             moves_room: c.moves_room,
+            moves_settle: c.moves_settle,
             reasserts: c.reasserts,
             updates_sent: c.sent,
             updates_suppressed: c.suppressed,

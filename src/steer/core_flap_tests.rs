@@ -153,3 +153,47 @@ fn a_client_seen_on_the_failed_port_after_its_move_is_failed_over_again() {
     assert_eq!(s.counters().moves_failover, 1);
     assert_eq!(s.moved(&CLIENT).unwrap().at_ms, 60_000);
 }
+
+/// A held client's move may be corrected once (`settle`): not back to the port it left, and
+/// not a second time within its hold-down; the correction is counted apart.
+#[test]
+fn a_move_is_settled_once_and_never_back_to_the_port_it_left() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    assert!(make_move(
+        &mut s,
+        &w,
+        0,
+        mv(0, 1, Reason::Overload),
+        &mut out
+    ));
+    assert!(!make_move(
+        &mut s,
+        &w,
+        3000,
+        mv(1, 0, Reason::Settle),
+        &mut out
+    ));
+    assert!(make_move(
+        &mut s,
+        &w,
+        3000,
+        mv(1, 2, Reason::Settle),
+        &mut out
+    ));
+    assert_eq!(s.last_move(&CLIENT, 3000), Some((1, Reason::Settle)));
+    assert!(!make_move(
+        &mut s,
+        &w,
+        4000,
+        mv(2, 0, Reason::Settle),
+        &mut out
+    ));
+    let c = s.counters();
+    assert_eq!((c.moves_overload, c.moves_settle), (1, 1));
+    assert_eq!(s.moved(&CLIENT).unwrap().port, 2);
+    // After the hold-down the client moves freely again, and is no longer settling.
+    let hold = cfg().policy.hold_down * 1000;
+    assert_eq!(s.last_move(&CLIENT, 3000 + hold), None);
+}

@@ -39,6 +39,7 @@ impl Steerer {
             Reason::Failover => self.counters.moves_failover += 1,
             Reason::Placement => self.counters.moves_placement += 1,
             Reason::Room => self.counters.moves_room += 1,
+            Reason::Settle => self.counters.moves_settle += 1,
         }
         self.remember_move(now, client, mv, claims);
         self.schedule(client, now, self.cfg.repeats, out);
@@ -58,7 +59,7 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> Option<Vec<Claim>> {
-        if matches!(mv.reason, Reason::Overload | Reason::Room) && self.held(&client, now) {
+        if self.held(&client, now) && !self.may_settle(now, client, mv) {
             log(out, Level::Debug, format!("not moving {client}: held"));
             return None;
         }
@@ -79,6 +80,19 @@ impl Steerer {
                 log(out, Level::Debug, format!("not moving {client}: {why}"));
                 None
             }
+        }
+    }
+
+    /// Whether a held client may make `mv` all the same: a failover or placement, or the one
+    /// correction (`Reason::Settle`) of an overload or room move, not back to the port it left.
+    fn may_settle(&self, now: u64, client: ClientKey, mv: &Move) -> bool {
+        match mv.reason {
+            Reason::Failover | Reason::Placement => true,
+            Reason::Overload | Reason::Room => false,
+            Reason::Settle => matches!(
+                self.last_move(&client, now),
+                Some((left, Reason::Overload | Reason::Room)) if left != mv.to
+            ),
         }
     }
 
@@ -104,6 +118,7 @@ impl Steerer {
             client,
             Moved {
                 port: mv.to,
+                left: mv.from,
                 claims,
                 at_ms: now,
                 reason: mv.reason,
@@ -225,23 +240,46 @@ impl Steerer {
         // the move would be refused, and a client that could have gone would stay.
         let views: Vec<ClientView> = clients
             .iter()
-            .map(|c| ClientView {
-                port: self.current_port(c, ports),
-                rate_bps: c.rate_bps,
-                held: self.held(&c.key, now) || ctx.host.claims_for(c.key, &c.talk).is_err(),
-                since_move: self.since_move_secs(&c.key, now),
+            .map(|c| {
+                let claims = ctx.host.claims_for(c.key, &c.talk).is_ok();
+                ClientView {
+                    port: self.current_port(c, ports),
+                    rate_bps: c.rate_bps,
+                    held: self.held(&c.key, now) || !claims,
+                    since_move: self.since_move_secs(&c.key, now),
+                    last_move: self.last_move(&c.key, now).filter(|_| claims),
+                }
             })
             .collect();
         self.note_ports(now, ports);
         let ports = self.stable_targets(now, ports);
         let mut made = Vec::new();
-        for mv in policy::plan(&self.cfg.policy, &ports, &views) {
+        let moves = policy::plan(&self.cfg.policy, &ports, &views);
+        let mut skip = false;
+        for (i, mv) in moves.iter().enumerate() {
+            if std::mem::take(&mut skip) {
+                continue;
+            }
+            // An exchange is made whole or not at all: one half alone fills a port further.
+            let pair = [Some(mv), moves.get(i + 1)];
+            if mv.exchange
+                && !pair.iter().all(|m| {
+                    m.is_some_and(|m| {
+                        let c = clients[m.client];
+                        self.may_move(now, c.key, &c.talk, m, ctx, out).is_some()
+                    })
+                })
+            {
+                skip = true;
+                continue;
+            }
             let c = clients[mv.client];
             let line = match mv.reason {
                 Reason::Failover => format!("failover: {} is down", ctx.port_name(mv.from)),
-                _ => why(&mv),
+                Reason::Settle => settle_line(mv, i > 0 && moves[i - 1].exchange, ctx),
+                _ => why(mv),
             };
-            if self.apply_move(now, c.key, &c.talk, &mv, &line, ctx, out) {
+            if self.apply_move(now, c.key, &c.talk, mv, &line, ctx, out) {
                 made.push(mv.from);
             }
         }
@@ -403,6 +441,19 @@ impl Steerer {
     }
 }
 
+/// Why a settling move is made, for its log line: the first half of an exchange or a move on
+/// (its move made `from` over-full), or the second half (`partner`).
+fn settle_line(mv: &Move, partner: bool, ctx: &Ctx) -> String {
+    let (from, to) = (ctx.port_name(mv.from), ctx.port_name(mv.to));
+    if partner {
+        format!("settle: exchanged with the client whose move overfilled {to}")
+    } else if mv.exchange {
+        format!("settle: {from} is over-full since this client's move; exchanged with a smaller client of {to}")
+    } else {
+        format!("settle: {from} is over-full since this client's move; {to} has room for it")
+    }
+}
+
 /// The log line of a move: who, from and to where, the rate and both ports' utilization before
 /// and after, why, and every address claimed.
 fn move_line(
@@ -444,6 +495,7 @@ fn client_views(
             rate_bps: s.rate_bps,
             held: held(&s.key),
             since_move: since_move(&s.key),
+            last_move: None,
         })
         .collect()
 }
