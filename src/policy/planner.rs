@@ -130,7 +130,6 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
         &mut moves,
     );
     super::settle::settle(cfg, ports, clients, &mut targets, &mut took, &mut moves);
-    super::settle::make_way(cfg, ports, clients, &mut targets, &mut took, &mut moves);
     moves
 }
 
