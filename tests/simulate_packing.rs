@@ -298,14 +298,15 @@ proptest! {
 
 /// Twenty seeds at each of the bench's load levels. The issue's goal is every run within 97% of
 /// the best; what rlbd reaches is held here so that it cannot slip: every run up to 85% load,
-/// all but three at 92% and six at 95% (where the last clients must go, their demands unseen,
-/// into the last gaps, and each may move once per hold-down), none under 93%; 95% of the best
-/// within 10 s of the traffic starting in every run up to 85%, in all but one and four above.
+/// all but one at 92% and three at 95% (where the last clients must go, their demands unseen,
+/// into the last gaps, and each may move once per hold-down and be corrected once, issue 27),
+/// none under 94%; 95% of the best within 10 s of the traffic starting in every run up to 92%,
+/// in all but three at 95%.
 #[test]
 fn seeded_runs_per_load_level_against_the_best_placement() {
     const SEEDS: u64 = 20;
     for (load, allowed_under, allowed_slow) in
-        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 3, 1), (0.95, 6, 4)]
+        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 1, 0), (0.95, 3, 3)]
     {
         let mut under = Vec::new();
         let mut slow = 0;
@@ -318,7 +319,7 @@ fn seeded_runs_per_load_level_against_the_best_placement() {
                 o.log
             );
             assert!(
-                o.share >= 0.93,
+                o.share >= 0.94,
                 "load {load} seed {seed}: {:.3}\n{}",
                 o.share,
                 o.log
