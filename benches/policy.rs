@@ -30,6 +30,7 @@ fn scenario(ports: usize, clients: usize) -> (Vec<PortView>, Vec<ClientView>) {
                 rate_bps: rate,
                 held: next() % 10 == 0,
                 since_move: None,
+                last_move: None,
             }
         })
         .collect();

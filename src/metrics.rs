@@ -287,6 +287,7 @@ pub fn render(r: &StatusReport) -> String {
         ("failover", t.moves_failover),
         ("placement", t.moves_placement),
         ("room", t.moves_room),
+        ("settle", t.moves_settle),
     ] {
         sample(
             o,

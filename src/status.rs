@@ -177,7 +177,8 @@ pub struct MoveStatus {
     /// Seconds since the move.
     pub secs_ago: u64,
     /// "overload", "failover", "placement" (a new client's first placement, balance-tlb) or
-    /// "room" (moved between two ports with room to gather it for a saturated port's client).
+    /// "room" (moved between two ports with room to gather it for a saturated port's client) or
+    /// "settle" (a correction of an overload or room move a few seconds after it).
     pub reason: Reason,
     /// Seconds before it may be moved again for overload (0 when free to move).
     pub hold_down_left_secs: u64,
@@ -203,6 +204,9 @@ pub struct Totals {
     /// client. Absent in older reports.
     #[serde(default)]
     pub moves_room: u64,
+    /// Corrections of a move a few seconds after it (`settle`). Absent in older reports.
+    #[serde(default)]
+    pub moves_settle: u64,
     /// Updates re-sent to keep moved clients where rlbd put them.
     pub reasserts: u64,
     /// ARP updates sent (first sends, repeats and re-assertions).

@@ -108,6 +108,7 @@ fn synthetic_report() -> StatusReport {
             moves_failover: 2,
             moves_placement: 1,
             moves_room: 5,
+            moves_settle: 7,
             reasserts: 9,
             updates_sent: 31,
             updates_suppressed: 3,
@@ -209,6 +210,10 @@ fn metrics_parse_with_the_prometheus_client_parser() {
     assert_eq!(
         value(&f, "rlbd_moves_total", &[("reason", "room")]),
         Some(5.0)
+    );
+    assert_eq!(
+        value(&f, "rlbd_moves_total", &[("reason", "settle")]),
+        Some(7.0)
     );
     assert_eq!(value(&f, "rlbd_updates_sent_total", &[]), Some(31.0));
     assert_eq!(value(&f, "rlbd_updates_suppressed_total", &[]), Some(3.0));

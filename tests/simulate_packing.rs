@@ -6,7 +6,8 @@
 //! flows do, read from the daemon's status twice a second during the packing bench), and moves that
 //! take effect a fifth of a second late, as the daemon's do.
 //!
-//! Properties: no client moves twice within the hold-down, nor back and forth; while rlbd packs
+//! Properties: no client moves again within the hold-down but for one settling correction
+//! (issue 27), never back within it to the slave it left, nor back and forth; while rlbd packs
 //! the bond (the first hold-down) no move raises the peak of what the slaves deliver once every
 //! flow has grown into the placement; and, on fixed seeds, the goodput from 10 s after the
 //! traffic started is within 97% of the best placement the demands allow (computed exactly,
@@ -22,6 +23,7 @@
 //! `RLBD_STUDY_FAULTS` the invariant faults.
 
 use proptest::prelude::*;
+use rlbd::policy::Reason;
 use rlbd::simulate::{ideal, parse, run, TickOut};
 
 const START: u64 = 1;
@@ -39,8 +41,8 @@ struct Outcome {
     /// Seconds after the traffic started until goodput reached 95% of the best for good.
     time_to_95: Option<u64>,
     moves: usize,
-    /// Problems found: a peak that rose, a client moved twice within the hold-down, a client
-    /// back on a slave it left.
+    /// Problems found: a peak that rose, a client moved within the hold-down other than by one
+    /// settling correction, a client back on a slave it left.
     faults: Vec<String>,
     log: String,
 }
@@ -136,7 +138,13 @@ fn evaluate(json: &str) -> Outcome {
             );
         }
         for m in &t.moves {
-            moves_log.push((t.t, m.client.clone(), m.from.clone(), m.to.clone()));
+            moves_log.push((
+                t.t,
+                m.client.clone(),
+                m.from.clone(),
+                m.to.clone(),
+                m.reason,
+            ));
         }
         ticks.push((
             t.t,
@@ -192,14 +200,22 @@ fn evaluate(json: &str) -> Outcome {
             ));
         }
     }
-    // Oscillation: a client moved again within the hold-down, or back and forth (after the
-    // hold-down, one move back may correct a slave rlbd overfilled; a second is a swing).
-    let mut last: std::collections::HashMap<&str, (u64, &str)> = Default::default();
+    // Oscillation: a client moved again within the hold-down other than by one settling
+    // correction (at most two moves per hold-down), sent back within it to the port it left, or
+    // back and forth (after the hold-down, one move back may correct a slave rlbd overfilled; a
+    // second is a swing).
+    let mut last: std::collections::HashMap<&str, (u64, &str, Reason)> = Default::default();
     let mut returns: std::collections::HashMap<&str, usize> = Default::default();
-    for (t, c, from, to) in &moves_log {
-        if let Some((prev, left)) = last.get(c.as_str()) {
-            if t - prev < hold {
+    for (t, c, from, to, reason) in &moves_log {
+        if let Some((prev, left, prev_reason)) = last.get(c.as_str()) {
+            let settles = *reason == Reason::Settle && *prev_reason != Reason::Settle;
+            if t - prev < hold && !settles {
                 faults.push(format!("{c} moved at {prev} and again at {t}"));
+            }
+            if t - prev < hold && left == to {
+                faults.push(format!(
+                    "{c} went back to {to} at {t}, within its hold-down"
+                ));
             }
             if left == to {
                 let n = returns.entry(c).or_default();
@@ -209,7 +225,7 @@ fn evaluate(json: &str) -> Outcome {
                 }
             }
         }
-        last.insert(c, (*t, from));
+        last.insert(c, (*t, from, *reason));
     }
     let fin = &ticks.last().unwrap().2;
     let over: Vec<String> = ideal::loads(caps.len(), &demands, fin)
@@ -282,14 +298,15 @@ proptest! {
 
 /// Twenty seeds at each of the bench's load levels. The issue's goal is every run within 97% of
 /// the best; what rlbd reaches is held here so that it cannot slip: every run up to 85% load,
-/// all but three at 92% and six at 95% (where the last clients must go, their demands unseen,
-/// into the last gaps, and each may move once per hold-down), none under 93%; 95% of the best
-/// within 10 s of the traffic starting in every run up to 85%, in all but one and four above.
+/// all but one at 92% and three at 95% (where the last clients must go, their demands unseen,
+/// into the last gaps, and each may move once per hold-down and be corrected once, issue 27),
+/// none under 94%; 95% of the best within 10 s of the traffic starting in every run up to 92%,
+/// in all but three at 95%.
 #[test]
 fn seeded_runs_per_load_level_against_the_best_placement() {
     const SEEDS: u64 = 20;
     for (load, allowed_under, allowed_slow) in
-        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 3, 1), (0.95, 6, 4)]
+        [(0.70, 0, 0), (0.85, 0, 0), (0.92, 1, 0), (0.95, 3, 3)]
     {
         let mut under = Vec::new();
         let mut slow = 0;
@@ -302,7 +319,7 @@ fn seeded_runs_per_load_level_against_the_best_placement() {
                 o.log
             );
             assert!(
-                o.share >= 0.93,
+                o.share >= 0.94,
                 "load {load} seed {seed}: {:.3}\n{}",
                 o.share,
                 o.log

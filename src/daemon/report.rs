@@ -124,11 +124,12 @@ pub fn log_state(r: &StatusReport) {
     }
     let t = &r.totals;
     info!(
-        "  totals: moves overload {} failover {} placement {} room {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
+        "  totals: moves overload {} failover {} placement {} room {} settle {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
         t.moves_overload,
         t.moves_failover,
         t.moves_placement,
         t.moves_room,
+        t.moves_settle,
         t.reasserts,
         t.updates_sent,
         t.updates_suppressed,

@@ -159,6 +159,7 @@ fn totals(e: &Engine) -> Totals {
         moves_failover: c.moves_failover,
         moves_placement: c.moves_placement,
         moves_room: c.moves_room,
+        moves_settle: c.moves_settle,
         reasserts: c.reasserts,
         updates_sent: c.sent,
         updates_suppressed: c.suppressed,

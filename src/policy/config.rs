@@ -21,6 +21,12 @@ pub const DEFAULT_SATURATED: f64 = 0.94;
 /// How full a move may make its target when it relieves a saturated port (above the threshold:
 /// a nearly full bond cannot keep every port under it, and the saturated port loses more).
 pub const DEFAULT_MAX_FILL: f64 = 0.93;
+/// Seconds after an overload move during which the planner may correct it once (`settle`): the
+/// moved client's first clean readings (from `SETTLE_SECS`, 2 s) show what it draws where it
+/// went; by 5 s a flow moved off a saturated port has grown into nearly all its room.
+pub const DEFAULT_SETTLE_SECS: u64 = 5;
+/// Longest settling window accepted: a correction long after the move is not one.
+pub const MAX_SETTLE_SECS: u64 = 60;
 /// Longest window accepted; a longer one would react too slowly to be useful.
 pub const MAX_WINDOW: usize = 60;
 /// Longest hold-down accepted (one day).
@@ -47,6 +53,8 @@ pub struct PolicyConfig {
     /// Utilization up to which a move off a saturated port may fill its target, in
     /// (0, saturated); at or under `threshold`, the paper's rule alone.
     pub max_fill: f64,
+    /// Seconds after an overload move during which it may be corrected once (0: never).
+    pub settle: u64,
 }
 
 impl Default for PolicyConfig {
@@ -60,6 +68,7 @@ impl Default for PolicyConfig {
             min_gain: DEFAULT_MIN_GAIN,
             saturated: DEFAULT_SATURATED,
             max_fill: DEFAULT_MAX_FILL,
+            settle: DEFAULT_SETTLE_SECS,
         }
     }
 }
@@ -173,6 +182,12 @@ impl PolicyConfig {
                 ),
             ));
         }
+        if self.settle > MAX_SETTLE_SECS {
+            return Err(bad(
+                "settle",
+                format!("{} is more than {MAX_SETTLE_SECS} seconds", self.settle),
+            ));
+        }
         Ok(())
     }
 
@@ -197,7 +212,7 @@ mod tests {
     #[test]
     fn each_bad_knob_is_named() {
         type Edit = fn(&mut PolicyConfig);
-        let cases: [(Edit, &str); 11] = [
+        let cases: [(Edit, &str); 12] = [
             (|c| c.threshold = 0.0, "threshold"),
             (|c| c.threshold = 1.5, "threshold"),
             (|c| c.window = 0, "window"),
@@ -210,6 +225,7 @@ mod tests {
             (|c| c.max_fill = f64::NAN, "max_fill"),
             // At or over `saturated`: a port filled that far would itself count as saturated.
             (|c| c.max_fill = 0.95, "max_fill"),
+            (|c| c.settle = 61, "settle"),
         ];
         for (edit, field) in cases {
             let mut cfg = PolicyConfig::default();

@@ -10,6 +10,7 @@ pub mod detector;
 pub mod model;
 mod packing;
 pub mod planner;
+mod settle;
 
 pub use config::{ConfigError, PolicyConfig};
 pub use detector::Detector;

@@ -42,6 +42,10 @@ pub struct ClientView {
     /// Seconds since rlbd last moved it, if it did (and still remembers the move). A client
     /// moved one second ago still shows partly on its old port in this second's figures.
     pub since_move: Option<u64>,
+    /// While it is held by the hold-down after a move: the port that move took it off, and why
+    /// it moved. It never goes back there within the hold-down, and a move of reason
+    /// `Overload` or `Room` may still be corrected once (`Reason::Settle`).
+    pub last_move: Option<(PortId, Reason)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -56,6 +60,10 @@ pub enum Reason {
     /// Between two ports with room, so that a saturated port's client fits where it left: room
     /// in pieces each too small for any of them is room the saturated port cannot use.
     Room,
+    /// A correction of a move made a few seconds before (`PolicyConfig::settle`): the reading
+    /// since showed the first choice wrong, and this placement strictly lowers the bond's unmet
+    /// demand. At most one per move, and never back to the port the client left.
+    Settle,
 }
 
 impl Reason {
@@ -65,6 +73,7 @@ impl Reason {
             Reason::Failover => "failover",
             Reason::Placement => "placement",
             Reason::Room => "room",
+            Reason::Settle => "settle",
         }
     }
 }
@@ -80,4 +89,7 @@ pub struct Move {
     /// Utilization of the source and target before and after, for the log line.
     pub from_util: (f64, f64),
     pub to_util: (f64, f64),
+    /// This move and the next one in the list are the two halves of an exchange: both are made
+    /// together, or neither.
+    pub exchange: bool,
 }

@@ -205,7 +205,7 @@ fn gather_room(
 
 /// Records the move of client `c` for `reason` from `from` to `to`, what it draws now going
 /// with it; `to` takes no other client this round.
-fn shift(
+pub(super) fn shift(
     reason: Reason,
     (from, to): (PortId, PortId),
     c: usize,
@@ -225,6 +225,7 @@ fn shift(
         reason,
         from_util: (from_before, targets.util(from)),
         to_util: (to_before, targets.util(to)),
+        exchange: false,
     });
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{generate, MoveOut, Scenario, SlaveOut, Tick, TickOut};
-use crate::policy::{self, ClientView, Detector, Move, PortView};
+use crate::policy::{self, ClientView, Detector, Move, PortView, Reason};
 
 /// Max-min fair shares of `capacity` among `demands` (water filling).
 pub fn fair_share(capacity: f64, demands: &[f64]) -> Vec<f64> {
@@ -44,6 +44,8 @@ struct World<'a> {
     unfairness: f64,
     efficiency: f64,
     moved_at: Vec<Option<u64>>,
+    /// The port each client's last move took it off, and why it moved.
+    last_move: Vec<Option<(usize, Reason)>>,
     detectors: Vec<Detector>,
     /// Moves decided this tick, (client, to): they land on the next.
     pending: Vec<(usize, usize)>,
@@ -76,6 +78,7 @@ impl<'a> World<'a> {
             unfairness: s.elastic.unfairness,
             efficiency: s.elastic.efficiency,
             moved_at: vec![None; n],
+            last_move: vec![None; n],
             detectors: s
                 .slaves
                 .iter()
@@ -225,15 +228,20 @@ impl<'a> World<'a> {
     /// sees them there (their last frames).
     fn client_views(&self, s: &Scenario, t: u64, rate: &[f64]) -> Vec<ClientView> {
         (0..self.on.len())
-            .map(|c| ClientView {
-                port: self.on[c],
-                rate_bps: if self.up[self.on[c]] {
-                    rate[c] * 1e6
-                } else {
-                    self.demand[c] * 1e6
-                },
-                held: self.moved_at[c].is_some_and(|m| t.saturating_sub(m) < s.config.hold_down),
-                since_move: self.moved_at[c].map(|m| t.saturating_sub(m)),
+            .map(|c| {
+                let held =
+                    self.moved_at[c].is_some_and(|m| t.saturating_sub(m) < s.config.hold_down);
+                ClientView {
+                    port: self.on[c],
+                    rate_bps: if self.up[self.on[c]] {
+                        rate[c] * 1e6
+                    } else {
+                        self.demand[c] * 1e6
+                    },
+                    held,
+                    since_move: self.moved_at[c].map(|m| t.saturating_sub(m)),
+                    last_move: self.last_move[c].filter(|_| held),
+                }
             })
             .collect()
     }
@@ -244,6 +252,7 @@ impl<'a> World<'a> {
             .iter()
             .map(|m| {
                 self.moved_at[m.client] = Some(t);
+                self.last_move[m.client] = Some((m.from, m.reason));
                 self.pending.push((m.client, m.to));
                 MoveOut {
                     client: s.clients[m.client].ip.clone(),

@@ -28,7 +28,7 @@ fn text_names_ports_bars_clients_and_totals() {
         "{text}"
     );
     assert!(
-        text.contains("moves 1 (overload 1, failover 0, placement 0, room 0)"),
+        text.contains("moves 1 (overload 1, failover 0, placement 0, room 0, settle 0)"),
         "{text}"
     );
     let mut c = r.clients[0].clone();

@@ -123,6 +123,21 @@ impl Answered {
         }
     }
 
+    /// The client's frames were counted on `port` since `since_ms`: it sends where they arrive,
+    /// and an answer older than them no longer says where that is. The record follows them: once
+    /// the client idles long enough for the client table to forget it, this is all that says
+    /// where its next frames go.
+    pub fn counted(&mut self, key: &ClientKey, port: PortId, since_ms: u64) {
+        if let Some(e) = self.map.get_mut(key).filter(|e| e.round_ms < since_ms) {
+            if port < MAX_PORT {
+                e.ports = bit(port);
+                e.round_ms = since_ms;
+            } else {
+                self.map.remove(key);
+            }
+        }
+    }
+
     /// rlbd moved the client: where it is is the move's business now.
     pub fn forget(&mut self, key: &ClientKey) {
         self.map.remove(key);

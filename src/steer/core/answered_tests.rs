@@ -89,16 +89,22 @@ fn answers_on_another_port_a_counted_client_and_a_bond_leave_it_alone() {
     let out = fail_p0(&mut w, &mut s, 5000, &[]);
     assert!(s.moved(&CLIENT).is_none() && out.is_empty(), "{out:?}");
 
-    // Answered on p0, but its frames have arrived on p2 since: it is where they arrive.
+    // Answered on p0, but its frames have arrived on p2 since (a second's rates): it is where
+    // they arrive.
     let mut w = World::new();
     let mut s = Steerer::new(cfg());
     w.with(|ctx| s.on_arp(1000, &reply_from(0), ctx, &mut Vec::new()));
     let counted = ClientSnap {
         key: CLIENT,
         port: 2,
-        rate_bps: 0.0,
+        rate_bps: 1e6,
         talk: talk(),
     };
+    let views = w.port_views();
+    w.with(|ctx| {
+        let why = |_: &crate::policy::Move| String::new();
+        s.rebalance(3000, &views, &[counted], &why, ctx, &mut Vec::new())
+    });
     let out = fail_p0(&mut w, &mut s, 5000, &[counted]);
     assert!(s.moved(&CLIENT).is_none() && out.is_empty(), "{out:?}");
 

@@ -81,6 +81,8 @@ impl Steerer {
                 d.client,
                 Moved {
                     port: d.port,
+                    // Where it came from is not kept: a restored move is not settled again.
+                    left: d.port,
                     claims: d.claims,
                     at_ms: d.at_ms.min(now),
                     reason: d.reason,

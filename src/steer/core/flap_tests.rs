@@ -1,6 +1,7 @@
 //! Ports that fail and come back do not move clients to and fro: a port that just came back is
 //! no target while a port that has stayed up is, and a client failed over is not failed over
-//! again when its old port fails again.
+//! again when its old port fails again. A settling move (issue 27) is one per move, never back
+//! to the port the client left, and an exchange is made whole or not at all.
 
 use super::fixture::*;
 use super::*;
@@ -152,4 +153,116 @@ fn a_client_seen_on_the_failed_port_after_its_move_is_failed_over_again() {
     w.with(|ctx| s.failover(60_000, &[1], &ports, &[snap], ctx, &mut out));
     assert_eq!(s.counters().moves_failover, 1);
     assert_eq!(s.moved(&CLIENT).unwrap().at_ms, 60_000);
+}
+
+/// A held client's move may be corrected once (`settle`): not back to the port it left, and
+/// not a second time within its hold-down; the correction is counted apart.
+#[test]
+fn a_move_is_settled_once_and_never_back_to_the_port_it_left() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    assert!(make_move(
+        &mut s,
+        &w,
+        0,
+        mv(0, 1, Reason::Overload),
+        &mut out
+    ));
+    assert!(!make_move(
+        &mut s,
+        &w,
+        3000,
+        mv(1, 0, Reason::Settle),
+        &mut out
+    ));
+    assert!(make_move(
+        &mut s,
+        &w,
+        3000,
+        mv(1, 2, Reason::Settle),
+        &mut out
+    ));
+    assert_eq!(s.last_move(&CLIENT, 3000), Some((1, Reason::Settle)));
+    assert!(!make_move(
+        &mut s,
+        &w,
+        4000,
+        mv(2, 0, Reason::Settle),
+        &mut out
+    ));
+    let c = s.counters();
+    assert_eq!((c.moves_overload, c.moves_settle), (1, 1));
+    assert_eq!(s.moved(&CLIENT).unwrap().port, 2);
+    // After the hold-down the client moves freely again, and is no longer settling.
+    let hold = cfg().policy.hold_down * 1000;
+    assert_eq!(s.last_move(&CLIENT, 3000 + hold), None);
+}
+
+/// The planner's exchange for a settling client: `CLIENT` (moved p0 -> p1 3 s ago) filled p1;
+/// p2 has too little room for it alone but enough once its 30 Mbit/s client comes to p1.
+/// `p1_usable` is what the core finds of p1 when it sends.
+fn exchange(p1_usable: bool) -> (Steerer, Vec<Action>, ClientKey) {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    assert!(make_move(
+        &mut s,
+        &w,
+        0,
+        mv(0, 1, Reason::Overload),
+        &mut out
+    ));
+    let other = ClientKey::untagged(Mac(2, 0, 0, 0, 0, 0xc3));
+    let ip = std::net::Ipv4Addr::new(198, 18, 0, 13);
+    let reachable = libc::NUD_REACHABLE;
+    let host =
+        crate::host::testing::neigh(crate::host::testing::BOND, ip.into(), other.mac, reachable);
+    w.host.apply(&host);
+    // The planner sees every port up (its figures are from the last second).
+    let mut ports = w.port_views();
+    for (p, rx) in ports.iter_mut().zip([50e6, 97e6, 80e6]) {
+        p.rx_bps = rx;
+    }
+    w.usable[1] = p1_usable;
+    let other_talk = Talk::default();
+    let clients = [
+        ClientSnap {
+            key: CLIENT,
+            port: 1,
+            rate_bps: 40e6,
+            talk: talk(),
+        },
+        ClientSnap {
+            key: other,
+            port: 2,
+            rate_bps: 30e6,
+            talk: other_talk,
+        },
+    ];
+    let why = |_: &crate::policy::Move| "overload".to_string();
+    w.with(|ctx| s.rebalance(3000, &ports, &clients, &why, ctx, &mut out));
+    (s, out, other)
+}
+
+#[test]
+fn an_exchange_moves_both_clients_in_one_round() {
+    let (s, out, other) = exchange(true);
+    assert_eq!(s.moved(&CLIENT).map(|m| (m.port, m.left)), Some((2, 1)));
+    assert_eq!(s.moved(&other).map(|m| (m.port, m.left)), Some((1, 2)));
+    assert_eq!(s.counters().moves_settle, 2);
+    let settles = out
+        .iter()
+        .filter(|a| matches!(a, Action::Log(Level::Info, l) if l.contains("; settle: ")))
+        .count();
+    assert_eq!(settles, 2, "{out:?}");
+}
+
+#[test]
+fn an_exchange_half_of_which_cannot_be_made_is_not_made_at_all() {
+    // p1 is not usable when the core sends: `other` cannot go there, so `CLIENT` stays too.
+    let (s, _, other) = exchange(false);
+    assert_eq!(s.moved(&CLIENT).map(|m| m.port), Some(1));
+    assert!(s.moved(&other).is_none());
+    assert_eq!(s.counters().moves_settle, 0);
 }

@@ -153,6 +153,8 @@ pub enum SendOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moved {
     pub port: PortId,
+    /// The port this move took it off: it is not sent back there within the hold-down.
+    pub left: PortId,
     /// The addresses claimed toward it, checked against the host view at every send.
     pub claims: Vec<Claim>,
     pub at_ms: u64,
@@ -185,6 +187,7 @@ pub struct Counters {
     pub moves_failover: u64,
     pub moves_placement: u64,
     pub moves_room: u64,
+    pub moves_settle: u64,
     pub reasserts: u64,
     pub sent: u64,
     pub suppressed: u64,
@@ -303,6 +306,20 @@ impl Steerer {
             .get(client)
             .is_some_and(|m| now.saturating_sub(m.at_ms) < hold)
             || self.refused.get(client).is_some_and(|r| now < r.until)
+    }
+
+    /// The port `client`'s last move took it off and why it moved, while the hold-down (not a
+    /// refused move) holds it: the planner may correct such a move once (`Reason::Settle`),
+    /// never back to that port.
+    pub fn last_move(&self, client: &ClientKey, now: u64) -> Option<(PortId, Reason)> {
+        if self.refused.get(client).is_some_and(|r| now < r.until) {
+            return None;
+        }
+        let hold = self.cfg.policy.hold_down.saturating_mul(1000);
+        self.moved
+            .get(client)
+            .filter(|m| now.saturating_sub(m.at_ms) < hold)
+            .map(|m| (m.left, m.reason))
     }
 
     /// Whole seconds (rounded: decisions come a second apart, give or take a few ms) since rlbd

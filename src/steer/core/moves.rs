@@ -39,6 +39,7 @@ impl Steerer {
             Reason::Failover => self.counters.moves_failover += 1,
             Reason::Placement => self.counters.moves_placement += 1,
             Reason::Room => self.counters.moves_room += 1,
+            Reason::Settle => self.counters.moves_settle += 1,
         }
         self.remember_move(now, client, mv, claims);
         self.schedule(client, now, self.cfg.repeats, out);
@@ -58,7 +59,7 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> Option<Vec<Claim>> {
-        if matches!(mv.reason, Reason::Overload | Reason::Room) && self.held(&client, now) {
+        if self.held(&client, now) && !self.may_settle(now, client, mv) {
             log(out, Level::Debug, format!("not moving {client}: held"));
             return None;
         }
@@ -79,6 +80,19 @@ impl Steerer {
                 log(out, Level::Debug, format!("not moving {client}: {why}"));
                 None
             }
+        }
+    }
+
+    /// Whether a held client may make `mv` all the same: a failover or placement, or the one
+    /// correction (`Reason::Settle`) of an overload or room move, not back to the port it left.
+    fn may_settle(&self, now: u64, client: ClientKey, mv: &Move) -> bool {
+        match mv.reason {
+            Reason::Failover | Reason::Placement => true,
+            Reason::Overload | Reason::Room => false,
+            Reason::Settle => matches!(
+                self.last_move(&client, now),
+                Some((left, Reason::Overload | Reason::Room)) if left != mv.to
+            ),
         }
     }
 
@@ -104,6 +118,7 @@ impl Steerer {
             client,
             Moved {
                 port: mv.to,
+                left: mv.from,
                 claims,
                 at_ms: now,
                 reason: mv.reason,
@@ -164,7 +179,8 @@ impl Steerer {
             }
         }
         let first_answered = snaps.len();
-        snaps.extend(self.stranded_answers(down, clients));
+        let stranded = self.stranded_answers(down, &snaps);
+        snaps.extend(stranded);
         if snaps.is_empty() {
             return;
         }
@@ -187,9 +203,10 @@ impl Steerer {
     }
 
     /// Clients the host answered on a failed port that rlbd never counted (resolved, not sent
-    /// yet) or moved: their next frames go to the dead port. A client counted since is where its
-    /// frames arrive.
-    fn stranded_answers(&self, down: &[PortId], clients: &[ClientSnap]) -> Vec<ClientSnap> {
+    /// yet) or moved: their next frames go to the dead port. (A client counted since its answer
+    /// is no longer in the record: it is where its frames arrive.) `already`: the clients being
+    /// failed over anyway.
+    fn stranded_answers(&self, down: &[PortId], already: &[ClientSnap]) -> Vec<ClientSnap> {
         // On plain ports the record also holds whom the host's own frames placed; on a bond (the
         // driver keeps its own answers) only the moves forgotten while their clients were idle.
         let on = !self.cfg.rules_off.has(super::Rule::AnsweredFailover);
@@ -201,7 +218,7 @@ impl Steerer {
         if answered.is_empty() {
             return Vec::new();
         }
-        let known: HashSet<ClientKey> = clients
+        let known: HashSet<ClientKey> = already
             .iter()
             .map(|c| c.key)
             .chain(self.moved.keys().copied())
@@ -231,27 +248,56 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> Vec<PortId> {
+        // Clients counted this second send where their frames arrived: what the host told them
+        // before is past.
+        for c in clients.iter().filter(|c| c.rate_bps > 0.0) {
+            self.answered
+                .counted(&c.key, c.port, now.saturating_sub(RATE_WINDOW_MS));
+        }
         // A client that cannot be moved whole is not offered to the planner: it would pick it,
         // the move would be refused, and a client that could have gone would stay.
         let views: Vec<ClientView> = clients
             .iter()
-            .map(|c| ClientView {
-                port: self.current_port(c, ports),
-                rate_bps: c.rate_bps,
-                held: self.held(&c.key, now) || ctx.host.claims_for(c.key, &c.talk).is_err(),
-                since_move: self.since_move_secs(&c.key, now),
+            .map(|c| {
+                let claims = ctx.host.claims_for(c.key, &c.talk).is_ok();
+                ClientView {
+                    port: self.current_port(c, ports),
+                    rate_bps: c.rate_bps,
+                    held: self.held(&c.key, now) || !claims,
+                    since_move: self.since_move_secs(&c.key, now),
+                    last_move: self.last_move(&c.key, now).filter(|_| claims),
+                }
             })
             .collect();
         self.note_ports(now, ports);
         let ports = self.stable_targets(now, ports);
         let mut made = Vec::new();
-        for mv in policy::plan(&self.cfg.policy, &ports, &views) {
+        let moves = policy::plan(&self.cfg.policy, &ports, &views);
+        let mut skip = false;
+        for (i, mv) in moves.iter().enumerate() {
+            if std::mem::take(&mut skip) {
+                continue;
+            }
+            // An exchange is made whole or not at all: one half alone fills a port further.
+            let pair = [Some(mv), moves.get(i + 1)];
+            if mv.exchange
+                && !pair.iter().all(|m| {
+                    m.is_some_and(|m| {
+                        let c = clients[m.client];
+                        self.may_move(now, c.key, &c.talk, m, ctx, out).is_some()
+                    })
+                })
+            {
+                skip = true;
+                continue;
+            }
             let c = clients[mv.client];
             let line = match mv.reason {
                 Reason::Failover => format!("failover: {} is down", ctx.port_name(mv.from)),
-                _ => why(&mv),
+                Reason::Settle => settle_line(mv, i > 0 && moves[i - 1].exchange, ctx),
+                _ => why(mv),
             };
-            if self.apply_move(now, c.key, &c.talk, &mv, &line, ctx, out) {
+            if self.apply_move(now, c.key, &c.talk, mv, &line, ctx, out) {
                 made.push(mv.from);
             }
         }
@@ -417,6 +463,19 @@ impl Steerer {
     }
 }
 
+/// Why a settling move is made, for its log line: the first half of an exchange or a move on
+/// (its move made `from` over-full), or the second half (`partner`).
+fn settle_line(mv: &Move, partner: bool, ctx: &Ctx) -> String {
+    let (from, to) = (ctx.port_name(mv.from), ctx.port_name(mv.to));
+    if partner {
+        format!("settle: exchanged with the client whose move overfilled {to}")
+    } else if mv.exchange {
+        format!("settle: {from} is over-full since this client's move; exchanged with a smaller client of {to}")
+    } else {
+        format!("settle: {from} is over-full since this client's move; {to} has room for it")
+    }
+}
+
 /// The log line of a move: who, from and to where, the rate and both ports' utilization before
 /// and after, why, and every address claimed.
 fn move_line(
@@ -458,6 +517,7 @@ fn client_views(
             rate_bps: s.rate_bps,
             held: held(&s.key),
             since_move: since_move(&s.key),
+            last_move: None,
         })
         .collect()
 }

@@ -175,7 +175,8 @@ pub(super) struct Harness {
     pub(super) refusing: [bool; 3],
     /// The port of the host's latest unicast answer to each client rlbd had not moved (and
     /// has not moved since): a failure of that port must move it.
-    pub(super) told: HashMap<usize, usize>,
+    /// Per client, the port the host last told it to use, and when.
+    pub(super) told: HashMap<usize, (usize, u64)>,
 }
 
 impl Harness {
@@ -283,7 +284,7 @@ impl Harness {
         if self.s.moved.contains_key(&key(c)) {
             self.told.remove(&c);
         } else {
-            self.told.insert(c, p);
+            self.told.insert(c, (p, self.now));
         }
     }
 
@@ -371,6 +372,7 @@ impl Harness {
             reason,
             from_util: (0.9, 0.8),
             to_util: (0.1, 0.2),
+            exchange: false,
         };
         self.run(|s, ctx, now, out| {
             s.apply_move(now, key(c), &talk(c, v6), &mv, "prop", ctx, out);
@@ -539,7 +541,7 @@ impl Harness {
                 // The core's record holds every client the host last told to use `p`.
                 let recorded = self.s.answered.on_ports(&down);
                 let told_there: Vec<(usize, Vec<Claim>)> = (0..CLIENTS)
-                    .filter(|c| !down.is_empty() && self.told.get(c) == Some(&p))
+                    .filter(|c| !down.is_empty() && self.told.get(c).is_some_and(|t| t.0 == p))
                     .map(|c| {
                         let r = recorded.iter().find(|r| r.key == key(c));
                         assert!(r.is_some(), "client {c} told to use p{p}, not recorded");
@@ -576,5 +578,12 @@ impl Harness {
         self.run(|s, ctx, now, out| {
             s.rebalance(now, &views, &snaps, &|_| "prop".into(), ctx, out);
         });
+        // A client counted since it was told sends where its frames arrive.
+        let since = self.now.saturating_sub(1500);
+        for (c, (p, at)) in self.told.iter_mut() {
+            if rates[*c] > 0 && *at < since {
+                (*p, *at) = (on[*c], since);
+            }
+        }
     }
 }

@@ -23,6 +23,7 @@ fn client(port: PortId, rate: f64) -> ClientView {
         rate_bps: rate,
         held: false,
         since_move: None,
+        last_move: None,
     }
 }
 
@@ -346,6 +347,7 @@ fn scenario() -> impl Strategy<Value = (Vec<PortView>, Vec<ClientView>, u64)> {
                     rate_bps: r,
                     held,
                     since_move: None,
+                    last_move: None,
                 })
                 .collect();
             let ports = ports
@@ -489,5 +491,4 @@ proptest! {
     }
 }
 
-#[path = "planner_packing_tests.rs"]
 mod packing;

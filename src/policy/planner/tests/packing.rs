@@ -145,6 +145,7 @@ fn place_new_spreads_new_clients_and_counts_each_at_once() {
         rate_bps: rate,
         held: false,
         since_move: None,
+        last_move: None,
     };
     let new = vec![c(10.0 * mb), c(30.0 * mb), c(20.0 * mb), c(1_000.0)];
     let moves = place_new(&cfg, &ports, &new);

@@ -117,15 +117,19 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
         return moves;
     }
 
+    // Each port takes at most one client of unknown demand per round (see `overload`); a
+    // settling correction counts as one on both its ports.
+    let mut took = vec![false; ports.len()];
     overload(
         cfg,
         ports,
         clients,
-        &groups,
-        &by_port,
+        (&groups, &by_port),
         &mut targets,
+        &mut took,
         &mut moves,
     );
+    super::settle::settle(cfg, ports, clients, &mut targets, &mut took, &mut moves);
     moves
 }
 
@@ -164,6 +168,7 @@ pub fn place_new(cfg: &PolicyConfig, ports: &[PortView], new: &[ClientView]) -> 
             reason: Reason::Placement,
             from_util: (before.0, targets.util(from)),
             to_util: (before.1, targets.util(to)),
+            exchange: false,
         });
     }
     moves
@@ -206,6 +211,7 @@ fn failover(
                 reason: Reason::Failover,
                 from_util: (from_before, targets.util(port)),
                 to_util: (to_before, targets.util(to)),
+                exchange: false,
             });
         }
     }
@@ -223,6 +229,7 @@ fn failover(
             reason: Reason::Failover,
             from_util: (from_util, from_util),
             to_util: (to_util, to_util),
+            exchange: false,
         });
     }
 }
@@ -232,9 +239,9 @@ fn overload(
     cfg: &PolicyConfig,
     ports: &[PortView],
     clients: &[ClientView],
-    groups: &[(PortId, usize, usize)],
-    by_port: &[usize],
+    (groups, by_port): (&[(PortId, usize, usize)], &[usize]),
     targets: &mut Targets,
+    took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
     let mut hot: Vec<&(PortId, usize, usize)> = groups
@@ -250,7 +257,6 @@ fn overload(
     // Each port takes at most one client per round: a reading can be wrong (a port ramping up
     // reads under its saturation for a second, and then its clients' rates look like their
     // demands), and the next clean second shows what the client really draws there.
-    let mut took = vec![false; ports.len()];
     for &&(h, start, end) in &hot {
         // A client may have been moved already this round, off another port's clients' way.
         let still: Vec<usize>;
@@ -264,9 +270,9 @@ fn overload(
             on_h = &still;
         }
         if ports[h].utilization() >= cfg.saturated {
-            super::packing::relieve_saturated(cfg, h, on_h, clients, targets, &mut took, moves);
+            super::packing::relieve_saturated(cfg, h, on_h, clients, targets, took, moves);
         } else {
-            relieve(cfg, h, on_h, clients, targets, &mut took, moves);
+            relieve(cfg, h, on_h, clients, targets, took, moves);
         }
     }
 }
@@ -388,10 +394,10 @@ fn relieve(
             reason: Reason::Overload,
             from_util: (h_before, targets.util(h)),
             to_util: (best_before, targets.util(best)),
+            exchange: false,
         });
     }
 }
 
 #[cfg(test)]
-#[path = "planner_tests.rs"]
 mod tests;
