@@ -86,18 +86,7 @@ impl Daemon {
 
     /// Runs until SIGTERM or SIGINT.
     pub fn run(mut self) -> Result<(), Failure> {
-        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
-            .map_err(|e| Failure::io("cannot install signal handlers", e))?;
-        self.edge
-            .poll
-            .registry()
-            .register(&mut signals, SIGNALS, Interest::READABLE)
-            .map_err(|e| Failure::io("cannot register signals", e))?;
-        self.edge
-            .poll
-            .registry()
-            .register(self.edge.nl.sock.socket_mut(), NETLINK, Interest::READABLE)
-            .map_err(|e| Failure::io("cannot register the netlink socket", e))?;
+        let mut signals = self.register()?;
         // Served by this loop; dropping it (any return below) removes the socket file.
         let name = match &self.engine.ports().target {
             Target::Bond(b) => b.clone(),
@@ -119,20 +108,8 @@ impl Daemon {
             for ev in events.iter() {
                 match ev.token() {
                     SIGNALS => {
-                        for sig in signals.pending() {
-                            match sig {
-                                SIGTERM | SIGINT => {
-                                    info!("signal {sig}: exiting");
-                                    setup::sd_notify("STOPPING=1");
-                                    return Ok(());
-                                }
-                                SIGHUP => {
-                                    // Logged; SIGHUP has no one to answer.
-                                    let _ = self.reload("SIGHUP");
-                                }
-                                SIGUSR1 => report::log_state(&self.status(None)),
-                                _ => {}
-                            }
+                        if self.on_signals(&mut signals) {
+                            return Ok(());
                         }
                     }
                     NETLINK => self.edge.nl.ready = true,
@@ -170,6 +147,40 @@ impl Daemon {
             );
             self.route_stashed();
         }
+    }
+
+    /// Signals and the netlink socket as events of the loop.
+    fn register(&mut self) -> Result<Signals, Failure> {
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
+            .map_err(|e| Failure::io("cannot install signal handlers", e))?;
+        let registry = self.edge.poll.registry();
+        registry
+            .register(&mut signals, SIGNALS, Interest::READABLE)
+            .map_err(|e| Failure::io("cannot register signals", e))?;
+        registry
+            .register(self.edge.nl.sock.socket_mut(), NETLINK, Interest::READABLE)
+            .map_err(|e| Failure::io("cannot register the netlink socket", e))?;
+        Ok(signals)
+    }
+
+    /// The signals that arrived; true when one says to exit.
+    fn on_signals(&mut self, signals: &mut Signals) -> bool {
+        for sig in signals.pending() {
+            match sig {
+                SIGTERM | SIGINT => {
+                    info!("signal {sig}: exiting");
+                    setup::sd_notify("STOPPING=1");
+                    return true;
+                }
+                SIGHUP => {
+                    // Logged; SIGHUP has no one to answer.
+                    let _ = self.reload("SIGHUP");
+                }
+                SIGUSR1 => report::log_state(&self.status(None)),
+                _ => {}
+            }
+        }
+        false
     }
 
     /// How long the loop may sleep: not at all while a socket has more to read.
