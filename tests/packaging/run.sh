@@ -175,7 +175,7 @@ check "/usr/sbin/rlbd is executable" test -x /usr/sbin/rlbd
 # The product ships only the product: the labs' tooling lives in the test-only rlbd-lab binary.
 check "installed rlbd has exactly the product's subcommands" test \
   "$(/usr/sbin/rlbd --help | awk '/^Commands:/ {on=1; next} on && /^$/ {on=0} on {print $1}' | grep -vx help | sort | tr '\n' ' ')" = \
-  "check-config demo metrics run simulate status "
+  "check-config demo metrics reload run simulate status "
 for sub in lab-sink lab-source lab-flood lab-chart sink source flood chart; do
   check "installed rlbd refuses lab subcommand $sub" bash -c "! /usr/sbin/rlbd $sub --help >/dev/null 2>&1"
 done
