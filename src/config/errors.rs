@@ -6,9 +6,19 @@ use std::path::Path;
 
 use super::ConfigError;
 
+/// `offset`, or the char boundary just before it: offsets here come from the parser's spans
+/// and line arithmetic, and the file's bytes are anyone's (never slice inside a character).
+fn boundary(text: &str, offset: usize) -> usize {
+    let mut o = offset.min(text.len());
+    while !text.is_char_boundary(o) {
+        o -= 1;
+    }
+    o
+}
+
 /// The `[section]` (None: the top level) that holds the line starting at byte `offset`.
 fn section_at(text: &str, offset: usize) -> Option<String> {
-    text[..offset.min(text.len())]
+    text[..boundary(text, offset)]
         .lines()
         .rev()
         .map(str::trim)
@@ -46,7 +56,7 @@ pub(super) fn line_of(text: &str, section: Option<&str>, key: &str) -> Option<us
 /// The full key (`policy.threshold`) assigned on the line holding byte `offset`, if that line
 /// assigns one; the section's name on a `[section]` line.
 fn key_at(text: &str, offset: usize) -> Option<String> {
-    let offset = offset.min(text.len());
+    let offset = boundary(text, offset);
     let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line = text[start..].lines().next().unwrap_or("").trim();
     if line.starts_with('[') {
@@ -131,7 +141,7 @@ pub(super) fn plain(msg: &str) -> String {
 
 /// A TOML parser error on `text` as a [`ConfigError`] with place, key and plain message.
 pub(super) fn from_toml(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
-    let start = e.span().map(|s| s.start.min(text.len()));
+    let start = e.span().map(|s| boundary(text, s.start));
     let place = match start {
         Some(s) => format!("{}:{}", path.display(), text[..s].matches('\n').count() + 1),
         None => path.display().to_string(),
@@ -149,5 +159,21 @@ pub(super) fn from_toml(path: &Path, text: &str, e: &toml::de::Error) -> ConfigE
         place: Some(place),
         key,
         message: msg,
+    }
+}
+
+#[cfg(test)]
+mod boundary_tests {
+    /// Found by the fuzzer: a multi-byte character where a span or a trimmed line ends.
+    #[test]
+    fn a_multibyte_character_at_an_offset_is_never_sliced() {
+        let text = "\t[AW\u{10}[App*w\u{448}";
+        for o in 0..=text.len() + 2 {
+            let _ = super::section_at(text, o);
+            let _ = super::key_at(text, o);
+        }
+        let bytes = [9, 91, 65, 87, 16, 91, 65, 112, 112, 42, 119, 209, 136];
+        let text = std::str::from_utf8(&bytes).unwrap();
+        let _ = crate::config::parse_file(std::path::Path::new("fuzz.toml"), text);
     }
 }
