@@ -493,7 +493,7 @@ boot1() {
         printf '%s\n' "$sout" >"$OUT/status-$who.txt"
         printf '%s\n' "$mout" >"$OUT/metrics-$who.txt"
         [ $src = 0 ] && [ $mrc = 0 ] && grep -q '^sl0 ' <<<"$sout" && grep -q '^sl1 ' <<<"$sout" &&
-            grep -q '^rlbd_port_up{port="sl0"} 1$' <<<"$mout" && grep -q '^rlbd_port_up{port="sl1"} 1$' <<<"$mout"
+            grep -q '^rlbd_port_up{bond="bond0",port="sl0"} 1$' <<<"$mout" && grep -q '^rlbd_port_up{bond="bond0",port="sl1"} 1$' <<<"$mout"
         check $? "rlbd status bond0 and rlbd metrics bond0 answer $([ $who = root ] && echo root || echo "user op (group $OPGROUP)")" \
             "status exit $src, $(grep -c '^sl[01] ' <<<"$sout") port lines; metrics exit $mrc, $(grep -c '^rlbd_' <<<"$mout") samples"
     done
