@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use common::{exe, fmt_rates, lab_exe, root_or_skip};
+use common::{exe, fmt_rates, lab_exe, root_or_skip, wait_for_log};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -388,18 +388,6 @@ fn run_refuses_a_port_without_a_capacity() {
         stderr.contains("port a1") && stderr.contains("--capacity a1=MBIT"),
         "{stderr}"
     );
-}
-
-/// Polls `log` until it contains `needle` or `secs` pass.
-fn wait_for_log(log: &Path, needle: &str, secs: u64) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 #[test]

@@ -8,11 +8,10 @@
 #[macro_use]
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{exe, root_or_skip};
+use common::{exe, root_or_skip, wait_for_log};
 
 /// `rlbd ARGS` with stderr into a file, and `JOURNAL_STREAM` naming that file (`real`) or
 /// another (not stderr: the variable a child inherits from a service whose stderr it does not
@@ -96,17 +95,6 @@ impl Drop for Daemon {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn wait_for_log(log: &Path, needle: &str, secs: u64) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 /// `rlbd ARGS`: exit code, stdout, stderr.

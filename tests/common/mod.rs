@@ -130,3 +130,15 @@ pub fn client_mac(lab: &Lab, node: &str) -> LabResult<String> {
         .map(str::to_string)
         .ok_or_else(|| format!("no MAC for {node}'s eth0 in {out:?}"))
 }
+
+/// Polls `log` until it contains `needle` or `secs` pass.
+pub fn wait_for_log(log: &Path, needle: &str, secs: u64) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < end {
+        if std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
