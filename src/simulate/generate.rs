@@ -27,6 +27,22 @@ impl Rng {
     pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * self.unit()
     }
+
+    /// Uniform in [0, n) (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+
+    /// An exponentially distributed wait with mean `mean` (at least 1).
+    pub fn exp(&mut self, mean: f64) -> u64 {
+        let u = self.unit().max(1e-12);
+        ((-u.ln()) * mean).max(1.0) as u64
+    }
 }
 
 /// How a demand set is drawn.

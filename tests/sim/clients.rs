@@ -182,18 +182,3 @@ pub fn arp_frame(
 }
 
 pub const BROADCAST: Mac = Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
-
-/// Max-min fair shares of `capacity` among `demands` (water filling).
-pub fn fair_shares(capacity: f64, demands: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..demands.len()).collect();
-    order.sort_by(|a, b| demands[*a].total_cmp(&demands[*b]));
-    let mut out = vec![0.0; demands.len()];
-    let mut left = capacity;
-    for (k, i) in order.iter().enumerate() {
-        let share = left / (demands.len() - k) as f64;
-        let got = demands[*i].min(share);
-        out[*i] = got;
-        left -= got;
-    }
-    out
-}

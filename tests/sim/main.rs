@@ -11,7 +11,6 @@
 mod clients;
 mod driver;
 mod ports;
-mod rng;
 mod rules;
 mod run;
 mod trace;

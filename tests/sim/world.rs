@@ -9,9 +9,10 @@ use std::net::Ipv4Addr;
 use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
 use rlbd::Mac;
 
-use super::clients::{arp_frame, fair_shares, Ask, Client, BROADCAST, SERVER};
+use super::clients::{arp_frame, Ask, Client, BROADCAST, SERVER};
 use super::ports::Port;
-use super::rng::Rng;
+use rlbd::simulate::fair_share;
+use rlbd::simulate::generate::Rng;
 
 /// How long the server's kernel keeps a neighbour it no longer hears from.
 const NEIGH_GC_MS: u64 = 120_000;
@@ -183,7 +184,7 @@ impl World {
         let mut counts = Vec::new();
         for (p, on) in per_port.iter().enumerate() {
             let demands: Vec<f64> = on.iter().map(|c| self.clients[*c].demand_bps).collect();
-            let shares = fair_shares(self.ports[p].capacity_bps(), &demands);
+            let shares = fair_share(self.ports[p].capacity_bps(), &demands);
             for (c, got) in on.iter().zip(shares) {
                 self.clients[*c].delivered_bps = got;
                 let bytes = (got / 8.0) as u64;
