@@ -288,3 +288,35 @@ impl Counting {
         }
     }
 }
+
+impl StatusReport {
+    /// The one-line summary: the log at start, systemd's `STATUS=`, SIGUSR1's dump.
+    pub fn summary(&self) -> String {
+        let ports: Vec<String> = self
+            .ports
+            .iter()
+            .filter(|p| p.state != PortState::Absent)
+            .map(|p| {
+                let down = p.state == PortState::Down;
+                format!("{}{}", p.name, if down { "(down)" } else { "" })
+            })
+            .collect();
+        let what = match self.mode {
+            Mode::Bond => format!("bond {}", self.name),
+            Mode::Ports => "ports".to_string(),
+        };
+        let ports = if ports.is_empty() {
+            "no ports".to_string()
+        } else {
+            ports.join(" ")
+        };
+        let t = &self.totals;
+        format!(
+            "{what}: {ports}; {} clients, {} moved, {} updates sent{}",
+            t.clients_tracked,
+            t.clients_moved,
+            t.updates_sent,
+            if self.dry_run { " (dry run)" } else { "" }
+        )
+    }
+}

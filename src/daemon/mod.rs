@@ -93,7 +93,7 @@ impl Daemon {
             Target::Ports(p) => p.first().cloned().unwrap_or_default(),
         };
         let mut control = Control::open(&name, &self.observability, self.edge.poll.registry())?;
-        let summary = report::summary(&self.status(Some(0)));
+        let summary = self.status(Some(0)).summary();
         setup::sd_notify(&format!("READY=1\nSTATUS={summary}"));
         info!("{summary}");
         let mut events = Events::with_capacity(64);
@@ -289,7 +289,7 @@ impl Daemon {
     fn reload(&mut self, why: &str) -> Result<String, String> {
         setup::sd_notify(&reload::reloading(reload::monotonic_usec()));
         let result = self.reload_config(why);
-        let summary = report::summary(&self.status(Some(0)));
+        let summary = self.status(Some(0)).summary();
         setup::sd_notify(&format!("READY=1\nSTATUS={summary}"));
         result
     }

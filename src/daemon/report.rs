@@ -54,39 +54,9 @@ impl Responder for Answers<'_> {
     }
 }
 
-/// The one-line summary of a report (log, systemd's STATUS=).
-pub fn summary(r: &StatusReport) -> String {
-    let ports: Vec<String> = r
-        .ports
-        .iter()
-        .filter(|p| p.state != crate::status::PortState::Absent)
-        .map(|p| {
-            let down = p.state == crate::status::PortState::Down;
-            format!("{}{}", p.name, if down { "(down)" } else { "" })
-        })
-        .collect();
-    let what = match r.mode {
-        crate::status::Mode::Bond => format!("bond {}", r.name),
-        crate::status::Mode::Ports => "ports".to_string(),
-    };
-    let ports = if ports.is_empty() {
-        "no ports".to_string()
-    } else {
-        ports.join(" ")
-    };
-    let t = &r.totals;
-    format!(
-        "{what}: {ports}; {} clients, {} moved, {} updates sent{}",
-        t.clients_tracked,
-        t.clients_moved,
-        t.updates_sent,
-        if r.dry_run { " (dry run)" } else { "" }
-    )
-}
-
 /// SIGUSR1: the whole state into the log (`r` with every client).
 pub fn log_state(r: &StatusReport) {
-    info!("state: {}", summary(r));
+    info!("state: {}", r.summary());
     for p in &r.ports {
         info!(
             "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} \

@@ -287,7 +287,8 @@ impl Engine {
         self.durable.dirty |= moved != before || (self.schedule.tick % every == 0 && moved > 0);
         self.carry_out();
         if self.schedule.tick % 10 == 0 {
-            self.out.push(Output::Summary(report::summary(self)));
+            let summary = report::status(self, now, Some(0)).summary();
+            self.out.push(Output::Summary(summary));
         }
     }
 

@@ -42,34 +42,6 @@ impl CaptureFacts {
     }
 }
 
-/// The one-line summary (systemd's STATUS=).
-pub fn summary(e: &Engine) -> String {
-    let ports: Vec<String> = e
-        .lan
-        .ports
-        .list
-        .iter()
-        .filter(|p| p.present)
-        .map(|p| format!("{}{}", p.name, if p.up { "" } else { "(down)" }))
-        .collect();
-    let what = match &e.lan.ports.target {
-        Target::Bond(b) => format!("bond {b}"),
-        Target::Ports(_) => "ports".to_string(),
-    };
-    format!(
-        "{what}: {}; {} clients, {} moved, {} updates sent{}",
-        if ports.is_empty() {
-            "no ports".to_string()
-        } else {
-            ports.join(" ")
-        },
-        e.table.len(),
-        e.steer.moved_count(),
-        e.steer.counters().sent,
-        if e.settings.dry_run { " (dry run)" } else { "" }
-    )
-}
-
 fn port_statuses(e: &Engine) -> Vec<PortStatus> {
     let mut per_port = vec![0usize; e.lan.ports.list.len()];
     for e in e.table.iter_unordered() {
