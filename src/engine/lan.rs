@@ -66,10 +66,6 @@ impl Lan {
         }
     }
 
-    pub fn ours(&self) -> &[IpAddr] {
-        &self.ours
-    }
-
     pub fn is_ours(&self, ip: IpAddr) -> bool {
         self.ours.binary_search(&ip).is_ok()
     }

@@ -128,6 +128,8 @@ impl Engine {
                 let (lan, tick) = (&self.lan, self.schedule.tick);
                 self.table
                     .account(key, src, dst, port, bytes, tick, |ip| lan.is_ours(ip));
+                // The per-frame path: a count decides nothing, sends nothing, persists nothing.
+                return;
             }
             Input::Second {
                 counts,
@@ -184,11 +186,6 @@ impl Engine {
         &self.lan.ports
     }
 
-    /// The server's addresses, sorted (the capture path's "is this frame the server's?").
-    pub fn our_addresses(&self) -> &[std::net::IpAddr] {
-        self.lan.ours()
-    }
-
     /// Interfaces on the bond that rlbd cannot steer (at start these are a configuration error).
     pub fn unsupported(&self) -> &[(String, String)] {
         self.lan.unsupported()
@@ -197,11 +194,6 @@ impl Engine {
     /// The server's interfaces on the bond, for the start-up line.
     pub fn shape(&self) -> Vec<String> {
         self.lan.shape()
-    }
-
-    /// The seconds counted so far (the client table's tick).
-    pub fn tick(&self) -> u64 {
-        self.schedule.tick
     }
 
     /// The settings in force.
