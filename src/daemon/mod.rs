@@ -44,16 +44,22 @@ const SECOND: Duration = Duration::from_secs(1);
 
 type Reload = Box<dyn Fn() -> Result<Settings, ConfigError>>;
 
-/// Milliseconds on the system's monotonic clock: the engine's time, the same in every process
-/// until a reboot (so a state file's times mean the same to the next daemon).
-pub fn monotonic_ms() -> u64 {
+/// Microseconds on the system's monotonic clock (CLOCK_MONOTONIC), as systemd's
+/// `MONOTONIC_USEC=` wants it.
+pub fn monotonic_usec() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec into the valid pointer it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+/// Milliseconds on the same clock: the engine's time, the same in every process until a reboot
+/// (so a state file's times mean the same to the next daemon).
+pub fn monotonic_ms() -> u64 {
+    monotonic_usec() / 1000
 }
 
 pub struct Daemon {
@@ -287,7 +293,7 @@ impl Daemon {
     /// protocol. `why`: "SIGHUP" or "reload request", for the log. `Ok`: what was done; `Err`:
     /// why nothing was (a bad file changes nothing: the daemon runs on with its settings).
     fn reload(&mut self, why: &str) -> Result<String, String> {
-        setup::sd_notify(&reload::reloading(reload::monotonic_usec()));
+        setup::sd_notify(&reload::reloading(monotonic_usec()));
         let result = self.reload_config(why);
         let summary = self.status(Some(0)).summary();
         setup::sd_notify(&format!("READY=1\nSTATUS={summary}"));

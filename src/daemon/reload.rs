@@ -3,11 +3,6 @@
 //! (`Type=notify-reload`) match the notification to the reload they asked for by the time;
 //! older ones ignore it.
 
-/// CLOCK_MONOTONIC in microseconds, as systemd's `MONOTONIC_USEC=` wants it.
-pub fn monotonic_usec() -> u64 {
-    super::monotonic_ms() * 1000
-}
-
 /// The notification that starts a reload.
 pub fn reloading(usec: u64) -> String {
     format!("RELOADING=1\nMONOTONIC_USEC={usec}\nSTATUS=reloading the configuration")
@@ -29,8 +24,8 @@ pub fn answer(from: &str, restart: &[&str]) -> String {
 mod tests {
     #[test]
     fn the_reloading_notification_carries_the_monotonic_time() {
-        let a = super::monotonic_usec();
-        let b = super::monotonic_usec();
+        let a = crate::daemon::monotonic_usec();
+        let b = crate::daemon::monotonic_usec();
         assert!(a > 0 && b >= a);
         assert_eq!(
             super::reloading(123),
