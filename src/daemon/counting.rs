@@ -17,7 +17,7 @@ const CAPTURE_BATCH: usize = 4096;
 
 /// The buffers the counting input reuses (no allocation per frame or per wakeup).
 #[derive(Default)]
-pub struct Counting {
+pub struct CountingInput {
     /// ARP and ND frames of one batch, handed over after it.
     frames: VecDeque<(Frame, bool, u16)>,
     /// What the ports counted in the kernel in one second.
@@ -25,7 +25,7 @@ pub struct Counting {
     buf: Vec<Delta>,
 }
 
-impl Counting {
+impl CountingInput {
     /// Drains port `i`'s socket (one batch) into the engine.
     pub fn drain(&mut self, now: u64, i: usize, captures: &mut Captures, engine: &mut Engine) {
         let port = i as u16;

@@ -29,7 +29,7 @@ use crate::engine::{Engine, Input, Output};
 use crate::exit::Failure;
 use crate::netlink::Snapshot;
 use control::Control;
-use counting::Counting;
+use counting::CountingInput;
 use edge::Edge;
 use report::Answers;
 
@@ -68,7 +68,7 @@ pub struct Daemon {
     edge: Edge,
     /// How the settings were made, for a reload.
     reload: Reload,
-    counting: Counting,
+    counting: CountingInput,
     /// When the next second ends (the kernel's counts are read then).
     next_second: Instant,
     watchdog: bool,

@@ -9,7 +9,7 @@ use mio::Poll;
 use std::path::PathBuf;
 
 use super::captures::Captures;
-use super::counting::Counting;
+use super::counting::CountingInput;
 use super::edge::Edge;
 use super::netlink::NetlinkReader;
 use super::state_file::StateFile;
@@ -182,7 +182,7 @@ pub fn build(
     let mut d = Daemon {
         reload,
         edge,
-        counting: Counting::default(),
+        counting: CountingInput::default(),
         next_second: Instant::now() + Duration::from_secs(1),
         watchdog: std::env::var_os("WATCHDOG_USEC").is_some(),
         observability: settings.observability.clone(),

@@ -241,14 +241,20 @@ impl Engine {
                 .on_port_mac_changed(now, p, &ctx, &mut self.actions);
         }
         if !changes.down.is_empty() || changes.up {
-            second::fill_snaps(&self.table, &self.lan.ports, false, &mut self.snaps);
-            let views = self.lan.ports.views();
-            let down = &changes.down;
-            self.steer
-                .failover(now, down, &views, &self.snaps, &ctx, &mut self.actions);
-            self.durable.dirty = true;
+            self.fail_over(now, &changes.down);
         }
         self.carry_out();
+    }
+
+    /// Moves every client off the `down` ports (and rescues those stranded while no port was
+    /// up): every client in the table, not only this second's, since a quiet one must move too.
+    fn fail_over(&mut self, now: u64, down: &[usize]) {
+        second::fill_snaps(&self.table, &self.lan.ports, false, &mut self.snaps);
+        let views = self.lan.ports.views();
+        let ctx = self.lan.ctx();
+        self.steer
+            .failover(now, down, &views, &self.snaps, &ctx, &mut self.actions);
+        self.durable.dirty = true;
     }
 
     /// A second ended: the kernel's counts into the client table, the table rolled over, the
@@ -460,10 +466,7 @@ impl Engine {
         self.steer.on_timer(now, &ctx, &mut self.actions);
         let down: Vec<usize> = (0..usable.len()).filter(|i| !usable[*i]).collect();
         if !down.is_empty() {
-            second::fill_snaps(&self.table, &self.lan.ports, false, &mut self.snaps);
-            let views = self.lan.ports.views();
-            self.steer
-                .failover(now, &down, &views, &self.snaps, &ctx, &mut self.actions);
+            self.fail_over(now, &down);
         }
         self.durable.dirty = true;
         self.carry_out();
