@@ -31,7 +31,7 @@ use crate::host::PortTable;
 use crate::netlink::NlEvent;
 use crate::policy::Move;
 use crate::steer::explain::Facts;
-use crate::steer::{Action, ClientSnap, Rule, RulesOff, SendOutcome, Steerer};
+use crate::steer::{Action, ClientSnap, LogKind, Rule, RulesOff, SendOutcome, Steerer};
 use frames::Seen;
 pub use io::{Input, Output, SendTag, Topic};
 use lan::Lan;
@@ -363,10 +363,11 @@ impl Engine {
                     self.sender
                         .send(update, frame, &mut self.out, &mut self.outcomes);
                 }
-                Action::Log(level, text) => {
-                    let moved =
-                        text.starts_with("move ") || text.starts_with("dry run: would move");
-                    let topic = if moved { Topic::Move } else { Topic::Steer };
+                Action::Log(level, kind, text) => {
+                    let topic = match kind {
+                        LogKind::Move => Topic::Move,
+                        LogKind::Steer => Topic::Steer,
+                    };
                     self.out.log(level, topic, text);
                 }
             }

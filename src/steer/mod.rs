@@ -11,8 +11,8 @@ pub mod nd;
 pub mod watch;
 
 pub use self::core::{
-    Action, ClientSnap, Counters, Ctx, DurableMove, Moved, PortId, PortInfo, Rule, RulesOff,
-    SendOutcome, SteerConfig, SteerState, Steerer,
+    Action, ClientSnap, Counters, Ctx, DurableMove, LogKind, Moved, PortId, PortInfo, Rule,
+    RulesOff, SendOutcome, SteerConfig, SteerState, Steerer,
 };
 pub use arp::{learning_frame, steering_update, tagged};
 pub use limiter::Limiter;

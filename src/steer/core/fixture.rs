@@ -4,7 +4,8 @@
 use super::*;
 use crate::client::ServerSet;
 use crate::host::testing::*;
-use crate::policy::{Move, PortView};
+use crate::host::{HostView, Talk};
+use crate::policy::{Move, PolicyConfig, PortView};
 
 pub const P: [Mac; 3] = [
     Mac(2, 0, 0, 0, 0xf, 0),
@@ -96,4 +97,52 @@ pub fn mv(from: PortId, to: PortId, reason: Reason) -> Move {
         to_util: (0.1, 0.5),
         exchange: false,
     }
+}
+
+/// The (port, claim) of every frame sent.
+pub fn sends(out: &[Action]) -> Vec<(PortId, Claim)> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Send { port, claim, .. } => Some((*port, *claim)),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn logs(out: &[Action], level: Level) -> Vec<String> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Log(l, _, m) if *l == level => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub const V4: Claim = Claim::V4 {
+    client: CLIENT_IP,
+    server: SERVER,
+};
+pub const V6: Claim = Claim::V6 {
+    client: CLIENT6,
+    server: SERVER6,
+};
+
+/// A core with CLIENT moved from p0 to p1 at t=0 (its three sends already out).
+pub fn moved_to_p1(w: &World) -> Steerer {
+    let mut s = Steerer::new(cfg());
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        assert!(s.apply_move(
+            0,
+            ClientKey::untagged(CLIENT),
+            &talk(),
+            &mv(0, 1, Reason::Overload),
+            "test",
+            ctx,
+            &mut out
+        ));
+        s.on_timer(1000, ctx, &mut out);
+    });
+    assert_eq!(sends(&out).len(), 6, "three rounds of ARP + NA");
+    s
 }

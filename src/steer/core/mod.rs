@@ -28,174 +28,18 @@ use super::arp::{steering_update, tagged};
 use super::limiter::{Admit, Limiter};
 use super::nd::neighbor_advertisement;
 use crate::client::ClientKey;
-use crate::host::{Claim, HostView, Talk};
-use crate::policy::{PolicyConfig, Reason};
+use crate::host::Claim;
+use crate::policy::Reason;
 use crate::Mac;
 
 pub use crate::policy::model::PortId;
+pub use types::{
+    Action, ClientSnap, Counters, Ctx, LogKind, Moved, PortInfo, Rule, RulesOff, SendOutcome,
+    SteerConfig,
+};
 
 /// Queued sends per client at most; past it a re-assertion storm is shed, not buffered.
 const MAX_PENDING_PER_CLIENT: usize = 8;
-
-/// What the event loop does for the core.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Send `frame` out of `port`: an update telling `client` to use that port. Its outcome,
-    /// once known (sent, or refused for good), goes back with [`Steerer::on_send_result`]
-    /// under `move_id`.
-    Send {
-        port: PortId,
-        client: ClientKey,
-        claim: Claim,
-        frame: Vec<u8>,
-        move_id: u64,
-    },
-    /// Write a line to the log.
-    Log(Level, String),
-}
-
-/// The core's view of one port (kept by the caller, rebuilt only when the ports change).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PortInfo {
-    pub name: String,
-    pub mac: Mac,
-    pub usable: bool,
-}
-
-/// What every decision may look at: the kernel's view of the server, and the ports.
-#[derive(Clone, Copy)]
-pub struct Ctx<'a> {
-    pub host: &'a HostView,
-    pub ports: &'a [PortInfo],
-}
-
-impl Ctx<'_> {
-    fn port_name(&self, p: PortId) -> &str {
-        self.ports.get(p).map_or("?", |i| &i.name)
-    }
-}
-
-/// One client as the daemon measured it this second.
-#[derive(Debug, Clone, Copy)]
-pub struct ClientSnap {
-    pub key: ClientKey,
-    /// The port its latest frames arrived on.
-    pub port: PortId,
-    pub rate_bps: f64,
-    pub talk: Talk,
-}
-
-/// The core's settings: the policy's, and how updates are sent.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SteerConfig {
-    pub policy: PolicyConfig,
-    /// Times each update is sent (the first at once), `repeat_interval_ms` apart.
-    pub repeats: u32,
-    pub repeat_interval_ms: u64,
-    /// Delay of a re-assertion, so it lands after the kernel's frame that it corrects.
-    pub reassert_delay_ms: u64,
-    pub per_client_per_sec: u32,
-    pub total_per_sec: u32,
-    /// A move is forgotten once its client has been out of the client table this long.
-    pub idle_ms: u64,
-    /// Decide and log, send nothing.
-    pub dry_run: bool,
-    /// Moves remembered at most (the client table's size); the oldest is forgotten first.
-    pub max_moved: usize,
-    /// Also fail over the clients the host's own ARP and ND frames placed on a port, not only
-    /// those counted there: on plain ports, where nobody else would (see [`answered`]).
-    pub follow_answers: bool,
-    /// Rules switched off: only ever by a test proving that it catches their absence.
-    pub rules_off: RulesOff,
-}
-
-/// A rule the steering core and the engine keep. Each can be switched off, only to prove that
-/// the simulation (`tests/sim`) catches its absence; the daemon never switches one off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    /// No overload move of a client within its hold-down.
-    HoldDown,
-    /// Updates within the per-client and total rate limits.
-    RateLimits,
-    /// A frame only to a client the kernel's neighbour table confirms.
-    ConfirmBeforeSend,
-    /// Plain ports: the clients the host's own frames placed on a failed port are moved too.
-    AnsweredFailover,
-    /// A frame that undoes a move is answered with the update again.
-    Reassertion,
-    /// A restart takes the state file over.
-    StateFile,
-}
-
-/// The rules switched off (none, outside the simulation's mutation runs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RulesOff(u8);
-
-impl RulesOff {
-    pub fn with(self, rule: Rule) -> RulesOff {
-        RulesOff(self.0 | 1 << rule as u8)
-    }
-    pub fn has(self, rule: Rule) -> bool {
-        self.0 & 1 << rule as u8 != 0
-    }
-}
-
-/// What became of an update frame, as the event loop reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendOutcome {
-    /// The kernel took it.
-    Sent,
-    /// Refused, and not to be tried again (the port is down or gone, or the retries ran out).
-    Refused,
-}
-
-/// A client rlbd moved, and keeps where it put it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Moved {
-    pub port: PortId,
-    /// The port this move took it off: it is not sent back there within the hold-down.
-    pub left: PortId,
-    /// The addresses claimed toward it, checked against the host view at every send.
-    pub claims: Vec<Claim>,
-    pub at_ms: u64,
-    pub reason: Reason,
-    pub reasserts: u64,
-    /// Due times of its queued sends.
-    pending: Vec<u64>,
-    /// This move's number: outcomes of an earlier move's frames are not this one's.
-    move_id: u64,
-    /// Frames of this move handed out, and refused for good; whether one went out.
-    issued: u32,
-    refused: u32,
-    confirmed: bool,
-    /// What rlbd had put the client on before this move, while the move is not confirmed:
-    /// where the client still is if every frame of the move is refused.
-    prior: Option<Box<Moved>>,
-}
-
-impl Moved {
-    /// The client's address for people: its IPv4 one if it has one.
-    pub fn client_ip(&self) -> Option<IpAddr> {
-        self.claims.first().map(Claim::client)
-    }
-}
-
-/// Counters since start.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub moves_overload: u64,
-    pub moves_failover: u64,
-    pub moves_placement: u64,
-    pub moves_room: u64,
-    pub moves_settle: u64,
-    pub reasserts: u64,
-    pub sent: u64,
-    pub suppressed: u64,
-    /// A move's first frame held back by the total rate limit, to go in its turn.
-    pub deferred: u64,
-    /// Moves not made: the kernel refused every frame of them.
-    pub moves_refused: u64,
-}
 
 /// A port that came back less than this long ago is a target only when no other port is up:
 /// a link that flaps would otherwise take clients on and drop them again.
@@ -241,7 +85,7 @@ pub(super) fn forget_oldest<V, A: Ord>(
 }
 
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
-    out.push(Action::Log(level, msg));
+    out.push(Action::Log(level, LogKind::Steer, msg));
 }
 
 impl Steerer {
@@ -502,6 +346,9 @@ pub(crate) mod tests;
 mod refused_tests;
 
 #[cfg(test)]
+mod failover_tests;
+
+#[cfg(test)]
 mod flap_tests;
 
 #[cfg(test)]
@@ -516,6 +363,11 @@ mod props;
 #[cfg(test)]
 mod props_harness;
 
+#[cfg(test)]
+mod props_ops;
+
 mod durable;
+mod lines;
+mod types;
 mod watching;
 pub use durable::{DurableMove, SteerState};

@@ -3,7 +3,10 @@
 
 use log::Level;
 
-use super::{forget_oldest, log, Action, ClientSnap, Ctx, Moved, PortId, Steerer, STABLE_MS};
+use super::lines::{move_line, settle_line};
+use super::{
+    forget_oldest, log, Action, ClientSnap, Ctx, LogKind, Moved, PortId, Steerer, STABLE_MS,
+};
 
 /// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
 /// before it is used: frames counted in it may be up to this old.
@@ -33,7 +36,7 @@ impl Steerer {
             return false;
         };
         let line = move_line(self.cfg.dry_run, client, &claims, mv, why, ctx);
-        log(out, Level::Info, line);
+        out.push(Action::Log(Level::Info, LogKind::Move, line));
         match mv.reason {
             Reason::Overload => self.counters.moves_overload += 1,
             Reason::Failover => self.counters.moves_failover += 1,
@@ -452,6 +455,7 @@ impl Steerer {
                     .map_or_else(String::new, |ip| format!("{ip} "));
                 out.push(Action::Log(
                     Level::Debug,
+                    LogKind::Steer,
                     format!("forgetting the move of {ip}({mac}): idle"),
                 ));
                 // The client still sends to that port's MAC when it wakes: if the port fails
@@ -461,48 +465,6 @@ impl Steerer {
             keep
         });
     }
-}
-
-/// Why a settling move is made, for its log line: the first half of an exchange or a move on
-/// (its move made `from` over-full), or the second half (`partner`).
-fn settle_line(mv: &Move, partner: bool, ctx: &Ctx) -> String {
-    let (from, to) = (ctx.port_name(mv.from), ctx.port_name(mv.to));
-    if partner {
-        format!("settle: exchanged with the client whose move overfilled {to}")
-    } else if mv.exchange {
-        format!("settle: {from} is over-full since this client's move; exchanged with a smaller client of {to}")
-    } else {
-        format!("settle: {from} is over-full since this client's move; {to} has room for it")
-    }
-}
-
-/// The log line of a move: who, from and to where, the rate and both ports' utilization before
-/// and after, why, and every address claimed.
-fn move_line(
-    dry_run: bool,
-    client: ClientKey,
-    claims: &[Claim],
-    mv: &Move,
-    why: &str,
-    ctx: &Ctx,
-) -> String {
-    let also: String = claims
-        .iter()
-        .skip(1)
-        .map(|c| format!(" and {} -> {}", c.client(), c.server()))
-        .collect();
-    let (from, to) = (ctx.port_name(mv.from), ctx.port_name(mv.to));
-    format!(
-        "{}move {} ({client}) {from} -> {to}: {:.1} Mbit/s; {from} {:.2}->{:.2}, {to} {:.2}->{:.2}; {why}{}",
-        if dry_run { "dry run: would " } else { "" },
-        claims.first().map_or_else(String::new, |c| c.client().to_string()),
-        mv.rate_bps / 1e6,
-        mv.from_util.0,
-        mv.from_util.1,
-        mv.to_util.0,
-        mv.to_util.1,
-        if also.is_empty() { String::new() } else { format!("; claims{also}") },
-    )
 }
 
 fn client_views(

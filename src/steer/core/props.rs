@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use super::*;
+use crate::host::Talk;
 
 use super::props_harness as harness;
 

@@ -1,0 +1,142 @@
+//! The core's failover: a port that fails takes every client on it to a live port, in turn
+//! within the total rate limit, and a client failed over is not moved again meanwhile.
+
+use std::net::Ipv4Addr;
+
+use super::*;
+use crate::host::testing::*;
+use crate::host::Talk;
+
+use super::fixture::*;
+
+/// The fixture's client as the core keys it (untagged).
+const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);
+
+#[test]
+fn a_client_moved_onto_a_port_that_fails_is_re_steered_in_the_same_step() {
+    let mut w = World::new();
+    let mut s = moved_to_p1(&w);
+    w.usable[1] = false;
+    let mut out = Vec::new();
+    let ports = w.port_views();
+    // The client is quiet this second: it is not in the client list at all.
+    w.with(|ctx| s.failover(5000, &[1], &ports, &[], ctx, &mut out));
+    let to = s.moved(&CLIENT).unwrap().port;
+    assert_ne!(to, 1);
+    assert_eq!(sends(&out), vec![(to, V4), (to, V6)]);
+    assert_eq!(s.counters().moves_failover, 1);
+}
+
+#[test]
+fn failover_moves_clients_seen_on_the_failed_port() {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    w.usable[0] = false;
+    let snap = ClientSnap {
+        key: CLIENT,
+        port: 0,
+        rate_bps: 10e6,
+        talk: talk(),
+    };
+    let mut out = Vec::new();
+    let ports = w.port_views();
+    w.with(|ctx| s.failover(0, &[0], &ports, &[snap], ctx, &mut out));
+    assert_eq!(s.moved(&CLIENT).unwrap().reason, Reason::Failover);
+    assert_eq!(sends(&out).len(), 2);
+}
+
+#[test]
+fn a_quiet_client_failed_over_is_not_moved_again_while_its_old_port_is_down() {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    w.usable[0] = false;
+    // Idle: its latest frame, long ago, came in on p0, and it sends nothing to say otherwise.
+    let snap = ClientSnap {
+        key: CLIENT,
+        port: 0,
+        rate_bps: 0.0,
+        talk: talk(),
+    };
+    let mut out = Vec::new();
+    let mut ports = w.port_views();
+    ports[0].up = false;
+    w.with(|ctx| s.failover(0, &[0], &ports, &[snap], ctx, &mut out));
+    let first = s.moved(&CLIENT).unwrap().clone();
+    assert_eq!(first.reason, Reason::Failover);
+    out.clear();
+    for t in 1..5u64 {
+        let made = w.with(|ctx| {
+            s.rebalance(
+                t * 1000,
+                &ports,
+                &[snap],
+                &|_| "overload".into(),
+                ctx,
+                &mut out,
+            )
+        });
+        assert!(made.is_empty(), "moved again at {t} s");
+    }
+    assert_eq!(s.moved(&CLIENT).unwrap().at_ms, first.at_ms);
+    assert_eq!(s.counters().moves_failover, 1);
+}
+
+#[test]
+fn a_port_failing_under_more_clients_than_the_total_limit_reaches_each_in_turn() {
+    // 3,000 clients on p0 (a /20 of them), the total limit 1,000 updates a second.
+    let mut w = World::new();
+    w.host.apply(&addr(BOND, "198.18.0.1/20"));
+    let n = 3000u16;
+    let snaps: Vec<ClientSnap> = (0..n)
+        .map(|i| {
+            let [hi, lo] = i.to_be_bytes();
+            let mac = Mac(2, 1, 0, 0, hi, lo);
+            let ip = Ipv4Addr::new(198, 18, 1 + hi, lo);
+            w.host
+                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
+            let mut servers = crate::client::ServerSet::default();
+            servers.note(SERVER.into(), 0, 0);
+            ClientSnap {
+                key: ClientKey::untagged(mac),
+                port: 0,
+                rate_bps: 1e3,
+                talk: Talk {
+                    v4: Some(ip),
+                    v6: None,
+                    servers,
+                },
+            }
+        })
+        .collect();
+    let mut s = Steerer::new(cfg());
+    w.usable[0] = false;
+    let ports = w.port_views();
+    let mut out = Vec::new();
+    w.with(|ctx| s.failover(0, &[0], &ports, &snaps, ctx, &mut out));
+    let mut first: HashMap<ClientKey, u64> = HashMap::new();
+    let mut per_sec: HashMap<u64, usize> = HashMap::new();
+    let mut now = 0;
+    loop {
+        for a in out.drain(..) {
+            if let Action::Send { client, .. } = a {
+                first.entry(client).or_insert(now);
+                *per_sec.entry(now / 1000).or_default() += 1;
+            }
+        }
+        match s.next_due() {
+            Some(t) if t < 10_000 => {
+                now = t;
+                w.with(|ctx| s.on_timer(now, ctx, &mut out));
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(s.counters().moves_failover, u64::from(n));
+    assert_eq!(first.len(), usize::from(n), "every client hears once");
+    let last = first.values().max().copied().unwrap_or(0);
+    // 2,000 waiting at 1,000 a second, give or take the repeats of the first 1,000.
+    assert!(last < 2_100, "the last first frame after {last} ms");
+    // The bucket's burst (1,000) plus its rate: never more in a second.
+    assert!(per_sec.values().all(|&k| k <= 2000), "{per_sec:?}");
+    assert!(s.counters().deferred >= u64::from(n) - 1000);
+}

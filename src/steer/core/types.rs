@@ -1,0 +1,182 @@
+//! The steering core's plain data: what it asks the loop to do, what it is told of the ports
+//! and clients, its settings, the rules it keeps, and its record of a move.
+
+use std::net::IpAddr;
+
+use log::Level;
+
+use crate::client::ClientKey;
+use crate::host::{Claim, HostView, Talk};
+use crate::policy::{PolicyConfig, Reason};
+use crate::Mac;
+
+use super::PortId;
+
+/// What the event loop does for the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send `frame` out of `port`: an update telling `client` to use that port. Its outcome,
+    /// once known (sent, or refused for good), goes back with [`Steerer::on_send_result`]
+    /// under `move_id`.
+    Send {
+        port: PortId,
+        client: ClientKey,
+        claim: Claim,
+        frame: Vec<u8>,
+        move_id: u64,
+    },
+    /// Write a line to the log; the kind tells a move's line from the rest.
+    Log(Level, LogKind, String),
+}
+
+/// What a log line of the core is about (the engine's typed topic comes from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogKind {
+    /// A client moved (or, in a dry run, would have been).
+    Move,
+    /// Anything else the core says: re-assertions, holds, refusals, claims.
+    Steer,
+}
+
+/// The core's view of one port (kept by the caller, rebuilt only when the ports change).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortInfo {
+    pub name: String,
+    pub mac: Mac,
+    pub usable: bool,
+}
+
+/// What every decision may look at: the kernel's view of the server, and the ports.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    pub host: &'a HostView,
+    pub ports: &'a [PortInfo],
+}
+
+impl Ctx<'_> {
+    pub(super) fn port_name(&self, p: PortId) -> &str {
+        self.ports.get(p).map_or("?", |i| &i.name)
+    }
+}
+
+/// One client as the daemon measured it this second.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientSnap {
+    pub key: ClientKey,
+    /// The port its latest frames arrived on.
+    pub port: PortId,
+    pub rate_bps: f64,
+    pub talk: Talk,
+}
+
+/// The core's settings: the policy's, and how updates are sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteerConfig {
+    pub policy: PolicyConfig,
+    /// Times each update is sent (the first at once), `repeat_interval_ms` apart.
+    pub repeats: u32,
+    pub repeat_interval_ms: u64,
+    /// Delay of a re-assertion, so it lands after the kernel's frame that it corrects.
+    pub reassert_delay_ms: u64,
+    pub per_client_per_sec: u32,
+    pub total_per_sec: u32,
+    /// A move is forgotten once its client has been out of the client table this long.
+    pub idle_ms: u64,
+    /// Decide and log, send nothing.
+    pub dry_run: bool,
+    /// Moves remembered at most (the client table's size); the oldest is forgotten first.
+    pub max_moved: usize,
+    /// Also fail over the clients the host's own ARP and ND frames placed on a port, not only
+    /// those counted there: on plain ports, where nobody else would (see [`answered`]).
+    pub follow_answers: bool,
+    /// Rules switched off: only ever by a test proving that it catches their absence.
+    pub rules_off: RulesOff,
+}
+
+/// A rule the steering core and the engine keep. Each can be switched off, only to prove that
+/// the simulation (`tests/sim`) catches its absence; the daemon never switches one off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// No overload move of a client within its hold-down.
+    HoldDown,
+    /// Updates within the per-client and total rate limits.
+    RateLimits,
+    /// A frame only to a client the kernel's neighbour table confirms.
+    ConfirmBeforeSend,
+    /// Plain ports: the clients the host's own frames placed on a failed port are moved too.
+    AnsweredFailover,
+    /// A frame that undoes a move is answered with the update again.
+    Reassertion,
+    /// A restart takes the state file over.
+    StateFile,
+}
+
+/// The rules switched off (none, outside the simulation's mutation runs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RulesOff(u8);
+
+impl RulesOff {
+    pub fn with(self, rule: Rule) -> RulesOff {
+        RulesOff(self.0 | 1 << rule as u8)
+    }
+    pub fn has(self, rule: Rule) -> bool {
+        self.0 & 1 << rule as u8 != 0
+    }
+}
+
+/// What became of an update frame, as the event loop reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// The kernel took it.
+    Sent,
+    /// Refused, and not to be tried again (the port is down or gone, or the retries ran out).
+    Refused,
+}
+
+/// A client rlbd moved, and keeps where it put it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    pub port: PortId,
+    /// The port this move took it off: it is not sent back there within the hold-down.
+    pub left: PortId,
+    /// The addresses claimed toward it, checked against the host view at every send.
+    pub claims: Vec<Claim>,
+    pub at_ms: u64,
+    pub reason: Reason,
+    pub reasserts: u64,
+    /// Due times of its queued sends.
+    pub(super) pending: Vec<u64>,
+    /// This move's number: outcomes of an earlier move's frames are not this one's.
+    pub(super) move_id: u64,
+    /// Frames of this move handed out, and refused for good; whether one went out.
+    pub(super) issued: u32,
+    pub(super) refused: u32,
+    pub(super) confirmed: bool,
+    /// What rlbd had put the client on before this move, while the move is not confirmed:
+    /// where the client still is if every frame of the move is refused.
+    pub(super) prior: Option<Box<Moved>>,
+}
+
+impl Moved {
+    /// The client's address for people: its IPv4 one if it has one.
+    pub fn client_ip(&self) -> Option<IpAddr> {
+        self.claims.first().map(Claim::client)
+    }
+}
+
+/// Counters since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub moves_overload: u64,
+    pub moves_failover: u64,
+    pub moves_placement: u64,
+    pub moves_room: u64,
+    pub moves_settle: u64,
+    pub reasserts: u64,
+    pub sent: u64,
+    pub suppressed: u64,
+    /// A move's first frame held back by the total rate limit, to go in its turn.
+    pub deferred: u64,
+    /// Moves not made: the kernel refused every frame of them.
+    pub moves_refused: u64,
+}
