@@ -296,7 +296,8 @@ impl Engine {
         let policy = &self.settings.policy;
         second::feed_detectors(&mut self.lan.ports, now, policy.threshold);
         let views = self.lan.ports.views();
-        if std::mem::take(&mut self.trouble.rates_unreliable) {
+        let unreliable = std::mem::take(&mut self.trouble.rates_unreliable);
+        if unreliable && !self.rules_off.has(Rule::RingDropVeto) {
             // The rings dropped frames this second: the client rates miss an unknown share, so
             // the split among clients, which every move rests on, is not known. Port loads are
             // exact (kernel counters) and keep feeding the detectors; moves wait for a clean

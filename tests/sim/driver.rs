@@ -34,6 +34,10 @@ pub struct Driver {
     pub stats: Stats,
     /// A rule switched off in every engine of the run (mutation runs: the rules must catch it).
     pub mutate: Option<Rule>,
+    /// Seconds left of a stretch in which the capture rings drop frames now and then.
+    pub drops_left: u32,
+    /// The evaluation of a second with ring drops is due: it must decide no move.
+    pub veto: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -46,6 +50,8 @@ pub struct Stats {
     pub reloads: u64,
     pub overruns: u64,
     pub foreign: u64,
+    pub drop_seconds: u64,
+    pub calms: u64,
 }
 
 pub fn settings(ports: usize) -> Settings {
@@ -74,11 +80,7 @@ impl Driver {
     pub fn new(seed: u64, ports: usize, population: usize, mutate: Option<Rule>) -> Driver {
         let settings = settings(ports);
         let s = &settings.steering;
-        let rules = Rules::new(
-            s.per_client_per_sec,
-            s.total_per_sec,
-            settings.policy.hold_down,
-        );
+        let rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
         let mut engine = Engine::new(settings.clone(), 0);
         if let Some(rule) = mutate {
             engine.switch_off(rule);
@@ -97,6 +99,8 @@ impl Driver {
             failure: None,
             stats: Stats::default(),
             mutate,
+            drops_left: 0,
+            veto: false,
         };
         d.start_engine();
         d
@@ -218,7 +222,17 @@ impl Driver {
             Output::Persist(p) => self.state = Some(*p),
             Output::Status(r) => self.status = Some(*r),
             Output::Log { level, topic, text } => {
-                if level <= log::Level::Warn || topic == rlbd::engine::Topic::Restore {
+                if self.veto && topic == rlbd::engine::Topic::Move {
+                    self.fail(format!(
+                        "a move decided on a second with capture ring drops: {text}"
+                    ));
+                }
+                if level <= log::Level::Warn
+                    || matches!(
+                        topic,
+                        rlbd::engine::Topic::Restore | rlbd::engine::Topic::NoMove
+                    )
+                {
                     self.trace
                         .note(now, || format!("log {level} {topic:?}: {text}"));
                 }
@@ -291,14 +305,22 @@ impl Driver {
                 Some((ep, d))
             })
             .collect();
+        let ring_drops = self.drops_left > 0 && self.world.rng.chance(0.5);
+        self.drops_left = self.drops_left.saturating_sub(1);
+        if ring_drops {
+            self.stats.drop_seconds += 1;
+        }
         self.input(Input::Second {
             counts: &counts,
             whole: true,
-            ring_drops: false,
+            ring_drops,
         });
+        self.veto = ring_drops;
         // The status (every client's line) is the dearest part of a quiet second: asked every
-        // 5 s, and every second while a port is down (the dead-port rule's window is 2 s).
-        if self.now % 5000 != 0 && self.world.ports.iter().all(|p| p.up) {
+        // 5 s, and every second while a port is down (the dead-port rule's window is 2 s) or
+        // in a calm (the balance rule's).
+        let calm = self.world.calm;
+        if self.now % 5000 != 0 && self.world.ports.iter().all(|p| p.up) && !calm {
             return;
         }
         self.input(Input::StatusQuery { top: None });

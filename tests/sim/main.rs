@@ -8,6 +8,7 @@
 //!
 //! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed).
 
+mod balance;
 mod clients;
 mod driver;
 mod ports;
@@ -86,7 +87,7 @@ fn simulated_year() {
 #[test]
 fn frame_rule_bites() {
     let world = world::World::new(7, 2, 10);
-    let mut rules = rules::Rules::new(8, 1000, 30);
+    let mut rules = rules::Rules::new(8, 1000, &Default::default());
     let stranger = rlbd::Mac(2, 0x77, 0, 0, 0, 1);
     let port = world.ports[1].mac;
     let f = clients::arp_frame(stranger, 2, port, clients::SERVER, port, clients::SERVER);
@@ -122,6 +123,8 @@ fn every_rule_switched_off_is_caught() {
         Rule::ConfirmBeforeSend,
         Rule::Reassertion,
         Rule::AnsweredFailover,
+        Rule::RingDropVeto,
+        Rule::Rebalance,
     ];
     let mut missed = Vec::new();
     for rule in rules {

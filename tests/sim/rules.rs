@@ -8,6 +8,7 @@ use rlbd::policy::Reason;
 use rlbd::status::StatusReport;
 use rlbd::Mac;
 
+use super::balance::Balance;
 use super::clients::SERVER;
 use super::world::World;
 
@@ -26,6 +27,8 @@ pub struct Rules {
     /// The engine was restarted with the state file at this time: the first status 2 s on (its
     /// clients counted again) must show every move still held.
     pub restored: Option<u64>,
+    /// Once settled, no port over its threshold while another has room.
+    pub balance: Balance,
     /// Figures for the report.
     pub frames_checked: u64,
     pub chosen_moves: u64,
@@ -35,11 +38,12 @@ pub struct Rules {
 pub const DEAD_PORT_GRACE_MS: u64 = 2_000;
 
 impl Rules {
-    pub fn new(per_client: u32, total: u32, hold_down_secs: u64) -> Rules {
+    pub fn new(per_client: u32, total: u32, policy: &rlbd::policy::PolicyConfig) -> Rules {
         Rules {
+            balance: Balance::new(policy),
             per_client,
             total,
-            hold_down_ms: hold_down_secs * 1000,
+            hold_down_ms: policy.hold_down * 1000,
             sent: HashMap::new(),
             all: VecDeque::new(),
             chosen: HashMap::new(),
@@ -55,6 +59,23 @@ impl Rules {
         self.sent.clear();
         self.all.clear();
         self.chosen.clear();
+    }
+
+    /// A reload's new limits: the send windows start again (a frame sent under the old limit
+    /// is no breach of a lower new one).
+    pub fn reconfigure(
+        &mut self,
+        per_client: u32,
+        total: u32,
+        hold_down_secs: u64,
+        threshold: f64,
+    ) {
+        self.per_client = per_client;
+        self.total = total;
+        self.hold_down_ms = hold_down_secs * 1000;
+        self.balance.threshold = threshold;
+        self.sent.clear();
+        self.all.clear();
     }
 
     /// A frame the engine sent and the kernel took, out of `port`.
@@ -150,6 +171,7 @@ impl Rules {
                 }
             }
         }
+        self.balance.check(now, world, st)?;
         self.dead_ports(now, world, st)?;
         self.answered_on_dead_ports(now, world)
     }

@@ -5,6 +5,7 @@ use rlbd::netlink::NlEvent;
 use rlbd::steer::Rule;
 use rlbd::Mac;
 
+use super::balance::CALM_MS;
 use super::clients::{arp_frame, BROADCAST, SERVER};
 use super::driver::Driver;
 use super::world::ToEngine;
@@ -21,8 +22,12 @@ pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String>
     for sec in 1..=secs {
         let t = sec * 1000;
         d.run_deadlines(t);
+        d.veto = false;
         d.now = t;
-        chaos(&mut d);
+        calm(&mut d);
+        if !d.world.calm {
+            chaos(&mut d);
+        }
         d.world.tick_clients(t);
         probes(&mut d);
         d.flush_world();
@@ -39,6 +44,26 @@ pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String>
         "{} clients, {:?}, frames checked {}, chosen moves {}",
         population, d.stats, r.frames_checked, r.chosen_moves
     ))
+}
+
+/// About once an hour, a calm of `CALM_MS`: no client arrives, leaves or changes its demand,
+/// and no chaos, so that the balance rule can ask whether rlbd has settled the LAN.
+fn calm(d: &mut Driver) {
+    let now = d.now;
+    match d.rules.balance.calm_since {
+        Some(t) if now >= t + CALM_MS => {
+            d.world.calm = false;
+            d.rules.balance.calm(None);
+            d.trace.note(now, || "the calm ends".into());
+        }
+        None if d.refuse_p == 0.0 && d.drops_left == 0 && d.world.rng.chance(1.0 / HOUR) => {
+            d.world.calm = true;
+            d.rules.balance.calm(Some(now));
+            d.stats.calms += 1;
+            d.trace.note(now, || "a calm begins".into());
+        }
+        _ => {}
+    }
 }
 
 /// The server kernel probes the clients it has not confirmed lately (about once a minute each).
@@ -61,6 +86,8 @@ fn chaos(d: &mut Driver) {
     let overrun = rng.chance(1.0 / (2.0 * HOUR));
     let foreign = rng.chance(1.0 / (12.0 * HOUR));
     let refuse = rng.chance(1.0 / HOUR);
+    let drops = rng.chance(1.0 / HOUR);
+    let drop_secs = 10 + rng.below(50) as u32;
     let pick = rng.below(PORTS as u64) as usize;
     if fail && d.world.ports.iter().filter(|p| p.up).count() > 1 && d.world.ports[pick].up {
         port_set(d, pick, false);
@@ -74,11 +101,12 @@ fn chaos(d: &mut Driver) {
         d.restart(with_state);
     }
     if reload {
-        d.stats.reloads += 1;
-        d.trace.note(now, || "reload".into());
-        d.input(Input::Reload {
-            settings: Box::new(d.settings.clone()),
-            why: "SIGHUP",
+        reload_new_settings(d);
+    }
+    if drops {
+        d.drops_left = drop_secs;
+        d.trace.note(now, || {
+            format!("capture rings drop frames for {drop_secs} s")
         });
     }
     if overrun {
@@ -103,6 +131,29 @@ fn chaos(d: &mut Driver) {
         d.trace
             .note(now, || "the kernel stops refusing frames".into());
     }
+}
+
+/// A reload with settings an operator might change: the threshold, the hold-down and the
+/// update rate limits; the rules follow them.
+fn reload_new_settings(d: &mut Driver) {
+    d.stats.reloads += 1;
+    let rng = &mut d.world.rng;
+    let threshold = [0.7, 0.8, 0.9][rng.below(3) as usize];
+    let hold_down = [20, 30, 45][rng.below(3) as usize];
+    let total = [10, 20, 40][rng.below(3) as usize];
+    let s = &mut d.settings;
+    s.policy.threshold = threshold;
+    s.policy.hold_down = hold_down;
+    s.steering.total_per_sec = total;
+    let per_client = s.steering.per_client_per_sec;
+    d.trace.note(d.now, || {
+        format!("reload: threshold {threshold}, hold_down {hold_down} s, total_per_sec {total}")
+    });
+    d.rules.reconfigure(per_client, total, hold_down, threshold);
+    d.input(Input::Reload {
+        settings: Box::new(d.settings.clone()),
+        why: "SIGHUP",
+    });
 }
 
 fn port_set(d: &mut Driver, p: usize, up: bool) {

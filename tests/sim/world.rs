@@ -42,6 +42,8 @@ pub struct World {
     /// Mean demand of a client, bit/s; the population aimed at.
     pub mean_demand: f64,
     pub population: usize,
+    /// No client arrives, leaves or changes its demand (the balance rule's calm).
+    pub calm: bool,
 }
 
 impl World {
@@ -60,6 +62,7 @@ impl World {
             generation: 0,
             mean_demand,
             population,
+            calm: false,
         }
     }
 
@@ -210,9 +213,11 @@ impl World {
                 // exchange itself is not modelled).
                 self.server_hears(now, ip, mac);
             }
-            self.churn(now, c);
+            if !self.calm {
+                self.churn(now, c);
+            }
         }
-        if self.clients.len() < self.population {
+        if self.clients.len() < self.population && !self.calm {
             let c = self.clients.len();
             let cl = self.arrival(now, c);
             self.clients.push(cl);

@@ -275,7 +275,11 @@ impl Steerer {
         self.note_ports(now, ports);
         let ports = self.stable_targets(now, ports);
         let mut made = Vec::new();
-        let moves = policy::plan(&self.cfg.policy, &ports, &views);
+        let moves = if self.cfg.rules_off.has(super::Rule::Rebalance) {
+            Vec::new()
+        } else {
+            policy::plan(&self.cfg.policy, &ports, &views)
+        };
         let mut skip = false;
         for (i, mv) in moves.iter().enumerate() {
             if std::mem::take(&mut skip) {

@@ -109,6 +109,10 @@ pub enum Rule {
     Reassertion,
     /// A restart takes the state file over.
     StateFile,
+    /// No move decided on a second whose client rates the capture rings left incomplete.
+    RingDropVeto,
+    /// A port over its threshold sheds clients to a port with room (the point of rlbd).
+    Rebalance,
 }
 
 /// The rules switched off (none, outside the simulation's mutation runs).

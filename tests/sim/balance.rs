@@ -1,0 +1,130 @@
+//! The balance rule, the point of rlbd: once the LAN is settled, no port stays over its
+//! threshold while another port has room for one of its clients that rlbd may move.
+//!
+//! "Settled": within a calm (no client arrives, leaves or changes its demand; no failure,
+//! restart, reload or other chaos) after `WARMUP_MS`, so the detector (2 of 3 seconds) and the
+//! planner have had their chance. "Room", as the paper's
+//! rule 3 promises it: with the client's delivered rate (all rlbd can know of it) the least
+//! loaded port stays at or under the threshold and ends at least `min_gain` below where the hot
+//! port started. "May move": one of at least two clients over `min_rate` on the hot port, not
+//! itself over the threshold's worth (an elephant moves its load, not the problem), confirmed
+//! by the server's neighbour table (rlbd sends to no one else), not in a hold-down (as the
+//! status says). Held that way for `PATIENCE_MS` on end, it is a failure.
+
+use rlbd::status::StatusReport;
+
+use super::world::World;
+
+/// How long an imbalance rlbd could mend may last: the detector's 2 of 3 seconds, the
+/// evaluation, the update's way to the client, and a second's counts of it on the new port,
+/// many times over.
+pub const PATIENCE_MS: u64 = 30_000;
+/// How long a calm lasts, and how long of it the LAN is given before the rule applies.
+pub const CALM_MS: u64 = 150_000;
+pub const WARMUP_MS: u64 = 60_000;
+
+pub struct Balance {
+    pub threshold: f64,
+    pub min_gain: f64,
+    pub min_rate_bps: f64,
+    /// The current calm's start, if one is on.
+    pub calm_since: Option<u64>,
+    /// Since when the imbalance has held without a break, and the words for it.
+    since: Option<u64>,
+}
+
+impl Balance {
+    pub fn new(policy: &rlbd::policy::PolicyConfig) -> Balance {
+        Balance {
+            threshold: policy.threshold,
+            min_gain: policy.min_gain,
+            min_rate_bps: policy.min_rate_bps(),
+            calm_since: None,
+            since: None,
+        }
+    }
+
+    pub fn calm(&mut self, since: Option<u64>) {
+        self.calm_since = since;
+        self.since = None;
+    }
+
+    /// After a second's traffic and the status of it.
+    pub fn check(&mut self, now: u64, world: &World, st: &StatusReport) -> Result<(), String> {
+        if self.calm_since.is_none_or(|t| now < t + WARMUP_MS) {
+            self.since = None;
+            return Ok(());
+        }
+        let Some(why) = self.mendable(world, st) else {
+            self.since = None;
+            return Ok(());
+        };
+        let since = *self.since.get_or_insert(now);
+        if now >= since + PATIENCE_MS {
+            return Err(format!(
+                "unbalanced for {} ms on a settled LAN: {why}",
+                now - since
+            ));
+        }
+        Ok(())
+    }
+
+    /// A port over its threshold with a client rlbd may move to a port with room for it.
+    fn mendable(&self, world: &World, st: &StatusReport) -> Option<String> {
+        let n = world.ports.len();
+        let mut load = vec![0.0; n];
+        let mut on: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, c) in world.clients.iter().enumerate() {
+            let Some(p) = c.target().and_then(|m| world.port_of_mac(m)) else {
+                continue;
+            };
+            if c.present && c.delivered_bps > 0.0 {
+                load[p] += c.delivered_bps;
+                on[p].push(i);
+            }
+        }
+        let cap = |p: usize| world.ports[p].capacity_bps();
+        let util = |p: usize| load[p] / cap(p);
+        let hot = (0..n).find(|p| world.ports[*p].up && util(*p) > self.threshold)?;
+        let cold = (0..n)
+            .filter(|p| *p != hot && world.ports[*p].up)
+            .min_by(|a, b| util(*a).total_cmp(&util(*b)))?;
+        let fill = self.threshold.min(util(hot) - self.min_gain);
+        let room = fill * cap(cold) - load[cold];
+        let rate = |c: usize| world.clients[c].delivered_bps;
+        let eligible: Vec<usize> = on[hot]
+            .iter()
+            .copied()
+            .filter(|c| rate(*c) >= self.min_rate_bps)
+            .collect();
+        if eligible.len() < 2 {
+            return None;
+        }
+        let free = |c: usize| {
+            let cl = &world.clients[c];
+            let mac = cl.mac.to_string();
+            let held = st.clients.iter().any(|s| {
+                s.mac == mac && s.moved.as_ref().is_some_and(|m| m.hold_down_left_secs > 0)
+            });
+            !held && world.confirms(cl.mac) && rate(c) < self.threshold * cap(hot)
+        };
+        let c = eligible
+            .into_iter()
+            .filter(|c| free(*c) && rate(*c) <= room)
+            .max_by(|a, b| rate(*a).total_cmp(&rate(*b)))?;
+        let cl = &world.clients[c];
+        Some(format!(
+            "{} carries {:.1} Mbit/s (threshold {:.1}), {} only {:.1}; client {} ({}) gets {:.1} \
+             Mbit/s on {} and is free to move",
+            world.ports[hot].name,
+            load[hot] / 1e6,
+            self.threshold * cap(hot) / 1e6,
+            world.ports[cold].name,
+            load[cold] / 1e6,
+            cl.mac,
+            cl.ip,
+            cl.delivered_bps / 1e6,
+            world.ports[hot].name
+        ))
+    }
+}
