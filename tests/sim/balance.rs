@@ -1,7 +1,8 @@
 //! The balance rule, the point of rlbd: once the LAN is settled, no port stays over its
 //! threshold while another port has room for one of its clients that rlbd may move.
 //!
-//! "Settled": within a calm (no client arrives, leaves or changes its demand; no failure,
+//! Only while the live ports' total load leaves the threshold room (`threshold - min_gain` of
+//! their sum): a fuller bond is packed, not balanced under the threshold. "Settled": within a calm (no client arrives, leaves or changes its demand; no failure,
 //! restart, reload or other chaos) after `WARMUP_MS`, so the detector (2 of 3 seconds) and the
 //! planner have had their chance. "Room", as the paper's
 //! rule 3 promises it: with the client's delivered rate (all rlbd can know of it) the least
@@ -85,6 +86,13 @@ impl Balance {
         }
         let cap = |p: usize| world.ports[p].capacity_bps();
         let util = |p: usize| load[p] / cap(p);
+        // Over `threshold - min_gain` of the live ports' sum, no placement keeps every port
+        // under the threshold for long: the planner packs instead (packing.rs), as it should.
+        let live = (0..n).filter(|p| world.ports[*p].up);
+        let (total, capacity) = live.fold((0.0, 0.0), |(t, c), p| (t + load[p], c + cap(p)));
+        if total > (self.threshold - self.min_gain) * capacity {
+            return None;
+        }
         let hot = (0..n).find(|p| world.ports[*p].up && util(*p) > self.threshold)?;
         let cold = (0..n)
             .filter(|p| *p != hot && world.ports[*p].up)
@@ -113,7 +121,29 @@ impl Balance {
             .filter(|c| free(*c) && rate(*c) <= room)
             .max_by(|a, b| rate(*a).total_cmp(&rate(*b)))?;
         let cl = &world.clients[c];
+        let mac = cl.mac.to_string();
+        let seen = st.clients.iter().find(|s| s.mac == mac);
+        let hot_port = &st.ports[hot.min(st.ports.len() - 1)];
+        let others: Vec<String> = on[hot]
+            .iter()
+            .map(|c| format!("{:.1}", rate(*c) / 1e6))
+            .collect();
         Some(format!(
+            "{}; the engine's view of the client: {seen:?}; of {}: {:?} overloaded {} no_move {:?}; \
+             rates on it: {}",
+            self.words(world, &load, hot, cold, c),
+            hot_port.name,
+            hot_port.utilization,
+            hot_port.overloaded,
+            hot_port.no_move,
+            others.join(" ")
+        ))
+    }
+
+    fn words(&self, world: &World, load: &[f64], hot: usize, cold: usize, c: usize) -> String {
+        let cap = |p: usize| world.ports[p].capacity_bps();
+        let cl = &world.clients[c];
+        format!(
             "{} carries {:.1} Mbit/s (threshold {:.1}), {} only {:.1}; client {} ({}) gets {:.1} \
              Mbit/s on {} and is free to move",
             world.ports[hot].name,
@@ -125,6 +155,6 @@ impl Balance {
             cl.ip,
             cl.delivered_bps / 1e6,
             world.ports[hot].name
-        ))
+        )
     }
 }

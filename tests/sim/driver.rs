@@ -38,6 +38,11 @@ pub struct Driver {
     pub drops_left: u32,
     /// The evaluation of a second with ring drops is due: it must decide no move.
     pub veto: bool,
+    /// `RLBD_SIM_WATCH`: every log line of the engine that contains it goes into the trace.
+    pub watch: Option<String>,
+    /// Warnings of a foreign claim of the server's address, and the last such claim.
+    pub foreign_warnings: u64,
+    pub last_foreign: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -101,6 +106,9 @@ impl Driver {
             mutate,
             drops_left: 0,
             veto: false,
+            watch: std::env::var("RLBD_SIM_WATCH").ok(),
+            foreign_warnings: 0,
+            last_foreign: None,
         };
         d.start_engine();
         d
@@ -222,17 +230,19 @@ impl Driver {
             Output::Persist(p) => self.state = Some(*p),
             Output::Status(r) => self.status = Some(*r),
             Output::Log { level, topic, text } => {
+                if topic == rlbd::engine::Topic::ForeignClaim && level <= log::Level::Warn {
+                    self.foreign_warnings += 1;
+                }
                 if self.veto && topic == rlbd::engine::Topic::Move {
                     self.fail(format!(
                         "a move decided on a second with capture ring drops: {text}"
                     ));
                 }
-                if level <= log::Level::Warn
-                    || matches!(
-                        topic,
-                        rlbd::engine::Topic::Restore | rlbd::engine::Topic::NoMove
-                    )
-                {
+                let watched = self
+                    .watch
+                    .as_ref()
+                    .is_some_and(|w| text.contains(w.as_str()));
+                if level <= log::Level::Warn || topic == rlbd::engine::Topic::Restore || watched {
                     self.trace
                         .note(now, || format!("log {level} {topic:?}: {text}"));
                 }

@@ -6,7 +6,8 @@
 //! simulated clock. Rules are checked on every frame and after every simulated second; a broken
 //! rule fails with the seed and the last events.
 //!
-//! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed).
+//! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed);
+//! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address).
 
 mod balance;
 mod clients;

@@ -226,6 +226,8 @@ impl Rules {
     }
 
     fn dead_ports(&mut self, now: u64, world: &World, st: &StatusReport) -> Result<(), String> {
+        // A failover's first frames wait their turns for the total rate limit.
+        let turns = 1000 * world.clients.len() as u64 / u64::from(self.total.max(1));
         let known: std::collections::HashSet<&str> =
             st.clients.iter().map(|c| c.mac.as_str()).collect();
         for cl in world
@@ -237,7 +239,7 @@ impl Rules {
                 continue;
             };
             let port = &world.ports[p];
-            if port.up || now < port.down_since + DEAD_PORT_GRACE_MS {
+            if port.up || now < port.down_since + DEAD_PORT_GRACE_MS + turns {
                 continue;
             }
             let mac = cl.mac.to_string();

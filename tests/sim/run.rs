@@ -8,7 +8,6 @@ use rlbd::Mac;
 use super::balance::CALM_MS;
 use super::clients::{arp_frame, BROADCAST, SERVER};
 use super::driver::Driver;
-use super::world::ToEngine;
 
 const PORTS: usize = 4;
 const HOUR: f64 = 3600.0;
@@ -120,7 +119,8 @@ fn chaos(d: &mut Driver) {
         let garp = arp_frame(BROADCAST, 2, other, SERVER, other, SERVER);
         d.trace
             .note(now, || "a foreign host claims the server's address".into());
-        d.world.to_engine.push(ToEngine::Frame(garp, false));
+        d.world.foreign_claim(now, other);
+        foreign_claim(d, &garp);
     }
     if refuse {
         d.refuse_p = 0.3;
@@ -154,6 +154,28 @@ fn reload_new_settings(d: &mut Driver) {
         settings: Box::new(d.settings.clone()),
         why: "SIGHUP",
     });
+}
+
+/// rlbd does not answer a foreign claim on the wire (docs/operations.md), and warns of it once
+/// an episode (60 s of quiet end one).
+fn foreign_claim(d: &mut Driver, garp: &[u8]) {
+    let Some(frame) = rlbd::capture::parse(garp) else {
+        return d.fail("the foreign claim does not parse".into());
+    };
+    let (sends, warned) = (d.stats.sends, d.foreign_warnings);
+    d.input(Input::Frame {
+        frame: &frame,
+        outgoing: false,
+        vlan: 0,
+    });
+    if d.stats.sends != sends {
+        d.fail("rlbd answered a foreign claim of the server's address on the wire".into());
+    }
+    let new_episode = d.last_foreign.is_none_or(|t| d.now >= t + 60_000);
+    if new_episode && d.foreign_warnings == warned {
+        d.fail("a foreign claim of the server's address, first in 60 s, was not warned of".into());
+    }
+    d.last_foreign = Some(d.now);
 }
 
 fn port_set(d: &mut Driver, p: usize, up: bool) {

@@ -167,6 +167,14 @@ impl World {
         }
     }
 
+    /// A foreign host's gratuitous ARP for the server's address, broadcast: every client takes
+    /// it (the gratuitous form overrides locktime) and sends there until its entry fails.
+    pub fn foreign_claim(&mut self, now: u64, mac: Mac) {
+        for cl in self.clients.iter_mut().filter(|c| c.present) {
+            cl.hear(now, mac, true, false, true);
+        }
+    }
+
     /// One second of traffic ending at `now`: each client's delivered rate (fair share of the
     /// port its entry names, nothing on a port that is down), the ports' counters, and the
     /// per-port counts (port index, client, bytes).

@@ -294,6 +294,8 @@ fn a_move_forgotten_while_its_client_was_idle_is_still_failed_over() {
         &mut out
     ));
     assert!(s.moved(&CLIENT).is_some());
+    // Its repeats go out first: a move with an update still to send is not idle.
+    w.with(|ctx| s.on_timer(5_000, ctx, &mut out));
     s.forget_idle(60_000, |_| false, &mut out);
     assert!(s.moved(&CLIENT).is_none(), "forgotten while idle");
     let out = fail_p0(&mut w, &mut s, 61_000, &[]);
