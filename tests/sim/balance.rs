@@ -8,7 +8,8 @@
 //! rule 3 promises it: with the client's delivered rate (all rlbd can know of it) the least
 //! loaded port stays at or under the threshold and ends at least `min_gain` below where the hot
 //! port started. "May move": one of at least two clients over `min_rate` on the hot port, not
-//! itself over the threshold's worth (an elephant moves its load, not the problem), confirmed
+//! itself over the threshold's worth (an elephant moves its load, not the problem), not the
+//! smallest when there is no elephant (the paper's walk leaves one client), confirmed
 //! by the server's neighbour table (rlbd sends to no one else), not in a hold-down (as the
 //! status says). Held that way for `PATIENCE_MS` on end, it is a failure.
 
@@ -100,13 +101,19 @@ impl Balance {
         let fill = self.threshold.min(util(hot) - self.min_gain);
         let room = fill * cap(cold) - load[cold];
         let rate = |c: usize| world.clients[c].delivered_bps;
-        let eligible: Vec<usize> = on[hot]
+        let mut eligible: Vec<usize> = on[hot]
             .iter()
             .copied()
             .filter(|c| rate(*c) >= self.min_rate_bps)
             .collect();
         if eligible.len() < 2 {
             return None;
+        }
+        // The paper's walk: largest first, and without an elephant the smallest stays.
+        eligible.sort_by(|a, b| rate(*b).total_cmp(&rate(*a)));
+        let elephant = rate(eligible[0]) >= self.threshold * cap(hot);
+        if !elephant {
+            eligible.pop();
         }
         let free = |c: usize| {
             let cl = &world.clients[c];
