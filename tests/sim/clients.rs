@@ -1,9 +1,10 @@
-//! The clients: each a MAC and an IPv4 address on the server's subnet, an elastic demand, and
-//! a Linux-like neighbour cache entry for the server's address (REACHABLE -> STALE -> DELAY ->
-//! PROBE -> FAILED, locktime honoured except for the gratuitous form). Its traffic goes to
-//! the MAC in that entry, so the port it lands on follows the ARP frames it accepts.
+//! The clients: each a MAC and an IPv4 address on the server's subnet (every third one IPv6
+//! only), an elastic demand, and a Linux-like neighbour cache entry for the server's address
+//! (REACHABLE -> STALE -> DELAY -> PROBE -> FAILED; for ARP, locktime honoured except for the
+//! gratuitous form; for ND, the Override and Solicited flags as ndisc_recv_na reads them). Its
+//! traffic goes to the MAC in that entry, so the port it lands on follows the frames it accepts.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use rlbd::Mac;
 
@@ -39,6 +40,8 @@ pub struct Entry {
 pub struct Client {
     pub mac: Mac,
     pub ip: Ipv4Addr,
+    /// An IPv6-only client: its address, and its entry is for the server's IPv6 address.
+    pub ip6: Option<Ipv6Addr>,
     pub present: bool,
     /// Bits per second it would send with room.
     pub demand_bps: f64,
@@ -108,6 +111,50 @@ impl Client {
             _ => {}
         }
         Ask::None
+    }
+
+    /// A Neighbor Advertisement of the server's address reached this client (ndisc_recv_na and
+    /// neigh_update): with no entry only a solicited one makes it; a new MAC is taken only with
+    /// Override, and without it a REACHABLE entry turns STALE. True when the entry changed MAC.
+    pub fn hear_na(&mut self, now: u64, tll: Mac, solicited: bool, override_: bool) -> bool {
+        let state = if solicited {
+            State::Reachable
+        } else {
+            State::Stale
+        };
+        let fresh = Entry {
+            mac: tll,
+            state,
+            since: now,
+            updated: now,
+            probes: 0,
+        };
+        match self.entry.as_mut() {
+            None if solicited => {
+                self.entry = Some(fresh);
+                true
+            }
+            None => false,
+            Some(e) if e.mac == tll => {
+                if solicited {
+                    e.state = State::Reachable;
+                    e.since = now;
+                    e.probes = 0;
+                }
+                false
+            }
+            Some(e) if override_ => {
+                *e = fresh;
+                true
+            }
+            Some(e) => {
+                if e.state == State::Reachable {
+                    e.state = State::Stale;
+                    e.since = now;
+                }
+                false
+            }
+        }
     }
 
     /// An ARP frame for the server's address reached this client: `reply` (op 2) or a request

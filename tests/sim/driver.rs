@@ -12,6 +12,7 @@ use rlbd::status::StatusReport;
 use rlbd::steer::Rule;
 
 use super::clients::SERVER;
+use super::nd::SERVER6;
 use super::rules::Rules;
 use super::trace::Trace;
 use super::world::{ToEngine, World};
@@ -204,7 +205,7 @@ impl Driver {
                     if let Err(e) = self.rules.on_sent(now, &self.world, p, &frame) {
                         self.fail(e);
                     }
-                    self.world.deliver_arp(now, &frame);
+                    self.world.deliver(now, &frame);
                 }
                 self.engine
                     .handle(now, Input::SendResult { tag, frame, result });
@@ -302,15 +303,19 @@ impl Driver {
             .filter_map(|(p, c, bytes)| {
                 let ep = self.map.iter().position(|m| *m == p)?;
                 let cl = &self.world.clients[c];
+                let (dst, src) = match cl.ip6 {
+                    None => (IpAddr::V4(SERVER), IpAddr::V4(cl.ip)),
+                    Some(ip6) => (IpAddr::V6(SERVER6), IpAddr::V6(ip6)),
+                };
                 let key = EntryKey {
                     client: ClientKey::untagged(cl.mac),
-                    dst: IpAddr::V4(SERVER),
+                    dst,
                 };
                 let d = Delta {
                     key,
                     frames: bytes / 1500 + 1,
                     bytes,
-                    src: Some(IpAddr::V4(cl.ip)),
+                    src: Some(src),
                 };
                 Some((ep, d))
             })

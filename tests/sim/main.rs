@@ -12,6 +12,7 @@
 mod balance;
 mod clients;
 mod driver;
+mod nd;
 mod ports;
 mod rules;
 mod run;
@@ -104,6 +105,22 @@ fn frame_rule_bites() {
         rules.on_sent(0, &world, 1, &learning).is_ok(),
         "a learning frame"
     );
+}
+
+/// The simulation's ND frames are the bytes rlbd itself would build for the same update (the
+/// checksum included), and parse as Neighbor Discovery.
+#[test]
+fn nd_frames_are_real() {
+    let (client, port) = (rlbd::Mac(2, 0xaa, 0, 0, 0, 1), rlbd::Mac(2, 0, 0, 0, 1, 2));
+    let ip6: std::net::Ipv6Addr = "2001:db8::11".parse().unwrap();
+    let ours = nd::na_frame(client, (port, nd::SERVER6), ip6, nd::SERVER6, false, true);
+    let rlbds = rlbd::steer::neighbor_advertisement(client, ip6, port, nd::SERVER6);
+    assert_eq!(ours, rlbds.to_vec());
+    let ns = nd::ns_frame(port, (client, ip6), nd::SERVER6, nd::SERVER6);
+    assert!(matches!(
+        rlbd::capture::parse(&ns),
+        Some(rlbd::capture::Frame::Nd { kind: rlbd::capture::NdKind::Ns, lladdr: Some(m), .. }) if m == client
+    ));
 }
 
 /// Prove that it bites: each rule the engine keeps, switched off in turn, is caught by the

@@ -3,13 +3,14 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use rlbd::capture::{parse, Frame};
+use rlbd::capture::{parse, Frame, NdKind};
 use rlbd::policy::Reason;
 use rlbd::status::StatusReport;
 use rlbd::Mac;
 
 use super::balance::Balance;
 use super::clients::SERVER;
+use super::nd::SERVER6;
 use super::world::World;
 
 pub struct Rules {
@@ -31,6 +32,7 @@ pub struct Rules {
     pub balance: Balance,
     /// Figures for the report.
     pub frames_checked: u64,
+    pub advertisements_checked: u64,
     pub chosen_moves: u64,
 }
 
@@ -50,6 +52,7 @@ impl Rules {
             engine_started: 0,
             restored: None,
             frames_checked: 0,
+            advertisements_checked: 0,
             chosen_moves: 0,
         }
     }
@@ -89,33 +92,64 @@ impl Rules {
         self.frames_checked += 1;
         let pmac = world.ports[port].mac;
         let f = parse(bytes);
-        let Some(Frame::Arp {
-            eth_dst,
-            eth_src,
-            sha,
-            spa,
-            tpa,
-            op,
-            ..
-        }) = f
-        else {
-            // The only other frame: the learning frame, from and to the port's own MAC.
-            let own =
-                bytes.len() >= 12 && bytes[0..6] == pmac.octets() && bytes[6..12] == pmac.octets();
-            return own
-                .then_some(())
-                .ok_or_else(|| format!("frame on {port} neither ARP nor learning: {f:?}"));
+        let eth_dst = match f {
+            Some(Frame::Arp {
+                eth_dst,
+                eth_src,
+                sha,
+                spa,
+                tpa,
+                op,
+                ..
+            }) => {
+                if spa != SERVER || (op == 2 && tpa != SERVER) || eth_src != pmac || sha != pmac {
+                    return Err(format!(
+                        "ARP claims beyond the server's address or port: {f:?} on port {port}"
+                    ));
+                }
+                if !world.confirms(eth_dst) {
+                    return Err(format!(
+                        "ARP to {eth_dst}, which the server's neighbour table does not confirm"
+                    ));
+                }
+                eth_dst
+            }
+            Some(Frame::Nd {
+                eth_dst,
+                eth_src,
+                kind,
+                target,
+                src_ip,
+                dst_ip,
+                override_flag,
+                lladdr,
+            }) => {
+                let ours = kind == NdKind::Na && target == SERVER6 && src_ip == SERVER6;
+                if !ours || eth_src != pmac || lladdr != Some(pmac) || !override_flag {
+                    return Err(format!(
+                        "NA claims beyond the server's address or port, or without Override: \
+                         {f:?} on port {port}"
+                    ));
+                }
+                if !world.confirms_at(dst_ip.into(), eth_dst) {
+                    return Err(format!(
+                        "NA to {dst_ip} at {eth_dst}, which the server's neighbour table does not \
+                         confirm"
+                    ));
+                }
+                self.advertisements_checked += 1;
+                eth_dst
+            }
+            _ => {
+                // The only other frame: the learning frame, from and to the port's own MAC.
+                let own = bytes.len() >= 12
+                    && bytes[0..6] == pmac.octets()
+                    && bytes[6..12] == pmac.octets();
+                return own
+                    .then_some(())
+                    .ok_or_else(|| format!("frame on {port} neither ARP, NA nor learning: {f:?}"));
+            }
         };
-        if spa != SERVER || (op == 2 && tpa != SERVER) || eth_src != pmac || sha != pmac {
-            return Err(format!(
-                "ARP claims beyond the server's address or port: {f:?} on port {port}"
-            ));
-        }
-        if !world.confirms(eth_dst) {
-            return Err(format!(
-                "ARP to {eth_dst}, which the server's neighbour table does not confirm"
-            ));
-        }
         let w = self.sent.entry(eth_dst).or_default();
         push_window(w, now);
         if w.len() as u32 > 2 * self.per_client {

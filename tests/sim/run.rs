@@ -40,8 +40,8 @@ pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String>
     }
     let r = &d.rules;
     Ok(format!(
-        "{} clients, {:?}, frames checked {}, chosen moves {}",
-        population, d.stats, r.frames_checked, r.chosen_moves
+        "{} clients, {:?}, frames checked {} (NA {}), chosen moves {}",
+        population, d.stats, r.frames_checked, r.advertisements_checked, r.chosen_moves
     ))
 }
 

@@ -4,12 +4,13 @@
 //! events, frames as real bytes) for the driver to hand in.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
 use rlbd::Mac;
 
 use super::clients::{arp_frame, Ask, Client, BROADCAST, SERVER};
+use super::nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
 use super::ports::Port;
 use rlbd::simulate::fair_share;
 use rlbd::simulate::generate::Rng;
@@ -34,8 +35,8 @@ pub struct World {
     pub rng: Rng,
     pub ports: Vec<Port>,
     pub clients: Vec<Client>,
-    /// The server kernel's neighbour table (IPv4, on p0).
-    pub neigh: HashMap<Ipv4Addr, ServerNeigh>,
+    /// The server kernel's neighbour table (IPv4 and IPv6, on p0).
+    pub neigh: HashMap<IpAddr, ServerNeigh>,
     pub to_engine: Vec<ToEngine>,
     /// Client MAC generation: a returning slot comes back with a new MAC (its address reused).
     generation: u32,
@@ -69,10 +70,12 @@ impl World {
     /// Everything the kernel would say in a dump: links, the address, the neighbours.
     pub fn dump(&self) -> Vec<NlEvent> {
         let mut ev: Vec<NlEvent> = self.ports.iter().map(Port::link).collect();
-        ev.push(NlEvent::Addr(AddrEntry {
-            ifindex: self.ports[0].ifindex,
-            network: "198.18.0.1/24".parse().unwrap(),
-        }));
+        for network in ["198.18.0.1/24", "2001:db8::1/64"] {
+            ev.push(NlEvent::Addr(AddrEntry {
+                ifindex: self.ports[0].ifindex,
+                network: network.parse().unwrap(),
+            }));
+        }
         let mut n: Vec<_> = self.neigh.iter().collect();
         n.sort_by_key(|(ip, _)| **ip);
         ev.extend(
@@ -82,10 +85,10 @@ impl World {
         ev
     }
 
-    fn neigh_event(&self, ip: Ipv4Addr, mac: Mac, removed: bool) -> NlEvent {
+    fn neigh_event(&self, ip: IpAddr, mac: Mac, removed: bool) -> NlEvent {
         let e = NeighEntry {
             ifindex: self.ports[0].ifindex,
-            ip: ip.into(),
+            ip,
             mac: Some(mac),
             state: libc::NUD_REACHABLE,
         };
@@ -101,12 +104,17 @@ impl World {
         self.neigh.values().any(|n| n.mac == mac)
     }
 
+    /// True when the server's neighbour table has `ip` at `mac`.
+    pub fn confirms_at(&self, ip: IpAddr, mac: Mac) -> bool {
+        self.neigh.get(&ip).is_some_and(|n| n.mac == mac)
+    }
+
     pub fn port_of_mac(&self, mac: Mac) -> Option<usize> {
         self.ports.iter().position(|p| p.mac == mac)
     }
 
     /// The server kernel heard `ip` at `mac`: its entry made or refreshed, told on change.
-    fn server_hears(&mut self, now: u64, ip: Ipv4Addr, mac: Mac) {
+    fn server_hears(&mut self, now: u64, ip: IpAddr, mac: Mac) {
         let changed = self.neigh.get(&ip).is_none_or(|n| n.mac != mac);
         self.neigh.insert(ip, ServerNeigh { mac, heard: now });
         if changed {
@@ -116,16 +124,28 @@ impl World {
     }
 
     /// Client `c` asks for the server's address; the server answers from every up port (plain
-    /// ports: each answers), in an order the switch decides; the client takes the first.
+    /// ports: each answers), in an order the switch decides; an IPv4 client takes the first
+    /// (locktime), an IPv6 one each in turn (Override), so the last.
     fn client_asks(&mut self, now: u64, c: usize, to: Mac) {
-        let (cmac, cip) = (self.clients[c].mac, self.clients[c].ip);
+        let (cmac, cip, cip6) = (self.clients[c].mac, self.clients[c].ip, self.clients[c].ip6);
         // A unicast probe to a port that is down reaches nobody.
         if to != BROADCAST && !self.ports.iter().any(|p| p.up && p.mac == to) {
             return;
         }
-        let req = arp_frame(to, 1, cmac, cip, Mac::zero(), SERVER);
+        let (req, ip) = match cip6 {
+            None => (
+                arp_frame(to, 1, cmac, cip, Mac::zero(), SERVER),
+                IpAddr::V4(cip),
+            ),
+            Some(ip6) if to == BROADCAST => {
+                let group = solicited_node(SERVER6);
+                let f = ns_frame(multicast_mac(group), (cmac, ip6), group, SERVER6);
+                (f, IpAddr::V6(ip6))
+            }
+            Some(ip6) => (ns_frame(to, (cmac, ip6), SERVER6, SERVER6), IpAddr::V6(ip6)),
+        };
         self.to_engine.push(ToEngine::Frame(req, false));
-        self.server_hears(now, cip, cmac);
+        self.server_hears(now, ip, cmac);
         let mut answering: Vec<usize> = (0..self.ports.len())
             .filter(|p| self.ports[*p].up && (to == BROADCAST || self.ports[*p].mac == to))
             .collect();
@@ -135,42 +155,69 @@ impl World {
         }
         for p in answering {
             let pmac = self.ports[p].mac;
-            let reply = arp_frame(cmac, 2, pmac, SERVER, cmac, cip);
+            let reply = match cip6 {
+                None => arp_frame(cmac, 2, pmac, SERVER, cmac, cip),
+                Some(ip6) => na_frame(cmac, (pmac, SERVER6), ip6, SERVER6, true, true),
+            };
             self.to_engine.push(ToEngine::Frame(reply.clone(), true));
-            self.deliver_arp(now, &reply);
+            if cip6.is_some() {
+                self.clients[c].hear_na(now, pmac, true, true);
+            } else {
+                self.deliver(now, &reply);
+            }
         }
     }
 
     /// A frame the server sent reached the wire: the client it is for hears it.
-    pub fn deliver_arp(&mut self, now: u64, bytes: &[u8]) {
-        let Some(rlbd::capture::Frame::Arp {
-            eth_dst,
-            op,
-            sha,
-            spa,
-            tpa,
-            ..
-        }) = rlbd::capture::parse(bytes)
-        else {
-            return;
-        };
-        if spa != SERVER {
-            return;
-        }
-        let garp = spa == tpa;
-        for cl in self
-            .clients
-            .iter_mut()
-            .filter(|c| c.present && c.mac == eth_dst)
-        {
-            cl.hear(now, sha, op == 2, true, garp);
+    pub fn deliver(&mut self, now: u64, bytes: &[u8]) {
+        match rlbd::capture::parse(bytes) {
+            Some(rlbd::capture::Frame::Arp {
+                eth_dst,
+                op,
+                sha,
+                spa,
+                tpa,
+                ..
+            }) if spa == SERVER => {
+                let garp = spa == tpa;
+                for cl in self
+                    .clients
+                    .iter_mut()
+                    .filter(|c| c.present && c.mac == eth_dst && c.ip6.is_none())
+                {
+                    cl.hear(now, sha, op == 2, true, garp);
+                }
+            }
+            Some(rlbd::capture::Frame::Nd {
+                eth_dst,
+                kind: rlbd::capture::NdKind::Na,
+                target,
+                override_flag,
+                lladdr: Some(tll),
+                ..
+            }) if target == SERVER6 => {
+                // The server's own answers are heard where they are made; what reaches here is
+                // rlbd's unsolicited advertisement.
+                for cl in self
+                    .clients
+                    .iter_mut()
+                    .filter(|c| c.present && c.mac == eth_dst && c.ip6.is_some())
+                {
+                    cl.hear_na(now, tll, false, override_flag);
+                }
+            }
+            _ => {}
         }
     }
 
     /// A foreign host's gratuitous ARP for the server's address, broadcast: every client takes
     /// it (the gratuitous form overrides locktime) and sends there until its entry fails.
     pub fn foreign_claim(&mut self, now: u64, mac: Mac) {
-        for cl in self.clients.iter_mut().filter(|c| c.present) {
+        for cl in self
+            .clients
+            .iter_mut()
+            .filter(|c| c.present && c.ip6.is_none())
+        {
             cl.hear(now, mac, true, false, true);
         }
     }
@@ -216,7 +263,8 @@ impl World {
                 Ask::Unicast(m) => self.client_asks(now, c, m),
             }
             if confirmed {
-                let (ip, mac) = (self.clients[c].ip, self.clients[c].mac);
+                let cl = &self.clients[c];
+                let (ip, mac) = (cl.ip6.map_or(IpAddr::V4(cl.ip), IpAddr::V6), cl.mac);
                 // Its replies need the client resolved: a new entry is told (the server's ARP
                 // exchange itself is not modelled).
                 self.server_hears(now, ip, mac);
@@ -278,6 +326,8 @@ impl World {
                 slot as u8,
             ),
             ip: Ipv4Addr::new(198, 18, 0, 10 + slot as u8),
+            ip6: (slot % 3 == 2)
+                .then(|| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10 + slot as u16)),
             present: true,
             demand_bps,
             delivered_bps: 0.0,
@@ -289,7 +339,7 @@ impl World {
 
     /// Neighbours the server has not heard from for a while are forgotten.
     fn server_gc(&mut self, now: u64) {
-        let mut gone: Vec<(Ipv4Addr, Mac)> = self
+        let mut gone: Vec<(IpAddr, Mac)> = self
             .neigh
             .iter()
             .filter(|(_, n)| now >= n.heard + NEIGH_GC_MS)
@@ -310,7 +360,8 @@ impl World {
     }
 
     /// The server kernel's own probe of a client it has not confirmed lately: a unicast request
-    /// from the first up port (its egress), which moves the client there (a request overrides).
+    /// (ARP, or NS with its link-layer address) from the first up port (its egress), which
+    /// moves the client there (a request overrides).
     pub fn server_probe(&mut self, now: u64, c: usize) {
         let Some(p) = self.ports.iter().position(|p| p.up) else {
             return;
@@ -319,9 +370,13 @@ impl World {
         if !cl.present {
             return;
         }
-        let req = arp_frame(cl.mac, 1, self.ports[p].mac, SERVER, Mac::zero(), cl.ip);
-        self.to_engine.push(ToEngine::Frame(req.clone(), true));
+        let pmac = self.ports[p].mac;
+        let req = match cl.ip6 {
+            None => arp_frame(cl.mac, 1, pmac, SERVER, Mac::zero(), cl.ip),
+            Some(ip6) => ns_frame(cl.mac, (pmac, SERVER6), ip6, ip6),
+        };
+        self.to_engine.push(ToEngine::Frame(req, true));
         let cl = &mut self.clients[c];
-        cl.hear(now, self.ports[p].mac, false, true, false);
+        cl.hear(now, pmac, false, true, false);
     }
 }
