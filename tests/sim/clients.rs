@@ -10,6 +10,9 @@ use rlbd::Mac;
 
 /// The server's address (on p0, /24).
 pub const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// The server's second IPv4 address on the same subnet (a service address), used by every
+/// fourth client.
+pub const SERVER_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// Linux's defaults, roughly: base_reachable_time 30 s, delay_first_probe 5 s, locktime 1 s,
 /// three unicast probes a second apart.
 pub const REACHABLE_MS: u64 = 30_000;
@@ -40,6 +43,8 @@ pub struct Entry {
 pub struct Client {
     pub mac: Mac,
     pub ip: Ipv4Addr,
+    /// The server's IPv4 address it talks to (its entry is for that one).
+    pub server: Ipv4Addr,
     /// An IPv6-only client: its address, and its entry is for the server's IPv6 address.
     pub ip6: Option<Ipv6Addr>,
     pub present: bool,

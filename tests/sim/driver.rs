@@ -11,7 +11,6 @@ use rlbd::engine::{Engine, Input, Output, Persisted, SendTag};
 use rlbd::status::StatusReport;
 use rlbd::steer::Rule;
 
-use super::clients::SERVER;
 use super::nd::SERVER6;
 use super::rules::Rules;
 use super::trace::Trace;
@@ -304,7 +303,7 @@ impl Driver {
                 let ep = self.map.iter().position(|m| *m == p)?;
                 let cl = &self.world.clients[c];
                 let (dst, src) = match cl.ip6 {
-                    None => (IpAddr::V4(SERVER), IpAddr::V4(cl.ip)),
+                    None => (IpAddr::V4(cl.server), IpAddr::V4(cl.ip)),
                     Some(ip6) => (IpAddr::V6(SERVER6), IpAddr::V6(ip6)),
                 };
                 let key = EntryKey {

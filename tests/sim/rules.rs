@@ -9,7 +9,6 @@ use rlbd::status::StatusReport;
 use rlbd::Mac;
 
 use super::balance::Balance;
-use super::clients::SERVER;
 use super::nd::SERVER6;
 use super::world::World;
 
@@ -102,9 +101,15 @@ impl Rules {
                 op,
                 ..
             }) => {
-                if spa != SERVER || (op == 2 && tpa != SERVER) || eth_src != pmac || sha != pmac {
+                // The address it claims is the one the client talks to (several are the server's).
+                let talks = world
+                    .clients
+                    .iter()
+                    .any(|c| c.mac == eth_dst && c.server == spa);
+                if !talks || (op == 2 && tpa != spa) || eth_src != pmac || sha != pmac {
                     return Err(format!(
-                        "ARP claims beyond the server's address or port: {f:?} on port {port}"
+                        "ARP claims beyond the client's server address or the port: {f:?} on \
+                         port {port}"
                     ));
                 }
                 if !world.confirms(eth_dst) {

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
 use rlbd::Mac;
 
-use super::clients::{arp_frame, Ask, Client, BROADCAST, SERVER};
+use super::clients::{arp_frame, Ask, Client, BROADCAST, SERVER, SERVER_B};
 use super::nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
 use super::ports::Port;
 use rlbd::simulate::fair_share;
@@ -70,7 +70,7 @@ impl World {
     /// Everything the kernel would say in a dump: links, the address, the neighbours.
     pub fn dump(&self) -> Vec<NlEvent> {
         let mut ev: Vec<NlEvent> = self.ports.iter().map(Port::link).collect();
-        for network in ["198.18.0.1/24", "2001:db8::1/64"] {
+        for network in ["198.18.0.1/24", "198.18.0.2/24", "2001:db8::1/64"] {
             ev.push(NlEvent::Addr(AddrEntry {
                 ifindex: self.ports[0].ifindex,
                 network: network.parse().unwrap(),
@@ -127,14 +127,15 @@ impl World {
     /// ports: each answers), in an order the switch decides; an IPv4 client takes the first
     /// (locktime), an IPv6 one each in turn (Override), so the last.
     fn client_asks(&mut self, now: u64, c: usize, to: Mac) {
-        let (cmac, cip, cip6) = (self.clients[c].mac, self.clients[c].ip, self.clients[c].ip6);
+        let cl = &self.clients[c];
+        let (cmac, cip, cip6, server) = (cl.mac, cl.ip, cl.ip6, cl.server);
         // A unicast probe to a port that is down reaches nobody.
         if to != BROADCAST && !self.ports.iter().any(|p| p.up && p.mac == to) {
             return;
         }
         let (req, ip) = match cip6 {
             None => (
-                arp_frame(to, 1, cmac, cip, Mac::zero(), SERVER),
+                arp_frame(to, 1, cmac, cip, Mac::zero(), server),
                 IpAddr::V4(cip),
             ),
             Some(ip6) if to == BROADCAST => {
@@ -156,7 +157,7 @@ impl World {
         for p in answering {
             let pmac = self.ports[p].mac;
             let reply = match cip6 {
-                None => arp_frame(cmac, 2, pmac, SERVER, cmac, cip),
+                None => arp_frame(cmac, 2, pmac, server, cmac, cip),
                 Some(ip6) => na_frame(cmac, (pmac, SERVER6), ip6, SERVER6, true, true),
             };
             self.to_engine.push(ToEngine::Frame(reply.clone(), true));
@@ -178,12 +179,12 @@ impl World {
                 spa,
                 tpa,
                 ..
-            }) if spa == SERVER => {
+            }) => {
                 let garp = spa == tpa;
                 for cl in self
                     .clients
                     .iter_mut()
-                    .filter(|c| c.present && c.mac == eth_dst && c.ip6.is_none())
+                    .filter(|c| c.present && c.mac == eth_dst && c.ip6.is_none() && c.server == spa)
                 {
                     cl.hear(now, sha, op == 2, true, garp);
                 }
@@ -216,7 +217,7 @@ impl World {
         for cl in self
             .clients
             .iter_mut()
-            .filter(|c| c.present && c.ip6.is_none())
+            .filter(|c| c.present && c.ip6.is_none() && c.server == SERVER)
         {
             cl.hear(now, mac, true, false, true);
         }
@@ -326,6 +327,7 @@ impl World {
                 slot as u8,
             ),
             ip: Ipv4Addr::new(198, 18, 0, 10 + slot as u8),
+            server: if slot % 4 == 1 { SERVER_B } else { SERVER },
             ip6: (slot % 3 == 2)
                 .then(|| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10 + slot as u16)),
             present: true,
@@ -372,7 +374,7 @@ impl World {
         }
         let pmac = self.ports[p].mac;
         let req = match cl.ip6 {
-            None => arp_frame(cl.mac, 1, pmac, SERVER, Mac::zero(), cl.ip),
+            None => arp_frame(cl.mac, 1, pmac, cl.server, Mac::zero(), cl.ip),
             Some(ip6) => ns_frame(cl.mac, (pmac, SERVER6), ip6, ip6),
         };
         self.to_engine.push(ToEngine::Frame(req, true));
