@@ -45,6 +45,8 @@ pub struct Client {
     pub ip: Ipv4Addr,
     /// The server's IPv4 address it talks to (its entry is for that one).
     pub server: Ipv4Addr,
+    /// Its VLAN (100 on bond0.100), 0 untagged.
+    pub vlan: u16,
     /// An IPv6-only client: its address, and its entry is for the server's IPv6 address.
     pub ip6: Option<Ipv6Addr>,
     pub present: bool,

@@ -59,10 +59,15 @@ pub struct Stats {
     pub calms: u64,
 }
 
-pub fn settings(ports: usize) -> Settings {
+/// Plain ports `p0`.., or (`bonded`) the slaves of bond0.
+pub fn settings(ports: usize, bonded: bool) -> Settings {
     let names: Vec<String> = (0..ports).map(|i| format!("p{i}")).collect();
     Settings {
-        target: Some(Target::Ports(names.clone())),
+        target: Some(if bonded {
+            Target::Bond("bond0".into())
+        } else {
+            Target::Ports(names.clone())
+        }),
         log_level: "info".into(),
         dry_run: false,
         policy: Default::default(),
@@ -82,8 +87,10 @@ pub fn settings(ports: usize) -> Settings {
 }
 
 impl Driver {
+    /// Odd seeds run on a bond (balance-alb, with VLAN 100), even ones on plain ports.
     pub fn new(seed: u64, ports: usize, population: usize, mutate: Option<Rule>) -> Driver {
-        let settings = settings(ports);
+        let bonded = seed % 2 == 1;
+        let settings = settings(ports, bonded);
         let s = &settings.steering;
         let rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
         let mut engine = Engine::new(settings.clone(), 0);
@@ -94,7 +101,7 @@ impl Driver {
             now: 0,
             engine,
             settings,
-            world: World::new(seed, ports, population),
+            world: World::new(seed, ports, population, bonded),
             rules,
             trace: Trace::new(200),
             state: None,
@@ -218,8 +225,8 @@ impl Driver {
                 self.engine.handle(now, input);
             }
             Output::RequestCounters { ifindex } => {
-                if let Some(p) = self.world.ports.iter().find(|p| p.ifindex == ifindex) {
-                    let ev = [p.link()];
+                if let Some(p) = self.world.ports.iter().position(|p| p.ifindex == ifindex) {
+                    let ev = [self.world.port_link(p)];
                     self.engine.handle(now, Input::Netlink(&ev));
                 }
             }
@@ -259,7 +266,7 @@ impl Driver {
         for m in std::mem::take(&mut self.world.to_engine) {
             match m {
                 ToEngine::Netlink(ev) => self.input(Input::Netlink(&ev)),
-                ToEngine::Frame(bytes, outgoing) => {
+                ToEngine::Frame(bytes, outgoing, vlan) => {
                     let Some(frame) = rlbd::capture::parse(&bytes) else {
                         self.fail(format!(
                             "the world made a frame that does not parse: {bytes:?}"
@@ -269,7 +276,7 @@ impl Driver {
                     self.input(Input::Frame {
                         frame: &frame,
                         outgoing,
-                        vlan: 0,
+                        vlan,
                     });
                 }
             }
@@ -307,7 +314,7 @@ impl Driver {
                     Some(ip6) => (IpAddr::V6(SERVER6), IpAddr::V6(ip6)),
                 };
                 let key = EntryKey {
-                    client: ClientKey::untagged(cl.mac),
+                    client: ClientKey::new(cl.mac, cl.vlan),
                     dst,
                 };
                 let d = Delta {

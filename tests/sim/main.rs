@@ -10,6 +10,7 @@
 //! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address).
 
 mod balance;
+mod bond;
 mod clients;
 mod driver;
 mod nd;
@@ -88,7 +89,7 @@ fn simulated_year() {
 /// one claiming another address, are caught.
 #[test]
 fn frame_rule_bites() {
-    let world = world::World::new(7, 2, 10);
+    let world = world::World::new(7, 2, 10, false);
     let mut rules = rules::Rules::new(8, 1000, &Default::default());
     let stranger = rlbd::Mac(2, 0x77, 0, 0, 0, 1);
     let port = world.ports[1].mac;

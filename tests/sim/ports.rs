@@ -33,8 +33,10 @@ impl Port {
         CAPACITY_MBPS * 1e6
     }
 
-    pub fn link(&self) -> NlEvent {
+    /// Its link message; `master`: the bond it is a slave of.
+    pub fn link(&self, master: Option<u32>) -> NlEvent {
         NlEvent::Link(LinkInfo {
+            master,
             index: self.ifindex,
             name: self.name.clone(),
             mac: Some(self.mac),

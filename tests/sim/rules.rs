@@ -9,6 +9,7 @@ use rlbd::status::StatusReport;
 use rlbd::Mac;
 
 use super::balance::Balance;
+use super::bond::untag;
 use super::nd::SERVER6;
 use super::world::World;
 
@@ -32,6 +33,7 @@ pub struct Rules {
     /// Figures for the report.
     pub frames_checked: u64,
     pub advertisements_checked: u64,
+    pub tagged_checked: u64,
     pub chosen_moves: u64,
 }
 
@@ -52,6 +54,7 @@ impl Rules {
             restored: None,
             frames_checked: 0,
             advertisements_checked: 0,
+            tagged_checked: 0,
             chosen_moves: 0,
         }
     }
@@ -90,7 +93,11 @@ impl Rules {
     ) -> Result<(), String> {
         self.frames_checked += 1;
         let pmac = world.ports[port].mac;
-        let f = parse(bytes);
+        let (vlan, inner) = untag(bytes);
+        self.tagged_checked += u64::from(vlan != 0);
+        let f = parse(&inner);
+        // Tagged for the VLAN the client is on, as the client hears it.
+        let on_vlan = |mac: Mac| world.clients.iter().any(|c| c.mac == mac && c.vlan == vlan);
         let eth_dst = match f {
             Some(Frame::Arp {
                 eth_dst,
@@ -105,7 +112,7 @@ impl Rules {
                 let talks = world
                     .clients
                     .iter()
-                    .any(|c| c.mac == eth_dst && c.server == spa);
+                    .any(|c| c.mac == eth_dst && c.server == spa && c.vlan == vlan);
                 if !talks || (op == 2 && tpa != spa) || eth_src != pmac || sha != pmac {
                     return Err(format!(
                         "ARP claims beyond the client's server address or the port: {f:?} on \
@@ -130,7 +137,12 @@ impl Rules {
                 lladdr,
             }) => {
                 let ours = kind == NdKind::Na && target == SERVER6 && src_ip == SERVER6;
-                if !ours || eth_src != pmac || lladdr != Some(pmac) || !override_flag {
+                if !ours
+                    || eth_src != pmac
+                    || lladdr != Some(pmac)
+                    || !override_flag
+                    || !on_vlan(eth_dst)
+                {
                     return Err(format!(
                         "NA claims beyond the server's address or port, or without Override: \
                          {f:?} on port {port}"

@@ -40,8 +40,18 @@ pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String>
     }
     let r = &d.rules;
     Ok(format!(
-        "{} clients, {:?}, frames checked {} (NA {}), chosen moves {}",
-        population, d.stats, r.frames_checked, r.advertisements_checked, r.chosen_moves
+        "{} clients on {}, {:?}, frames checked {} (NA {}, tagged {}), chosen moves {}",
+        population,
+        if d.world.rlb.is_some() {
+            "a bond (balance-alb, VLAN 100)"
+        } else {
+            "plain ports"
+        },
+        d.stats,
+        r.frames_checked,
+        r.advertisements_checked,
+        r.tagged_checked,
+        r.chosen_moves
     ))
 }
 
@@ -88,7 +98,14 @@ fn chaos(d: &mut Driver) {
     let drops = rng.chance(1.0 / HOUR);
     let drop_secs = 10 + rng.below(50) as u32;
     let pick = rng.below(PORTS as u64) as usize;
-    if fail && d.world.ports.iter().filter(|p| p.up).count() > 1 && d.world.ports[pick].up {
+    // A bond's slave 0 holds the bond's MAC: its failure would swap MACs, which is not
+    // modelled, so it never fails.
+    let bond_mac = d.world.rlb.is_some() && pick == 0;
+    if fail
+        && !bond_mac
+        && d.world.ports.iter().filter(|p| p.up).count() > 1
+        && d.world.ports[pick].up
+    {
         port_set(d, pick, false);
     }
     if ret {
@@ -189,6 +206,8 @@ fn port_set(d: &mut Driver, p: usize, up: bool) {
     d.trace.note(d.now, || {
         format!("port {name} {}", if up { "up" } else { "down" })
     });
-    let ev = [d.world.ports[p].link()];
+    let ev = [d.world.port_link(p)];
     d.input(Input::Netlink(&ev));
+    d.world.slave_changed(d.now, p);
+    d.flush_world();
 }

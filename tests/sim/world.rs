@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
 use rlbd::Mac;
 
+use super::bond::{bond_links, untag, Rlb, BOND_IF, SERVER_V, UPDATE_DELAY_MS, VLAN_ID, VLAN_IF};
 use super::clients::{arp_frame, Ask, Client, BROADCAST, SERVER, SERVER_B};
 use super::nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
 use super::ports::Port;
@@ -22,20 +23,23 @@ const NEIGH_GC_MS: u64 = 120_000;
 pub enum ToEngine {
     Netlink(Vec<NlEvent>),
     /// Frame bytes, and whether the server sent it (outgoing).
-    Frame(Vec<u8>, bool),
+    /// Frame bytes (untagged), whether the server sent it, and its VLAN.
+    Frame(Vec<u8>, bool, u16),
 }
 
 #[derive(Debug, Clone, Copy)]
 pub struct ServerNeigh {
     pub mac: Mac,
     pub heard: u64,
+    /// The interface the entry is on (p0, bond0 or bond0.100).
+    pub ifindex: u32,
 }
 
 pub struct World {
     pub rng: Rng,
     pub ports: Vec<Port>,
     pub clients: Vec<Client>,
-    /// The server kernel's neighbour table (IPv4 and IPv6, on p0).
+    /// The server kernel's neighbour table (IPv4 and IPv6).
     pub neigh: HashMap<IpAddr, ServerNeigh>,
     pub to_engine: Vec<ToEngine>,
     /// Client MAC generation: a returning slot comes back with a new MAC (its address reused).
@@ -45,10 +49,14 @@ pub struct World {
     pub population: usize,
     /// No client arrives, leaves or changes its demand (the balance rule's calm).
     pub calm: bool,
+    /// The ports are slaves of bond0 in balance-alb, and this is its rlb.
+    pub rlb: Option<Rlb>,
+    /// The driver's updates due after a probe of the host's: (when, client).
+    rlb_due: Vec<(u64, usize)>,
 }
 
 impl World {
-    pub fn new(seed: u64, ports: usize, population: usize) -> World {
+    pub fn new(seed: u64, ports: usize, population: usize, bonded: bool) -> World {
         let mut rng = Rng::new(seed);
         let population = population.clamp(1, 240);
         // Total demand around 60-90% of the ports' sum: overloads come from imbalance.
@@ -64,15 +72,25 @@ impl World {
             mean_demand,
             population,
             calm: false,
+            rlb: bonded.then(Rlb::default),
+            rlb_due: Vec::new(),
         }
     }
 
     /// Everything the kernel would say in a dump: links, the address, the neighbours.
     pub fn dump(&self) -> Vec<NlEvent> {
-        let mut ev: Vec<NlEvent> = self.ports.iter().map(Port::link).collect();
+        let mut ev: Vec<NlEvent> = (0..self.ports.len()).map(|p| self.port_link(p)).collect();
+        let home = self.home_if(0);
+        if self.rlb.is_some() {
+            ev.extend(bond_links(self.ports[0].mac));
+            ev.push(NlEvent::Addr(AddrEntry {
+                ifindex: VLAN_IF,
+                network: "198.18.1.1/24".parse().unwrap(),
+            }));
+        }
         for network in ["198.18.0.1/24", "198.18.0.2/24", "2001:db8::1/64"] {
             ev.push(NlEvent::Addr(AddrEntry {
-                ifindex: self.ports[0].ifindex,
+                ifindex: home,
                 network: network.parse().unwrap(),
             }));
         }
@@ -80,22 +98,22 @@ impl World {
         n.sort_by_key(|(ip, _)| **ip);
         ev.extend(
             n.into_iter()
-                .map(|(ip, e)| self.neigh_event(*ip, e.mac, false)),
+                .map(|(ip, e)| neigh_event(e.ifindex, *ip, e.mac, false)),
         );
         ev
     }
 
-    fn neigh_event(&self, ip: IpAddr, mac: Mac, removed: bool) -> NlEvent {
-        let e = NeighEntry {
-            ifindex: self.ports[0].ifindex,
-            ip,
-            mac: Some(mac),
-            state: libc::NUD_REACHABLE,
-        };
-        if removed {
-            NlEvent::NeighRemoved(e)
-        } else {
-            NlEvent::Neigh(e)
+    /// Port `p`'s link message (a slave of bond0 when bonded).
+    pub fn port_link(&self, p: usize) -> NlEvent {
+        self.ports[p].link(self.rlb.as_ref().map(|_| BOND_IF))
+    }
+
+    /// The interface the server's addresses for VLAN `vlan` are on.
+    fn home_if(&self, vlan: u16) -> u32 {
+        match (self.rlb.is_some(), vlan) {
+            (false, _) => self.ports[0].ifindex,
+            (true, 0) => BOND_IF,
+            (true, _) => VLAN_IF,
         }
     }
 
@@ -114,21 +132,30 @@ impl World {
     }
 
     /// The server kernel heard `ip` at `mac`: its entry made or refreshed, told on change.
-    fn server_hears(&mut self, now: u64, ip: IpAddr, mac: Mac) {
+    fn server_hears(&mut self, now: u64, ip: IpAddr, mac: Mac, vlan: u16) {
         let changed = self.neigh.get(&ip).is_none_or(|n| n.mac != mac);
-        self.neigh.insert(ip, ServerNeigh { mac, heard: now });
+        let ifindex = self.home_if(vlan);
+        self.neigh.insert(
+            ip,
+            ServerNeigh {
+                mac,
+                heard: now,
+                ifindex,
+            },
+        );
         if changed {
-            let ev = self.neigh_event(ip, mac, false);
+            let ev = neigh_event(ifindex, ip, mac, false);
             self.to_engine.push(ToEngine::Netlink(vec![ev]));
         }
     }
 
-    /// Client `c` asks for the server's address; the server answers from every up port (plain
-    /// ports: each answers), in an order the switch decides; an IPv4 client takes the first
-    /// (locktime), an IPv6 one each in turn (Override), so the last.
+    /// Client `c` asks for the server's address. Plain ports each answer, in an order the switch
+    /// decides (an IPv4 client takes the first, by locktime; an IPv6 one each in turn, by
+    /// Override, so the last); a bond answers ARP from the slave its rlb assigns, and ND from
+    /// the bond's MAC.
     fn client_asks(&mut self, now: u64, c: usize, to: Mac) {
         let cl = &self.clients[c];
-        let (cmac, cip, cip6, server) = (cl.mac, cl.ip, cl.ip6, cl.server);
+        let (cmac, cip, cip6, server, vlan) = (cl.mac, cl.ip, cl.ip6, cl.server, cl.vlan);
         // A unicast probe to a port that is down reaches nobody.
         if to != BROADCAST && !self.ports.iter().any(|p| p.up && p.mac == to) {
             return;
@@ -145,32 +172,50 @@ impl World {
             }
             Some(ip6) => (ns_frame(to, (cmac, ip6), SERVER6, SERVER6), IpAddr::V6(ip6)),
         };
-        self.to_engine.push(ToEngine::Frame(req, false));
-        self.server_hears(now, ip, cmac);
-        let mut answering: Vec<usize> = (0..self.ports.len())
-            .filter(|p| self.ports[*p].up && (to == BROADCAST || self.ports[*p].mac == to))
-            .collect();
-        // A Fisher-Yates shuffle: who answers first.
-        for i in (1..answering.len()).rev() {
-            answering.swap(i, self.rng.below(i as u64 + 1) as usize);
-        }
-        for p in answering {
+        self.to_engine.push(ToEngine::Frame(req, false, vlan));
+        self.server_hears(now, ip, cmac, vlan);
+        for p in self.answering(to, cip, cip6.is_some()) {
             let pmac = self.ports[p].mac;
             let reply = match cip6 {
                 None => arp_frame(cmac, 2, pmac, server, cmac, cip),
                 Some(ip6) => na_frame(cmac, (pmac, SERVER6), ip6, SERVER6, true, true),
             };
-            self.to_engine.push(ToEngine::Frame(reply.clone(), true));
+            self.to_engine
+                .push(ToEngine::Frame(reply.clone(), true, vlan));
             if cip6.is_some() {
                 self.clients[c].hear_na(now, pmac, true, true);
             } else {
-                self.deliver(now, &reply);
+                self.deliver_on(now, vlan, &reply);
             }
         }
     }
 
-    /// A frame the server sent reached the wire: the client it is for hears it.
+    /// The ports that answer a request to `to` from client address `ip`, in order.
+    fn answering(&mut self, to: Mac, ip: Ipv4Addr, v6: bool) -> Vec<usize> {
+        let up: Vec<bool> = self.ports.iter().map(|p| p.up).collect();
+        if let Some(rlb) = self.rlb.as_mut() {
+            let p = if v6 { Some(0) } else { rlb.choose(ip, &up) };
+            return p.into_iter().filter(|p| up[*p]).collect();
+        }
+        let mut answering: Vec<usize> = (0..self.ports.len())
+            .filter(|p| up[*p] && (to == BROADCAST || self.ports[*p].mac == to))
+            .collect();
+        // A Fisher-Yates shuffle: who answers first.
+        for i in (1..answering.len()).rev() {
+            answering.swap(i, self.rng.below(i as u64 + 1) as usize);
+        }
+        answering
+    }
+
+    /// A frame the server sent reached the wire (tagged for a VLAN client).
     pub fn deliver(&mut self, now: u64, bytes: &[u8]) {
+        let (vlan, inner) = untag(bytes);
+        self.deliver_on(now, vlan, &inner);
+    }
+
+    /// A frame of VLAN `vlan` reached the wire: the client it is for hears it.
+    fn deliver_on(&mut self, now: u64, vlan: u16, bytes: &[u8]) {
+        let on = |c: &Client, mac: Mac| c.present && c.mac == mac && c.vlan == vlan;
         match rlbd::capture::parse(bytes) {
             Some(rlbd::capture::Frame::Arp {
                 eth_dst,
@@ -181,12 +226,10 @@ impl World {
                 ..
             }) => {
                 let garp = spa == tpa;
-                for cl in self
-                    .clients
-                    .iter_mut()
-                    .filter(|c| c.present && c.mac == eth_dst && c.ip6.is_none() && c.server == spa)
-                {
-                    cl.hear(now, sha, op == 2, true, garp);
+                for cl in self.clients.iter_mut().filter(|c| on(c, eth_dst)) {
+                    if cl.ip6.is_none() && cl.server == spa {
+                        cl.hear(now, sha, op == 2, true, garp);
+                    }
                 }
             }
             Some(rlbd::capture::Frame::Nd {
@@ -199,15 +242,62 @@ impl World {
             }) if target == SERVER6 => {
                 // The server's own answers are heard where they are made; what reaches here is
                 // rlbd's unsolicited advertisement.
-                for cl in self
-                    .clients
-                    .iter_mut()
-                    .filter(|c| c.present && c.mac == eth_dst && c.ip6.is_some())
-                {
-                    cl.hear_na(now, tll, false, override_flag);
+                for cl in self.clients.iter_mut().filter(|c| on(c, eth_dst)) {
+                    if cl.ip6.is_some() {
+                        cl.hear_na(now, tll, false, override_flag);
+                    }
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The bond's driver tells client `c` its assigned slave (rlb_update_client): a unicast ARP
+    /// reply from that slave, which rlbd sees go out.
+    fn rlb_update(&mut self, now: u64, c: usize, slave: usize) {
+        let cl = &self.clients[c];
+        if !cl.present || cl.ip6.is_some() || !self.ports[slave].up {
+            return;
+        }
+        let pmac = self.ports[slave].mac;
+        let f = arp_frame(cl.mac, 2, pmac, cl.server, cl.mac, cl.ip);
+        let vlan = cl.vlan;
+        self.to_engine.push(ToEngine::Frame(f.clone(), true, vlan));
+        self.deliver_on(now, vlan, &f);
+    }
+
+    /// A slave's carrier changed: the bond's driver deals its clients anew and tells them.
+    pub fn slave_changed(&mut self, now: u64, p: usize) {
+        let up: Vec<bool> = self.ports.iter().map(|p| p.up).collect();
+        let Some(rlb) = self.rlb.as_mut() else {
+            return;
+        };
+        let told = if up[p] {
+            rlb.rebalance(&up)
+        } else {
+            rlb.clear_slave(p, &up)
+        };
+        for (ip, slave) in told {
+            if let Some(c) = self.clients.iter().position(|c| c.present && c.ip == ip) {
+                self.rlb_update(now, c, slave);
+            }
+        }
+    }
+
+    /// The driver's updates that follow a probe of the host's.
+    fn rlb_followups(&mut self, now: u64) {
+        let due: Vec<usize> = self
+            .rlb_due
+            .iter()
+            .filter(|(t, _)| *t <= now)
+            .map(|(_, c)| *c)
+            .collect();
+        self.rlb_due.retain(|(t, _)| *t > now);
+        for c in due {
+            let ip = self.clients[c].ip;
+            if let Some(s) = self.rlb.as_ref().and_then(|r| r.assigned(ip)) {
+                self.rlb_update(now, c, s);
+            }
         }
     }
 
@@ -217,7 +307,7 @@ impl World {
         for cl in self
             .clients
             .iter_mut()
-            .filter(|c| c.present && c.ip6.is_none() && c.server == SERVER)
+            .filter(|c| c.present && c.ip6.is_none() && c.server == SERVER && c.vlan == 0)
         {
             cl.hear(now, mac, true, false, true);
         }
@@ -266,9 +356,10 @@ impl World {
             if confirmed {
                 let cl = &self.clients[c];
                 let (ip, mac) = (cl.ip6.map_or(IpAddr::V4(cl.ip), IpAddr::V6), cl.mac);
+                let vlan = cl.vlan;
                 // Its replies need the client resolved: a new entry is told (the server's ARP
                 // exchange itself is not modelled).
-                self.server_hears(now, ip, mac);
+                self.server_hears(now, ip, mac, vlan);
             }
             if !self.calm {
                 self.churn(now, c);
@@ -280,6 +371,7 @@ impl World {
             self.clients.push(cl);
         }
         self.server_gc(now);
+        self.rlb_followups(now);
     }
 
     fn churn(&mut self, now: u64, c: usize) {
@@ -317,6 +409,8 @@ impl World {
         self.generation += 1;
         let g = self.generation;
         let demand_bps = self.draw_demand();
+        // On a bond, every fifth client is on VLAN 100 (bond0.100, its own subnet).
+        let tagged = self.rlb.is_some() && slot % 5 == 3;
         Client {
             mac: Mac(
                 2,
@@ -326,9 +420,14 @@ impl World {
                 g as u8,
                 slot as u8,
             ),
-            ip: Ipv4Addr::new(198, 18, 0, 10 + slot as u8),
-            server: if slot % 4 == 1 { SERVER_B } else { SERVER },
-            ip6: (slot % 3 == 2)
+            ip: Ipv4Addr::new(198, 18, u8::from(tagged), 10 + slot as u8),
+            server: match (tagged, slot % 4) {
+                (true, _) => SERVER_V,
+                (false, 1) => SERVER_B,
+                _ => SERVER,
+            },
+            vlan: if tagged { VLAN_ID } else { 0 },
+            ip6: (slot % 3 == 2 && !tagged)
                 .then(|| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10 + slot as u16)),
             present: true,
             demand_bps,
@@ -341,11 +440,11 @@ impl World {
 
     /// Neighbours the server has not heard from for a while are forgotten.
     fn server_gc(&mut self, now: u64) {
-        let mut gone: Vec<(IpAddr, Mac)> = self
+        let mut gone: Vec<(IpAddr, Mac, u32)> = self
             .neigh
             .iter()
             .filter(|(_, n)| now >= n.heard + NEIGH_GC_MS)
-            .map(|(ip, n)| (*ip, n.mac))
+            .map(|(ip, n)| (*ip, n.mac, n.ifindex))
             .collect();
         gone.sort();
         if gone.is_empty() {
@@ -353,9 +452,9 @@ impl World {
         }
         let ev = gone
             .iter()
-            .map(|(ip, mac)| {
+            .map(|(ip, mac, ifindex)| {
                 self.neigh.remove(ip);
-                self.neigh_event(*ip, *mac, true)
+                neigh_event(*ifindex, *ip, *mac, true)
             })
             .collect();
         self.to_engine.push(ToEngine::Netlink(ev));
@@ -377,8 +476,27 @@ impl World {
             None => arp_frame(cl.mac, 1, pmac, cl.server, Mac::zero(), cl.ip),
             Some(ip6) => ns_frame(cl.mac, (pmac, SERVER6), ip6, ip6),
         };
-        self.to_engine.push(ToEngine::Frame(req, true));
+        let (vlan, v4) = (cl.vlan, cl.ip6.is_none());
+        self.to_engine.push(ToEngine::Frame(req, true, vlan));
         let cl = &mut self.clients[c];
         cl.hear(now, pmac, false, true, false);
+        // On a bond the request left with the bond's MAC; the driver sets the client right.
+        if self.rlb.is_some() && v4 {
+            self.rlb_due.push((now + UPDATE_DELAY_MS, c));
+        }
+    }
+}
+
+fn neigh_event(ifindex: u32, ip: IpAddr, mac: Mac, removed: bool) -> NlEvent {
+    let e = NeighEntry {
+        ifindex,
+        ip,
+        mac: Some(mac),
+        state: libc::NUD_REACHABLE,
+    };
+    if removed {
+        NlEvent::NeighRemoved(e)
+    } else {
+        NlEvent::Neigh(e)
     }
 }
