@@ -96,67 +96,9 @@ impl Rules {
         let (vlan, inner) = untag(bytes);
         self.tagged_checked += u64::from(vlan != 0);
         let f = parse(&inner);
-        // Tagged for the VLAN the client is on, as the client hears it.
-        let on_vlan = |mac: Mac| world.clients.iter().any(|c| c.mac == mac && c.vlan == vlan);
         let eth_dst = match f {
-            Some(Frame::Arp {
-                eth_dst,
-                eth_src,
-                sha,
-                spa,
-                tpa,
-                op,
-                ..
-            }) => {
-                // The address it claims is the one the client talks to (several are the server's).
-                let talks = world
-                    .clients
-                    .iter()
-                    .any(|c| c.mac == eth_dst && c.server == spa && c.vlan == vlan);
-                if !talks || (op == 2 && tpa != spa) || eth_src != pmac || sha != pmac {
-                    return Err(format!(
-                        "ARP claims beyond the client's server address or the port: {f:?} on \
-                         port {port}"
-                    ));
-                }
-                if !world.confirms(eth_dst) {
-                    return Err(format!(
-                        "ARP to {eth_dst}, which the server's neighbour table does not confirm"
-                    ));
-                }
-                eth_dst
-            }
-            Some(Frame::Nd {
-                eth_dst,
-                eth_src,
-                kind,
-                target,
-                src_ip,
-                dst_ip,
-                override_flag,
-                lladdr,
-            }) => {
-                let ours = kind == NdKind::Na && target == SERVER6 && src_ip == SERVER6;
-                if !ours
-                    || eth_src != pmac
-                    || lladdr != Some(pmac)
-                    || !override_flag
-                    || !on_vlan(eth_dst)
-                {
-                    return Err(format!(
-                        "NA claims beyond the server's address or port, or without Override: \
-                         {f:?} on port {port}"
-                    ));
-                }
-                if !world.confirms_at(dst_ip.into(), eth_dst) {
-                    return Err(format!(
-                        "NA to {dst_ip} at {eth_dst}, which the server's neighbour table does not \
-                         confirm"
-                    ));
-                }
-                self.advertisements_checked += 1;
-                eth_dst
-            }
+            Some(Frame::Arp { .. }) => self.check_arp(world, port, vlan, f)?,
+            Some(Frame::Nd { .. }) => self.check_na(world, port, vlan, f)?,
             _ => {
                 // The only other frame: the learning frame, from and to the port's own MAC.
                 let own = bytes.len() >= 12
@@ -185,6 +127,89 @@ impl Rules {
             ));
         }
         Ok(())
+    }
+
+    /// rlbd's ARP update: from the port, claiming the address the client talks to, tagged for
+    /// its VLAN, to a client the server's neighbour table confirms. Its destination.
+    fn check_arp(
+        &self,
+        world: &World,
+        port: usize,
+        vlan: u16,
+        f: Option<Frame>,
+    ) -> Result<Mac, String> {
+        let pmac = world.ports[port].mac;
+        let Some(Frame::Arp {
+            eth_dst,
+            eth_src,
+            sha,
+            spa,
+            tpa,
+            op,
+            ..
+        }) = f
+        else {
+            return Err(format!("not ARP: {f:?}"));
+        };
+        // The address it claims is the one the client talks to (several are the server's).
+        let talks = world
+            .clients
+            .iter()
+            .any(|c| c.mac == eth_dst && c.server == spa && c.vlan == vlan);
+        if !talks || (op == 2 && tpa != spa) || eth_src != pmac || sha != pmac {
+            return Err(format!(
+                "ARP claims beyond the client's server address or the port: {f:?} on port {port}"
+            ));
+        }
+        if !world.confirms(eth_dst) {
+            return Err(format!(
+                "ARP to {eth_dst}, which the server's neighbour table does not confirm"
+            ));
+        }
+        Ok(eth_dst)
+    }
+
+    /// rlbd's unsolicited NA: the server's address at the port's MAC, with Override, tagged for
+    /// the client's VLAN, to a client the server confirms at that address. Its destination.
+    fn check_na(
+        &mut self,
+        world: &World,
+        port: usize,
+        vlan: u16,
+        f: Option<Frame>,
+    ) -> Result<Mac, String> {
+        let pmac = world.ports[port].mac;
+        let Some(Frame::Nd {
+            eth_dst,
+            eth_src,
+            kind,
+            target,
+            src_ip,
+            dst_ip,
+            override_flag,
+            lladdr,
+        }) = f
+        else {
+            return Err(format!("not ND: {f:?}"));
+        };
+        let on_vlan = world
+            .clients
+            .iter()
+            .any(|c| c.mac == eth_dst && c.vlan == vlan);
+        let ours = kind == NdKind::Na && target == SERVER6 && src_ip == SERVER6;
+        if !ours || eth_src != pmac || lladdr != Some(pmac) || !override_flag || !on_vlan {
+            return Err(format!(
+                "NA claims beyond the server's address or port, or without Override: {f:?} on \
+                 port {port}"
+            ));
+        }
+        if !world.confirms_at(dst_ip.into(), eth_dst) {
+            return Err(format!(
+                "NA to {dst_ip} at {eth_dst}, which the server's neighbour table does not confirm"
+            ));
+        }
+        self.advertisements_checked += 1;
+        Ok(eth_dst)
     }
 
     /// After a second: the status's word on moves (hold-down), memory, dead ports.

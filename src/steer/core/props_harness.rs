@@ -287,6 +287,14 @@ impl Harness {
                     n,
                 );
             }
+            op @ (Op::HostNa { .. } | Op::ClientSolicits { .. }) => self.wire_nd(op),
+            _ => unreachable!(),
+        }
+    }
+
+    /// The Neighbor Discovery half of the wire's events.
+    fn wire_nd(&mut self, op: Op) {
+        match op {
             Op::HostNa { p, multicast, c, n } => {
                 if !multicast {
                     self.note_told(c, p);
