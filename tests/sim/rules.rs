@@ -9,7 +9,8 @@ use rlbd::status::StatusReport;
 use rlbd::Mac;
 
 use super::balance::Balance;
-use super::bond::untag;
+use super::bond::{untag, SERVER_V};
+use super::clients::{SERVER, SERVER_B};
 use super::nd::SERVER6;
 use super::world::World;
 
@@ -151,11 +152,12 @@ impl Rules {
         else {
             return Err(format!("not ARP: {f:?}"));
         };
-        // The address it claims is the one the client talks to (several are the server's).
-        let talks = world
-            .clients
-            .iter()
-            .any(|c| c.mac == eth_dst && c.server == spa && c.vlan == vlan);
+        // The address it claims is the one the client talks to (several are the server's); a
+        // client gone from its slot (a new MAC took it) still has the server's entry for a while.
+        let talks = match world.clients.iter().find(|c| c.mac == eth_dst) {
+            Some(c) => c.server == spa && c.vlan == vlan,
+            None => [SERVER, SERVER_B, SERVER_V].contains(&spa),
+        };
         if !talks || (op == 2 && tpa != spa) || eth_src != pmac || sha != pmac {
             return Err(format!(
                 "ARP claims beyond the client's server address or the port: {f:?} on port {port}"
