@@ -11,6 +11,7 @@ use rlbd::engine::{Engine, Input, Output, Persisted, SendTag};
 use rlbd::status::StatusReport;
 use rlbd::steer::Rule;
 
+use super::alloc;
 use super::nd::SERVER6;
 use super::rules::Rules;
 use super::trace::Trace;
@@ -57,6 +58,12 @@ pub struct Stats {
     pub foreign: u64,
     pub drop_seconds: u64,
     pub calms: u64,
+    /// Allocations inside the engine while it took seconds and deadlines, and frames.
+    pub allocs_second: u64,
+    pub allocs_frame: u64,
+    pub seconds: u64,
+    pub frames: u64,
+    pub frames_alloc_free: u64,
 }
 
 /// Plain ports `p0`.., or (`bonded`) the slaves of bond0.
@@ -178,7 +185,28 @@ impl Driver {
 
     /// Hands one input in and carries out everything it leads to.
     pub fn input(&mut self, input: Input) {
+        let frame = matches!(input, Input::Frame { .. });
+        let kind = match input {
+            Input::Second { .. } => {
+                self.stats.seconds += 1;
+                Some(&mut self.stats.allocs_second)
+            }
+            Input::Deadline => Some(&mut self.stats.allocs_second),
+            Input::Frame { .. } => {
+                self.stats.frames += 1;
+                Some(&mut self.stats.allocs_frame)
+            }
+            _ => None,
+        };
+        let before = alloc::count();
         self.engine.handle(self.now, input);
+        let made = alloc::count() - before;
+        if let Some(k) = kind {
+            *k += made;
+        }
+        if frame && made == 0 {
+            self.stats.frames_alloc_free += 1;
+        }
         self.drain();
     }
 

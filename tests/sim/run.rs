@@ -40,7 +40,8 @@ pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String>
     }
     let r = &d.rules;
     Ok(format!(
-        "{} clients on {}, {:?}, frames checked {} (NA {}, tagged {}), chosen moves {}",
+        "{} clients on {}, {:?}, frames checked {} (NA {}, tagged {}), chosen moves {}; engine \
+         allocations per second {:.0}, per ARP/ND frame seen {:.1} (none for {:.0}% of them)",
         population,
         if d.world.rlb.is_some() {
             "a bond (balance-alb, VLAN 100)"
@@ -51,7 +52,10 @@ pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String>
         r.frames_checked,
         r.advertisements_checked,
         r.tagged_checked,
-        r.chosen_moves
+        r.chosen_moves,
+        d.stats.allocs_second as f64 / d.stats.seconds.max(1) as f64,
+        d.stats.allocs_frame as f64 / d.stats.frames.max(1) as f64,
+        100.0 * d.stats.frames_alloc_free as f64 / d.stats.frames.max(1) as f64
     ))
 }
 
