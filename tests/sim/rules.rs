@@ -18,6 +18,11 @@ pub struct Rules {
     pub per_client: u32,
     pub total: u32,
     pub hold_down_ms: u64,
+    /// The hold-down before the last reload, and when that was: a move decided before it was
+    /// held by the old one (the status gives its time to the second, so the lesser of the two
+    /// applies near the reload).
+    old_hold_down_ms: u64,
+    reloaded_at: Option<u64>,
     /// Times of the frames sent (Ok) in the last second, per client and in all.
     sent: HashMap<Mac, VecDeque<u64>>,
     all: VecDeque<u64>,
@@ -48,6 +53,8 @@ impl Rules {
             per_client,
             total,
             hold_down_ms: policy.hold_down * 1000,
+            old_hold_down_ms: policy.hold_down * 1000,
+            reloaded_at: None,
             sent: HashMap::new(),
             all: VecDeque::new(),
             chosen: HashMap::new(),
@@ -71,6 +78,7 @@ impl Rules {
     /// is no breach of a lower new one).
     pub fn reconfigure(
         &mut self,
+        now: u64,
         per_client: u32,
         total: u32,
         hold_down_secs: u64,
@@ -78,6 +86,8 @@ impl Rules {
     ) {
         self.per_client = per_client;
         self.total = total;
+        self.old_hold_down_ms = self.hold_down_ms;
+        self.reloaded_at = Some(now);
         self.hold_down_ms = hold_down_secs * 1000;
         self.balance.threshold = threshold;
         self.sent.clear();
@@ -214,6 +224,14 @@ impl Rules {
         Ok(eth_dst)
     }
 
+    /// The hold-down in force for a move decided at `at`.
+    fn hold_down_at(&self, at: u64) -> u64 {
+        match self.reloaded_at {
+            Some(r) if at < r + 2_000 => self.hold_down_ms.min(self.old_hold_down_ms),
+            _ => self.hold_down_ms,
+        }
+    }
+
     /// After a second: the status's word on moves (hold-down), memory, dead ports.
     pub fn after_second(
         &mut self,
@@ -240,8 +258,8 @@ impl Rules {
             let key = format!("{} {}", c.mac, c.vlan);
             match self.chosen.get(&key) {
                 Some(prev) if at.abs_diff(*prev) <= 1_500 => {}
-                Some(prev) if at < prev + self.hold_down_ms - 1_500 => {
-                    return Err(format!("{key}: chosen move at {at} ms, {} ms after the one at {prev} (hold-down {} ms)", at - prev, self.hold_down_ms));
+                Some(prev) if at < prev + self.hold_down_at(at) - 1_500 => {
+                    return Err(format!("{key}: chosen move at {at} ms, {} ms after the one at {prev} (hold-down {} ms)", at - prev, self.hold_down_at(at)));
                 }
                 _ => {
                     self.chosen_moves += 1;

@@ -170,7 +170,8 @@ fn reload_new_settings(d: &mut Driver) {
     d.trace.note(d.now, || {
         format!("reload: threshold {threshold}, hold_down {hold_down} s, total_per_sec {total}")
     });
-    d.rules.reconfigure(per_client, total, hold_down, threshold);
+    d.rules
+        .reconfigure(d.now, per_client, total, hold_down, threshold);
     d.input(Input::Reload {
         settings: Box::new(d.settings.clone()),
         why: "SIGHUP",
