@@ -204,10 +204,12 @@ impl Rules {
         else {
             return Err(format!("not ND: {f:?}"));
         };
+        // A client gone from its slot (a new MAC took it) has the server's entry for a while.
         let on_vlan = world
             .clients
             .iter()
-            .any(|c| c.mac == eth_dst && c.vlan == vlan);
+            .find(|c| c.mac == eth_dst)
+            .is_none_or(|c| c.vlan == vlan);
         let ours = kind == NdKind::Na && target == SERVER6 && src_ip == SERVER6;
         if !ours || eth_src != pmac || lladdr != Some(pmac) || !override_flag || !on_vlan {
             return Err(format!(
