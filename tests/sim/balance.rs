@@ -9,7 +9,8 @@
 //! loaded port stays at or under the threshold and ends at least `min_gain` below where the hot
 //! port started. "May move": one of at least two clients over `min_rate` on the hot port, not
 //! itself over the threshold's worth (an elephant moves its load, not the problem), not the
-//! smallest when there is no elephant (the paper's walk leaves one client), confirmed
+//! smallest when there is no elephant (the paper's walk leaves one client; on a saturated port,
+//! packing's rules instead: up to `max_fill`, and no client TCP starved), confirmed
 //! by the server's neighbour table (rlbd sends to no one else), not in a hold-down (as the
 //! status says). Held that way for `PATIENCE_MS` on end, it is a failure.
 
@@ -29,6 +30,8 @@ pub struct Balance {
     pub threshold: f64,
     pub min_gain: f64,
     pub min_rate_bps: f64,
+    pub saturated: f64,
+    pub max_fill: f64,
     /// The current calm's start, if one is on.
     pub calm_since: Option<u64>,
     /// Since when the imbalance has held without a break, and the words for it.
@@ -41,6 +44,8 @@ impl Balance {
             threshold: policy.threshold,
             min_gain: policy.min_gain,
             min_rate_bps: policy.min_rate_bps(),
+            saturated: policy.saturated,
+            max_fill: policy.max_fill,
             calm_since: None,
             since: None,
         }
@@ -98,8 +103,6 @@ impl Balance {
         let cold = (0..n)
             .filter(|p| *p != hot && world.ports[*p].up)
             .min_by(|a, b| util(*a).total_cmp(&util(*b)))?;
-        let fill = self.threshold.min(util(hot) - self.min_gain);
-        let room = fill * cap(cold) - load[cold];
         let rate = |c: usize| world.clients[c].delivered_bps;
         let mut eligible: Vec<usize> = on[hot]
             .iter()
@@ -109,12 +112,28 @@ impl Balance {
         if eligible.len() < 2 {
             return None;
         }
-        // The paper's walk: largest first, and without an elephant the smallest stays.
         eligible.sort_by(|a, b| rate(*b).total_cmp(&rate(*a)));
-        let elephant = rate(eligible[0]) >= self.threshold * cap(hot);
-        if !elephant {
-            eligible.pop();
-        }
+        let elephant_rate = self.threshold * cap(hot);
+        let elephant = rate(eligible[0]) >= elephant_rate;
+        let room = if util(hot) >= self.saturated {
+            // A saturated port (packing.rs): a target may fill up to `max_fill` while it ends
+            // below the hot port, and a client TCP starved (under a quarter of the mean share
+            // of the others) waits, its rate saying nothing of its demand.
+            let small: Vec<f64> = eligible
+                .iter()
+                .map(|c| rate(*c))
+                .filter(|r| *r < elephant_rate)
+                .collect();
+            let starved = 0.25 * small.iter().sum::<f64>() / small.len().max(1) as f64;
+            eligible.retain(|c| rate(*c) >= starved);
+            self.max_fill.max(self.threshold).min(util(hot) - 1e-3) * cap(cold) - load[cold]
+        } else {
+            // The paper's walk: largest first, and without an elephant the smallest stays.
+            if !elephant {
+                eligible.pop();
+            }
+            self.threshold.min(util(hot) - self.min_gain) * cap(cold) - load[cold]
+        };
         let free = |c: usize| {
             let cl = &world.clients[c];
             let mac = cl.mac.to_string();
