@@ -366,10 +366,8 @@ impl Driver {
         });
         self.veto = ring_drops;
         // The status (every client's line) is the dearest part of a quiet second: asked every
-        // 5 s, and every second while a port is down (the dead-port rule's window is 2 s) or
-        // in a calm (the balance rule's).
-        let calm = self.world.calm;
-        if self.now % 5000 != 0 && self.world.ports.iter().all(|p| p.up) && !calm {
+        // 5 s, and every second while a port is down (the dead-port rule's window is 2 s).
+        if self.now % 5000 != 0 && self.world.ports.iter().all(|p| p.up) {
             return;
         }
         self.input(Input::StatusQuery { top: None });
