@@ -20,7 +20,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step prints the seconds since the start, so a CI log shows where its time went.
+start=$SECONDS
+step() { printf '\n=== [%4d s] %s\n' "$((SECONDS - start))" "$*"; }
 
 if [ "$(id -u)" != 0 ]; then
   echo "tests/run-all.sh: run as root (network namespaces, AF_PACKET, a QEMU guest)" >&2
