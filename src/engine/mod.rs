@@ -31,14 +31,14 @@ use crate::host::PortTable;
 use crate::netlink::NlEvent;
 use crate::policy::Move;
 use crate::steer::explain::Facts;
-use crate::steer::{Action, ClientSnap, LogKind, Rule, RulesOff, SendOutcome, Steerer};
+use crate::steer::{Action, ClientSnap, LogKind, Rule, RulesOff, Steerer};
 use frames::Seen;
 pub use io::{Input, Output, SendTag, Topic};
 use lan::Lan;
 use outbox::Outbox;
 use persist::Durable;
 pub use persist::{Persisted, PersistedMove, STATE_VERSION};
-pub use reload::restart_needed;
+pub use reload::{restart_needed, steer_config};
 pub use report::CaptureFacts;
 use retry::Trouble;
 use sending::{Outcome, Sender};
@@ -71,8 +71,8 @@ pub struct Engine {
     actions: Vec<Action>,
     /// Outcomes of frames for the steering core, handed over after each input (reused).
     outcomes: Vec<Outcome>,
-    /// The clients as the steering core wants them, rebuilt each second (reused).
-    snaps: Vec<ClientSnap>,
+    /// The clients and ports as the steering core wants them, rebuilt each second (reused).
+    bufs: second::Buffers,
     /// When the engine was made (the status's uptime).
     started_ms: u64,
     /// Rules switched off (only by the simulation's mutation runs).
@@ -100,7 +100,7 @@ impl Engine {
             out: Outbox::default(),
             actions: Vec::new(),
             outcomes: Vec::new(),
-            snaps: Vec::new(),
+            bufs: second::Buffers::default(),
             started_ms: now,
             rules_off: RulesOff::default(),
             settings,
@@ -249,11 +249,12 @@ impl Engine {
     /// Moves every client off the `down` ports (and rescues those stranded while no port was
     /// up): every client in the table, not only this second's, since a quiet one must move too.
     fn fail_over(&mut self, now: u64, down: &[usize]) {
-        second::fill_snaps(&self.table, &self.lan.ports, false, &mut self.snaps);
-        let views = self.lan.ports.views();
+        let b = &mut self.bufs;
+        second::fill_snaps(&self.table, &self.lan.ports, false, &mut b.snaps);
+        self.lan.ports.views_into(&mut b.ports);
         let ctx = self.lan.ctx();
         self.steer
-            .failover(now, down, &views, &self.snaps, &ctx, &mut self.actions);
+            .failover(now, down, &b.ports, &b.snaps, &ctx, &mut self.actions);
         self.durable.dirty = true;
     }
 
@@ -279,10 +280,12 @@ impl Engine {
             .forget_idle(now, |key| table.get(key).is_some(), &mut self.actions);
         // The state file also says the daemon that wrote it was alive lately: a restart takes
         // it over only while it is younger than the hold-down, so it is rewritten well within
-        // one while there are moves (a sixth of it, at most every 10 s).
+        // one while it holds moves or answers (a sixth of it, at most every 10 s).
         let every = (self.settings.policy.hold_down / 6).clamp(1, 10);
         let moved = self.steer.moved_count();
-        self.durable.dirty |= moved != before || (self.schedule.tick % every == 0 && moved > 0);
+        let kept = moved > 0 || self.steer.answered_count() > 0;
+        self.durable.dirty |= moved != before || (self.schedule.tick % every == 0 && kept);
+        self.durable.dirty |= self.steer.take_durable_changed();
         self.carry_out();
         if self.schedule.tick % 10 == 0 {
             let summary = report::status(self, now, Some(0)).summary();
@@ -295,7 +298,8 @@ impl Engine {
     fn evaluate(&mut self, now: u64) {
         let policy = &self.settings.policy;
         second::feed_detectors(&mut self.lan.ports, now, policy.threshold);
-        let views = self.lan.ports.views();
+        let b = &mut self.bufs;
+        self.lan.ports.views_into(&mut b.ports);
         let unreliable = std::mem::take(&mut self.trouble.rates_unreliable);
         if unreliable && !self.rules_off.has(Rule::RingDropVeto) {
             // The rings dropped frames this second: the client rates miss an unknown share, so
@@ -308,14 +312,15 @@ impl Engine {
             self.out.log(Level::Debug, Topic::NoMove, text.into());
             return;
         }
-        second::fill_snaps(&self.table, &self.lan.ports, true, &mut self.snaps);
-        let (ctx, clients, out) = (self.lan.ctx(), &self.snaps, &mut self.actions);
+        second::fill_snaps(&self.table, &self.lan.ports, true, &mut b.snaps);
+        let (ctx, clients, out) = (self.lan.ctx(), &b.snaps, &mut self.actions);
         let ports = &self.lan.ports;
         let why = |m: &Move| second::move_reason(ports, policy, m);
         self.steer.refresh_claims(now, clients, &ctx, out);
-        let made = self.steer.rebalance(now, &views, clients, &why, &ctx, out);
+        let views = &b.ports;
+        self.steer.rebalance(now, views, clients, &why, &ctx, out);
         if self.lan.ports.bond_mode == Some(crate::netlink::BondMode::BalanceTlb) {
-            self.steer.place_new(now, &views, clients, &ctx, out);
+            self.steer.place_new(now, views, clients, &ctx, out);
         }
         self.durable.dirty |= !out.is_empty();
         let steer = &self.steer;
@@ -325,7 +330,7 @@ impl Engine {
             policy,
             held: &held,
         };
-        let parts = (&views[..], &self.snaps[..], &made[..]);
+        let parts = (&b.ports[..], &b.snaps[..], steer.made());
         second::explain_no_move(&mut self.lan.ports, parts, &facts, &mut self.out);
         self.carry_out();
     }
@@ -344,8 +349,10 @@ impl Engine {
             Some(Seen::Nd(n)) => self.steer.on_nd(now, &n, &ctx, &mut self.actions),
             None => {}
         }
-        // The record of whom the host answered where is durable state too.
-        self.durable.dirty |= outgoing || !self.actions.is_empty();
+        // The record of whom the host answered where is durable state too (an answer that
+        // repeats the record changes nothing). A frame makes or ends no move; the budgets its
+        // re-assertions spend ride on the periodic rewrite.
+        self.durable.dirty |= self.steer.take_durable_changed();
         self.carry_out();
     }
 
@@ -381,9 +388,12 @@ impl Engine {
         while !self.outcomes.is_empty() {
             let ctx = self.lan.ctx();
             for (client, move_id, o) in self.outcomes.drain(..) {
-                self.steer
-                    .on_send_result(now, client, move_id, o, &ctx, &mut self.actions);
-                self.durable.dirty |= o == SendOutcome::Sent;
+                // Durable only when a move's first frame went out (it is confirmed) or its
+                // frames were refused; the re-assertions of a confirmed move change nothing the
+                // periodic rewrite does not carry.
+                self.durable.dirty |=
+                    self.steer
+                        .on_send_result(now, client, move_id, o, &ctx, &mut self.actions);
             }
             // Only log lines come back, but carry them the same way.
             self.carry_out();
@@ -472,25 +482,6 @@ impl Engine {
         }
         self.durable.dirty = true;
         self.carry_out();
-    }
-}
-
-/// The steering core's settings, from the daemon's and the rules switched off.
-pub fn steer_config(s: &Settings, rules_off: RulesOff) -> crate::steer::SteerConfig {
-    crate::steer::SteerConfig {
-        policy: s.policy.clone(),
-        repeats: s.steering.repeats,
-        repeat_interval_ms: s.steering.repeat_interval_ms,
-        reassert_delay_ms: s.steering.reassert_delay_ms,
-        per_client_per_sec: s.steering.per_client_per_sec,
-        total_per_sec: s.steering.total_per_sec,
-        idle_ms: s.capture.idle_timeout_secs.saturating_mul(1000),
-        dry_run: s.dry_run,
-        max_moved: s.capture.table_size,
-        // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
-        // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
-        follow_answers: matches!(s.target, Some(Target::Ports(_))),
-        rules_off,
     }
 }
 

@@ -1,7 +1,9 @@
 //! What a reload cannot apply: the bond or ports, the capture table and ring sizes and the way
-//! ports count are sized or opened at start; a change of them is said, not applied.
+//! ports count are sized or opened at start; a change of them is said, not applied. And the
+//! steering core's settings, which a reload hands on.
 
-use crate::config::Settings;
+use crate::config::{Settings, Target};
+use crate::steer::RulesOff;
 
 /// What changed from `old` to `new` that only a restart applies, in words.
 pub fn restart_needed(old: &Settings, new: &Settings) -> Vec<&'static str> {
@@ -19,4 +21,23 @@ pub fn restart_needed(old: &Settings, new: &Settings) -> Vec<&'static str> {
         v.push("[capture] counting");
     }
     v
+}
+
+/// The steering core's settings, from the daemon's and the rules switched off.
+pub fn steer_config(s: &Settings, rules_off: RulesOff) -> crate::steer::SteerConfig {
+    crate::steer::SteerConfig {
+        policy: s.policy.clone(),
+        repeats: s.steering.repeats,
+        repeat_interval_ms: s.steering.repeat_interval_ms,
+        reassert_delay_ms: s.steering.reassert_delay_ms,
+        per_client_per_sec: s.steering.per_client_per_sec,
+        total_per_sec: s.steering.total_per_sec,
+        idle_ms: s.capture.idle_timeout_secs.saturating_mul(1000),
+        dry_run: s.dry_run,
+        max_moved: s.capture.table_size,
+        // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
+        // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
+        follow_answers: matches!(s.target, Some(Target::Ports(_))),
+        rules_off,
+    }
 }

@@ -15,6 +15,16 @@ use crate::steer::explain::{self, Facts};
 use crate::steer::ClientSnap;
 
 /// Each usable port's rate from its counters, into its detector; no rate for the others.
+/// What the second's evaluation builds, kept between seconds so that a second allocates
+/// nothing once the buffers have grown to the LAN.
+#[derive(Debug, Default)]
+pub struct Buffers {
+    /// The clients as the steering core wants them.
+    pub snaps: Vec<ClientSnap>,
+    /// The ports as the planner sees them.
+    pub ports: Vec<PortView>,
+}
+
 pub fn feed_detectors(ports: &mut PortTable, now: u64, threshold: f64) {
     let fresh_ms = EVAL_DELAY_MS * 2;
     for p in ports.list.iter_mut() {

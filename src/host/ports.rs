@@ -184,15 +184,20 @@ impl PortTable {
 
     /// The planner's view of every port. `overloaded` is the detector's verdict.
     pub fn views(&self) -> Vec<PortView> {
-        self.list
-            .iter()
-            .map(|p| PortView {
-                capacity_bps: p.capacity_bps,
-                up: p.usable(),
-                rx_bps: p.rx_bps.unwrap_or(0.0),
-                overloaded: p.usable() && p.detector.overloaded(),
-            })
-            .collect()
+        let mut v = Vec::new();
+        self.views_into(&mut v);
+        v
+    }
+
+    /// [`views`](Self::views) into a buffer the caller keeps (the evaluation's, every second).
+    pub fn views_into(&self, out: &mut Vec<PortView>) {
+        out.clear();
+        out.extend(self.list.iter().map(|p| PortView {
+            capacity_bps: p.capacity_bps,
+            up: p.usable(),
+            rx_bps: p.rx_bps.unwrap_or(0.0),
+            overloaded: p.usable() && p.detector.overloaded(),
+        }));
     }
 
     /// The links that should be ports now, by name order for ports mode and ifindex for slaves.

@@ -58,6 +58,9 @@ pub struct Answered {
     /// nothing per client.
     broadcasts: HashMap<(u16, PortId), u64>,
     bound: usize,
+    /// What the state file holds of it changed since [`take_changed`](Self::take_changed): a
+    /// host answering the same client on the same port again changes nothing durable.
+    changed: bool,
 }
 
 fn bit(port: PortId) -> u64 {
@@ -99,20 +102,25 @@ impl Answered {
             claims: Vec::new(),
             stamp,
         });
+        let ports_before = e.ports;
         if now.saturating_sub(e.round_ms) > ROUND_MS || e.ports == 0 {
             e.ports = 0;
             e.round_ms = now;
         }
         e.ports |= bit(port);
         e.stamp = stamp;
+        let mut changed = e.ports != ports_before;
         if let Some(c) = e.claims.iter_mut().find(|c| c.server() == claim.server()) {
+            changed |= *c != claim;
             *c = claim;
         } else {
             if e.claims.len() >= MAX_CLAIMS {
                 e.claims.remove(0);
             }
             e.claims.push(claim);
+            changed = true;
         }
+        self.changed |= changed;
         self.trim();
     }
 
@@ -120,6 +128,7 @@ impl Answered {
     pub fn broadcast(&mut self, now: u64, vlan: u16, port: PortId) {
         if port < MAX_PORT {
             self.broadcasts.insert((vlan, port), now);
+            self.changed = true;
         }
     }
 
@@ -130,17 +139,19 @@ impl Answered {
     pub fn counted(&mut self, key: &ClientKey, port: PortId, since_ms: u64) {
         if let Some(e) = self.map.get_mut(key).filter(|e| e.round_ms < since_ms) {
             if port < MAX_PORT {
+                self.changed |= e.ports != bit(port);
                 e.ports = bit(port);
                 e.round_ms = since_ms;
             } else {
                 self.map.remove(key);
+                self.changed = true;
             }
         }
     }
 
     /// rlbd moved the client: where it is is the move's business now.
     pub fn forget(&mut self, key: &ClientKey) {
-        self.map.remove(key);
+        self.changed |= self.map.remove(key).is_some();
     }
 
     /// The ports `key` may be using from what the host told it: its latest round, and every
@@ -188,6 +199,11 @@ impl Answered {
             .collect();
         v.sort_by_key(|(k, _, _)| *k);
         v
+    }
+
+    /// Whether what the state file holds of it changed since the last call.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     /// A client an earlier daemon's host answered on the `ports` (a bitmask), at `now`.

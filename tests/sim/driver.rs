@@ -44,6 +44,8 @@ pub struct Driver {
     /// Warnings of a foreign claim of the server's address, and the last such claim.
     pub foreign_warnings: u64,
     pub last_foreign: Option<u64>,
+    /// The engine's last input led to a frame, a log record, a summary or the state file.
+    busy: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -60,6 +62,11 @@ pub struct Stats {
     pub calms: u64,
     /// Allocations inside the engine while it took seconds and deadlines, and frames.
     pub allocs_second: u64,
+    /// Of those, the calls that sent, logged, summarised or handed the state file out (they
+    /// build what they hand out), and the rest: quiet calls and their allocations (with the
+    /// ports' counters asked for each second).
+    pub calls_quiet: u64,
+    pub allocs_quiet: u64,
     pub allocs_frame: u64,
     pub seconds: u64,
     pub frames: u64,
@@ -67,7 +74,7 @@ pub struct Stats {
 }
 
 /// Plain ports `p0`.., or (`bonded`) the slaves of bond0.
-pub fn settings(ports: usize, bonded: bool) -> Settings {
+pub fn settings(ports: usize, bonded: bool, population: usize) -> Settings {
     let names: Vec<String> = (0..ports).map(|i| format!("p{i}")).collect();
     Settings {
         target: Some(if bonded {
@@ -85,7 +92,8 @@ pub fn settings(ports: usize, bonded: bool) -> Settings {
             ..Default::default()
         },
         capture: rlbd::config::CaptureConfig {
-            table_size: 128,
+            // Room for every client the run has (each may be seen on two VLANs or addresses).
+            table_size: (2 * population).max(128),
             ..Default::default()
         },
         observability: Default::default(),
@@ -97,7 +105,7 @@ impl Driver {
     /// Odd seeds run on a bond (balance-alb, with VLAN 100), even ones on plain ports.
     pub fn new(seed: u64, ports: usize, population: usize, mutate: Option<Rule>) -> Driver {
         let bonded = seed % 2 == 1;
-        let settings = settings(ports, bonded);
+        let settings = settings(ports, bonded, population);
         let s = &settings.steering;
         let rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
         let mut engine = Engine::new(settings.clone(), 0);
@@ -123,6 +131,7 @@ impl Driver {
             watch: std::env::var("RLBD_SIM_WATCH").ok(),
             foreign_warnings: 0,
             last_foreign: None,
+            busy: false,
         };
         d.start_engine();
         d
@@ -198,6 +207,7 @@ impl Driver {
             }
             _ => None,
         };
+        let second = matches!(input, Input::Second { .. } | Input::Deadline);
         let before = alloc::count();
         self.engine.handle(self.now, input);
         let made = alloc::count() - before;
@@ -207,7 +217,12 @@ impl Driver {
         if frame && made == 0 {
             self.stats.frames_alloc_free += 1;
         }
+        self.busy = false;
         self.drain();
+        if second && !self.busy {
+            self.stats.calls_quiet += 1;
+            self.stats.allocs_quiet += made;
+        }
     }
 
     fn drain(&mut self) {
@@ -220,6 +235,7 @@ impl Driver {
         let now = self.now;
         match out {
             Output::Send { port, tag, frame } => {
+                self.busy = true;
                 self.stats.sends += 1;
                 let wp = self.map.get(port).copied();
                 let up = wp.is_some_and(|p| self.world.ports[p].up);
@@ -255,16 +271,22 @@ impl Driver {
             Output::RequestCounters { ifindex } => {
                 if let Some(p) = self.world.ports.iter().position(|p| p.ifindex == ifindex) {
                     let ev = [self.world.port_link(p)];
+                    let before = alloc::count();
                     self.engine.handle(now, Input::Netlink(&ev));
+                    self.stats.allocs_quiet += alloc::count() - before;
                 }
             }
             Output::Redump => {
                 let dump = self.world.dump();
                 self.engine.handle(now, Input::Netlink(&dump));
             }
-            Output::Persist(p) => self.state = Some(*p),
+            Output::Persist(p) => {
+                self.busy = true;
+                self.state = Some(*p);
+            }
             Output::Status(r) => self.status = Some(*r),
             Output::Log { level, topic, text } => {
+                self.busy = true;
                 if topic == rlbd::engine::Topic::ForeignClaim && level <= log::Level::Warn {
                     self.foreign_warnings += 1;
                 }
@@ -277,15 +299,15 @@ impl Driver {
                     .watch
                     .as_ref()
                     .is_some_and(|w| text.contains(w.as_str()));
-                if level <= log::Level::Warn || topic == rlbd::engine::Topic::Restore || watched {
+                use rlbd::engine::Topic;
+                let kept = matches!(topic, Topic::Restore | Topic::Move | Topic::Port);
+                if level <= log::Level::Warn || kept || watched {
                     self.trace
                         .note(now, || format!("log {level} {topic:?}: {text}"));
                 }
             }
-            Output::CloseCapture { .. }
-            | Output::Refilter
-            | Output::HostMacs(_)
-            | Output::Summary(_) => {}
+            Output::Summary(_) => self.busy = true,
+            Output::CloseCapture { .. } | Output::Refilter | Output::HostMacs(_) => {}
         }
     }
 

@@ -44,7 +44,7 @@ pub struct Rules {
 }
 
 /// How long a client the engine knows may stay on a dead port.
-pub const DEAD_PORT_GRACE_MS: u64 = 2_000;
+pub const DEAD_PORT_GRACE_MS: u64 = 1_000;
 
 impl Rules {
     pub fn new(per_client: u32, total: u32, policy: &rlbd::policy::PolicyConfig) -> Rules {

@@ -2,40 +2,95 @@
 
 use rlbd::engine::Input;
 use rlbd::netlink::NlEvent;
-use rlbd::steer::Rule;
 use rlbd::Mac;
 
 use super::balance::CALM_MS;
 use super::clients::{arp_frame, BROADCAST, SERVER};
 use super::driver::Driver;
+use super::setup::{Fault, Faults, Setup};
 
 const PORTS: usize = 4;
 const HOUR: f64 = 3600.0;
 
-/// Runs `days` simulated days with `seed`: `Ok` with a summary, or the failure with the seed and
-/// the trace.
-pub fn run(seed: u64, days: f64, mutate: Option<Rule>) -> Result<String, String> {
-    let population = 30 + (seed % 4) as usize * 15;
-    let mut d = Driver::new(seed, PORTS, population, mutate);
-    let secs = (days * 86_400.0) as u64;
-    for sec in 1..=secs {
+/// A failed run: when, which rule and the last events.
+pub struct Failure {
+    pub at_ms: u64,
+    pub why: String,
+    pub trace: String,
+}
+
+impl Failure {
+    pub fn text(&self, setup: &Setup) -> String {
+        format!(
+            "simulation failed: seed {} ({}), at {} ms: {}\nlast events{}:\n{}",
+            setup.seed,
+            setup.env(),
+            self.at_ms,
+            self.why,
+            self.client()
+                .map(|m| format!(" of {m}"))
+                .unwrap_or_default(),
+            self.events()
+        )
+    }
+
+    /// The client the broken rule names (its MAC, the first in the text), if one.
+    fn client(&self) -> Option<&str> {
+        let b = self.why.as_bytes();
+        (0..b.len().saturating_sub(16)).find_map(|i| {
+            let m = &self.why[i..i + 17];
+            let mac = m.char_indices().all(|(j, c)| {
+                if j % 3 == 2 {
+                    c == ':'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            });
+            mac.then_some(m)
+        })
+    }
+
+    /// The trace's events of the failing client and of the world (the other clients' sends
+    /// left out), or all of it when the rule names no client.
+    fn events(&self) -> String {
+        let Some(mac) = self.client() else {
+            return self.trace.clone();
+        };
+        let lines: Vec<&str> = self
+            .trace
+            .lines()
+            .filter(|l| l.contains(mac) || !l.contains("02:aa:"))
+            .collect();
+        lines.join("\n")
+    }
+}
+
+/// Runs `setup`: `Ok` with a summary, or the failure.
+pub fn run(setup: &Setup) -> Result<String, Failure> {
+    let population = setup.clients;
+    let mut d = Driver::new(setup.seed, PORTS, population, setup.mutate);
+    let faults = setup.faults;
+    for sec in 1..=setup.seconds {
         let t = sec * 1000;
         d.run_deadlines(t);
         d.veto = false;
         d.now = t;
-        calm(&mut d);
+        if faults.has(Fault::Calm) {
+            calm(&mut d);
+        }
         if !d.world.calm {
-            chaos(&mut d);
+            chaos(&mut d, faults);
         }
         d.world.tick_clients(t);
         probes(&mut d);
         d.flush_world();
         d.second();
         if let Some(why) = d.failure.take() {
-            return Err(format!(
-                "simulation failed: seed {seed} (RLBD_SIM_SEED={seed}), at {t} ms: {why}\nlast events:\n{}",
-                d.trace.dump()
-            ));
+            return Err(Failure {
+                at_ms: t,
+                why,
+                trace: d.trace.dump(),
+            });
         }
     }
     let r = &d.rules;
@@ -89,7 +144,7 @@ fn probes(d: &mut Driver) {
 }
 
 /// Failures and operations, each at its own rate.
-fn chaos(d: &mut Driver) {
+fn chaos(d: &mut Driver, faults: Faults) {
     let now = d.now;
     let rng = &mut d.world.rng;
     let (fail, ret) = (rng.chance(1.0 / (2.0 * HOUR)), rng.chance(1.0 / 600.0));
@@ -106,6 +161,7 @@ fn chaos(d: &mut Driver) {
     // modelled, so it never fails.
     let bond_mac = d.world.rlb.is_some() && pick == 0;
     if fail
+        && faults.has(Fault::PortFailure)
         && !bond_mac
         && d.world.ports.iter().filter(|p| p.up).count() > 1
         && d.world.ports[pick].up
@@ -117,24 +173,24 @@ fn chaos(d: &mut Driver) {
             port_set(d, p, true);
         }
     }
-    if restart {
+    if restart && faults.has(Fault::Restart) {
         d.restart(with_state);
     }
-    if reload {
+    if reload && faults.has(Fault::Reload) {
         reload_new_settings(d);
     }
-    if drops {
+    if drops && faults.has(Fault::RingDrops) {
         d.drops_left = drop_secs;
         d.trace.note(now, || {
             format!("capture rings drop frames for {drop_secs} s")
         });
     }
-    if overrun {
+    if overrun && faults.has(Fault::Overrun) {
         d.stats.overruns += 1;
         d.trace.note(now, || "netlink overrun".into());
         d.input(Input::Netlink(&[NlEvent::Overrun]));
     }
-    if foreign {
+    if foreign && faults.has(Fault::ForeignClaim) {
         d.stats.foreign += 1;
         let other = Mac(2, 0x66, 0, 0, 0, 1);
         let garp = arp_frame(BROADCAST, 2, other, SERVER, other, SERVER);
@@ -143,7 +199,7 @@ fn chaos(d: &mut Driver) {
         d.world.foreign_claim(now, other);
         foreign_claim(d, &garp);
     }
-    if refuse {
+    if refuse && faults.has(Fault::Refusal) {
         d.refuse_p = 0.3;
         d.trace
             .note(now, || "the kernel starts refusing 30% of frames".into());

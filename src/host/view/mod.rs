@@ -155,10 +155,18 @@ impl HostView {
     pub fn apply(&mut self, ev: &NlEvent) -> Applied {
         let mut applied = Applied::default();
         match ev {
-            NlEvent::Link(l) => {
-                let old = self.links.insert(l.index, l.clone());
-                applied.links = old.is_none_or(|o| shape_changed(&o, l));
-            }
+            // Each port's counters come as a link message every second: the known link is
+            // updated in place (no allocation).
+            NlEvent::Link(l) => match self.links.get_mut(&l.index) {
+                Some(old) => {
+                    applied.links = shape_changed(old, l);
+                    old.update_from(l);
+                }
+                None => {
+                    self.links.insert(l.index, l.clone());
+                    applied.links = true;
+                }
+            },
             NlEvent::LinkRemoved { index, .. } => {
                 applied.links = self.links.remove(index).is_some();
                 self.forget_interface(*index);
@@ -358,6 +366,38 @@ impl HostView {
     /// server's address in its subnet. An error when any part cannot be claimed: a move that
     /// would leave part of a client's traffic behind is not made.
     pub fn claims_for(&self, key: ClientKey, talk: &Talk) -> Result<Vec<Claim>, Unclaimable> {
+        let mut claims = Vec::new();
+        self.each_claim(key, talk, |c| {
+            if !claims.contains(&c) {
+                claims.push(c);
+            }
+        })?;
+        Ok(claims)
+    }
+
+    /// Whether [`claims_for`](Self::claims_for) would succeed, without building the claims
+    /// (asked of every client every second).
+    pub fn can_claim(&self, key: ClientKey, talk: &Talk) -> bool {
+        self.each_claim(key, talk, |_| {}).is_ok()
+    }
+
+    /// Whether `key` can be claimed whole and some claim is not among `known` (a moved client
+    /// that started talking to another of the server's addresses), without building the claims.
+    pub fn claims_beyond(&self, key: ClientKey, talk: &Talk, known: &[Claim]) -> bool {
+        let mut new = false;
+        self.each_claim(key, talk, |c| new |= !known.contains(&c))
+            .is_ok()
+            && new
+    }
+
+    /// Hands each of `key`'s claims to `f` (a routed one may come twice), or says why one
+    /// cannot be made.
+    fn each_claim(
+        &self,
+        key: ClientKey,
+        talk: &Talk,
+        mut f: impl FnMut(Claim),
+    ) -> Result<(), Unclaimable> {
         if !self.knows(key) {
             return Err(Unclaimable::NotConfirmed);
         }
@@ -369,24 +409,22 @@ impl HostView {
             .filter(|s| self.confirms(key, (*s).into()))
             .or_else(|| self.confirmed_v4(key));
         let v6 = self.confirmed_v6(key, talk.v6);
-        let mut claims = Vec::new();
-        let mut routed: Vec<IpAddr> = Vec::new();
-        for server in talk.servers.iter() {
+        let mut made = 0;
+        let mut routed = [None; ServerSet::MAX + 1];
+        for (i, server) in talk.servers.iter().enumerate() {
             if !self.on_link(server, key.vlan) {
-                routed.push(server);
+                routed[i] = Some(server);
                 continue;
             }
-            claims.push(match server {
+            let no = Unclaimable::NoNeighbour { server };
+            made += 1;
+            f(match server {
                 IpAddr::V4(server) => Claim::V4 {
-                    client: v4.ok_or(Unclaimable::NoNeighbour {
-                        server: server.into(),
-                    })?,
+                    client: v4.ok_or(no)?,
                     server,
                 },
                 IpAddr::V6(server) => Claim::V6 {
-                    client: v6.ok_or(Unclaimable::NoNeighbour {
-                        server: server.into(),
-                    })?,
+                    client: v6.ok_or(no)?,
                     server,
                 },
             });
@@ -398,30 +436,29 @@ impl HostView {
                     interface: name.to_string(),
                 });
             }
-            routed.push(other);
+            routed[ServerSet::MAX] = Some(other);
         }
-        for via in routed {
+        for via in routed.into_iter().flatten() {
             let claim = if via.is_ipv4() {
                 v4.and_then(|client| self.gateway_claim_v4(client, key.vlan))
             } else {
                 v6.and_then(|client| self.gateway_claim_v6(client, key.vlan))
             };
-            let claim = claim.ok_or(Unclaimable::NoOnLinkAddress { server: via })?;
-            if !claims.contains(&claim) {
-                claims.push(claim);
-            }
+            made += 1;
+            f(claim.ok_or(Unclaimable::NoOnLinkAddress { server: via })?);
         }
         // Quiet (a moved client between bursts): the next hop in its subnet, as the driver
         // would have answered for.
         if talk.servers.is_empty() && talk.servers.other().is_none() {
             if let Some(c) = v4.and_then(|client| self.gateway_claim_v4(client, key.vlan)) {
-                claims.push(c);
+                made += 1;
+                f(c);
             }
         }
-        if claims.is_empty() {
+        if made == 0 {
             return Err(Unclaimable::NotConfirmed);
         }
-        Ok(claims)
+        Ok(())
     }
 
     /// True while a claim may still be sent: the address is the server's and the kernel still

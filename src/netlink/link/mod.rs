@@ -48,6 +48,21 @@ pub struct LinkInfo {
     pub vlan: Option<VlanInfo>,
 }
 
+impl LinkInfo {
+    /// Becomes `l`, reusing its own strings' buffers.
+    pub fn update_from(&mut self, l: &LinkInfo) {
+        self.name.clone_from(&l.name);
+        self.kind.clone_from(&l.kind);
+        let (name, kind) = (std::mem::take(&mut self.name), self.kind.take());
+        *self = LinkInfo {
+            name: String::new(),
+            kind: None,
+            ..*l
+        };
+        (self.name, self.kind) = (name, kind);
+    }
+}
+
 /// A VLAN device's IFLA_INFO_DATA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VlanInfo {

@@ -82,6 +82,10 @@ impl Targets {
 
 /// Returns the moves for this round: failover first, then overload relief, hottest port first.
 pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> Vec<Move> {
+    if nothing_to_do(cfg, ports, clients) {
+        // Most seconds: no work, and no allocation.
+        return Vec::new();
+    }
     let mut targets = Targets::new(ports);
     let mut moves = Vec::new();
     if targets.order.is_empty() {
@@ -131,6 +135,20 @@ pub fn plan(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> V
     );
     super::settle::settle(cfg, ports, clients, &mut targets, &mut took, &mut moves);
     moves
+}
+
+/// True when no rule of the round can move anyone: no client on a port that is down, no
+/// overloaded port with a client, no client settling (the same tests `failover`, `overload`
+/// and `settle` start with).
+fn nothing_to_do(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView]) -> bool {
+    let settling = cfg.settle >= SETTLE_SECS;
+    clients.iter().all(|c| {
+        let Some(p) = ports.get(c.port) else {
+            return true;
+        };
+        p.up && !(p.overloaded && p.capacity_bps > 0.0)
+            && !(settling && super::settle::settling(cfg, c).is_some())
+    })
 }
 
 /// Seconds after a move before the figures show only the new placement: the move lands a

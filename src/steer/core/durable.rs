@@ -35,6 +35,17 @@ pub struct SteerState {
 }
 
 impl Steerer {
+    /// Whether the record of whom the host answered where changed since the last call (moves
+    /// are counted by the engine itself).
+    pub fn take_durable_changed(&mut self) -> bool {
+        self.answered.take_changed()
+    }
+
+    /// How many clients the record of the host's answers holds.
+    pub fn answered_count(&self) -> usize {
+        self.answered.len()
+    }
+
     /// The durable state at `now`, in a stable order. Only confirmed moves count: a move none
     /// of whose frames has gone out yet may never reach its client.
     pub fn export(&self, now: u64) -> SteerState {

@@ -60,6 +60,17 @@ pub struct Steerer {
     answered: Answered,
     /// The next free turn for a move's first frame held back by the total rate limit.
     next_turn_ms: u64,
+    /// The once-a-second rebalance's buffers, kept so that a second allocates nothing.
+    scratch: Scratch,
+}
+
+/// The rebalance's clients and ports as the planner sees them, and the ports it moved clients
+/// off.
+#[derive(Debug, Default)]
+struct Scratch {
+    clients: Vec<crate::policy::ClientView>,
+    ports: Vec<crate::policy::PortView>,
+    made: Vec<PortId>,
 }
 
 /// Keeps `map` within `bound` entries (at least 1) by forgetting those whose `age` is least:
@@ -101,6 +112,7 @@ impl Steerer {
             up_since: Vec::new(),
             answered: Answered::new(cfg.max_moved),
             next_turn_ms: 0,
+            scratch: Scratch::default(),
             cfg,
         }
     }
@@ -368,6 +380,7 @@ mod props_ops;
 
 mod durable;
 mod lines;
+mod ports;
 mod types;
 mod watching;
 pub use durable::{DurableMove, SteerState};

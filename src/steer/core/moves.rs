@@ -4,13 +4,11 @@
 use log::Level;
 
 use super::lines::{move_line, settle_line};
+use super::ports::RATE_WINDOW_MS;
 use super::{
-    forget_oldest, log, Action, ClientSnap, Ctx, LogKind, Moved, PortId, Steerer, STABLE_MS,
+    forget_oldest, log, Action, ClientSnap, Ctx, LogKind, Moved, PortId, Scratch, Steerer,
 };
 
-/// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
-/// before it is used: frames counted in it may be up to this old.
-const RATE_WINDOW_MS: u64 = 1500;
 use std::collections::HashSet;
 
 use crate::client::ClientKey;
@@ -250,7 +248,7 @@ impl Steerer {
         why: &dyn Fn(&Move) -> String,
         ctx: &Ctx,
         out: &mut Vec<Action>,
-    ) -> Vec<PortId> {
+    ) -> &[PortId] {
         // Clients counted this second send where their frames arrived: what the host told them
         // before is past.
         for c in clients.iter().filter(|c| c.rate_bps > 0.0) {
@@ -259,26 +257,28 @@ impl Steerer {
         }
         // A client that cannot be moved whole is not offered to the planner: it would pick it,
         // the move would be refused, and a client that could have gone would stay.
-        let views: Vec<ClientView> = clients
-            .iter()
-            .map(|c| {
-                let claims = ctx.host.claims_for(c.key, &c.talk).is_ok();
-                ClientView {
-                    port: self.current_port(c, ports),
-                    rate_bps: c.rate_bps,
-                    held: self.held(&c.key, now) || !claims,
-                    since_move: self.since_move_secs(&c.key, now),
-                    last_move: self.last_move(&c.key, now).filter(|_| claims),
-                }
-            })
-            .collect();
+        // The buffers are the core's, reused every second (taken out while the core is used).
+        let mut views = std::mem::take(&mut self.scratch.clients);
+        views.clear();
+        views.extend(clients.iter().map(|c| {
+            let claims = ctx.host.can_claim(c.key, &c.talk);
+            ClientView {
+                port: self.current_port(c, ports),
+                rate_bps: c.rate_bps,
+                held: self.held(&c.key, now) || !claims,
+                since_move: self.since_move_secs(&c.key, now),
+                last_move: self.last_move(&c.key, now).filter(|_| claims),
+            }
+        }));
         self.note_ports(now, ports);
-        let ports = self.stable_targets(now, ports);
-        let mut made = Vec::new();
+        let mut targets = std::mem::take(&mut self.scratch.ports);
+        self.stable_targets_into(now, ports, &mut targets);
+        let mut made = std::mem::take(&mut self.scratch.made);
+        made.clear();
         let moves = if self.cfg.rules_off.has(super::Rule::Rebalance) {
             Vec::new()
         } else {
-            policy::plan(&self.cfg.policy, &ports, &views)
+            policy::plan(&self.cfg.policy, &targets, &views)
         };
         let mut skip = false;
         for (i, mv) in moves.iter().enumerate() {
@@ -308,67 +308,17 @@ impl Steerer {
                 made.push(mv.from);
             }
         }
-        made
-    }
-
-    /// Notes which ports are up, and since when.
-    fn note_ports(&mut self, now: u64, ports: &[PortView]) {
-        if self.up_since.len() < ports.len() {
-            // Ports up when first seen were up before rlbd looked: stable.
-            let first: Vec<Option<u64>> = ports[self.up_since.len()..]
-                .iter()
-                .map(|p| p.up.then_some(0))
-                .collect();
-            self.up_since.extend(first);
-        }
-        for (since, p) in self.up_since.iter_mut().zip(ports) {
-            *since = match (*since, p.up) {
-                (_, false) => None,
-                (None, true) => Some(now),
-                (Some(t), true) => Some(t),
-            };
-        }
-    }
-
-    /// The planner's view with the ports that came back less than [`STABLE_MS`] ago made no
-    /// target (no capacity), as long as another port that is up is stable.
-    fn stable_targets(&self, now: u64, ports: &[PortView]) -> Vec<PortView> {
-        let stable = |i: usize| {
-            self.up_since
-                .get(i)
-                .copied()
-                .flatten()
-                .is_some_and(|t| now.saturating_sub(t) >= STABLE_MS)
+        self.scratch = Scratch {
+            clients: views,
+            ports: targets,
+            made,
         };
-        let mut out = ports.to_vec();
-        if !(0..ports.len()).any(|i| ports[i].up && stable(i)) {
-            return out;
-        }
-        for (i, p) in out.iter_mut().enumerate() {
-            if p.up && !stable(i) {
-                p.capacity_bps = 0.0;
-            }
-        }
-        out
+        &self.scratch.made
     }
 
-    /// Whether `c`'s frames on the port it was last seen on came after rlbd moved it to
-    /// `m.port`. A client quiet in the last second, or moved during it, was last seen before
-    /// the move: it is where rlbd put it, and a failure of its old port is no reason to move it
-    /// again (a port removed and added back failed it over twice, a second port failure thrice).
-    fn sent_there_since_move(&self, c: &ClientSnap, m: &Moved, now: u64) -> bool {
-        c.port != m.port && c.rate_bps > 0.0 && now.saturating_sub(m.at_ms) >= RATE_WINDOW_MS
-    }
-
-    /// Where a client's traffic goes now: the port its latest frame came in on, unless that
-    /// port is down and rlbd has since put the client on a live one (an idle client sends no
-    /// frame to tell). Without this a quiet client on a dead port is moved again every second.
-    fn current_port(&self, c: &ClientSnap, ports: &[PortView]) -> PortId {
-        let up = |p: PortId| ports.get(p).is_some_and(|v| v.up);
-        match self.moved.get(&c.key) {
-            Some(m) if !up(c.port) && up(m.port) => m.port,
-            _ => c.port,
-        }
+    /// The ports the last [`rebalance`](Self::rebalance) moved clients off.
+    pub fn made(&self) -> &[PortId] {
+        &self.scratch.made
     }
 
     /// Claims the addresses a moved client started to talk to since its move (an NFS client
@@ -385,6 +335,9 @@ impl Steerer {
             let Some(m) = self.moved.get_mut(&c.key) else {
                 continue;
             };
+            if !ctx.host.claims_beyond(c.key, &c.talk, &m.claims) {
+                continue;
+            }
             let Ok(claims) = ctx.host.claims_for(c.key, &c.talk) else {
                 continue;
             };

@@ -22,6 +22,7 @@ impl Steerer {
     /// one of its frames is sent; when every frame of it is refused and none is left to send,
     /// it was not made: the client is where rlbd had it before (or nowhere rlbd put it), and
     /// the planner may try again after a delay that doubles with each refusal in a row.
+    /// True when the durable state changed (a move confirmed, or refused).
     pub fn on_send_result(
         &mut self,
         now: u64,
@@ -30,13 +31,13 @@ impl Steerer {
         outcome: SendOutcome,
         ctx: &Ctx,
         out: &mut Vec<Action>,
-    ) {
+    ) -> bool {
         let Some(m) = self
             .moved
             .get_mut(&client)
             .filter(|m| m.move_id == move_id && !m.confirmed)
         else {
-            return;
+            return false;
         };
         match outcome {
             SendOutcome::Sent => {
@@ -49,6 +50,7 @@ impl Steerer {
                 self.undo_if_refused(now, client, ctx, out);
             }
         }
+        true
     }
 
     /// Undoes `client`'s move if every frame of it was refused and none is left to send.

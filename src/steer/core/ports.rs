@@ -1,0 +1,84 @@
+//! Where the steering core sees ports and clients: which ports are up and since when, which
+//! may take clients (a port just back up waits [`STABLE_MS`]), and the port a client's traffic
+//! uses now.
+
+use super::{ClientSnap, Moved, PortId, Steerer, STABLE_MS};
+use crate::policy::PortView;
+
+/// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
+/// before it is used: frames counted in it may be up to this old.
+pub(super) const RATE_WINDOW_MS: u64 = 1500;
+
+impl Steerer {
+    /// Notes which ports are up, and since when.
+    pub(super) fn note_ports(&mut self, now: u64, ports: &[PortView]) {
+        if self.up_since.len() < ports.len() {
+            // Ports up when first seen were up before rlbd looked: stable.
+            let first: Vec<Option<u64>> = ports[self.up_since.len()..]
+                .iter()
+                .map(|p| p.up.then_some(0))
+                .collect();
+            self.up_since.extend(first);
+        }
+        for (since, p) in self.up_since.iter_mut().zip(ports) {
+            *since = match (*since, p.up) {
+                (_, false) => None,
+                (None, true) => Some(now),
+                (Some(t), true) => Some(t),
+            };
+        }
+    }
+
+    /// The planner's view with the ports that came back less than [`STABLE_MS`] ago made no
+    /// target (no capacity), as long as another port that is up is stable.
+    pub(super) fn stable_targets(&self, now: u64, ports: &[PortView]) -> Vec<PortView> {
+        let mut out = Vec::new();
+        self.stable_targets_into(now, ports, &mut out);
+        out
+    }
+
+    /// [`stable_targets`](Self::stable_targets) into a buffer the core keeps.
+    pub(super) fn stable_targets_into(
+        &self,
+        now: u64,
+        ports: &[PortView],
+        out: &mut Vec<PortView>,
+    ) {
+        let stable = |i: usize| {
+            self.up_since
+                .get(i)
+                .copied()
+                .flatten()
+                .is_some_and(|t| now.saturating_sub(t) >= STABLE_MS)
+        };
+        out.clear();
+        out.extend_from_slice(ports);
+        if !(0..ports.len()).any(|i| ports[i].up && stable(i)) {
+            return;
+        }
+        for (i, p) in out.iter_mut().enumerate() {
+            if p.up && !stable(i) {
+                p.capacity_bps = 0.0;
+            }
+        }
+    }
+
+    /// Whether `c`'s frames on the port it was last seen on came after rlbd moved it to
+    /// `m.port`. A client quiet in the last second, or moved during it, was last seen before
+    /// the move: it is where rlbd put it, and a failure of its old port is no reason to move it
+    /// again (a port removed and added back failed it over twice, a second port failure thrice).
+    pub(super) fn sent_there_since_move(&self, c: &ClientSnap, m: &Moved, now: u64) -> bool {
+        c.port != m.port && c.rate_bps > 0.0 && now.saturating_sub(m.at_ms) >= RATE_WINDOW_MS
+    }
+
+    /// Where a client's traffic goes now: the port its latest frame came in on, unless that
+    /// port is down and rlbd has since put the client on a live one (an idle client sends no
+    /// frame to tell). Without this a quiet client on a dead port is moved again every second.
+    pub(super) fn current_port(&self, c: &ClientSnap, ports: &[PortView]) -> PortId {
+        let up = |p: PortId| ports.get(p).is_some_and(|v| v.up);
+        match self.moved.get(&c.key) {
+            Some(m) if !up(c.port) && up(m.port) => m.port,
+            _ => c.port,
+        }
+    }
+}
