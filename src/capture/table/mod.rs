@@ -12,89 +12,18 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 use super::ebpf::Delta;
 use crate::client::{ClientKey, ServerSet};
-
-/// One client: an on-link neighbour that delivers frames to the server (routed traffic counts
-/// toward the gateway's MAC), on one VLAN.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientEntry {
-    /// The sender's MAC and VLAN (the table key).
-    pub key: ClientKey,
-    /// The IPv4 source of its latest IPv4 frame (for an on-link client, its own address);
-    /// unspecified (0.0.0.0) while it has sent IPv6 only.
-    pub ip: Ipv4Addr,
-    /// The IPv6 source of its latest IPv6 frame, if it sent any: a dual-stack client is one
-    /// client (one MAC), accounted for both families.
-    pub ip6: Option<Ipv6Addr>,
-    /// The server addresses it sends to (both families), and whether it sends through the
-    /// server to others.
-    pub servers: ServerSet,
-    /// Index of the port (slave) its latest frame arrived on.
-    pub port: u16,
-    /// Bytes (frame lengths on the wire, scaled by the sampling ratio on a sampled port) since the
-    /// last `roll_over`.
-    pub bytes_this_second: u64,
-    /// Bytes per tick over the interval that the last `roll_over` closed (bytes/s for 1 s ticks).
-    pub rate: u64,
-    /// Tick of its latest frame.
-    pub last_seen: u64,
-}
 
 const NIL: u32 = u32::MAX;
 /// A free slot's `prev` (never a slot number: capacities stay under 2^30), so that a walk of
 /// the slot array can tell the live ones.
 const FREE: u32 = u32::MAX - 1;
 
-/// Notes a frame's destination in the client's server set.
-#[inline]
-fn note_dst(
-    e: &mut ClientEntry,
-    dst_ip: IpAddr,
-    now_tick: u64,
-    stale: u64,
-    ours: impl Fn(IpAddr) -> bool,
-) {
-    // Most frames go where the previous one went: the address lists are not searched then.
-    if e.servers.is_last(dst_ip) {
-        if e.servers.other() != Some(dst_ip) {
-            e.servers.note(dst_ip, now_tick, stale);
-        }
-    } else if ours(dst_ip) {
-        e.servers.note(dst_ip, now_tick, stale);
-    } else {
-        e.servers.note_other(dst_ip);
-    }
-}
-
 /// Counts ahead whose entries [`ClientTable::account_kernel_counts`] starts loading.
 const FEED_AHEAD: usize = 8;
-
-/// A hint to load the cache line of `r` (x86-64 only; elsewhere nothing).
-#[inline(always)]
-fn prefetch<T>(r: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and changes no memory; the address is a reference's.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((r as *const T).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
-}
-
-/// [`prefetch`] of every cache line of `r`.
-#[inline(always)]
-fn prefetch_all<T>(r: &T) {
-    let bytes = std::mem::size_of::<T>();
-    let p = (r as *const T).cast::<u8>();
-    for off in (0..bytes).step_by(64) {
-        // SAFETY: `off` < size_of::<T>(): inside the referenced value.
-        prefetch(unsafe { &*p.add(off) });
-    }
-}
 
 /// A client key as one integer: compared in one instruction, not seven.
 #[inline]
@@ -537,10 +466,17 @@ impl ClientTable {
     }
 }
 
+mod entry;
 mod lru;
+mod prefetch;
 
+use entry::note_dst;
+pub use entry::ClientEntry;
 pub use lru::Iter;
 use lru::Slot;
+use prefetch::{prefetch, prefetch_all};
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;
