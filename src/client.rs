@@ -154,6 +154,21 @@ impl ServerSet {
     }
 }
 
+/// `m` as `aa:bb:cc:dd:ee:ff`, the same text as its `Display`, without the formatting
+/// machinery: the state file and the status write one per client.
+pub fn mac_text(m: crate::Mac) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(17);
+    for (i, b) in m.octets().into_iter().enumerate() {
+        if i > 0 {
+            s.push(':');
+        }
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +227,16 @@ mod tests {
             "02:00:00:00:00:01 vlan 100"
         );
         assert_eq!(ClientKey::untagged(m).to_string(), "02:00:00:00:00:01");
+    }
+
+    #[test]
+    fn mac_text_is_the_display() {
+        for m in [
+            crate::Mac(0, 0, 0, 0, 0, 0),
+            crate::Mac(0x02, 0xaa, 0x0b, 0xc0, 0xff, 0x1e),
+            crate::Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
+        ] {
+            assert_eq!(super::mac_text(m), m.to_string());
+        }
     }
 }

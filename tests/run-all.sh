@@ -46,7 +46,15 @@ cargo clippy --all-targets -- -D warnings
 
 step "unit, property and namespace integration tests"
 # One test thread: the namespace labs measure throughput and must not share the two cores.
-cargo test --lib --bins --tests -- --test-threads=1
+# Every integration test but the simulation (tests/*.rs; tests/sim runs in its own step).
+itests=()
+for t in tests/*.rs; do itests+=(--test "$(basename "$t" .rs)"); done
+cargo test --lib --bins "${itests[@]}" -- --test-threads=1
+
+step "the simulated LAN: 30 simulated days over 6 seeds, every rule switched off in turn (release)"
+# Release: the dependencies are the packing bench's and the labs' (built once); the seeds share
+# the cores (docs/labs.md, "The simulated LAN").
+cargo test --release --test sim -- --test-threads=1 --nocapture
 # The criterion benches once each in test mode (their harness takes no libtest flags).
 cargo test --bench policy --bench capture
 

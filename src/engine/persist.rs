@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::lan::Lan;
-use crate::client::ClientKey;
+use crate::client::{mac_text, ClientKey};
 use crate::config::Target;
 use crate::host::Claim;
 use crate::policy::Reason;
@@ -131,7 +131,7 @@ pub fn to_file(s: SteerState, lan: &Lan, now: u64) -> Persisted {
             .into_iter()
             .filter_map(|m| {
                 Some(PersistedMove {
-                    mac: m.client.mac.to_string(),
+                    mac: mac_text(m.client.mac),
                     vlan: m.client.vlan,
                     port: name(m.port)?,
                     claims: m.claims,
@@ -145,7 +145,7 @@ pub fn to_file(s: SteerState, lan: &Lan, now: u64) -> Persisted {
             .refused
             .into_iter()
             .map(|(k, until_ms, in_a_row)| PersistedRefusal {
-                mac: k.mac.to_string(),
+                mac: mac_text(k.mac),
                 vlan: k.vlan,
                 until_ms,
                 in_a_row,
@@ -155,7 +155,7 @@ pub fn to_file(s: SteerState, lan: &Lan, now: u64) -> Persisted {
             .answered
             .into_iter()
             .map(|(k, mask, claims)| PersistedAnswer {
-                mac: k.mac.to_string(),
+                mac: mac_text(k.mac),
                 vlan: k.vlan,
                 ports: names(mask),
                 claims,
@@ -165,7 +165,7 @@ pub fn to_file(s: SteerState, lan: &Lan, now: u64) -> Persisted {
             .budgets
             .into_iter()
             .map(|(m, tokens)| PersistedBudget {
-                mac: m.to_string(),
+                mac: mac_text(m),
                 tokens,
             })
             .collect(),

@@ -6,6 +6,7 @@
 
 use super::Engine;
 use crate::capture::ClientEntry;
+use crate::client::mac_text;
 use crate::config::Target;
 use crate::status::{
     ClientStatus, Mode, MoveStatus, PortStatus, StatusReport, Totals, SCHEMA_VERSION,
@@ -57,7 +58,7 @@ fn port_statuses(e: &Engine) -> Vec<PortStatus> {
         .map(|(i, p)| PortStatus {
             name: p.name.clone(),
             ifindex: p.ifindex,
-            mac: p.mac.to_string(),
+            mac: mac_text(p.mac),
             state: p.state(),
             capacity_bps: p.capacity_bps,
             rx_bps: p.rx_bps,
@@ -98,7 +99,7 @@ fn client_list(e: &Engine, now_ms: u64, top: Option<usize>) -> Vec<ClientStatus>
         .into_iter()
         .map(|c| ClientStatus {
             ip: client_addr(c),
-            mac: c.key.mac.to_string(),
+            mac: mac_text(c.key.mac),
             vlan: c.key.vlan,
             port: port_name(c.port as usize),
             rate_bps: c.rate as f64 * 8.0,

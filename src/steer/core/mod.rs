@@ -64,6 +64,43 @@ pub struct Steerer {
     scratch: Scratch,
 }
 
+/// A client's move and refusal as the core holds them, with the hold-down in force.
+pub(super) struct Record<'a> {
+    pub(super) moved: Option<&'a Moved>,
+    refused: Option<&'a outcome::Refused>,
+    hold_ms: u64,
+    hold_kept: bool,
+}
+
+impl Record<'_> {
+    fn refused_now(&self, now: u64) -> bool {
+        self.refused.is_some_and(|r| now < r.until)
+    }
+
+    /// Within the hold-down of its move, or of a refused one.
+    pub(super) fn held(&self, now: u64) -> bool {
+        self.hold_kept
+            && self
+                .moved
+                .is_some_and(|m| now.saturating_sub(m.at_ms) < self.hold_ms)
+            || self.refused_now(now)
+    }
+
+    pub(super) fn last_move(&self, now: u64) -> Option<(PortId, Reason)> {
+        if self.refused_now(now) {
+            return None;
+        }
+        self.moved
+            .filter(|m| now.saturating_sub(m.at_ms) < self.hold_ms)
+            .map(|m| (m.left, m.reason))
+    }
+
+    pub(super) fn since_move_secs(&self, now: u64) -> Option<u64> {
+        self.moved
+            .map(|m| (now.saturating_sub(m.at_ms) + 500) / 1000)
+    }
+}
+
 /// The rebalance's clients and ports as the planner sees them, and the ports it moved clients
 /// off.
 #[derive(Debug, Default)]
@@ -155,36 +192,32 @@ impl Steerer {
     /// Moved less than the hold-down ago, or its last move refused whole a short while ago:
     /// stays where it is, except for failover.
     pub fn held(&self, client: &ClientKey, now: u64) -> bool {
-        let hold = self.cfg.policy.hold_down.saturating_mul(1000);
-        let kept = !self.cfg.rules_off.has(Rule::HoldDown);
-        kept && self
-            .moved
-            .get(client)
-            .is_some_and(|m| now.saturating_sub(m.at_ms) < hold)
-            || self.refused.get(client).is_some_and(|r| now < r.until)
+        self.record(client).held(now)
     }
 
     /// The port `client`'s last move took it off and why it moved, while the hold-down (not a
     /// refused move) holds it: the planner may correct such a move once (`Reason::Settle`),
     /// never back to that port.
     pub fn last_move(&self, client: &ClientKey, now: u64) -> Option<(PortId, Reason)> {
-        if self.refused.get(client).is_some_and(|r| now < r.until) {
-            return None;
-        }
-        let hold = self.cfg.policy.hold_down.saturating_mul(1000);
-        self.moved
-            .get(client)
-            .filter(|m| now.saturating_sub(m.at_ms) < hold)
-            .map(|m| (m.left, m.reason))
+        self.record(client).last_move(now)
     }
 
     /// Whole seconds (rounded: decisions come a second apart, give or take a few ms) since rlbd
     /// moved `client`, if it did: the planner makes no overload move while a move of the last
     /// second still blurs the figures (`policy::SETTLE_SECS`).
     pub fn since_move_secs(&self, client: &ClientKey, now: u64) -> Option<u64> {
-        self.moved
-            .get(client)
-            .map(|m| (now.saturating_sub(m.at_ms) + 500) / 1000)
+        self.record(client).since_move_secs(now)
+    }
+
+    /// What the core holds of `client` (its move, its refusal), looked up once: the
+    /// rebalance asks four questions of every client every second.
+    pub(super) fn record(&self, client: &ClientKey) -> Record<'_> {
+        Record {
+            moved: self.moved.get(client),
+            refused: self.refused.get(client),
+            hold_ms: self.cfg.policy.hold_down.saturating_mul(1000),
+            hold_kept: !self.cfg.rules_off.has(Rule::HoldDown),
+        }
     }
 
     /// The earliest time a send is due, for the loop's timeout.

@@ -262,12 +262,13 @@ impl Steerer {
         views.clear();
         views.extend(clients.iter().map(|c| {
             let claims = ctx.host.can_claim(c.key, &c.talk);
+            let r = self.record(&c.key);
             ClientView {
-                port: self.current_port(c, ports),
+                port: Self::current_port(c, r.moved, ports),
                 rate_bps: c.rate_bps,
-                held: self.held(&c.key, now) || !claims,
-                since_move: self.since_move_secs(&c.key, now),
-                last_move: self.last_move(&c.key, now).filter(|_| claims),
+                held: r.held(now) || !claims,
+                since_move: r.since_move_secs(now),
+                last_move: r.last_move(now).filter(|_| claims),
             }
         }));
         self.note_ports(now, ports);

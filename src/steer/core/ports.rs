@@ -74,9 +74,13 @@ impl Steerer {
     /// Where a client's traffic goes now: the port its latest frame came in on, unless that
     /// port is down and rlbd has since put the client on a live one (an idle client sends no
     /// frame to tell). Without this a quiet client on a dead port is moved again every second.
-    pub(super) fn current_port(&self, c: &ClientSnap, ports: &[PortView]) -> PortId {
+    pub(super) fn current_port(
+        c: &ClientSnap,
+        moved: Option<&Moved>,
+        ports: &[PortView],
+    ) -> PortId {
         let up = |p: PortId| ports.get(p).is_some_and(|v| v.up);
-        match self.moved.get(&c.key) {
+        match moved {
             Some(m) if !up(c.port) && up(m.port) => m.port,
             _ => c.port,
         }
