@@ -246,7 +246,6 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         st0.totals.table_evictions,
         st0.totals.updates_sent
     );
-
     let stop_watch = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
     let watcher = {
@@ -260,12 +259,57 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         .map_err(|_| "the ARP watcher did not start".to_string())??;
     let stop_rss = Arc::new(AtomicBool::new(false));
     let sampler = rss_sampler(pid, Arc::clone(&stop_rss));
+    let t = Instant::now();
+    let (flood, at_p0) = flood(lab)?;
+    stop_rss.store(true, Ordering::Relaxed);
+    let (rss_during, samples) = sampler.join().map_err(|_| "RSS sampler panicked")?;
+    let rss_after = rss_kb(pid).unwrap_or(0);
+    let alive = daemon.try_wait().map_err(|e| e.to_string())?.is_none();
+    let st1 = if alive { Some(status(sock)?) } else { None };
+    stop_watch.store(true, Ordering::Relaxed);
+    let (arp, probe_replies) = watcher
+        .join()
+        .map_err(|_| "the ARP watcher panicked".to_string())??;
+    let elapsed = t.elapsed().as_secs_f64();
+    say!(
+        "daemon alive after the flood: {alive}; VmRSS before {:.1} MB, largest of {samples} \
+         samples during and after {:.1} MB, after {:.1} MB",
+        rss0 as f64 / 1024.0,
+        rss_during as f64 / 1024.0,
+        rss_after as f64 / 1024.0
+    );
+    if !alive {
+        failures.push("the daemon exited during the flood".into());
+    }
+    check_delivery(&flood, at_p0, &mut failures);
+    if let Some(st) = &st1 {
+        check_status(st, log, &mut failures);
+    }
+    check_wire(&arp, probe_replies, &mut failures);
+    let growth = rss_during.max(rss_after).saturating_sub(rss0);
+    say!(
+        "daemon VmRSS growth: {:.2} MB (limit {} MB); flood phase took {elapsed:.1} s",
+        growth as f64 / 1024.0,
+        RSS_GROWTH_LIMIT_KB / 1024
+    );
+    if growth >= RSS_GROWTH_LIMIT_KB {
+        failures.push(format!(
+            "daemon VmRSS grew by {:.1} MB",
+            growth as f64 / 1024.0
+        ));
+    }
+    let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
+    say!("rlbd stopped: {status}");
+    Ok(failures)
+}
 
+/// The flood itself, from `FROM` at p0's MAC, and the frames p0 received meanwhile (with two
+/// ticks after it, so that roll-overs and evaluations run on the flooded table).
+fn flood(lab: &Lab) -> LabResult<(FloodReport, u64)> {
     let rx0 = rx_packets(lab, PORTS[0])?;
     let exe_s = lab_exe().to_string_lossy().into_owned();
     let dst_mac = lab.port_mac(PORTS[0])?;
     let (count, sources) = (FRAMES.to_string(), SOURCES.to_string());
-    let t = Instant::now();
     let mut sender = lab.spawn_in(
         FROM,
         &[
@@ -304,31 +348,14 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
         flood.sent as f64 / flood.secs.max(1e-9),
         flood.cpu_ns as f64 / flood.sent.max(1) as f64
     );
-    // Two ticks: roll-overs and evaluations run on the flooded table.
     lab.sleep(Duration::from_millis(2500))?;
     let at_p0 = rx_packets(lab, PORTS[0])?.saturating_sub(rx0);
-    stop_rss.store(true, Ordering::Relaxed);
-    let (rss_during, samples) = sampler.join().map_err(|_| "RSS sampler panicked")?;
-    let rss_after = rss_kb(pid).unwrap_or(0);
-    let alive = daemon.try_wait().map_err(|e| e.to_string())?.is_none();
-    let st1 = if alive { Some(status(sock)?) } else { None };
-    stop_watch.store(true, Ordering::Relaxed);
-    let (arp, probe_replies) = watcher
-        .join()
-        .map_err(|_| "the ARP watcher panicked".to_string())??;
-    let elapsed = t.elapsed().as_secs_f64();
-
     say!("frames arriving at p0 during the flood: {at_p0}");
-    say!(
-        "daemon alive after the flood: {alive}; VmRSS before {:.1} MB, largest of {samples} \
-         samples during and after {:.1} MB, after {:.1} MB",
-        rss0 as f64 / 1024.0,
-        rss_during as f64 / 1024.0,
-        rss_after as f64 / 1024.0
-    );
-    if !alive {
-        failures.push("the daemon exited during the flood".into());
-    }
+    Ok((flood, at_p0))
+}
+
+/// The flood was sent, and reached the server.
+fn check_delivery(flood: &FloodReport, at_p0: u64, failures: &mut Vec<String>) {
     if flood.sent < FRAMES * 9 / 10 {
         failures.push(format!(
             "the flood sent only {} of {FRAMES} frames",
@@ -341,59 +368,66 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
             flood.sent
         ));
     }
-    if let Some(st) = &st1 {
-        let t = &st.totals;
-        let p0 = st.ports.iter().find(|p| p.name == PORTS[0]);
+}
+
+/// The daemon's own account after the flood: its table bounded and evicting, no update sent,
+/// a full counting map shown and warned about once an episode.
+fn check_status(st: &rlbd::status::StatusReport, log: &Path, failures: &mut Vec<String>) {
+    let t = &st.totals;
+    let p0 = st.ports.iter().find(|p| p.name == PORTS[0]);
+    say!(
+        "after: clients tracked {} of {} (table capacity), evictions {}, expirations {}, \
+         updates sent {}, suppressed {}, moves {}+{}; p0 ring packets {}, ring drops {}",
+        t.clients_tracked,
+        t.table_capacity,
+        t.table_evictions,
+        t.table_expirations,
+        t.updates_sent,
+        t.updates_suppressed,
+        t.moves_overload,
+        t.moves_failover,
+        p0.map_or(0, |p| p.ring_packets),
+        p0.map_or(0, |p| p.ring_drops)
+    );
+    if t.clients_tracked > t.table_capacity {
+        failures.push(format!(
+            "{} clients tracked in a table of {}",
+            t.clients_tracked, t.table_capacity
+        ));
+    }
+    if t.table_evictions == 0 {
+        failures.push("no table evictions after a million new sources".into());
+    }
+    if t.updates_sent != 0 {
+        failures.push(format!(
+            "{} ARP updates sent during a flood of spoofed sources",
+            t.updates_sent
+        ));
+    }
+    // Counting in the kernel, a million sources overflow the slot table: the frames no slot
+    // took are counted apart, shown, and warned about once per episode.
+    if let Some(p) = p0.filter(|p| p.counting == rlbd::status::Counting::Ebpf) {
+        let warned = std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .matches("the counting map is full")
+            .count();
         say!(
-            "after: clients tracked {} of {} (table capacity), evictions {}, expirations {}, \
-             updates sent {}, suppressed {}, moves {}+{}; p0 ring packets {}, ring drops {}",
-            t.clients_tracked,
-            t.table_capacity,
-            t.table_evictions,
-            t.table_expirations,
-            t.updates_sent,
-            t.updates_suppressed,
-            t.moves_overload,
-            t.moves_failover,
-            p0.map_or(0, |p| p.ring_packets),
-            p0.map_or(0, |p| p.ring_drops)
+            "p0 counts in the kernel: {} frames given to no client, {warned} warning(s)",
+            p.uncounted_frames
         );
-        if t.clients_tracked > t.table_capacity {
+        // Once per episode: one flood is one episode, or a few if it paused.
+        if p.uncounted_frames == 0 || !(1..=3).contains(&warned) {
             failures.push(format!(
-                "{} clients tracked in a table of {}",
-                t.clients_tracked, t.table_capacity
-            ));
-        }
-        if t.table_evictions == 0 {
-            failures.push("no table evictions after a million new sources".into());
-        }
-        if t.updates_sent != 0 {
-            failures.push(format!(
-                "{} ARP updates sent during a flood of spoofed sources",
-                t.updates_sent
-            ));
-        }
-        // Counting in the kernel, a million sources overflow the slot table: the frames no
-        // slot took are counted apart, shown, and warned about once per episode.
-        if let Some(p) = p0.filter(|p| p.counting == rlbd::status::Counting::Ebpf) {
-            let warned = std::fs::read_to_string(log)
-                .unwrap_or_default()
-                .matches("the counting map is full")
-                .count();
-            say!(
-                "p0 counts in the kernel: {} frames given to no client, {warned} warning(s)",
+                "a full counting map: {} uncounted frames shown, {warned} warnings (want > 0 \
+                 and 1-3)",
                 p.uncounted_frames
-            );
-            // Once per episode: one flood is one episode, or a few if it paused.
-            if p.uncounted_frames == 0 || !(1..=3).contains(&warned) {
-                failures.push(format!(
-                    "a full counting map: {} uncounted frames shown, {warned} warnings (want > 0 \
-                     and 1-3)",
-                    p.uncounted_frames
-                ));
-            }
+            ));
         }
     }
+}
+
+/// Nothing from the server on the wire during the flood, and the counter itself working.
+fn check_wire(arp: &ArpSeen, probe_replies: u64, failures: &mut Vec<String>) {
     say!(
         "ARP frames from the server seen in {FROM}: {} ({} replies, {} to other MACs); the \
          counter's own check (an ARP request from {FROM} afterwards) got {probe_replies} reply(ies)",
@@ -410,19 +444,4 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
     if probe_replies == 0 {
         failures.push("the on-wire ARP counter saw no reply to its own probe".into());
     }
-    let growth = rss_during.max(rss_after).saturating_sub(rss0);
-    say!(
-        "daemon VmRSS growth: {:.2} MB (limit {} MB); flood phase took {elapsed:.1} s",
-        growth as f64 / 1024.0,
-        RSS_GROWTH_LIMIT_KB / 1024
-    );
-    if growth >= RSS_GROWTH_LIMIT_KB {
-        failures.push(format!(
-            "daemon VmRSS grew by {:.1} MB",
-            growth as f64 / 1024.0
-        ));
-    }
-    let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
-    say!("rlbd stopped: {status}");
-    Ok(failures)
 }

@@ -327,15 +327,21 @@ fn status_json(lab: &Lab, sock: &str) -> LabResult<StatusReport> {
     serde_json::from_str(&text).map_err(|e| format!("rlbd status --json: {e}: {text}"))
 }
 
-fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
-    let mut failures = Vec::new();
-    let mut check = |ok: bool, what: String| {
+/// The checks made so far, each said as it is made; the failed ones kept.
+#[derive(Default)]
+struct Checks(Vec<String>);
+
+impl Checks {
+    fn check(&mut self, ok: bool, what: String) {
         say!("{} {what}", if ok { "ok  " } else { "FAIL" });
         if !ok {
-            failures.push(what);
+            self.0.push(what);
         }
-    };
-    let cap_bps = f64::from(CAP) * 1e6;
+    }
+}
+
+fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
+    let mut c = Checks::default();
     let sock = dir.join("ctl.sock");
     let sock_s = sock.to_string_lossy().into_owned();
     let prom = dir.join("rlbd.prom");
@@ -360,172 +366,192 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
         return Err(format!("rlbd run exited at once ({st})"));
     }
     let outcome = (|| -> LabResult<()> {
-        // Before any traffic: the ports as configured.
-        let r = status_json(lab, &sock_s)?;
-        check(
-            r.mode == Mode::Ports && r.name == "p0" && r.schema == SCHEMA_VERSION,
-            format!(
-                "idle: mode {:?}, name {:?}, schema {}",
-                r.mode, r.name, r.schema
-            ),
-        );
-        let names: Vec<&str> = r.ports.iter().map(|p| p.name.as_str()).collect();
-        check(names == PORTS, format!("idle: ports {names:?}"));
-        for p in &r.ports {
-            check(
-                p.state == PortState::Up && p.capacity_bps == cap_bps && !p.overloaded,
-                format!(
-                    "idle: {} state {}, capacity {} bit/s, overloaded {}",
-                    p.name,
-                    p.state.as_str(),
-                    p.capacity_bps,
-                    p.overloaded
-                ),
-            );
-        }
-
+        check_idle(lab, &sock_s, &mut c)?;
         // c1 and c3 send; rlbd moves one of them to p1.
         let t0 = Instant::now();
         let mut sources = start_sources(lab, lab_exe(), &BUSY, 14.0)?;
         let moved = watch_move(lab, &BUSY, PORTS[0], t0 + Duration::from_secs(6), || true)?;
-        let Some(m) = moved else {
-            check(
-                false,
-                "no client left p0 within 6 s of traffic start".into(),
-            );
-            for s in &mut sources {
-                let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
+        let result = match moved {
+            Some(m) => {
+                say!("{} moved to {:?}", m.client, m.to_port);
+                // Let both ports fill and the rates settle for two samples.
+                lab.sleep(Duration::from_millis(2500))?;
+                let moved_ip = client_ip(&m.client)?;
+                check_busy(lab, &sock_s, &m.client, &moved_ip, &mut c)
+                    .and_then(|()| check_text(lab, &sock_s, &moved_ip, &mut c))
+                    .and_then(|()| check_metrics(lab, &sock_s, &prom, &mut c))
             }
-            return Ok(());
+            None => {
+                let what = "no client left p0 within 6 s of traffic start";
+                c.check(false, what.into());
+                Ok(())
+            }
         };
-        say!("{} moved to {:?}", m.client, m.to_port);
-        // Let both ports fill and the rates settle for two samples.
-        lab.sleep(Duration::from_millis(2500))?;
-        let r = status_json(lab, &sock_s)?;
-        let moved_ip = client_ip(&m.client)?;
-        for c in BUSY {
-            let ip = client_ip(c)?;
-            check(
-                r.clients.iter().any(|x| x.ip == ip),
-                format!("busy: client {c} ({ip}) is tracked"),
-            );
-        }
-        let mc = r.clients.iter().find(|x| x.ip == moved_ip);
-        let mv = mc.and_then(|c| c.moved.as_ref());
-        check(
-            mv.is_some_and(|mv| mv.to == "p1" && mv.reason == Reason::Overload),
-            format!(
-                "busy: {} ({moved_ip}) moved to p1 for overload: {mc:?}",
-                m.client
-            ),
-        );
-        check(
-            mc.is_some_and(|c| c.port == "p1" && c.rate_bps > 0.3 * cap_bps),
-            format!(
-                "busy: {} now arrives on p1 at a real rate: {mc:?}",
-                m.client
-            ),
-        );
-        let others_moved = r
-            .clients
-            .iter()
-            .filter(|x| x.ip != moved_ip && x.moved.is_some())
-            .count();
-        check(
-            others_moved == 0,
-            format!("busy: only {} was moved ({others_moved} others)", m.client),
-        );
-        check(
-            r.totals.moves_overload >= 1
-                && r.totals.moves_failover == 0
-                && r.totals.updates_sent >= 1,
-            format!("busy: totals {:?}", r.totals),
-        );
-        for p in &r.ports {
-            let rx = p.rx_bps.unwrap_or(0.0);
-            let util_ok = p
-                .utilization
-                .is_some_and(|u| (u - rx / p.capacity_bps).abs() < 1e-9);
-            check(
-                p.state == PortState::Up && rx > 0.5 * cap_bps && util_ok,
-                format!(
-                    "busy: {} receives {:.1} Mbit/s, utilization {:?}",
-                    p.name,
-                    rx / 1e6,
-                    p.utilization
-                ),
-            );
-        }
-
-        // The text form.
-        let text = rlbd_in_srv(lab, &["status", "--socket", &sock_s])?;
-        say!("rlbd status:\n{text}");
-        let has_bar = text.lines().any(|l| {
-            l.find('[').is_some_and(|i| {
-                let rest = &l[i + 1..];
-                rest.len() > 10
-                    && rest[..10].chars().all(|c| c == '#' || c == '.')
-                    && rest[10..].starts_with(']')
-            })
-        });
-        check(
-            text.contains("p0") && text.contains("p1") && has_bar,
-            "text: names both ports and draws a utilization bar".into(),
-        );
-        check(
-            text.contains(&moved_ip) && text.contains("to p1") && text.contains("(overload)"),
-            format!("text: shows {moved_ip} moved to p1 (overload)"),
-        );
-
-        // The metrics, over the socket and in the file.
-        let metrics = rlbd_in_srv(lab, &["metrics", "--socket", &sock_s])?;
-        let f = parse_metrics(&metrics);
-        check(
-            value(&f, "rlbd_info", &[("mode", "ports"), ("bond", "p0")]) == Some(1.0),
-            "metrics: rlbd_info{bond=p0,mode=ports} 1".into(),
-        );
-        for p in PORTS {
-            check(
-                value(&f, "rlbd_port_up", &[("port", p)]) == Some(1.0)
-                    && value(&f, "rlbd_port_capacity_bytes", &[("port", p)]) == Some(cap_bps / 8.0)
-                    && value(&f, "rlbd_port_rx_bytes_total", &[("port", p)])
-                        .is_some_and(|b| b > 0.0),
-                format!("metrics: {p} up, capacity {cap_bps}, bytes counted"),
-            );
-        }
-        check(
-            value(&f, "rlbd_moves_total", &[("reason", "overload")]).is_some_and(|v| v >= 1.0),
-            "metrics: rlbd_moves_total{reason=overload} >= 1".into(),
-        );
-        check(
-            value(&f, "rlbd_updates_sent_total", &[]).is_some_and(|v| v >= 1.0),
-            "metrics: rlbd_updates_sent_total >= 1".into(),
-        );
-        check(
-            value(&f, "rlbd_clients_tracked", &[]).is_some_and(|v| v >= 2.0),
-            "metrics: rlbd_clients_tracked >= 2".into(),
-        );
-        let file = std::fs::read_to_string(&prom).unwrap_or_default();
-        let ff = parse_metrics(&file);
-        check(
-            value(&ff, "rlbd_moves_total", &[("reason", "overload")]).is_some_and(|v| v >= 1.0),
-            format!("metrics file {prom_s}: written, parses, counts the move"),
-        );
         for s in &mut sources {
             let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
         }
-        Ok(())
+        result
     })();
     let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
     say!("rlbd stopped: {status}");
     outcome?;
-    check(
+    c.check(
         status.success(),
         format!("the daemon exits cleanly on SIGTERM ({status})"),
     );
-    check(
+    c.check(
         !sock.exists(),
         "the control socket is removed on exit".into(),
     );
-    Ok(failures)
+    Ok(c.0)
+}
+
+/// Before any traffic: the ports as configured.
+fn check_idle(lab: &Lab, sock: &str, c: &mut Checks) -> LabResult<()> {
+    let cap_bps = f64::from(CAP) * 1e6;
+    let r = status_json(lab, sock)?;
+    c.check(
+        r.mode == Mode::Ports && r.name == "p0" && r.schema == SCHEMA_VERSION,
+        format!(
+            "idle: mode {:?}, name {:?}, schema {}",
+            r.mode, r.name, r.schema
+        ),
+    );
+    let names: Vec<&str> = r.ports.iter().map(|p| p.name.as_str()).collect();
+    c.check(names == PORTS, format!("idle: ports {names:?}"));
+    for p in &r.ports {
+        c.check(
+            p.state == PortState::Up && p.capacity_bps == cap_bps && !p.overloaded,
+            format!(
+                "idle: {} state {}, capacity {} bit/s, overloaded {}",
+                p.name,
+                p.state.as_str(),
+                p.capacity_bps,
+                p.overloaded
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Both busy clients tracked, only `client` moved, to p1 for overload, both ports filled.
+fn check_busy(
+    lab: &Lab,
+    sock: &str,
+    client: &str,
+    moved_ip: &str,
+    c: &mut Checks,
+) -> LabResult<()> {
+    let cap_bps = f64::from(CAP) * 1e6;
+    let r = status_json(lab, sock)?;
+    for b in BUSY {
+        let ip = client_ip(b)?;
+        c.check(
+            r.clients.iter().any(|x| x.ip == ip),
+            format!("busy: client {b} ({ip}) is tracked"),
+        );
+    }
+    let mc = r.clients.iter().find(|x| x.ip == moved_ip);
+    let mv = mc.and_then(|c| c.moved.as_ref());
+    c.check(
+        mv.is_some_and(|mv| mv.to == "p1" && mv.reason == Reason::Overload),
+        format!("busy: {client} ({moved_ip}) moved to p1 for overload: {mc:?}"),
+    );
+    c.check(
+        mc.is_some_and(|c| c.port == "p1" && c.rate_bps > 0.3 * cap_bps),
+        format!("busy: {client} now arrives on p1 at a real rate: {mc:?}"),
+    );
+    let others_moved = r
+        .clients
+        .iter()
+        .filter(|x| x.ip != moved_ip && x.moved.is_some())
+        .count();
+    c.check(
+        others_moved == 0,
+        format!("busy: only {client} was moved ({others_moved} others)"),
+    );
+    c.check(
+        r.totals.moves_overload >= 1 && r.totals.moves_failover == 0 && r.totals.updates_sent >= 1,
+        format!("busy: totals {:?}", r.totals),
+    );
+    for p in &r.ports {
+        let rx = p.rx_bps.unwrap_or(0.0);
+        let util_ok = p
+            .utilization
+            .is_some_and(|u| (u - rx / p.capacity_bps).abs() < 1e-9);
+        c.check(
+            p.state == PortState::Up && rx > 0.5 * cap_bps && util_ok,
+            format!(
+                "busy: {} receives {:.1} Mbit/s, utilization {:?}",
+                p.name,
+                rx / 1e6,
+                p.utilization
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The text form: both ports with a utilization bar, the move with its reason.
+fn check_text(lab: &Lab, sock: &str, moved_ip: &str, c: &mut Checks) -> LabResult<()> {
+    let text = rlbd_in_srv(lab, &["status", "--socket", sock])?;
+    say!("rlbd status:\n{text}");
+    let has_bar = text.lines().any(|l| {
+        l.find('[').is_some_and(|i| {
+            let rest = &l[i + 1..];
+            rest.len() > 10
+                && rest[..10].chars().all(|c| c == '#' || c == '.')
+                && rest[10..].starts_with(']')
+        })
+    });
+    c.check(
+        text.contains("p0") && text.contains("p1") && has_bar,
+        "text: names both ports and draws a utilization bar".into(),
+    );
+    c.check(
+        text.contains(moved_ip) && text.contains("to p1") && text.contains("(overload)"),
+        format!("text: shows {moved_ip} moved to p1 (overload)"),
+    );
+    Ok(())
+}
+
+/// The metrics, over the socket and in the file.
+fn check_metrics(lab: &Lab, sock: &str, prom: &Path, c: &mut Checks) -> LabResult<()> {
+    let cap_bps = f64::from(CAP) * 1e6;
+    let metrics = rlbd_in_srv(lab, &["metrics", "--socket", sock])?;
+    let f = parse_metrics(&metrics);
+    c.check(
+        value(&f, "rlbd_info", &[("mode", "ports"), ("bond", "p0")]) == Some(1.0),
+        "metrics: rlbd_info{bond=p0,mode=ports} 1".into(),
+    );
+    for p in PORTS {
+        c.check(
+            value(&f, "rlbd_port_up", &[("port", p)]) == Some(1.0)
+                && value(&f, "rlbd_port_capacity_bytes", &[("port", p)]) == Some(cap_bps / 8.0)
+                && value(&f, "rlbd_port_rx_bytes_total", &[("port", p)]).is_some_and(|b| b > 0.0),
+            format!("metrics: {p} up, capacity {cap_bps}, bytes counted"),
+        );
+    }
+    c.check(
+        value(&f, "rlbd_moves_total", &[("reason", "overload")]).is_some_and(|v| v >= 1.0),
+        "metrics: rlbd_moves_total{reason=overload} >= 1".into(),
+    );
+    c.check(
+        value(&f, "rlbd_updates_sent_total", &[]).is_some_and(|v| v >= 1.0),
+        "metrics: rlbd_updates_sent_total >= 1".into(),
+    );
+    c.check(
+        value(&f, "rlbd_clients_tracked", &[]).is_some_and(|v| v >= 2.0),
+        "metrics: rlbd_clients_tracked >= 2".into(),
+    );
+    let file = std::fs::read_to_string(prom).unwrap_or_default();
+    let ff = parse_metrics(&file);
+    c.check(
+        value(&ff, "rlbd_moves_total", &[("reason", "overload")]).is_some_and(|v| v >= 1.0),
+        format!(
+            "metrics file {}: written, parses, counts the move",
+            prom.display()
+        ),
+    );
+    Ok(())
 }

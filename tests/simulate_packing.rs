@@ -102,6 +102,9 @@ fn study_config() -> String {
     }
 }
 
+/// A move as the run logs it: (second, client, from, to, reason).
+type Moved = (u64, String, String, String, Reason);
+
 fn evaluate(json: &str) -> Outcome {
     let s = parse(json).unwrap();
     // What the slaves can deliver: the best placement is judged by the same measure.
@@ -110,13 +113,60 @@ fn evaluate(json: &str) -> Outcome {
         .iter()
         .map(|sl| sl.capacity_mbps * s.elastic.efficiency)
         .collect();
-    let hold = s.config.hold_down;
+    let (ticks, moves_log) = record(&s, caps.len());
+    let demands = ticks.last().unwrap().3.clone();
+    let best_delivered = ideal::best_delivered(&caps, &demands);
+    let judged: Vec<f64> = ticks
+        .iter()
+        .filter(|t| t.0 >= START + 10)
+        .map(|t| t.1)
+        .collect();
+    let share = judged.iter().sum::<f64>() / judged.len() as f64 / best_delivered;
+    let last_low = ticks[START as usize..]
+        .iter()
+        .rposition(|t| t.1 < 0.95 * best_delivered - 1e-9);
+    let time_to_95 = match last_low {
+        None => Some(0),
+        Some(i) if START as usize + i + 1 < ticks.len() => Some(i as u64 + 1),
+        Some(_) => None,
+    };
+    let mut faults = peak_faults(&s, &caps, &ticks);
+    faults.extend(oscillations(&moves_log, s.config.hold_down));
+    let fin = &ticks.last().unwrap().2;
+    let over: Vec<String> = ideal::loads(caps.len(), &demands, fin)
+        .iter()
+        .zip(&caps)
+        .map(|(l, c)| format!("{:+.1}", l - c))
+        .collect();
+    let log = format!(
+        "demands {:?}\nbest delivers {:.1}\nmoves {:?}\nfinal {:?} load-cap {over:?}\ndelivered {:?}",
+        demands,
+        best_delivered,
+        moves_log,
+        ticks.last().unwrap().2,
+        ticks.iter().map(|t| t.1).collect::<Vec<_>>()
+    );
+    let at31 = &ticks[31.min(ticks.len() - 1)].2;
+    let placed_share = ideal::delivered(&caps, &demands, at31) / best_delivered;
+    Outcome {
+        placed_share,
+        share,
+        time_to_95,
+        moves: moves_log.len(),
+        faults,
+        log,
+    }
+}
+
+/// Runs the scenario, keeping each second's figures and every move (`RLBD_STUDY_TRACE` prints
+/// the seconds with moves, and the first ones).
+fn record(s: &rlbd::simulate::Scenario, ports: usize) -> (Vec<Tick>, Vec<Moved>) {
     let mut ticks: Vec<Tick> = Vec::new();
     let mut moves_log = Vec::new();
     let trace = std::env::var("RLBD_STUDY_TRACE").is_ok();
-    run(&s, |t: &TickOut| {
+    run(s, |t: &TickOut| {
         if trace && (!t.moves.is_empty() || t.t < 14) {
-            let mut per = vec![Vec::new(); caps.len()];
+            let mut per = vec![Vec::new(); ports];
             for (c, &p) in t.placement.iter().enumerate() {
                 per[p].push(format!("{c}:{:.1}", t.demands[c]));
             }
@@ -154,41 +204,29 @@ fn evaluate(json: &str) -> Outcome {
             t.moves.len(),
         ));
     });
-    let demands = ticks.last().unwrap().3.clone();
-    let best_delivered = ideal::best_delivered(&caps, &demands);
-    let judged: Vec<f64> = ticks
-        .iter()
-        .filter(|t| t.0 >= START + 10)
-        .map(|t| t.1)
-        .collect();
-    let share = judged.iter().sum::<f64>() / judged.len() as f64 / best_delivered;
-    let last_low = ticks[START as usize..]
-        .iter()
-        .rposition(|t| t.1 < 0.95 * best_delivered - 1e-9);
-    let time_to_95 = match last_low {
-        None => Some(0),
-        Some(i) if START as usize + i + 1 < ticks.len() => Some(i as u64 + 1),
-        Some(_) => None,
-    };
-    let mut faults = Vec::new();
-    // The peak, while rlbd packs the bond (the first hold-down; after it, a slave that a client
-    // left a moment ago reads low while its flows grow back, and may be filled): what each slave
-    // delivers once every flow has grown into the placement (the
-    // demands it is asked to carry, at most what it can deliver), over its capacity, before a
-    // round of moves and after it. A one-second reading cannot be held to it: flows that were
-    // starved take seconds to grow into room (`elastic.growth`), so a slave can read higher two
-    // seconds after a move only because its own flows recovered. Nor can the demands: a
-    // client's demand on a saturated slave is not known until it moved.
+    (ticks, moves_log)
+}
+
+/// The peak, while rlbd packs the bond (the first hold-down; after it, a slave that a client
+/// left a moment ago reads low while its flows grow back, and may be filled): what each slave
+/// delivers once every flow has grown into the placement (the demands it is asked to carry, at
+/// most what it can deliver), over its capacity, before a round of moves and after it. A
+/// one-second reading cannot be held to it: flows that were starved take seconds to grow into
+/// room (`elastic.growth`), so a slave can read higher two seconds after a move only because its
+/// own flows recovered. Nor can the demands: a client's demand on a saturated slave is not known
+/// until it moved.
+fn peak_faults(s: &rlbd::simulate::Scenario, caps: &[f64], ticks: &[Tick]) -> Vec<String> {
     let steady_peak = |on: &[usize], d: &[f64]| -> f64 {
         ideal::loads(caps.len(), d, on)
             .iter()
-            .zip(&caps)
+            .zip(caps)
             .zip(&s.slaves)
             .map(|((l, c), sl)| l.min(*c) / sl.capacity_mbps)
             .fold(0.0, f64::max)
     };
+    let mut faults = Vec::new();
     for (i, w) in ticks.iter().enumerate() {
-        if w.4 == 0 || i + 1 >= ticks.len() || w.0 > START + hold {
+        if w.4 == 0 || i + 1 >= ticks.len() || w.0 > START + s.config.hold_down {
             continue;
         }
         let before = steady_peak(&w.2, &w.3);
@@ -200,13 +238,18 @@ fn evaluate(json: &str) -> Outcome {
             ));
         }
     }
-    // Oscillation: a client moved again within the hold-down other than by one settling
-    // correction (at most two moves per hold-down), sent back within it to the port it left, or
-    // back and forth (after the hold-down, one move back may correct a slave rlbd overfilled; a
-    // second is a swing).
+    faults
+}
+
+/// Oscillation: a client moved again within the hold-down other than by one settling
+/// correction (at most two moves per hold-down), sent back within it to the port it left, or
+/// back and forth (after the hold-down, one move back may correct a slave rlbd overfilled; a
+/// second is a swing).
+fn oscillations(moves_log: &[Moved], hold: u64) -> Vec<String> {
+    let mut faults = Vec::new();
     let mut last: std::collections::HashMap<&str, (u64, &str, Reason)> = Default::default();
     let mut returns: std::collections::HashMap<&str, usize> = Default::default();
-    for (t, c, from, to, reason) in &moves_log {
+    for (t, c, from, to, reason) in moves_log {
         if let Some((prev, left, prev_reason)) = last.get(c.as_str()) {
             let settles = *reason == Reason::Settle && *prev_reason != Reason::Settle;
             if t - prev < hold && !settles {
@@ -227,30 +270,7 @@ fn evaluate(json: &str) -> Outcome {
         }
         last.insert(c, (*t, from, *reason));
     }
-    let fin = &ticks.last().unwrap().2;
-    let over: Vec<String> = ideal::loads(caps.len(), &demands, fin)
-        .iter()
-        .zip(&caps)
-        .map(|(l, c)| format!("{:+.1}", l - c))
-        .collect();
-    let log = format!(
-        "demands {:?}\nbest delivers {:.1}\nmoves {:?}\nfinal {:?} load-cap {over:?}\ndelivered {:?}",
-        demands,
-        best_delivered,
-        moves_log,
-        ticks.last().unwrap().2,
-        ticks.iter().map(|t| t.1).collect::<Vec<_>>()
-    );
-    let at31 = &ticks[31.min(ticks.len() - 1)].2;
-    let placed_share = ideal::delivered(&caps, &demands, at31) / best_delivered;
-    Outcome {
-        placed_share,
-        share,
-        time_to_95,
-        moves: moves_log.len(),
-        faults,
-        log,
-    }
+    faults
 }
 
 /// The lab's shape at a load level given as the lab gives it (sum of the clients' caps over the
