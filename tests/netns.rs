@@ -138,8 +138,12 @@ fn after_move(
         ));
     }
     let client = m.client.as_str();
+    rearp(lab, client, failures)?;
+    fail_p1(lab, client, failures)
+}
 
-    // (c) The client re-ARPs; whatever answers, rlbd puts it back on p1 within 2 s, for good.
+/// (c) The client re-ARPs; whatever answers, rlbd puts it back on p1 within 2 s, for good.
+fn rearp(lab: &Lab, client: &str, failures: &mut Vec<String>) -> LabResult<()> {
     lab.flush_neigh(client)?;
     let t = Instant::now();
     let mut first = None;
@@ -181,8 +185,11 @@ fn after_move(
             }
         }
     }
+    Ok(())
+}
 
-    // (d) p1 fails: rlbd steers the client back to a live port and its bytes flow again.
+/// (d) p1 fails: rlbd steers the client back to a live port and its bytes flow again.
+fn fail_p1(lab: &Lab, client: &str, failures: &mut Vec<String>) -> LabResult<()> {
     let before = common::measure(lab, Duration::from_secs(1))?;
     let bytes0 = lab.bytes_from(client)?;
     lab.set_port(PORTS[1], false)?;
