@@ -34,6 +34,7 @@ use rlbd::lab::netns::{
     client_ip, client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6,
 };
 use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
+use rlbd::status::{StatusReport, Totals};
 
 /// Confirmed neighbours (with a MAC, not FAILED/INCOMPLETE) on the server's ports, per the
 /// kernel.
@@ -366,20 +367,7 @@ fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over
             other => return Ok(vec![format!("no move to p1 within 10 s ({other:?})")]),
         };
         let before = status(&d)?.totals.send_errors;
-        // The daemon stops with the move's repeats queued for p1. While it is stopped, 2,000
-        // neighbour changes queue on its netlink socket ahead of p1's going down: on waking it
-        // reads a bounded batch of them, runs its due timers (the repeats, on p1, which is down:
-        // ENETDOWN), and only then learns that p1 is down.
-        signal(pid, libc::SIGSTOP);
-        let res = (|| -> LabResult<()> {
-            batch(lab, &neigh_lines("add", 0..2000))?;
-            lab.ip("srv", &["link", "set", PORTS[1], "down"])?;
-            // Stopped past the next repeat's due time (a second apart).
-            lab.sleep(Duration::from_millis(1300))?;
-            Ok(())
-        })();
-        signal(pid, libc::SIGCONT);
-        res?;
+        stall_past_p1_down(lab, pid)?;
         let (c0, _) = cpu_rss(pid);
         let t = Instant::now();
         let mut back = None;
@@ -409,30 +397,9 @@ fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over
             m.client,
             cpu_share * 100.0
         );
-        if t_.send_errors == before {
-            failures.push("no send error: no frame met the down port (fault not injected)".into());
-        }
-        if t_.send_retries > 0 {
-            failures.push(format!(
-                "{} retries: a frame refused with ENETDOWN is the failover's business",
-                t_.send_retries
-            ));
-        }
-        // One refused send per queued frame at most (ARP only: IPv6 is off in the lab).
-        if t_.send_errors > 6 {
-            failures.push(format!("{} send errors for one move", t_.send_errors));
-        }
-        if t_.moves_failover == 0 {
-            failures.push("the client on p1 was not failed over".into());
-        }
+        enetdown_checks(t_, before, cpu_share, &mut failures);
         if back.is_none() {
             failures.push(format!("{} not back on p0 within 6 s", m.client));
-        }
-        if cpu_share > 0.5 {
-            failures.push(format!(
-                "daemon used {:.0}% of a core: a busy loop",
-                cpu_share * 100.0
-            ));
         }
         for s in &mut sources {
             let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
@@ -441,6 +408,50 @@ fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over
         let _ = std::fs::copy(&d.log, log);
         Ok(failures)
     });
+}
+
+/// Stops the daemon with a move's repeats queued for p1; while it is stopped, 2,000 neighbour
+/// changes queue on its netlink socket ahead of p1's going down. On waking it reads a bounded
+/// batch of them, runs its due timers (the repeats, on p1, which is down: ENETDOWN), and only
+/// then learns that p1 is down.
+fn stall_past_p1_down(lab: &Lab, pid: u32) -> LabResult<()> {
+    signal(pid, libc::SIGSTOP);
+    let res = (|| -> LabResult<()> {
+        batch(lab, &neigh_lines("add", 0..2000))?;
+        lab.ip("srv", &["link", "set", PORTS[1], "down"])?;
+        // Stopped past the next repeat's due time (a second apart).
+        lab.sleep(Duration::from_millis(1300))?;
+        Ok(())
+    })();
+    signal(pid, libc::SIGCONT);
+    res
+}
+
+/// After p1 went down under queued frames: errors counted, none retried, at most one per
+/// frame, the client failed over, no busy loop.
+fn enetdown_checks(t: &Totals, before: u64, cpu_share: f64, failures: &mut Vec<String>) {
+    if t.send_errors == before {
+        failures.push("no send error: no frame met the down port (fault not injected)".into());
+    }
+    if t.send_retries > 0 {
+        failures.push(format!(
+            "{} retries: a frame refused with ENETDOWN is the failover's business",
+            t.send_retries
+        ));
+    }
+    // One refused send per queued frame at most (ARP only: IPv6 is off in the lab).
+    if t.send_errors > 6 {
+        failures.push(format!("{} send errors for one move", t.send_errors));
+    }
+    if t.moves_failover == 0 {
+        failures.push("the client on p1 was not failed over".into());
+    }
+    if cpu_share > 0.5 {
+        failures.push(format!(
+            "daemon used {:.0}% of a core: a busy loop",
+            cpu_share * 100.0
+        ));
+    }
 }
 
 #[test]
@@ -573,51 +584,8 @@ fn control_socket_abuse_leaves_timers_on_time_and_memory_bounded() {
                 Err(_) => refused += 1,
             }
         }
-        // Then, once the daemon has dropped the silent ones (its deadline is 2 s), one client
-        // sending a byte a second and one sending 1 MiB without a newline.
-        let sock = d.socket.clone();
-        let slow = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(2500));
-            let mut n = 0;
-            if let Ok(mut s) = UnixStream::connect(&sock) {
-                for b in b"status top=1".iter().cycle().take(8) {
-                    if s.write_all(&[*b]).is_err() {
-                        break;
-                    }
-                    n += 1;
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-            }
-            n
-        });
-        let sock = d.socket.clone();
-        let big = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(2600));
-            let mut s = UnixStream::connect(&sock).ok()?;
-            s.set_write_timeout(Some(Duration::from_secs(3))).ok();
-            let _ = s.write_all(&vec![b'x'; 1 << 20]);
-            let mut answer = String::new();
-            s.set_read_timeout(Some(Duration::from_secs(3))).ok();
-            let _ = s.read_to_string(&mut answer);
-            Some(answer)
-        });
-        // Meanwhile, three re-assertions: the moved client re-ARPs, the host answers with its own
-        // port, rlbd must put it back (20 ms after the host's answer, by default).
-        let mut back = Vec::new();
-        for _ in 0..3 {
-            lab.flush_neigh(&client)?;
-            let t = Instant::now();
-            let mut at = None;
-            while t.elapsed() < Duration::from_secs(2) {
-                if lab.client_port(&client)? == m.to_port {
-                    at = Some(t.elapsed().as_secs_f64());
-                    break;
-                }
-                lab.sleep(Duration::from_millis(20))?;
-            }
-            back.push(at);
-            lab.sleep(Duration::from_millis(1500))?;
-        }
+        let (slow, big) = slow_and_big(&d.socket);
+        let back = reassert_thrice(lab, &client, m.to_port)?;
         let slow_bytes = slow.join().unwrap_or(0);
         let big_answer = big.join().ok().flatten().unwrap_or_default();
         let (_, rss1) = cpu_rss(pid);
@@ -644,25 +612,7 @@ fn control_socket_abuse_leaves_timers_on_time_and_memory_bounded() {
                 "{client} not put back within 2 s of a re-ARP: {back:?}"
             ));
         }
-        if after.totals.reasserts <= before.totals.reasserts {
-            failures.push("no re-assertion counted during the abuse".into());
-        }
-        if after.totals.timers_late > before.totals.timers_late {
-            failures.push(format!(
-                "{} timers ran more than 100 ms late during the abuse (latest {} ms)",
-                after.totals.timers_late - before.totals.timers_late,
-                after.totals.timer_late_max_ms
-            ));
-        }
-        // The deadline (2 s) cuts the slow client off after a few bytes.
-        if slow_bytes > 4 {
-            failures.push(format!(
-                "the slow client could send {slow_bytes} bytes, one a second"
-            ));
-        }
-        if !big_answer.contains("longer than") {
-            failures.push(format!("oversized request answered {big_answer:?}"));
-        }
+        abuse_checks((&before, &after), slow_bytes, &big_answer, &mut failures);
         if rss1.max(rss2) > rss0 + 4096 {
             failures.push(format!("RSS grew from {rss0} to {} KiB", rss1.max(rss2)));
         }
@@ -673,4 +623,95 @@ fn control_socket_abuse_leaves_timers_on_time_and_memory_bounded() {
         let _ = std::fs::copy(&d.log, log);
         Ok(failures)
     });
+}
+
+/// Once the daemon has dropped the silent connections (its deadline is 2 s), one client sending
+/// a byte a second (what it got to send) and one sending 1 MiB without a newline (the answer).
+fn slow_and_big(
+    socket: &Path,
+) -> (
+    std::thread::JoinHandle<usize>,
+    std::thread::JoinHandle<Option<String>>,
+) {
+    let sock = socket.to_path_buf();
+    let slow = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2500));
+        let mut n = 0;
+        if let Ok(mut s) = UnixStream::connect(&sock) {
+            for b in b"status top=1".iter().cycle().take(8) {
+                if s.write_all(&[*b]).is_err() {
+                    break;
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        n
+    });
+    let sock = socket.to_path_buf();
+    let big = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2600));
+        let mut s = UnixStream::connect(&sock).ok()?;
+        s.set_write_timeout(Some(Duration::from_secs(3))).ok();
+        let _ = s.write_all(&vec![b'x'; 1 << 20]);
+        let mut answer = String::new();
+        s.set_read_timeout(Some(Duration::from_secs(3))).ok();
+        let _ = s.read_to_string(&mut answer);
+        Some(answer)
+    });
+    (slow, big)
+}
+
+/// Three re-assertions: the moved client re-ARPs, the host answers with its own port, rlbd must
+/// put it back (20 ms after the host's answer, by default). When each was back, in seconds.
+fn reassert_thrice(
+    lab: &Lab,
+    client: &str,
+    to: Option<&'static str>,
+) -> LabResult<Vec<Option<f64>>> {
+    let mut back = Vec::new();
+    for _ in 0..3 {
+        lab.flush_neigh(client)?;
+        let t = Instant::now();
+        let mut at = None;
+        while t.elapsed() < Duration::from_secs(2) {
+            if lab.client_port(client)? == to {
+                at = Some(t.elapsed().as_secs_f64());
+                break;
+            }
+            lab.sleep(Duration::from_millis(20))?;
+        }
+        back.push(at);
+        lab.sleep(Duration::from_millis(1500))?;
+    }
+    Ok(back)
+}
+
+/// The daemon's account of the abuse: re-assertions made, no timer late, the slow client cut
+/// off by the deadline, the oversized request refused.
+fn abuse_checks(
+    (before, after): (&StatusReport, &StatusReport),
+    slow_bytes: usize,
+    big_answer: &str,
+    failures: &mut Vec<String>,
+) {
+    if after.totals.reasserts <= before.totals.reasserts {
+        failures.push("no re-assertion counted during the abuse".into());
+    }
+    if after.totals.timers_late > before.totals.timers_late {
+        failures.push(format!(
+            "{} timers ran more than 100 ms late during the abuse (latest {} ms)",
+            after.totals.timers_late - before.totals.timers_late,
+            after.totals.timer_late_max_ms
+        ));
+    }
+    // The deadline (2 s) cuts the slow client off after a few bytes.
+    if slow_bytes > 4 {
+        failures.push(format!(
+            "the slow client could send {slow_bytes} bytes, one a second"
+        ));
+    }
+    if !big_answer.contains("longer than") {
+        failures.push(format!("oversized request answered {big_answer:?}"));
+    }
 }

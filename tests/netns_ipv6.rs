@@ -119,56 +119,8 @@ fn moved_and_kept(lab: &Lab, t0: Instant, cap: f64, failures: &mut Vec<String>) 
     // rlbd re-asserts p1 within 2 s, and it stays there. Three times, since which answer the
     // client takes last is up to timing.
     for round in 1..=3 {
-        lab.flush_neigh6(client)?;
-        let t = Instant::now();
-        let mut first = None;
-        let mut back = None;
-        while t.elapsed() < Duration::from_secs(2) {
-            let port = lab.client_port6(client)?;
-            if first.is_none() && port.is_some() {
-                first = Some((t.elapsed().as_secs_f64(), port));
-            }
-            if port == Some(PORTS[1]) {
-                back = Some(t.elapsed().as_secs_f64());
-                break;
-            }
-            lab.sleep(Duration::from_millis(20))?;
-        }
-        say!(
-            "(c{round}) after `ip -6 neigh flush` in {client}: first entry {first:?}; on p1 after {back:?} s"
-        );
-        if back.is_none() {
-            failures.push(format!(
-                "(c{round}) {client} not back on p1 within 2 s of the flush"
-            ));
+        if !resolicit(lab, client, round, failures)? {
             return Ok(());
-        }
-        // IPv6 has no ARP locktime: each port's solicited NA overrides the entry, the last one
-        // wins, and the first answer seen may be followed by the other port's a few ms later.
-        // rlbd re-asserts ~20 ms after the client's NS (and after any host NA it sees): let the
-        // answers in flight settle before the hold window starts.
-        lab.sleep(Duration::from_millis(300))?;
-        let mut off = Vec::new();
-        let hold = Instant::now();
-        while hold.elapsed() < Duration::from_secs(2) {
-            let port = lab.client_port6(client)?;
-            if port != Some(PORTS[1]) {
-                off.push(format!("{:.1}s:{port:?}", hold.elapsed().as_secs_f64()));
-            }
-            lab.sleep(Duration::from_millis(100))?;
-        }
-        say!(
-            "(c{round}) {client} held p1 for 2 s: {}",
-            if off.is_empty() {
-                "yes".to_string()
-            } else {
-                format!("no {off:?}")
-            }
-        );
-        if !off.is_empty() {
-            failures.push(format!(
-                "(c{round}) {client} left p1 after the flush: {off:?}"
-            ));
         }
     }
     let c = common::measure(lab, Duration::from_secs(3))?;
@@ -180,4 +132,63 @@ fn moved_and_kept(lab: &Lab, t0: Instant, cap: f64, failures: &mut Vec<String>) 
         ));
     }
     Ok(())
+}
+
+/// (c`round`) The moved client loses its entry and solicits the address again: both ports
+/// answer; rlbd re-asserts p1 within 2 s, and it stays there for 2 s. False when it did not
+/// come back (no later round is worth running).
+fn resolicit(lab: &Lab, client: &str, round: u32, failures: &mut Vec<String>) -> LabResult<bool> {
+    lab.flush_neigh6(client)?;
+    let t = Instant::now();
+    let mut first = None;
+    let mut back = None;
+    while t.elapsed() < Duration::from_secs(2) {
+        let port = lab.client_port6(client)?;
+        if first.is_none() && port.is_some() {
+            first = Some((t.elapsed().as_secs_f64(), port));
+        }
+        if port == Some(PORTS[1]) {
+            back = Some(t.elapsed().as_secs_f64());
+            break;
+        }
+        lab.sleep(Duration::from_millis(20))?;
+    }
+    say!(
+        "(c{round}) after `ip -6 neigh flush` in {client}: first entry {first:?}; on p1 after {back:?} s"
+    );
+    if back.is_none() {
+        failures.push(format!(
+            "(c{round}) {client} not back on p1 within 2 s of the flush"
+        ));
+        return Ok(false);
+    }
+    // IPv6 has no ARP locktime: each port's solicited NA overrides the entry, the last one
+    // wins, and the first answer seen may be followed by the other port's a few ms later.
+    // rlbd re-asserts ~20 ms after the client's NS (and after any host NA it sees): let the
+    // answers in flight settle before the hold window starts.
+    lab.sleep(Duration::from_millis(300))?;
+    let mut off = Vec::new();
+    let hold = Instant::now();
+    while hold.elapsed() < Duration::from_secs(2) {
+        let port = lab.client_port6(client)?;
+        if port != Some(PORTS[1]) {
+            off.push(format!("{:.1}s:{port:?}", hold.elapsed().as_secs_f64()));
+        }
+        lab.sleep(Duration::from_millis(100))?;
+    }
+    say!(
+        "(c{round}) {client} held p1 for 2 s: {}",
+        if off.is_empty() {
+            "yes".to_string()
+        } else {
+            format!("no {off:?}")
+        }
+    );
+    if !off.is_empty() {
+        failures.push(format!(
+            "(c{round}) {client} left p1 after the flush: {off:?}"
+        ));
+    }
+
+    Ok(true)
 }

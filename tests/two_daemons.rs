@@ -85,14 +85,100 @@ fn rlbd_samples(f: &Families) -> Vec<(String, String, String, f64)> {
         .collect()
 }
 
-fn scenario(lab: &Lab, dir: &Path) -> LabResult<Vec<String>> {
-    let mut failures = Vec::new();
-    let mut check = |ok: bool, what: String| {
+/// The checks made so far, each said as it is made; the failed ones kept.
+#[derive(Default)]
+struct Checks(Vec<String>);
+
+impl Checks {
+    fn check(&mut self, ok: bool, what: String) {
         say!("{} {what}", if ok { "ok  " } else { "FAIL" });
         if !ok {
-            failures.push(what);
+            self.0.push(what);
         }
-    };
+    }
+}
+
+fn scenario(lab: &Lab, dir: &Path) -> LabResult<Vec<String>> {
+    let mut c = Checks::default();
+    start_both(lab, dir)?;
+    let files = wait_for(20, || {
+        DAEMONS
+            .iter()
+            .all(|(n, _)| dir.join(format!("{n}.prom")).exists())
+            .then_some(())
+    });
+    c.check(
+        files.is_some(),
+        "both daemons write their own metrics file (p0.prom, p2.prom)".into(),
+    );
+    let scrape = scrape(lab, dir)?;
+    let f = parse_metrics(&scrape);
+    c.check(
+        value(&f, "node_textfile_scrape_error", &[]) == Some(0.0),
+        "node_exporter read both files without error (node_textfile_scrape_error 0)".into(),
+    );
+    let samples = rlbd_samples(&f);
+    for (name, ports) in DAEMONS {
+        check_daemon(&f, &samples, name, ports, &mut c);
+    }
+    let unlabelled: Vec<_> = samples
+        .iter()
+        .filter(|s| !DAEMONS.iter().any(|(n, _)| *n == s.1))
+        .collect();
+    c.check(
+        unlabelled.is_empty(),
+        format!("every rlbd series names its daemon: {unlabelled:?}"),
+    );
+    let per_daemon = |n: &str| samples.iter().filter(|s| s.1 == n).count();
+    c.check(
+        per_daemon("p0") > 20 && per_daemon("p0") == per_daemon("p2"),
+        format!(
+            "both daemons give the same series (p0: {}, p2: {})",
+            per_daemon("p0"),
+            per_daemon("p2")
+        ),
+    );
+    Ok(c.0)
+}
+
+/// One daemon's series in the scrape: its `rlbd_info`, its own ports and their capacities.
+fn check_daemon(
+    f: &Families,
+    samples: &[(String, String, String, f64)],
+    name: &str,
+    ports: &str,
+    c: &mut Checks,
+) {
+    c.check(
+        value(f, "rlbd_info", &[("bond", name), ("mode", "ports")]) == Some(1.0),
+        format!("one scrape has rlbd_info{{bond={name},mode=ports}} 1"),
+    );
+    let own: Vec<&str> = ports.split(',').collect();
+    let seen: std::collections::BTreeSet<&str> = samples
+        .iter()
+        .filter(|s| s.0 == "rlbd_port_up" && s.1 == name)
+        .map(|s| s.2.as_str())
+        .collect();
+    c.check(
+        seen.iter().copied().eq(own.iter().copied()),
+        format!("bond {name}'s port series are its own ports {own:?}: {seen:?}"),
+    );
+    for p in &own {
+        let cap = value(
+            f,
+            "rlbd_port_capacity_bytes",
+            &[("bond", name), ("port", p)],
+        );
+        c.check(
+            cap == Some(f64::from(CAP) * 1e6 / 8.0),
+            format!("rlbd_port_capacity_bytes{{bond={name},port={p}}}: {cap:?}"),
+        );
+    }
+}
+
+/// The two daemons, each on its ports with its own socket and log, and the same metrics file
+/// setting (`{name}` in it), as in a configuration file both instances share.
+fn start_both(lab: &Lab, dir: &Path) -> LabResult<()> {
     let exe = exe().to_string_lossy().into_owned();
     for (name, ports) in DAEMONS {
         let file = |ext: &str| {
@@ -102,7 +188,6 @@ fn scenario(lab: &Lab, dir: &Path) -> LabResult<Vec<String>> {
         };
         let caps: Vec<String> = ports.split(',').map(|p| format!("{p}={CAP}")).collect();
         let sock = file("sock");
-        // The same for both, as in a configuration file that both instances share.
         let prom = dir.join("{name}.prom").to_string_lossy().into_owned();
         let mut args = vec![exe.as_str(), "run", "--ports", ports];
         for c in &caps {
@@ -112,16 +197,11 @@ fn scenario(lab: &Lab, dir: &Path) -> LabResult<Vec<String>> {
         args.extend(["--metrics-interval", "1"]);
         spawn_logged(lab, &args, &dir.join(format!("{name}.log")))?;
     }
-    let files = wait_for(20, || {
-        DAEMONS
-            .iter()
-            .all(|(n, _)| dir.join(format!("{n}.prom")).exists())
-            .then_some(())
-    });
-    check(
-        files.is_some(),
-        "both daemons write their own metrics file (p0.prom, p2.prom)".into(),
-    );
+    Ok(())
+}
+
+/// One scrape of node_exporter serving the directory's textfiles (kept as `scrape.txt`).
+fn scrape(lab: &Lab, dir: &Path) -> LabResult<String> {
     let ne = node_exporter()?;
     let textfiles = format!("--collector.textfile.directory={}", dir.display());
     let listen = format!("--web.listen-address={LISTEN}");
@@ -140,57 +220,7 @@ fn scenario(lab: &Lab, dir: &Path) -> LabResult<Vec<String>> {
     })
     .ok_or("node_exporter served no rlbd_info within 15 s")?;
     std::fs::write(dir.join("scrape.txt"), &scrape).map_err(|e| e.to_string())?;
-    let f = parse_metrics(&scrape);
-    check(
-        value(&f, "node_textfile_scrape_error", &[]) == Some(0.0),
-        "node_exporter read both files without error (node_textfile_scrape_error 0)".into(),
-    );
-    let samples = rlbd_samples(&f);
-    for (name, ports) in DAEMONS {
-        check(
-            value(&f, "rlbd_info", &[("bond", name), ("mode", "ports")]) == Some(1.0),
-            format!("one scrape has rlbd_info{{bond={name},mode=ports}} 1"),
-        );
-        let own: Vec<&str> = ports.split(',').collect();
-        let seen: std::collections::BTreeSet<&str> = samples
-            .iter()
-            .filter(|s| s.0 == "rlbd_port_up" && s.1 == name)
-            .map(|s| s.2.as_str())
-            .collect();
-        check(
-            seen.iter().copied().eq(own.iter().copied()),
-            format!("bond {name}'s port series are its own ports {own:?}: {seen:?}"),
-        );
-        for p in &own {
-            let cap = value(
-                &f,
-                "rlbd_port_capacity_bytes",
-                &[("bond", name), ("port", p)],
-            );
-            check(
-                cap == Some(f64::from(CAP) * 1e6 / 8.0),
-                format!("rlbd_port_capacity_bytes{{bond={name},port={p}}}: {cap:?}"),
-            );
-        }
-    }
-    let unlabelled: Vec<_> = samples
-        .iter()
-        .filter(|s| !DAEMONS.iter().any(|(n, _)| *n == s.1))
-        .collect();
-    check(
-        unlabelled.is_empty(),
-        format!("every rlbd series names its daemon: {unlabelled:?}"),
-    );
-    let per_daemon = |n: &str| samples.iter().filter(|s| s.1 == n).count();
-    check(
-        per_daemon("p0") > 20 && per_daemon("p0") == per_daemon("p2"),
-        format!(
-            "both daemons give the same series (p0: {}, p2: {})",
-            per_daemon("p0"),
-            per_daemon("p2")
-        ),
-    );
-    Ok(failures)
+    Ok(scrape)
 }
 
 #[test]
