@@ -268,40 +268,7 @@ fn refused_sends_are_counted_retried_and_never_spin() {
         let s = status(&d)?;
         let t_ = &s.totals;
         let cpu_share = (c1 - c0) / secs;
-        say!(
-            "p1 refusing for {secs:.1} s: send errors {}, retries {}, updates sent {}, suppressed {}, \
-             moves {} of which not made (every frame refused) {}; daemon CPU {:.1}% of a core",
-            t_.send_errors,
-            t_.send_retries,
-            t_.updates_sent,
-            t_.updates_suppressed,
-            t_.moves_overload,
-            t_.moves_refused,
-            cpu_share * 100.0
-        );
-        if t_.send_errors == 0 {
-            failures.push("no send error counted: the fault was not injected (no move?)".into());
-        }
-        if t_.send_retries == 0 {
-            failures.push("refused updates were not retried".into());
-        }
-        if t_.moves_overload > 0 && t_.moves_refused == 0 {
-            failures.push("a move none of whose frames went out is believed made".into());
-        }
-        // Each update is tried at most 1 + 5 times; updates are rate-limited per client.
-        let bound = 6 * t_.updates_sent.max(1);
-        if t_.send_errors > bound {
-            failures.push(format!(
-                "{} send errors for {} updates",
-                t_.send_errors, t_.updates_sent
-            ));
-        }
-        if cpu_share > 0.5 {
-            failures.push(format!(
-                "daemon used {:.0}% of a core: a busy loop",
-                cpu_share * 100.0
-            ));
-        }
+        check_refused_sends(t_, secs, cpu_share, &mut failures);
         let text = std::fs::read_to_string(&d.log).unwrap_or_default();
         let warns = text
             .lines()
@@ -337,6 +304,50 @@ fn refused_sends_are_counted_retried_and_never_spin() {
         let _ = std::fs::copy(&d.log, log);
         Ok(failures)
     });
+}
+
+/// While p1 refused every frame: the errors were counted and retried, a move none of whose
+/// frames went out was not believed made, retries were bounded, and nothing spun.
+fn check_refused_sends(
+    t: &rlbd::status::Totals,
+    secs: f64,
+    cpu_share: f64,
+    failures: &mut Vec<String>,
+) {
+    say!(
+        "p1 refusing for {secs:.1} s: send errors {}, retries {}, updates sent {}, suppressed {}, \
+         moves {} of which not made (every frame refused) {}; daemon CPU {:.1}% of a core",
+        t.send_errors,
+        t.send_retries,
+        t.updates_sent,
+        t.updates_suppressed,
+        t.moves_overload,
+        t.moves_refused,
+        cpu_share * 100.0
+    );
+    if t.send_errors == 0 {
+        failures.push("no send error counted: the fault was not injected (no move?)".into());
+    }
+    if t.send_retries == 0 {
+        failures.push("refused updates were not retried".into());
+    }
+    if t.moves_overload > 0 && t.moves_refused == 0 {
+        failures.push("a move none of whose frames went out is believed made".into());
+    }
+    // Each update is tried at most 1 + 5 times; updates are rate-limited per client.
+    let bound = 6 * t.updates_sent.max(1);
+    if t.send_errors > bound {
+        failures.push(format!(
+            "{} send errors for {} updates",
+            t.send_errors, t.updates_sent
+        ));
+    }
+    if cpu_share > 0.5 {
+        failures.push(format!(
+            "daemon used {:.0}% of a core: a busy loop",
+            cpu_share * 100.0
+        ));
+    }
 }
 
 #[test]

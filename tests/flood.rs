@@ -15,8 +15,10 @@ use common::{exe, lab_exe, root_or_skip};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rlbd::capture::{parse, CaptureSocket, Frame, Mac, RingConfig, PACKET_OUTGOING};
@@ -209,54 +211,10 @@ fn rss_sampler(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64,
 /// Runs the flood; returns the failed checks (an `Err` when the scenario cannot go on at all).
 fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
     let mut failures = Vec::new();
-    // The switch port of the flooding client learns no source MACs: a million of them would
-    // fill the bridge's (unbounded) forwarding table and slow every frame. (A real switch's
-    // table is bounded; that is the switch's problem, not the server's.)
-    run_cmd(&[
-        "bridge",
-        "-n",
-        &lab.ns("sw"),
-        "link",
-        "set",
-        "dev",
-        &format!("s-{FROM}"),
-        "learning",
-        "off",
-    ])?;
-    let port_macs: Vec<Mac> = PORTS
-        .iter()
-        .map(|p| {
-            let m = lab.port_mac(p)?;
-            parse_mac(&m).ok_or_else(|| format!("bad MAC {m:?} of {p}"))
-        })
-        .collect::<LabResult<_>>()?;
-    let sock_arg = sock.to_string_lossy().into_owned();
-    let mut daemon = start_daemon(lab, exe(), log, &["--control-socket", &sock_arg, "-v"])?;
+    let port_macs = prepare_switch(lab)?;
+    let (mut daemon, rss0) = start_and_settle(lab, log, sock)?;
     let pid = daemon.id();
-    wait_for_status(lab, sock, &mut daemon)?;
-    lab.sleep(Duration::from_millis(1500))?;
-    let st0 = status(sock)?;
-    let rss0 = rss_kb(pid).ok_or("cannot read the daemon's VmRSS")?;
-    say!(
-        "before: daemon pid {pid} VmRSS {:.1} MB; clients tracked {} of {}, evictions {}, updates \
-         sent {}",
-        rss0 as f64 / 1024.0,
-        st0.totals.clients_tracked,
-        st0.totals.table_capacity,
-        st0.totals.table_evictions,
-        st0.totals.updates_sent
-    );
-    let stop_watch = Arc::new(AtomicBool::new(false));
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let watcher = {
-        let ns = lab.ns(FROM);
-        let stop = Arc::clone(&stop_watch);
-        let macs = port_macs.clone();
-        std::thread::spawn(move || arp_watch(ns, macs, stop, ready_tx))
-    };
-    ready_rx
-        .recv_timeout(Duration::from_secs(5))
-        .map_err(|_| "the ARP watcher did not start".to_string())??;
+    let (stop_watch, watcher) = start_arp_watch(lab, port_macs)?;
     let stop_rss = Arc::new(AtomicBool::new(false));
     let sampler = rss_sampler(pid, Arc::clone(&stop_rss));
     let t = Instant::now();
@@ -287,6 +245,80 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
     }
     check_wire(&arp, probe_replies, &mut failures);
     let growth = rss_during.max(rss_after).saturating_sub(rss0);
+    check_growth(growth, elapsed, &mut failures);
+    let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
+    say!("rlbd stopped: {status}");
+    Ok(failures)
+}
+
+/// Turns learning off on the flooding client's switch port; returns the lab ports' MACs.
+fn prepare_switch(lab: &Lab) -> LabResult<Vec<Mac>> {
+    // The switch port of the flooding client learns no source MACs: a million of them would
+    // fill the bridge's (unbounded) forwarding table and slow every frame. (A real switch's
+    // table is bounded; that is the switch's problem, not the server's.)
+    run_cmd(&[
+        "bridge",
+        "-n",
+        &lab.ns("sw"),
+        "link",
+        "set",
+        "dev",
+        &format!("s-{FROM}"),
+        "learning",
+        "off",
+    ])?;
+    PORTS
+        .iter()
+        .map(|p| {
+            let m = lab.port_mac(p)?;
+            parse_mac(&m).ok_or_else(|| format!("bad MAC {m:?} of {p}"))
+        })
+        .collect::<LabResult<_>>()
+}
+
+/// Starts the daemon, waits for its status and lets it settle; returns it and its VmRSS (KiB)
+/// before the flood.
+fn start_and_settle(lab: &Lab, log: &Path, sock: &Path) -> LabResult<(Child, u64)> {
+    let sock_arg = sock.to_string_lossy().into_owned();
+    let mut daemon = start_daemon(lab, exe(), log, &["--control-socket", &sock_arg, "-v"])?;
+    let pid = daemon.id();
+    wait_for_status(lab, sock, &mut daemon)?;
+    lab.sleep(Duration::from_millis(1500))?;
+    let st0 = status(sock)?;
+    let rss0 = rss_kb(pid).ok_or("cannot read the daemon's VmRSS")?;
+    say!(
+        "before: daemon pid {pid} VmRSS {:.1} MB; clients tracked {} of {}, evictions {}, updates \
+         sent {}",
+        rss0 as f64 / 1024.0,
+        st0.totals.clients_tracked,
+        st0.totals.table_capacity,
+        st0.totals.table_evictions,
+        st0.totals.updates_sent
+    );
+    Ok((daemon, rss0))
+}
+
+/// What the ARP watcher returns: the replies seen during the flood, and to the probe after it.
+type ArpWatch = JoinHandle<Result<(ArpSeen, u64), String>>;
+
+/// Starts [`arp_watch`] in the flooding client's namespace and waits until it listens; returns
+/// the flag that stops it, and the thread.
+fn start_arp_watch(lab: &Lab, port_macs: Vec<Mac>) -> LabResult<(Arc<AtomicBool>, ArpWatch)> {
+    let stop_watch = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let watcher = {
+        let ns = lab.ns(FROM);
+        let stop = Arc::clone(&stop_watch);
+        std::thread::spawn(move || arp_watch(ns, port_macs, stop, ready_tx))
+    };
+    ready_rx
+        .recv_timeout(Duration::from_secs(5))
+        .map_err(|_| "the ARP watcher did not start".to_string())??;
+    Ok((stop_watch, watcher))
+}
+
+/// The daemon's memory stayed flat: VmRSS grew (KiB) less than [`RSS_GROWTH_LIMIT_KB`].
+fn check_growth(growth: u64, elapsed: f64, failures: &mut Vec<String>) {
     say!(
         "daemon VmRSS growth: {:.2} MB (limit {} MB); flood phase took {elapsed:.1} s",
         growth as f64 / 1024.0,
@@ -298,9 +330,6 @@ fn scenario(lab: &Lab, log: &Path, sock: &Path) -> LabResult<Vec<String>> {
             growth as f64 / 1024.0
         ));
     }
-    let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
-    say!("rlbd stopped: {status}");
-    Ok(failures)
 }
 
 /// The flood itself, from `FROM` at p0's MAC, and the frames p0 received meanwhile (with two

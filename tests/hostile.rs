@@ -17,7 +17,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::daemon::{lab_test, lab_test_with, start, status, stop};
+use common::daemon::{lab_test, lab_test_with, start, status, stop, Daemon};
 use common::{client_mac, lab_exe, raw, rawsend};
 use rlbd::lab::netns::{client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6};
 use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
@@ -40,55 +40,7 @@ fn a_host_claiming_our_address_gets_one_warning_per_episode_and_no_storm() {
         )?;
         say!("before the storm: {moved:?}");
         lab.sleep(Duration::from_secs(1))?;
-        let before = status(&d)?;
-        let evil = client_mac(lab, "c4")?;
-        let own6 = client_ip6("c4")?;
-        // 5 s, 50 of each kind a second: 750 claims (ARP request, ARP reply, NA) from c4.
-        let t = Instant::now();
-        let n = raw(
-            lab,
-            "c4",
-            &[
-                "claim", "eth0", &evil, SERVER_IP, SERVER_IP6, "5", "50", &own6,
-            ],
-        )?;
-        let secs = t.elapsed().as_secs_f64();
-        lab.sleep(Duration::from_millis(500))?;
-        let after = status(&d)?;
-        let sent = after.totals.updates_sent - before.totals.updates_sent;
-        let reasserts = after.totals.reasserts - before.totals.reasserts;
-        let moved_clients = after.totals.clients_moved.max(1) as u64;
-        let text = std::fs::read_to_string(&d.log).unwrap_or_default();
-        let warned = |ip: &str| {
-            text.lines()
-                .filter(|l| l.contains("WARN") && l.contains(&evil) && l.contains(ip))
-                .count()
-        };
-        let (w4, w6) = (warned(SERVER_IP), warned(SERVER_IP6));
-        say!(
-            "storm of {} frames in {secs:.1} s from {evil}: rlbd sent {sent} updates \
-             ({reasserts} re-assertions) to {moved_clients} moved client(s); warnings: {w4} for \
-             {SERVER_IP}, {w6} for {SERVER_IP6}; foreign claim episodes {}",
-            n.trim(),
-            after.totals.foreign_claims
-        );
-        let limit = PER_CLIENT_PER_SEC * (secs.ceil() as u64 + 1) * moved_clients;
-        if sent > limit {
-            failures.push(format!(
-                "{sent} updates during the storm, over the per-client limit ({limit})"
-            ));
-        }
-        if w4 != 1 || w6 != 1 {
-            failures.push(format!(
-                "expected one warning per address for the episode, got {w4} (IPv4) and {w6} (IPv6)"
-            ));
-        }
-        if after.totals.foreign_claims != 2 {
-            failures.push(format!(
-                "{} foreign claim episodes counted, expected 2",
-                after.totals.foreign_claims
-            ));
-        }
+        let (evil, own6) = claim_storm(lab, &d, &mut failures)?;
         // The same claimant again at once is the same episode: no new warning.
         raw(
             lab,
@@ -111,6 +63,62 @@ fn a_host_claiming_our_address_gets_one_warning_per_episode_and_no_storm() {
         let _ = std::fs::copy(&d.log, log);
         Ok(failures)
     });
+}
+
+/// A 5 s storm of claims to the server's addresses from c4: rlbd's updates stay within the
+/// per-client limit, and it warns once per address and counts two episodes. Returns c4's MAC
+/// and IPv6 address.
+fn claim_storm(lab: &Lab, d: &Daemon, failures: &mut Vec<String>) -> LabResult<(String, String)> {
+    let before = status(d)?;
+    let evil = client_mac(lab, "c4")?;
+    let own6 = client_ip6("c4")?;
+    // 5 s, 50 of each kind a second: 750 claims (ARP request, ARP reply, NA) from c4.
+    let t = Instant::now();
+    let n = raw(
+        lab,
+        "c4",
+        &[
+            "claim", "eth0", &evil, SERVER_IP, SERVER_IP6, "5", "50", &own6,
+        ],
+    )?;
+    let secs = t.elapsed().as_secs_f64();
+    lab.sleep(Duration::from_millis(500))?;
+    let after = status(d)?;
+    let sent = after.totals.updates_sent - before.totals.updates_sent;
+    let reasserts = after.totals.reasserts - before.totals.reasserts;
+    let moved_clients = after.totals.clients_moved.max(1) as u64;
+    let text = std::fs::read_to_string(&d.log).unwrap_or_default();
+    let warned = |ip: &str| {
+        text.lines()
+            .filter(|l| l.contains("WARN") && l.contains(&evil) && l.contains(ip))
+            .count()
+    };
+    let (w4, w6) = (warned(SERVER_IP), warned(SERVER_IP6));
+    say!(
+        "storm of {} frames in {secs:.1} s from {evil}: rlbd sent {sent} updates \
+         ({reasserts} re-assertions) to {moved_clients} moved client(s); warnings: {w4} for \
+         {SERVER_IP}, {w6} for {SERVER_IP6}; foreign claim episodes {}",
+        n.trim(),
+        after.totals.foreign_claims
+    );
+    let limit = PER_CLIENT_PER_SEC * (secs.ceil() as u64 + 1) * moved_clients;
+    if sent > limit {
+        failures.push(format!(
+            "{sent} updates during the storm, over the per-client limit ({limit})"
+        ));
+    }
+    if w4 != 1 || w6 != 1 {
+        failures.push(format!(
+            "expected one warning per address for the episode, got {w4} (IPv4) and {w6} (IPv6)"
+        ));
+    }
+    if after.totals.foreign_claims != 2 {
+        failures.push(format!(
+            "{} foreign claim episodes counted, expected 2",
+            after.totals.foreign_claims
+        ));
+    }
+    Ok((evil, own6))
 }
 
 /// Sends UDP at `mbit` from `node` for `secs` in the background, as `src_mac`/`src_ip`, to the
@@ -160,39 +168,7 @@ fn macs_the_neighbour_table_does_not_confirm_are_never_steered() {
             udp_from(lab, "c2", new_mac, "198.18.0.12", PORTS[0], 45, 12)?,
             udp_from(lab, "c4", &c4_mac, "198.18.0.11", PORTS[0], 45, 12)?,
         ];
-        let t = Instant::now();
-        let mut steered = Vec::new();
-        let mut seen_overload = false;
-        while t.elapsed() < Duration::from_secs(7) {
-            for c in ["c2", "c4"] {
-                if lab.client_port(c)? != Some(PORTS[0]) {
-                    steered.push(format!("{c} at {:.1} s", t.elapsed().as_secs_f64()));
-                }
-            }
-            let s = status(&d)?;
-            seen_overload |= s.ports[0].overloaded;
-            for c in &s.clients {
-                if c.moved.is_some() && (c.mac == new_mac || c.mac == c4_mac) {
-                    steered.push(format!("status shows {} ({}) moved", c.mac, c.ip));
-                }
-            }
-            lab.sleep(Duration::from_millis(250))?;
-        }
-        let s = status(&d)?;
-        say!(
-            "unconfirmed senders on p0 for 7 s: overloaded {seen_overload}, updates sent {}, \
-             steered: {steered:?}",
-            s.totals.updates_sent
-        );
-        if !seen_overload {
-            failures.push("p0 never overloaded: nothing was put to the test".into());
-        }
-        if !steered.is_empty() || s.totals.updates_sent > 0 {
-            failures.push(format!(
-                "an unconfirmed MAC was steered ({} updates sent): {steered:?}",
-                s.totals.updates_sent
-            ));
-        }
+        check_unconfirmed_stay(lab, &d, new_mac, &c4_mac, &mut failures)?;
         // The kernel learns c2's new MAC: now rlbd may steer it.
         for p in PORTS {
             lab.ip(
@@ -231,4 +207,49 @@ fn macs_the_neighbour_table_does_not_confirm_are_never_steered() {
         let _ = std::fs::copy(&d.log, log);
         Ok(failures)
     });
+}
+
+/// For 7 s, neither unconfirmed sender (c2 at `new_mac`, c4 at `c4_mac`) is steered off
+/// the overloaded p0, and no update is sent.
+fn check_unconfirmed_stay(
+    lab: &Lab,
+    d: &Daemon,
+    new_mac: &str,
+    c4_mac: &str,
+    failures: &mut Vec<String>,
+) -> LabResult<()> {
+    let t = Instant::now();
+    let mut steered = Vec::new();
+    let mut seen_overload = false;
+    while t.elapsed() < Duration::from_secs(7) {
+        for c in ["c2", "c4"] {
+            if lab.client_port(c)? != Some(PORTS[0]) {
+                steered.push(format!("{c} at {:.1} s", t.elapsed().as_secs_f64()));
+            }
+        }
+        let s = status(d)?;
+        seen_overload |= s.ports[0].overloaded;
+        for c in &s.clients {
+            if c.moved.is_some() && (c.mac == new_mac || c.mac == c4_mac) {
+                steered.push(format!("status shows {} ({}) moved", c.mac, c.ip));
+            }
+        }
+        lab.sleep(Duration::from_millis(250))?;
+    }
+    let s = status(d)?;
+    say!(
+        "unconfirmed senders on p0 for 7 s: overloaded {seen_overload}, updates sent {}, \
+         steered: {steered:?}",
+        s.totals.updates_sent
+    );
+    if !seen_overload {
+        failures.push("p0 never overloaded: nothing was put to the test".into());
+    }
+    if !steered.is_empty() || s.totals.updates_sent > 0 {
+        failures.push(format!(
+            "an unconfirmed MAC was steered ({} updates sent): {steered:?}",
+            s.totals.updates_sent
+        ));
+    }
+    Ok(())
 }

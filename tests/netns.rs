@@ -9,7 +9,7 @@ mod common;
 
 use common::{exe, fmt_rates, lab_exe, root_or_skip, wait_for_log};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -409,22 +409,7 @@ fn signals_dump_state_reload_keeping_state_and_exit_cleanly() {
     let cfg = dir.join("rlbd.toml");
     let log = dir.join("rlbd.log");
     std::fs::write(&cfg, "[policy]\nthreshold = 0.8\n").unwrap();
-    let setup = format!(
-        "{TWO_VETHS}; ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=0"
-    );
-    let script = format!(
-        "{setup}\nexec {} run --config {} --ports a0,a1 --capacity a0=100 --capacity a1=100 --control-socket {}",
-        exe().display(),
-        cfg.display(),
-        dir.join("rlbd.sock").display()
-    );
-    let mut child = Command::new("unshare")
-        .args(["--net", "sh", "-ec", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("unshare");
+    let mut child = spawn_daemon_in_netns(&dir, &cfg, &log);
     let pid = child.id() as i32;
     let kill = |sig: i32| send_signal(pid, sig);
     let ok_start = wait_for_log(&log, "ports: a0 a1", 10);
@@ -454,15 +439,7 @@ fn signals_dump_state_reload_keeping_state_and_exit_cleanly() {
     let ok_bad = wait_for_log(&log, "configuration not reloaded", 5);
     let alive = child.try_wait().unwrap().is_none();
     kill(libc::SIGTERM);
-    let end = Instant::now() + Duration::from_secs(5);
-    let mut status = None;
-    while Instant::now() < end && status.is_none() {
-        status = child.try_wait().unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if status.is_none() {
-        let _ = child.kill();
-    }
+    let status = wait_exit(&mut child);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     say!("signals: started {ok_start}, SIGUSR1 dump {ok_dump}, SIGHUP reload {ok_reload}, no debug before {quiet_before}, debug and idle after reload {ok_debug}, bad reload refused {ok_bad}, alive after it {alive}, SIGTERM -> {status:?}");
     assert!(
@@ -479,6 +456,41 @@ fn signals_dump_state_reload_keeping_state_and_exit_cleanly() {
         "the refused reload names the key:\n{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Starts `rlbd run` on a0 and a1 in a fresh network namespace, with the config `cfg` and the
+/// control socket in `dir`, its output in `log`.
+fn spawn_daemon_in_netns(dir: &Path, cfg: &Path, log: &Path) -> Child {
+    let setup = format!(
+        "{TWO_VETHS}; ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=0"
+    );
+    let script = format!(
+        "{setup}\nexec {} run --config {} --ports a0,a1 --capacity a0=100 --capacity a1=100 --control-socket {}",
+        exe().display(),
+        cfg.display(),
+        dir.join("rlbd.sock").display()
+    );
+    Command::new("unshare")
+        .args(["--net", "sh", "-ec", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("unshare")
+}
+
+/// Waits up to 5 s for `child` to exit; kills it if it has not.
+fn wait_exit(child: &mut Child) -> Option<ExitStatus> {
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut status = None;
+    while Instant::now() < end && status.is_none() {
+        status = child.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    status
 }
 
 fn send_signal(pid: i32, sig: i32) {

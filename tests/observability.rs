@@ -11,7 +11,7 @@
 #[macro_use]
 mod common;
 
-use common::prom::{family_type, parse_metrics, prometheus_client, python, value};
+use common::prom::{family_type, parse_metrics, prometheus_client, python, value, Families};
 use common::{exe, lab_exe, root_or_skip};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -126,6 +126,14 @@ fn synthetic_report() -> StatusReport {
 fn metrics_parse_with_the_prometheus_client_parser() {
     let text = rlbd::metrics::render(&synthetic_report());
     let f = parse_metrics(&text);
+    check_family_types(&f);
+    check_labels(&f);
+    check_port_values(&f);
+    check_totals(&f);
+}
+
+/// Each family has its type (as the parser names it) and a HELP line.
+fn check_family_types(f: &Families) {
     for (family, kind) in [
         ("rlbd_info", "gauge"),
         ("rlbd_port_up", "gauge"),
@@ -146,7 +154,7 @@ fn metrics_parse_with_the_prometheus_client_parser() {
         ("rlbd_updates_suppressed", "counter"),
     ] {
         assert_eq!(
-            family_type(&f, family).as_deref(),
+            family_type(f, family).as_deref(),
             Some(kind),
             "family {family}: {:?}",
             f.get(family)
@@ -156,8 +164,12 @@ fn metrics_parse_with_the_prometheus_client_parser() {
             "{family} has no HELP"
         );
     }
+}
+
+/// Labels round-trip through escaping, and every sample names its daemon.
+fn check_labels(f: &Families) {
     let info = value(
-        &f,
+        f,
         "rlbd_info",
         &[
             ("version", "9.9.9"),
@@ -172,55 +184,63 @@ fn metrics_parse_with_the_prometheus_client_parser() {
             assert_eq!(s[1]["bond"], "bond\"0\\x\ny", "{s}");
         }
     }
+}
+
+/// The ports' capacities, utilisations, states and counters.
+fn check_port_values(f: &Families) {
     assert_eq!(
-        value(&f, "rlbd_port_capacity_bytes", &[("port", "eth0")]),
+        value(f, "rlbd_port_capacity_bytes", &[("port", "eth0")]),
         Some(1.25e8),
         "1 Gbit/s in bytes per second"
     );
     assert_eq!(
-        value(&f, "rlbd_port_utilization_ratio", &[("port", "eth1")]),
+        value(f, "rlbd_port_utilization_ratio", &[("port", "eth1")]),
         Some(0.125)
     );
     assert_eq!(
-        value(&f, "rlbd_port_rx_bytes_total", &[("port", "eth2")]),
+        value(f, "rlbd_port_rx_bytes_total", &[("port", "eth2")]),
         None,
         "no reading, no sample"
     );
-    assert_eq!(value(&f, "rlbd_port_up", &[("port", "eth2")]), Some(0.0));
+    assert_eq!(value(f, "rlbd_port_up", &[("port", "eth2")]), Some(0.0));
     assert_eq!(
-        value(&f, "rlbd_port_overloaded", &[("port", "eth0")]),
+        value(f, "rlbd_port_overloaded", &[("port", "eth0")]),
         Some(1.0)
     );
     assert_eq!(
-        value(&f, "rlbd_port_rx_bytes_total", &[("port", "eth0")]),
+        value(f, "rlbd_port_rx_bytes_total", &[("port", "eth0")]),
         Some(987_654_321_012.0)
     );
+}
+
+/// The moves by reason and the daemon-wide totals.
+fn check_totals(f: &Families) {
     assert_eq!(
-        value(&f, "rlbd_moves_total", &[("reason", "overload")]),
+        value(f, "rlbd_moves_total", &[("reason", "overload")]),
         Some(4.0)
     );
     assert_eq!(
-        value(&f, "rlbd_moves_total", &[("reason", "failover")]),
+        value(f, "rlbd_moves_total", &[("reason", "failover")]),
         Some(2.0)
     );
     assert_eq!(
-        value(&f, "rlbd_moves_total", &[("reason", "placement")]),
+        value(f, "rlbd_moves_total", &[("reason", "placement")]),
         Some(1.0)
     );
     assert_eq!(
-        value(&f, "rlbd_moves_total", &[("reason", "room")]),
+        value(f, "rlbd_moves_total", &[("reason", "room")]),
         Some(5.0)
     );
     assert_eq!(
-        value(&f, "rlbd_moves_total", &[("reason", "settle")]),
+        value(f, "rlbd_moves_total", &[("reason", "settle")]),
         Some(7.0)
     );
-    assert_eq!(value(&f, "rlbd_updates_sent_total", &[]), Some(31.0));
-    assert_eq!(value(&f, "rlbd_updates_suppressed_total", &[]), Some(3.0));
-    assert_eq!(value(&f, "rlbd_table_evictions_total", &[]), Some(11.0));
-    assert_eq!(value(&f, "rlbd_reasserts_total", &[]), Some(9.0));
-    assert_eq!(value(&f, "rlbd_clients_moved", &[]), Some(1.0));
-    assert_eq!(value(&f, "rlbd_dry_run", &[]), Some(1.0));
+    assert_eq!(value(f, "rlbd_updates_sent_total", &[]), Some(31.0));
+    assert_eq!(value(f, "rlbd_updates_suppressed_total", &[]), Some(3.0));
+    assert_eq!(value(f, "rlbd_table_evictions_total", &[]), Some(11.0));
+    assert_eq!(value(f, "rlbd_reasserts_total", &[]), Some(9.0));
+    assert_eq!(value(f, "rlbd_clients_moved", &[]), Some(1.0));
+    assert_eq!(value(f, "rlbd_dry_run", &[]), Some(1.0));
 }
 
 #[test]

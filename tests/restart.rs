@@ -7,9 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::daemon::{lab_test, signal, start, status, stop, tmp};
+use common::daemon::{lab_test, signal, start, status, stop, tmp, Daemon};
 use common::lab_exe;
-use rlbd::lab::netns::PORTS;
+use rlbd::lab::netns::{Lab, LabResult, PORTS};
 use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
 
 #[test]
@@ -47,50 +47,7 @@ fn a_daemon_killed_and_started_again_keeps_its_moves_and_their_hold_downs() {
             failures.push(format!("no state file at {state_s}"));
         }
         let mut again = start(lab, "restart-2", &[], &args)?;
-        let took = std::fs::read_to_string(&again.log)
-            .unwrap_or_default()
-            .contains("moves taken over");
-        // For the next 10 s: the moved client stays where it was put, and nothing moves it.
-        let t = Instant::now();
-        let mut away = Vec::new();
-        while t.elapsed() < Duration::from_secs(10) {
-            if lab.client_port(&mv.client)? != Some(to) {
-                away.push(format!("{:.1} s", t.elapsed().as_secs_f64()));
-            }
-            lab.sleep(Duration::from_millis(250))?;
-        }
-        let s = status(&again)?;
-        let held = s.clients.iter().find(|c| c.moved.is_some()).and_then(|c| {
-            c.moved
-                .as_ref()
-                .map(|m| (c.ip.clone(), m.to.clone(), m.hold_down_left_secs))
-        });
-        say!(
-            "after the restart: taken over {took}, re-assertions {}, overload moves {}, held {held:?}, away {away:?}",
-            s.totals.reasserts,
-            s.totals.moves_overload
-        );
-        if !took {
-            failures.push("the restarted daemon did not take the state file over".into());
-        }
-        if s.totals.moves_overload > 0 {
-            failures.push(format!(
-                "{} overload moves within the hold-down after the restart",
-                s.totals.moves_overload
-            ));
-        }
-        if !away.is_empty() {
-            failures.push(format!(
-                "{} left {to} after the restart at {away:?}",
-                mv.client
-            ));
-        }
-        if !held
-            .as_ref()
-            .is_some_and(|(_, port, left)| port == to && *left > 0)
-        {
-            failures.push(format!("the status shows no held move to {to}: {held:?}"));
-        }
+        check_resumed(lab, &again, &mv.client, to, &mut failures)?;
         for s in &mut sources {
             let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
         }
@@ -101,4 +58,57 @@ fn a_daemon_killed_and_started_again_keeps_its_moves_and_their_hold_downs() {
         let _ = std::fs::remove_file(&state);
         Ok(failures)
     });
+}
+
+/// The restarted daemon took the state file over, and for 10 s `client` stays on `to` with
+/// its move held down and no overload move made.
+fn check_resumed(
+    lab: &Lab,
+    again: &Daemon,
+    client: &str,
+    to: &str,
+    failures: &mut Vec<String>,
+) -> LabResult<()> {
+    let took = std::fs::read_to_string(&again.log)
+        .unwrap_or_default()
+        .contains("moves taken over");
+    // For the next 10 s: the moved client stays where it was put, and nothing moves it.
+    let t = Instant::now();
+    let mut away = Vec::new();
+    while t.elapsed() < Duration::from_secs(10) {
+        if lab.client_port(client)? != Some(to) {
+            away.push(format!("{:.1} s", t.elapsed().as_secs_f64()));
+        }
+        lab.sleep(Duration::from_millis(250))?;
+    }
+    let s = status(again)?;
+    let held = s.clients.iter().find(|c| c.moved.is_some()).and_then(|c| {
+        c.moved
+            .as_ref()
+            .map(|m| (c.ip.clone(), m.to.clone(), m.hold_down_left_secs))
+    });
+    say!(
+        "after the restart: taken over {took}, re-assertions {}, overload moves {}, held {held:?}, away {away:?}",
+        s.totals.reasserts,
+        s.totals.moves_overload
+    );
+    if !took {
+        failures.push("the restarted daemon did not take the state file over".into());
+    }
+    if s.totals.moves_overload > 0 {
+        failures.push(format!(
+            "{} overload moves within the hold-down after the restart",
+            s.totals.moves_overload
+        ));
+    }
+    if !away.is_empty() {
+        failures.push(format!("{client} left {to} after the restart at {away:?}"));
+    }
+    if !held
+        .as_ref()
+        .is_some_and(|(_, port, left)| port == to && *left > 0)
+    {
+        failures.push(format!("the status shows no held move to {to}: {held:?}"));
+    }
+    Ok(())
 }

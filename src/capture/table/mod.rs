@@ -25,22 +25,6 @@ const FREE: u32 = u32::MAX - 1;
 /// Counts ahead whose entries [`ClientTable::account_kernel_counts`] starts loading.
 const FEED_AHEAD: usize = 8;
 
-/// A client key as one integer: compared in one instruction, not seven.
-#[inline]
-fn key(k: &ClientKey) -> u64 {
-    k.as_u64()
-}
-
-/// A bucket of the open-addressing index: slot number (NIL when empty) and the low 32 bits of the
-/// key's hash (its home bucket, and a cheap pre-check before touching the slot).
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    slot: u32,
-    tag: u32,
-}
-
-const EMPTY: Bucket = Bucket { slot: NIL, tag: 0 };
-
 /// Bounded per-client accounting table with LRU eviction. Ticks are seconds and must not go
 /// backwards.
 #[derive(Debug, Clone)]
@@ -466,9 +450,12 @@ impl ClientTable {
     }
 }
 
+mod bucket;
 mod entry;
 mod lru;
 mod prefetch;
+
+use bucket::{key, Bucket, EMPTY};
 
 use entry::note_dst;
 pub use entry::ClientEntry;

@@ -5,55 +5,23 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use log::{debug, warn};
 use netlink_packet_core::{NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_DUMP_INTR};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-use super::addr::AddrEntry;
+mod dump;
+mod rx;
+
 pub use super::event::NlEvent;
 use super::event::{error_code, next_message, route_event, MsgHead};
-use super::link::LinkInfo;
-use super::neigh::NeighEntry;
 use super::rawfd::{grow_receive_buffer, wait_readable};
 use super::request::{dump_request, link_request, single_answer, Dump, DumpKind};
 use super::resync::Mirror;
-
-/// Everything the kernel knows at start-up.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    pub links: Vec<LinkInfo>,
-    pub addrs: Vec<AddrEntry>,
-    pub neighbours: Vec<NeighEntry>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct InFlight {
-    dump: Dump,
-    started: Instant,
-}
-
-/// Where a decoded event came from: the reply to one of our dumps, or a multicast
-/// notification (or anything else not addressed to one of our requests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Dump(u32),
-    Other,
-}
-
-/// The kernel builds dump datagrams of at most ~32 KiB; notifications are one message each.
-/// Twice that leaves room for an unusually large link message without a resize.
-const RX_BUF_INITIAL: usize = 64 * 1024;
-/// A datagram larger than this is not an rtnetlink message we could use.
-const RX_BUF_MAX: usize = 1024 * 1024;
-/// A dump that has produced nothing for this long is considered lost, so that one stuck
-/// request cannot block all later ones.
-const DUMP_STALL: Duration = Duration::from_secs(10);
-/// Interrupted dumps re-run in a row before one is used as it is.
-const MAX_INTR_RETRIES: u32 = 3;
-/// How long `snapshot` waits for the kernel to make progress.
-const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
+pub use dump::Snapshot;
+use dump::{InFlight, Origin, DUMP_STALL, MAX_INTR_RETRIES, SNAPSHOT_WAIT};
+use rx::{receive, RX_BUF_INITIAL};
 
 fn context(what: impl fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
     move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
@@ -341,7 +309,8 @@ impl RouteSocket {
         let mut done = 0;
         while done < max_msgs {
             if self.rx_pos >= self.rx.len() {
-                match self.receive() {
+                self.rx_pos = 0;
+                match receive(&self.socket, &mut self.rx) {
                     Ok(true) => {}
                     Ok(false) => return Ok(false),
                     Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
@@ -358,35 +327,6 @@ impl RouteSocket {
             self.decode_one(sink)?;
         }
         Ok(true)
-    }
-
-    /// Reads one datagram into `rx`. `Ok(false)` when nothing is queued.
-    fn receive(&mut self) -> io::Result<bool> {
-        loop {
-            self.rx.clear();
-            self.rx_pos = 0;
-            match self
-                .socket
-                .recv(&mut self.rx, libc::MSG_DONTWAIT | libc::MSG_TRUNC)
-            {
-                Ok(len) if len > self.rx.len() => {
-                    // The rest of the datagram is gone. Whatever it held (dump entries or
-                    // notifications) must be recovered by re-dumping, exactly as after an
-                    // overrun, so report it as one.
-                    warn!(
-                        "rtnetlink datagram of {len} bytes truncated to {}; treating as overrun",
-                        self.rx.len()
-                    );
-                    self.rx.clear();
-                    self.rx.reserve(len.next_power_of_two().min(RX_BUF_MAX));
-                    return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
-                }
-                Ok(_) => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
     }
 
     /// Decodes the netlink message at `rx_pos` and advances past it.
