@@ -12,7 +12,7 @@
 mod common;
 
 use common::prom::{family_type, parse_metrics, prometheus_client, python, value, Families};
-use common::{exe, lab_exe, root_or_skip};
+use common::{exe, lab_exe, root_or_skip, Checks};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -345,19 +345,6 @@ fn rlbd_in_srv(lab: &Lab, args: &[&str]) -> LabResult<String> {
 fn status_json(lab: &Lab, sock: &str) -> LabResult<StatusReport> {
     let text = rlbd_in_srv(lab, &["status", "--json", "--socket", sock])?;
     serde_json::from_str(&text).map_err(|e| format!("rlbd status --json: {e}: {text}"))
-}
-
-/// The checks made so far, each said as it is made; the failed ones kept.
-#[derive(Default)]
-struct Checks(Vec<String>);
-
-impl Checks {
-    fn check(&mut self, ok: bool, what: String) {
-        say!("{} {what}", if ok { "ok  " } else { "FAIL" });
-        if !ok {
-            self.0.push(what);
-        }
-    }
 }
 
 fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {

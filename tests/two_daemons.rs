@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::prom::{parse_metrics, value, Families};
-use common::{conclude, exe, root_or_skip};
+use common::{conclude, exe, root_or_skip, Checks};
 use rlbd::lab::netns::{Lab, LabOptions, LabResult};
 
 const CAP: u32 = 100;
@@ -83,19 +83,6 @@ fn rlbd_samples(f: &Families) -> Vec<(String, String, String, f64)> {
             )
         })
         .collect()
-}
-
-/// The checks made so far, each said as it is made; the failed ones kept.
-#[derive(Default)]
-struct Checks(Vec<String>);
-
-impl Checks {
-    fn check(&mut self, ok: bool, what: String) {
-        say!("{} {what}", if ok { "ok  " } else { "FAIL" });
-        if !ok {
-            self.0.push(what);
-        }
-    }
 }
 
 fn scenario(lab: &Lab, dir: &Path) -> LabResult<Vec<String>> {

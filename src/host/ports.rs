@@ -182,14 +182,8 @@ impl PortTable {
             .map(|m| m * 1e6)
     }
 
-    /// The planner's view of every port. `overloaded` is the detector's verdict.
-    pub fn views(&self) -> Vec<PortView> {
-        let mut v = Vec::new();
-        self.views_into(&mut v);
-        v
-    }
-
-    /// [`views`](Self::views) into a buffer the caller keeps (the evaluation's, every second).
+    /// The planner's view of every port into a buffer the caller keeps (the evaluation's, every
+    /// second). `overloaded` is the detector's verdict.
     pub fn views_into(&self, out: &mut Vec<PortView>) {
         out.clear();
         out.extend(self.list.iter().map(|p| PortView {

@@ -142,3 +142,16 @@ pub fn wait_for_log(log: &Path, needle: &str, secs: u64) -> bool {
     }
     false
 }
+
+/// The checks a scenario made so far, each said as it is made; the failed ones kept.
+#[derive(Default)]
+pub struct Checks(pub Vec<String>);
+
+impl Checks {
+    pub fn check(&mut self, ok: bool, what: String) {
+        say!("{} {what}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            self.0.push(what);
+        }
+    }
+}
