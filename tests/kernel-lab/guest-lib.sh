@@ -45,6 +45,22 @@ kernel_before() { # $1 $2: major minor; true when the running kernel is older
 # scenario (SC_*) and for the whole boot (ALL_*).
 ALL_CHECKS=0
 ALL_FAILS=0
+# A throughput check that fell short while the guest's CPUs were busy (BUSY_LAB_PCT or more; a
+# quiet host leaves them 60-70% busy at these rates) measured the emulator, not rlbd: it is
+# said as "LAB:", counted apart (ALL_LAB) and not failed. What the move did is judged by the
+# checks that do not ride on the emulator's speed (the frames' arrival on the new port).
+BUSY_LAB_PCT=${BUSY_LAB_PCT:-90}
+ALL_LAB=0
+verdict_rate() { # $1: 0 = pass, $2: guest CPU busy %, $3..: as verdict's $2..
+    if [ "$1" != 0 ] && [ "$2" -ge "$BUSY_LAB_PCT" ]; then
+        SC_CHECKS=$((SC_CHECKS + 1)) ALL_CHECKS=$((ALL_CHECKS + 1)) ALL_LAB=$((ALL_LAB + 1))
+        echo "LAB: $SC/$3: $4 -- $5; the guest's CPUs were $2% busy (>= $BUSY_LAB_PCT): the emulator was the ceiling here, not rlbd"
+        return 0
+    fi
+    _v=$1
+    shift 2
+    verdict "$_v" "$@"
+}
 verdict() { # $1: 0 = pass, $2: check id, $3: what, $4: figures
     SC_CHECKS=$((SC_CHECKS + 1))
     ALL_CHECKS=$((ALL_CHECKS + 1))
@@ -75,6 +91,18 @@ snap() {
     done <"/proc/$ANCHOR_srv/net/dev"
     echo "$_u $_r0 $_r1"
 }
+# "busy total": the guest's CPU time in jiffies, all CPUs (from /proc/stat's first line, read
+# with builtins). Under TCG the guest's clock is the host's, so a starved emulator shows as a
+# guest whose CPUs are busy: what the lab's figures carry is then the emulator's ceiling.
+cpu_snap() {
+    read -r _c _us _ni _sy _id _io _irq _sirq _st _ </proc/stat
+    _b=$((_us + _ni + _sy + _irq + _sirq + _st))
+    echo "$_b $((_b + _id + _io))"
+}
+busy_pct() { # $1 $2: two cpu_snap readings; the share of CPU time busy between them, %
+    echo "$1 $2" | awk '{ d = $4 - $2; printf "%.0f", (d > 0 ? 100 * ($3 - $1) / d : 0) }'
+}
+
 # rates between two snaps: "mbit_sl0 mbit_sl1 mbit_total seconds"
 rates() {
     echo "$1 $2" | awk '{ dt = $4 - $1; a = ($5 - $2) * 8 / dt / 1e6; b = ($6 - $3) * 8 / dt / 1e6;

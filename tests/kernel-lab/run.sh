@@ -458,6 +458,9 @@ for K in $KERNELS; do
     *) rc=2 ;;
     esac
 done
+for K in $KERNELS; do
+    grep -a '^LAB: ' "$CACHE/$K/console.log" 2>/dev/null | sed "s/^/[run.sh] the emulator, not rlbd, on $K: /" || true
+done
 [ "$STANDIN" = 1 ] && log "STAND-IN MODE: rlbd was not tested"
 log "RESULT: $([ $rc = 0 ] && echo PASS || echo FAIL) ($(for K in $KERNELS; do printf '%s: %s; ' "$K" "${SC_OF[$K]}"; done | sed 's/; $//'))"
 exit "$rc"
