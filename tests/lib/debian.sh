@@ -12,7 +12,8 @@
 #                 is no built-in fallback: with no Debian mirror configured the lab stops and says so.
 #
 # Provides: log, die, now, elapsed, private_apt_update, private_apt_install, private_apt_download,
-# ensure_qemu_busybox (sets BUSYBOX), kernel_package_of, kernel_package_of_series, fetch_kernel (a
+# ensure_qemu_busybox (sets BUSYBOX), kernel_package_of, kernel_package_of_series,
+# kernel_package_in_suites, fetch_kernel (a
 # kernel package unpacked with modules.dep).
 
 log() { printf '[%s %s] %s\n' "${LAB_NAME:-lab}" "$(date +%T)" "$*"; }
@@ -128,6 +129,19 @@ kernel_package_of_series() { # $1: a metapackage (linux-image-amd64), $2: series
         grep . || die "no $1 of the $2 series in the private apt lists (suites: bookworm* $APT_EXTRA_SUITES)"
 }
 
+# The kernel image package that the newest version of metapackage $1 found in one of suites $2
+# (words: "trixie trixie-updates") depends on: for a lab that boots one release's own kernel
+# while the private lists carry several releases.
+kernel_package_in_suites() { # $1: a metapackage, $2: suites
+    private_apt_update
+    local v
+    v=$(apt-cache "${APT_OPTS[@]}" madison "$1" | awk -F' *[|] *' -v s=" $2 " '
+        { split($3, u, " "); split(u[2], w, "/"); if (index(s, " " w[1] " ")) { print $2; exit } }')
+    [ -n "$v" ] || die "no $1 in suites $2 of the private apt lists"
+    apt-cache "${APT_OPTS[@]}" show "$1=$v" | sed -n 's/^Depends: *//p' | tr ',' '\n' |
+        sed 's/[ (].*//' | grep -m1 '^linux-image-[0-9]' || die "cannot find the package that $1 $v depends on"
+}
+
 # The kernel version whose vmlinuz and modules.dep are both in $1 (an unpacked kernel tree).
 kernel_version_in() {
     local v
@@ -155,6 +169,10 @@ fetch_kernel() {
     log "unpacking $(basename "$deb")" >&2
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
     dpkg-deb -x "$deb" "$dir.tmp"
+    # Debian 13's kernel packages ship their modules under /usr (merged /usr)
+    if [ -d "$dir.tmp/usr/lib/modules" ] && [ ! -e "$dir.tmp/lib/modules" ]; then
+        mkdir -p "$dir.tmp/lib" && mv "$dir.tmp/usr/lib/modules" "$dir.tmp/lib/modules"
+    fi
     [ -f "$dir.tmp/boot/vmlinuz-$v" ] || die "no boot/vmlinuz-$v in $deb"
     if [ -n "$(find "$dir.tmp/lib/modules/$v" -name '*.ko.xz' -print -quit)" ]; then
         log "decompressing $v's modules (.ko.xz)" >&2

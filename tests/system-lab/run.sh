@@ -1,50 +1,63 @@
 #!/usr/bin/env bash
-# tests/system-lab/run.sh: rlbd installed and run as operators do. A real Debian bookworm system
-# (systemd as PID 1, journald, udev, dbus) boots under QEMU (TCG) with Debian's kernel; its bond0
-# (balance-alb over two veth "NICs" into a switch bridge, four clients in namespaces) is made by
-# the distribution's own network configuration: systemd-networkd first, then ifupdown + ifenslave,
-# then networkd again; rlbd is installed from the .deb that packaging/build.sh builds (`apt install
-# ./rlbd_*.deb`) and managed with systemctl. The guest prints one PASS/FAIL line per check; this
-# script prints them, then `system-lab: N passed, M failed`, and exits 0 only when M is 0 (2 when
-# the lab itself could not be set up).
+# tests/system-lab/run.sh: rlbd installed and run as operators do, on Debian 12 (bookworm,
+# systemd 252, kernel 6.1) and Debian 13 (trixie, systemd 257, kernel 6.12). A real Debian system
+# (systemd as PID 1, journald, udev, dbus) boots under QEMU (TCG) with the release's own kernel;
+# its bond0 (balance-alb over two veth "NICs" into a switch bridge, four clients in namespaces)
+# is made by the distribution's own network configuration; rlbd is installed from the .deb that
+# packaging/build.sh builds (`apt install ./rlbd_*.deb`) and managed with systemctl. The guest
+# prints one PASS/FAIL line per check; this script prints them, a table per release and boot,
+# then `system-lab: N passed, M failed`, and exits 0 only when M is 0 (2 when the lab itself
+# could not be set up).
 #
 # Usage (as root, Debian bookworm host with the Rust toolchain):
-#   tests/system-lab/run.sh
+#   tests/system-lab/run.sh                    both releases
+#   RELEASES=trixie tests/system-lab/run.sh    one of them
 #
-# One guest, booted three times from a copy-on-write overlay of the cached image (the checks are
-# in tests/system-lab/guest/guest.sh; see there):
+# Per release, one guest booted from a copy-on-write overlay of the release's cached image (the
+# checks are in tests/system-lab/guest/guest.sh; see there):
+#   Debian 12:
 #   boot 1, networkd makes bond0: install the package, `systemctl enable --now rlbd@bond0`, then
 #           READY and the status text, user and capabilities, status/metrics for root and group
-#           rlbd, the move and 1.8x, reload, watchdog on SIGSTOP, SIGKILL, a bad configuration
-#           file, the bond deleted and made again by networkd, the journal's priorities; the
-#           administrator switches the machine to ifupdown and reboots;
+#           rlbd, the move and 1.8x, reload (a bad file refused), watchdog on SIGSTOP and the
+#           resume from the state file, SIGKILL, a bad configuration file, the bond deleted and
+#           made again by networkd, the journal's priorities; the administrator switches the
+#           machine to ifupdown and reboots;
 #   boot 2, ifupdown makes bond0: rlbd started at boot after the bond, without a failed start;
 #           `systemctl enable --now` again; steering; ifdown/ifup; back to networkd, reboot;
 #   boot 3, networkd makes bond0: the start at boot again, steering, a clean journal, and
 #           `apt purge rlbd` with two instances running.
-# Checks that do not depend on the network stack run once; those that do run under both.
+#   Debian 13 (before the boots: its lintian on the .deb, from the image's root):
+#   boot 1, networkd makes bond0: the same as Debian 12's boot 1 up to the reloads (here with
+#           Type=notify-reload, which systemd 257 has), then the bad configuration file; nmcli
+#           makes bond0 in networkd's place, rlbd follows it; reboot;
+#   boot 2, NetworkManager makes bond0: the start at boot, steering, a clean journal, the bond
+#           remade by nmcli, the journal's priorities, `apt purge rlbd`.
+# The longest checks (watchdog, kill -9, networkd's remade bond, ifupdown) run on Debian 12 only,
+# to keep CI within its time.
 #
 # Cached in tests/system-lab/cache/ (gitignored), each rebuilt only when missing or stale:
-#   apt/            private apt lists (tests/lib/debian.sh): qemu, busybox, mmdebstrap, kernel
-#   kernel/         Debian's kernel package (the one linux-image-amd64 depends on), unpacked
-#   image/KEY/      system.qcow2 and initrd.cpio.gz: the bookworm system made with mmdebstrap
+#   apt/            private apt lists (tests/lib/debian.sh): qemu, busybox, mmdebstrap, kernels
+#   kernel-REL/     the release's kernel package (the one its linux-image-amd64 depends on), unpacked
+#   image/REL-KEY/  system.qcow2 and initrd.cpio.gz: the release's system made with mmdebstrap
 #                   (minbase + PACKAGES below), the kernel's modules the lab needs, and the files
-#                   of tests/system-lab/image/ (networkd's bond0, the lab's two units). KEY hashes
-#                   everything that goes in (packages, this script's image functions, image/,
-#                   kernel version); an image older than IMAGE_MAX_DAYS is rebuilt (updates).
-# Per run (kept for inspection) in cache/run/: the overlay, the run disk, console.log, and out/
-# (the guest's log, journals and status files, copied back from the run disk).
+#                   of tests/system-lab/image/ (networkd's bond0, the lab's two units); Debian 13's
+#                   root/ too (lintian runs from it). KEY hashes everything that goes in
+#                   (packages, this script's image functions, image/, kernel version); an image
+#                   older than IMAGE_MAX_DAYS is rebuilt (updates).
+# Per run (kept for inspection) in cache/run/REL/: the overlay, the run disk, console.log,
+# lintian.txt (Debian 13) and out/ (the guest's log, journals and status files).
 #
 # Environment overrides:
+#   RELEASES="bookworm trixie"  the releases to boot, in this order
 #   CAP_MBIT=10        per-port tbf cap toward the server, Mbit/s (10-50)
-#   GUEST_TIMEOUT=1200 seconds the guest may run (all three boots) before it is killed
+#   GUEST_TIMEOUT=1200 seconds a guest may run (all its boots) before it is killed
 #   INIT_PROBE=60      seconds a boot may take to reach the initramfs's /init before it is retried
 #                      (under TCG the kernel sometimes hangs before /init, usually with an RCU
 #                      stall report, on which the boot is retried at once; normal: 15-40 s)
 #   BOOT_PROBE=150     seconds a boot may take to reach the lab's wiring unit before it is retried
 #   BOOT_TRIES=3       tries per boot
 #   IMAGE_MAX_DAYS=7   rebuild the image when it is older than this
-#   REBUILD_IMAGE=1    rebuild the image now
+#   REBUILD_IMAGE=1    rebuild the images now
 #   RLBD_DEB=FILE      install this .deb instead of building one with packaging/build.sh
 #   MIRROR, SECURITY_MIRROR  Debian mirror URLs (default: from /etc/apt/sources.list*; no
 #                    built-in fallback, see tests/lib/debian.sh)
@@ -64,14 +77,32 @@ BOOT_PROBE=${BOOT_PROBE:-150}
 BOOT_TRIES=${BOOT_TRIES:-3}
 IMAGE_MAX_DAYS=${IMAGE_MAX_DAYS:-7}
 REBUILD_IMAGE=${REBUILD_IMAGE:-0}
+RELEASES=${RELEASES:-bookworm trixie}
 LAB_NAME=system-lab
+for rel in $RELEASES; do
+    case "$rel" in
+    bookworm) ;;
+    trixie) APT_EXTRA_SUITES="${APT_EXTRA_SUITES:+$APT_EXTRA_SUITES }trixie trixie-updates" ;;
+    *) echo "RELEASES: bookworm and trixie are the lab's releases, not $rel" >&2; exit 2 ;;
+    esac
+done
 # shellcheck source=tests/lib/debian.sh
 . "$HERE/../lib/debian.sh"
 
 # The guest's Debian packages beyond minbase: systemd as PID 1 with udev and dbus (networkctl
-# talks to networkd over D-Bus), both network stacks, the tools the checks use (jq reads
-# `rlbd status --json`).
+# talks to networkd over D-Bus), the network stacks, the tools the checks use (jq reads
+# `rlbd status --json`). Debian 13 adds NetworkManager (its boot 2 makes the bond with it) and
+# lintian (run on the package from the image's root).
 PACKAGES=(systemd systemd-sysv udev dbus iproute2 ifupdown ifenslave kmod procps iputils-ping passwd adduser jq)
+release_packages() { # $1: release
+    case "$1" in
+    trixie) echo "${PACKAGES[*]} network-manager lintian" ;;
+    *) echo "${PACKAGES[*]}" ;;
+    esac
+}
+release_suites() { echo "$1 $1-updates $1-security"; }
+release_lintian() { [ "$1" = trixie ] && echo 1 || echo 0; }
+release_name() { case "$1" in bookworm) echo "Debian 12" ;; trixie) echo "Debian 13" ;; esac; }
 # Kernel modules in the image (with their dependencies): the lab's links and qdiscs, what
 # systemd loads on its own, rlbd's tc hooks (clsact, cls_bpf: the kernel loads them on demand),
 # and the initramfs's disk and file system.
@@ -98,13 +129,19 @@ if ! command -v mkfs.ext4 >/dev/null || ! command -v debugfs >/dev/null; then
     private_apt_install e2fsprogs
 fi
 command -v qemu-img >/dev/null || private_apt_install -t bookworm-backports qemu-utils
-KDIR="$CACHE/kernel"
-if ! KVER=$(kernel_version_in "$KDIR" 2>/dev/null); then
-    KVER=$(fetch_kernel "$(kernel_package_of linux-image-amd64)" "$KDIR")
-fi
-VMLINUZ="$KDIR/boot/vmlinuz-$KVER"
-MODDIR="$KDIR/lib/modules/$KVER"
-log "tools and kernel $KVER ready ($(elapsed "$T_TOOLS")s)"
+log "tools ready ($(elapsed "$T_TOOLS")s)"
+
+# The release's own kernel: the one its linux-image-amd64 depends on (the private lists carry
+# both releases; without the suites named, apt would take the newer release's for both).
+# Sets KVER, VMLINUZ, MODDIR.
+release_kernel() { # $1: release
+    local kdir="$CACHE/kernel-$1" pkg
+    pkg=$(kernel_package_in_suites linux-image-amd64 "$(release_suites "$1")")
+    KVER=${pkg#linux-image-}
+    [ "$(kernel_version_in "$kdir" 2>/dev/null)" = "$KVER" ] || KVER=$(fetch_kernel "$pkg" "$kdir")
+    VMLINUZ="$kdir/boot/vmlinuz-$KVER"
+    MODDIR="$kdir/lib/modules/$KVER"
+}
 
 # ---------------------------------------------------------------------------------------------
 # 2. The images (cached)
@@ -122,8 +159,11 @@ module_closure() {
         order+=("$1")
     }
     for m in "$@"; do
-        p=$(grep -oE "^[^:]*/$m\.ko:" "$MODDIR/modules.dep" | tr -d ':') || die "module $m not in $KVER's modules.dep"
-        visit "$p"
+        if p=$(grep -oE "^[^:]*/$m\.ko:" "$MODDIR/modules.dep" | tr -d ':'); then
+            visit "$p"
+        else # built in (Debian 13's kernel has virtio_pci in its image)
+            grep -qE "/$m\.ko\$" "$MODDIR/modules.builtin" 2>/dev/null || die "module $m not in $KVER's modules.dep"
+        fi
     done
     printf '%s\n' "${order[@]}"
 }
@@ -158,20 +198,21 @@ EOF
     (cd "$r" && find . | LC_ALL=C sort | "$BUSYBOX" cpio -o -H newc 2>/dev/null | gzip -1 >"$1")
 }
 
-# The bookworm system: mmdebstrap minbase + PACKAGES, the lab's modules, image/ (networkd makes
-# bond0; ifupdown is installed but disabled), users `op` (added to the operators' group once the
-# package made it) and `outsider`, a fixed machine ID (no first-boot prompts), no gettys, timers
-# or jobs the lab does not need.
-build_rootfs() { # $1: directory
-    local r=$1 key=/usr/share/keyrings/debian-archive-keyring.gpg p
-    local sources=("deb [signed-by=$key] $MIRROR bookworm main" "deb [signed-by=$key] $MIRROR bookworm-updates main")
-    [ -n "$SECURITY_MIRROR" ] && sources+=("deb [signed-by=$key] $SECURITY_MIRROR bookworm-security main")
+# The release's system: mmdebstrap minbase + PACKAGES (and the release's extras), the lab's
+# modules, image/ (networkd makes bond0; ifupdown and NetworkManager are installed but disabled),
+# users `op` (added to the operators' group once the package made it) and `outsider`, a fixed
+# machine ID (no first-boot prompts), no gettys, timers or jobs the lab does not need.
+build_rootfs() { # $1: directory, $2: release
+    local r=$1 rel=$2 key=/usr/share/keyrings/debian-archive-keyring.gpg p pkgs
+    local sources=("deb [signed-by=$key] $MIRROR $rel main" "deb [signed-by=$key] $MIRROR $rel-updates main")
+    [ -n "$SECURITY_MIRROR" ] && sources+=("deb [signed-by=$key] $SECURITY_MIRROR $rel-security main")
     [ -n "$MIRROR" ] || die "no Debian mirror in this machine's apt configuration (/etc/apt/sources.list*); set MIRROR=URL"
-    log "mmdebstrap bookworm minbase + ${PACKAGES[*]}"
-    mmdebstrap --variant=minbase --mode=root --include="$(IFS=,; echo "${PACKAGES[*]}")" \
+    pkgs=$(release_packages "$rel")
+    log "mmdebstrap $rel minbase + $pkgs"
+    mmdebstrap --variant=minbase --mode=root --include="${pkgs// /,}" \
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
         --dpkgopt='path-exclude=/usr/share/doc/*' \
-        bookworm "$r" "${sources[@]}" >"$CACHE/build/mmdebstrap.log" 2>&1 ||
+        "$rel" "$r" "${sources[@]}" >"$CACHE/build/mmdebstrap.log" 2>&1 ||
         { tail -n 30 "$CACHE/build/mmdebstrap.log" >&2; die "mmdebstrap failed (log: $CACHE/build/mmdebstrap.log)"; }
     # The excludes only slimmed the base system: the package under test installs all its files.
     rm -f "$r/etc/dpkg/dpkg.cfg.d/99mmdebstrap"
@@ -192,41 +233,44 @@ build_rootfs() { # $1: directory
     chroot "$r" systemctl mask serial-getty@ttyS0.service getty@tty1.service >/dev/null 2>&1
     chroot "$r" systemctl disable apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
         e2scrub_all.timer fstrim.timer e2scrub_reap.service systemd-pstore.service >/dev/null 2>&1
-    chroot "$r" systemctl disable networking.service >/dev/null 2>&1
+    chroot "$r" systemctl disable networking.service NetworkManager.service \
+        NetworkManager-wait-online.service >/dev/null 2>&1
     chroot "$r" systemctl enable systemd-networkd.service >/dev/null 2>&1
     mkdir -p "$r/lab"
 }
 
-IMAGE_KEY=$(
-    {
-        echo "${PACKAGES[*]} | ${IMAGE_MODULES[*]} | ${INITRD_MODULES[*]} | $KVER"
-        declare -f module_closure build_initrd build_rootfs
-        (cd "$HERE/image" && find . -type f | LC_ALL=C sort | xargs sha256sum)
-    } | sha256sum | cut -c1-16
-)
-IMAGE_DIR="$CACHE/image/$IMAGE_KEY"
-image_fresh() {
-    [ "$REBUILD_IMAGE" = 1 ] && return 1
-    [ -f "$IMAGE_DIR/initrd.cpio.gz" ] || return 1
-    [ -f "$IMAGE_DIR/system.qcow2" ] || return 1
-    [ -z "$(find "$IMAGE_DIR/initrd.cpio.gz" -mtime "+$IMAGE_MAX_DAYS")" ]
-}
-T_IMAGE=$(now)
-if image_fresh; then
-    IMAGE_NOTE="cached"
-    log "image $IMAGE_KEY: cached ($IMAGE_DIR)"
-else
-    log "building image $IMAGE_KEY"
-    rm -rf "$CACHE/build" "$CACHE/image" && mkdir -p "$CACHE/build" "$IMAGE_DIR.tmp"
-    build_rootfs "$CACHE/build/root"
-    mkfs.ext4 -q -F -L root -d "$CACHE/build/root" "$CACHE/build/system.raw" 1G
+# Builds (or finds cached) the release's image. Sets IMAGE_DIR, IMAGE_NOTE. The image's root is
+# kept beside it (root/) where lintian runs from it (chroot, native speed).
+release_image() { # $1: release
+    local rel=$1 key t0
+    key=$(
+        {
+            echo "$rel | $(release_packages "$rel") | ${IMAGE_MODULES[*]} | ${INITRD_MODULES[*]} | $KVER"
+            declare -f module_closure build_initrd build_rootfs release_image
+            (cd "$HERE/image" && find . -type f | LC_ALL=C sort | xargs sha256sum)
+        } | sha256sum | cut -c1-16
+    )
+    IMAGE_DIR="$CACHE/image/$rel-$key"
+    t0=$(now)
+    if [ "$REBUILD_IMAGE" != 1 ] && [ -f "$IMAGE_DIR/initrd.cpio.gz" ] && [ -f "$IMAGE_DIR/system.qcow2" ] &&
+        { [ "$(release_lintian "$rel")" = 0 ] || [ -d "$IMAGE_DIR/root/usr" ]; } &&
+        [ -z "$(find "$IMAGE_DIR/initrd.cpio.gz" -mtime "+$IMAGE_MAX_DAYS")" ]; then
+        IMAGE_NOTE="cached"
+        log "image $rel-$key: cached ($IMAGE_DIR)"
+        return
+    fi
+    log "building image $rel-$key"
+    rm -rf "$CACHE/build" "$CACHE/image/$rel-"* && mkdir -p "$CACHE/build" "$IMAGE_DIR.tmp"
+    build_rootfs "$CACHE/build/root" "$rel"
+    mkfs.ext4 -q -F -L root -d "$CACHE/build/root" "$CACHE/build/system.raw" 2G
     qemu-img convert -O qcow2 "$CACHE/build/system.raw" "$IMAGE_DIR.tmp/system.qcow2"
     build_initrd "$IMAGE_DIR.tmp/initrd.cpio.gz"
+    [ "$(release_lintian "$rel")" = 1 ] && mv "$CACHE/build/root" "$IMAGE_DIR.tmp/root"
     rm -rf "$CACHE/build"
     mv "$IMAGE_DIR.tmp" "$IMAGE_DIR"
-    IMAGE_NOTE="built in $(elapsed "$T_IMAGE")s"
-    log "image $IMAGE_KEY $IMAGE_NOTE: $(du -sh "$IMAGE_DIR" | cut -f1)"
-fi
+    IMAGE_NOTE="built in $(elapsed "$t0")s"
+    log "image $rel-$key $IMAGE_NOTE: $(du -sh "$IMAGE_DIR/system.qcow2" | cut -f1)"
+}
 
 # ---------------------------------------------------------------------------------------------
 # 3. The package under test and the lab's traffic tool
@@ -257,8 +301,6 @@ log "package $(basename "$DEB"), traffic tool $LAB_TOOL ($(elapsed "$T_PKG")s)"
 # ---------------------------------------------------------------------------------------------
 # 4. Boot the guest
 # ---------------------------------------------------------------------------------------------
-RUN="$CACHE/run"
-mkdir -p "$RUN"
 QPID=""
 cleanup() {
     local rc=$?
@@ -289,6 +331,7 @@ make_run_disk() { # $1: image file
         echo "LAB_SINK=$LAB_SINK"
         echo "LAB_SOURCE=$LAB_SOURCE"
         echo "DEB=/lab/$(basename "$DEB")"
+        echo "RELEASE=$REL"
     } >"$d/env"
     rm -f "$1"
     mkfs.ext4 -q -F -L lab -d "$d" "$1" 256M >/dev/null
@@ -392,25 +435,73 @@ run_guest() {
     grep -aq 'SLAB-DONE' "$log"
 }
 
+# Debian 13's lintian on the package, run from the image's root (chroot, as user nobody) in a
+# mount namespace of its own: /proc and /dev are bound for it and vanish with it, also on failure.
+lintian_check() {
+    local root="$IMAGE_DIR/root" base out rc errs
+    base=$(basename "$DEB")
+    cp "$DEB" "$root/tmp/$base" && chmod 0644 "$root/tmp/$base"
+    out=$(unshare --mount --propagation private sh -c '
+        mount -t proc proc "$1/proc" && mount --bind /dev "$1/dev" &&
+        chroot --userspec=65534:65534 "$1" env HOME=/tmp lintian --fail-on error "/tmp/$2"' sh "$root" "$base" 2>&1)
+    rc=$?
+    rm -f "$root/tmp/$base"
+    printf '%s\n' "$out" >"$RUN/lintian.txt"
+    errs=$(grep -c '^E: ' <<<"$out" || true)
+    local v
+    v=$(chroot "$root" dpkg-query -W -f='${Version}' lintian 2>/dev/null)
+    log "lintian $v (Debian 13) on $base: exit $rc, $errs errors, $(grep -c '^W: ' <<<"$out" || true) warnings ($RUN/lintian.txt)"
+    [ "$rc" = 0 ] && [ "$errs" = 0 ]
+    record $? "lintian $v (Debian 13) on $base: no error" \
+        "exit $rc; $errs errors, $(grep -c '^W: ' <<<"$out" || true) warnings; output: $(head -c 400 <<<"${out:-nothing}" | tr '\n' '|')"
+}
+
 PASSED=0
 FAILED=0
 RESULTS=()
-finished=0
-GUEST_SECS=0
-run_guest && finished=1
-while IFS= read -r line; do
-    case "$line" in
-    "SLAB-CHECK PASS "*) PASSED=$((PASSED + 1)); RESULTS+=("PASS ${line#SLAB-CHECK PASS }") ;;
-    "SLAB-CHECK FAIL "*) FAILED=$((FAILED + 1)); RESULTS+=("FAIL ${line#SLAB-CHECK FAIL }") ;;
-    esac
-done < <(slab_lines "$RUN/console.log" | grep -a '^SLAB-CHECK ' || true)
-if [ "$finished" = 0 ]; then
-    FAILED=$((FAILED + 1))
-    RESULTS+=("FAIL the guest ran every check and powered off -- it did not (see $RUN/console.log)")
-fi
+TABLE=()
+record() { # $1: 0 = pass, $2: check, $3: figures
+    if [ "$1" = 0 ]; then
+        PASSED=$((PASSED + 1)); RESULTS+=("PASS $(release_name "$REL"): $2 -- $3")
+    else
+        FAILED=$((FAILED + 1)); RESULTS+=("FAIL $(release_name "$REL"): $2 -- $3")
+    fi
+}
+# One table row per boot: the guest says `SLAB: boot N (manager)` as each begins; the checks
+# after it are that boot's.
+boot_rows() { # $1: console log
+    slab_lines "$1" | awk -v r="$(release_name "$REL") ($REL)" '
+        /^SLAB: boot [0-9]+ \(/ { b++; m[b] = $4; gsub(/[():]/, "", m[b]); next }
+        /^SLAB-CHECK PASS / { p[b]++ } /^SLAB-CHECK FAIL / { f[b]++ }
+        END { for (i = 1; i <= b; i++) printf "%-22s boot %d  %-15s %3d passed %3d failed\n", r, i, m[i], p[i], f[i] }'
+}
+TIMES=""
+for REL in $RELEASES; do
+    T_REL=$(now)
+    release_kernel "$REL"
+    release_image "$REL"
+    RUN="$CACHE/run/$REL"
+    mkdir -p "$RUN"
+    log "$(release_name "$REL") ($REL): kernel $KVER, image $IMAGE_NOTE"
+    [ "$(release_lintian "$REL")" = 1 ] && lintian_check
+    finished=0
+    GUEST_SECS=0
+    run_guest && finished=1
+    while IFS= read -r line; do
+        case "$line" in
+        "SLAB-CHECK PASS "*) record 0 "${line#SLAB-CHECK PASS }" "" ;;
+        "SLAB-CHECK FAIL "*) record 1 "${line#SLAB-CHECK FAIL }" "" ;;
+        esac
+    done < <(slab_lines "$RUN/console.log" | grep -a '^SLAB-CHECK ' || true)
+    [ "$finished" = 1 ] || record 1 "the guest ran every check and powered off" "it did not (see $RUN/console.log)"
+    while IFS= read -r line; do TABLE+=("$line"); done < <(boot_rows "$RUN/console.log")
+    TIMES="$TIMES; $REL: image $IMAGE_NOTE, guest ${GUEST_SECS}s, all $(elapsed "$T_REL")s"
+done
 
 echo
-printf '%s\n' "${RESULTS[@]}"
-log "timings: image $IMAGE_NOTE, guest ${GUEST_SECS}s (3 boots), whole run $(elapsed "$T_START")s"
+printf '%s\n' "${RESULTS[@]}" | sed 's/ -- $//'
+echo
+printf '%s\n' "${TABLE[@]}"
+log "timings: ${TIMES#; }; whole run $(elapsed "$T_START")s"
 echo "system-lab: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

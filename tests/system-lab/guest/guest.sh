@@ -293,6 +293,13 @@ bond_remade() {
         ifup bond0 >>"$OUT/remake-$st.log" 2>&1
         how="ifdown bond0, ifup bond0"
         ;;
+    NetworkManager)
+        # Deactivating a bond's profile deletes the bond device; activating it makes it anew and
+        # its port profiles follow (autoconnect-ports).
+        nmcli connection down bond0 >"$OUT/remake-$st.log" 2>&1
+        nmcli connection up bond0 >>"$OUT/remake-$st.log" 2>&1
+        how="nmcli connection down bond0, nmcli connection up bond0"
+        ;;
     esac
     bond_ready 30
     ready=$?
@@ -419,6 +426,32 @@ to_networkd() {
     say "switched to networkd: networking.service disabled, systemd-networkd enabled"
 }
 
+# NetworkManager takes the bond over from networkd, as an administrator would switch: networkd
+# stopped and disabled, its bond deleted, and nmcli makes bond0 and its two ports as profiles
+# (keyfiles in /etc/NetworkManager/system-connections) that NetworkManager brings up now and
+# at every boot.
+to_networkmanager() {
+    local rc=0
+    SYSTEMCTL_SKIP_SYSV=1 systemctl disable --now systemd-networkd.service systemd-networkd.socket \
+        systemd-networkd-wait-online.service >"$OUT/to-nm.log" 2>&1
+    ip link del bond0 2>/dev/null
+    # A server's NICs get no automatic "Wired connection" profiles: only the bond's ports
+    mkdir -p /etc/NetworkManager/conf.d
+    printf '[main]\nno-auto-default=*\n' >/etc/NetworkManager/conf.d/90-no-auto-default.conf
+    systemctl enable --now NetworkManager.service >>"$OUT/to-nm.log" 2>&1 || rc=1
+    nmcli general status >>"$OUT/to-nm.log" 2>&1
+    nmcli connection add type bond ifname bond0 con-name bond0 \
+        bond.options "mode=balance-alb,miimon=100" connection.autoconnect-ports true \
+        ipv4.method manual ipv4.addresses "$SERVER/24" ipv6.method disabled >>"$OUT/to-nm.log" 2>&1 || rc=1
+    for i in 0 1; do
+        nmcli connection add type ethernet ifname "sl$i" con-name "bond0-sl$i" \
+            slave-type bond master bond0 >>"$OUT/to-nm.log" 2>&1 || rc=1
+    done
+    bond_ready 30 || rc=1
+    check $rc "nmcli makes bond0 (balance-alb over sl0, sl1) in place of networkd's" \
+        "$(bond_desc); NetworkManager $(systemctl is-active NetworkManager.service), systemd-networkd $(systemctl is-active systemd-networkd.service); profiles: $(nmcli -t -f NAME,DEVICE connection show 2>&1 | tr '\n' ' ')"
+}
+
 reboot_now() {
     stop_sources
     journalctl -b -o short-monotonic --no-pager >"$OUT/journal-boot$1.txt"
@@ -430,14 +463,9 @@ reboot_now() {
 
 # ---- boot 1: networkd ---------------------------------------------------------------------------
 
-boot1() {
-    local rc t0 pid pid1 pid2 n0 n1 s ok
-    say "boot 1 (networkd): checks start at guest uptime $(ts) s"
-
-    bond_ready 30
-    check $? "bond0 made by networkd at boot: balance-alb over sl0, sl1, with 198.18.0.1/24" "$(bond_desc)"
-
-    # -- the package
+# apt install of the package under test; the good configuration kept in STATE.
+install_package() {
+    local rc t0 s
     t0=$(ts)
     DEBIAN_FRONTEND=noninteractive apt-get install -y "$DEB" >"$OUT/apt-install.log" 2>&1
     rc=$?
@@ -448,13 +476,18 @@ boot1() {
     printf '[capacity]\nsl0 = %s\nsl1 = %s\n' "$CAP" "$CAP" >"$CONF"
     cp "$CONF" "$STATE/bond0.toml.good"
     usermod -aG "$OPGROUP" op
+}
 
-    # -- start
+# systemctl enable --now; sets T_ENABLE. $1: the network stack that made bond0.
+enable_now() {
     T_ENABLE=$(ts)
     systemctl enable --now "$UNIT" >"$OUT/enable.log" 2>&1
-    check_started "networkd: systemctl enable --now rlbd@bond0" $? "$T_ENABLE"
+    check_started "$1: systemctl enable --now rlbd@bond0" $? "$T_ENABLE"
+}
 
-    # -- who it runs as
+# Who the daemon runs as, and where it counts.
+identity() {
+    local pid ok
     pid=$(mainpid)
     local uid gid caps u c
     uid=$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$pid/status")
@@ -478,8 +511,10 @@ boot1() {
     [ "$counting" = "sl0=ebpf/tc sl1=ebpf/tc" ] && [ "$slots" -ge 2 ]
     check $? "the unit counts in the kernel (eBPF) at both slaves' tc hooks, in the slot table" \
         "status: $counting; 'map: slots, hook: tc' logged $slots times"
+}
 
-    # -- the operators' commands
+# The operators' commands: status and metrics for root and group rlbd, refused to others.
+operators() {
     sleep 1 # a second of rates for the metrics
     local who sout mout src mrc
     for who in root op; do
@@ -502,18 +537,23 @@ boot1() {
     [ $src != 0 ] && grep -qi 'permission denied' <<<"$sout"
     check $? "rlbd status is refused to a user outside group $OPGROUP" "exit $src: $sout"
     say "control socket: $(stat -c '%n %U:%G %a' /run/rlbd /run/rlbd/bond0.sock 2>&1 | tr '\n' ';')"
+}
 
-    # -- steering
+# Steering, then a journal clean from install to here. Sets MOVED. $1: the network stack.
+steering() {
     start_sink
-    move_and_measure "networkd"
+    move_and_measure "$1"
     [ -n "$MOVED" ] || MOVED=${PAIR%% *}
 
     journal_since "$T_ENABLE" err >"$OUT/journal-clean1-err.txt"
     [ ! -s "$OUT/journal-clean1-err.txt" ]
     check $? "journal: nothing at error from install to here (start, status, a move)" \
         "$(wc -l <"$OUT/journal-clean1-err.txt") lines at err or above: $(head -c 300 "$OUT/journal-clean1-err.txt" | tr '\n' '|')"
+}
 
-    # -- reload keeps the moved client
+# systemctl reload: kept settings and moves, a bad file refused, Type=notify-reload.
+reloads() {
+    local pid rc
     local where moved_before moved_after held=1 k
     pid=$(mainpid)
     where=$(on "$MOVED")
@@ -530,9 +570,11 @@ boot1() {
     check $? "systemctl reload keeps the moved client where it is" \
         "exit $rc; pid $pid -> $(mainpid); $MOVED on $where, for 5 s after: $([ $held = 1 ] && echo stayed || echo left), now $(on "$MOVED"); rlbd's move: to $moved_before before, $moved_after after"
     reload_bad_file
+}
 
-
-    # -- SIGSTOP: the watchdog
+# SIGSTOP: the watchdog restarts rlbd, and the new daemon resumes from its state file.
+watchdog_resume() {
+    local pid1 n0 t0
     pid1=$(mainpid)
     n0=$(prop NRestarts)
     t0=$(ts)
@@ -567,8 +609,12 @@ boot1() {
         [ "$(on "$a")" != "$(on "$b")" ] && [ "${m:-1}" = 0 ]
     check $? "after the watchdog restart, the new daemon takes the move over from its state file" \
         "'moves taken over' logged $took times; $MOVED's neighbour entry flushed; $(since "$t0")s later $a on $(on "$a"), $b on $(on "$b"); the new daemon's move of $MOVED: to $moved_to (was on $kept); its overload moves: ${m:-none}"
+}
 
-    # -- SIGKILL: restarted, and the clients' traffic never stops
+# SIGKILL: systemd restarts rlbd, and the clients' traffic never stops.
+kill9() {
+    local a b pid2 n1 t0 t_back
+    read -r a b <<<"$PAIR"
     pid2=$(mainpid)
     n1=$(prop NRestarts)
     t0=$(ts)
@@ -618,8 +664,11 @@ boot1() {
     check $? "kill -9: systemd restarts rlbd, and the clients' traffic never stops" \
         "running again (pid $pid2 -> $(mainpid)) after ${t_back}s; NRestarts $n1 -> $(prop NRestarts); over ${span}s from the kill, the lowest rate over any 1 s: $a $min1, $b $min2 Mbit/s ($nwin windows)"
     stop_sources
+}
 
-    # -- a bad configuration file
+# A bad configuration file: the unit fails once with exit 78, and the error reaches the journal at err.
+bad_config() {
+    local rc t0
     local bad_line=5 out n_start fails
     printf '[capacity]\nsl0 = %s\nsl1 = %s\n[policy]\nthreshold = 7\n' "$CAP" "$CAP" >"$CONF"
     t0=$(ts)
@@ -646,10 +695,10 @@ boot1() {
         "$(wc -l <"$OUT/journal-badconfig-err.txt") lines at err or above: $(head -c 300 "$OUT/journal-badconfig-err.txt" | tr '\n' '|')"
     cp "$STATE/bond0.toml.good" "$CONF"
     systemctl restart "$UNIT"
+}
 
-    bond_remade networkd
-
-    # -- the journal's priorities
+# The journal's priorities (after bond_remade: its 'is gone' warning).
+priorities() {
     local w i
     w=$(journalctl -b -u "$UNIT" -p warning..warning -o cat --no-pager | grep -c 'is gone; waiting')
     i=$(journalctl -b -u "$UNIT" -p warning -o cat --no-pager | grep -c 'control socket /run/rlbd/bond0.sock')
@@ -657,7 +706,23 @@ boot1() {
     [ "$w" -ge 1 ] && [ "$i" = 0 ] && journalctl -b -u "$UNIT" -p info..info -o cat | grep -q 'control socket /run/rlbd/bond0.sock'
     check $? "journalctl -p warning shows rlbd's warnings at their priority, and not its info lines" \
         "'bond gone' at warning: $w; info line 'control socket' within -p warning: $i"
+}
 
+boot1() {
+    say "boot 1 (networkd): checks start at guest uptime $(ts) s"
+    bond_ready 30
+    check $? "bond0 made by networkd at boot: balance-alb over sl0, sl1, with 198.18.0.1/24" "$(bond_desc)"
+    install_package
+    enable_now networkd
+    identity
+    operators
+    steering networkd
+    reloads
+    watchdog_resume
+    kill9
+    bad_config
+    bond_remade networkd
+    priorities
     to_ifupdown
     reboot_now 1
 }
@@ -681,6 +746,54 @@ boot2() {
     bond_remade ifupdown
     to_networkd
     reboot_now 2
+}
+
+# ---- Debian 13: boot 1 (networkd), boot 2 (NetworkManager) --------------------------------------
+# The checks that ride on the release (the package, the unit on systemd 257 with
+# Type=notify-reload, the journal, steering) run on both releases; the longest (watchdog, kill -9,
+# the bond remade by networkd, ifupdown) on Debian 12 only, to keep CI's time.
+
+boot1_trixie() {
+    say "boot 1 (networkd): checks start at guest uptime $(ts) s"
+    bond_ready 30
+    check $? "bond0 made by networkd at boot: balance-alb over sl0, sl1, with 198.18.0.1/24" "$(bond_desc)"
+    install_package
+    enable_now networkd
+    identity
+    operators
+    steering networkd
+    reloads
+    stop_sources
+    bad_config
+    to_networkmanager
+    # rlbd follows the bond NetworkManager made (a new ifindex) without a restart
+    local ports="" t0
+    t0=$(ts)
+    while fcmp "$(since "$t0")" '<' 20; do
+        ports=$(status_json | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
+        [ "$ports" = "sl0 sl1" ] && break
+        sleep 1
+    done
+    [ "$ports" = "sl0 sl1" ] && active
+    check $? "rlbd follows bond0 from networkd to NetworkManager without a restart" \
+        "ports up: '$ports' $(since "$t0")s after; NRestarts $(prop NRestarts); $(prop StatusText)"
+    reboot_now 1
+}
+
+boot2_networkmanager() {
+    say "boot 2 (NetworkManager): checks start at guest uptime $(ts) s"
+    bond_ready 30
+    check $? "bond0 made by NetworkManager at boot: balance-alb over sl0, sl1, with 198.18.0.1/24" \
+        "$(bond_desc); NetworkManager $(systemctl is-active NetworkManager.service), systemd-networkd $(systemctl is-active systemd-networkd.service)"
+    started_at_boot NetworkManager
+    start_sink
+    move_and_measure "NetworkManager, after a reboot" 60
+    stop_sources
+    clean_journal "journal: nothing at error during the boot with NetworkManager (start at boot, a move)" journal-clean2-err.txt
+    bond_remade NetworkManager
+    priorities
+    purge
+    journalctl -b -o short-monotonic --no-pager >"$OUT/journal-boot2.txt"
 }
 
 # ---- boot 3: networkd again ---------------------------------------------------------------------
@@ -748,15 +861,18 @@ purge() {
         "running before: $running; purge exit $rc; left of $(wc -l <"$STATE/dpkg-files") package paths:${left:- none}; enable links: ${links:-none}; rlbd processes: ${pids:-none}; units: ${units:-none}; /run/rlbd $([ -e /run/rlbd ] && echo kept || echo gone); /etc/rlbd holds: ${etc:-nothing}; dpkg: $(dpkg-query -W -f='${Status}' rlbd 2>&1)"
 }
 
-phase=$(cat "$STATE/phase" 2>/dev/null || echo 1)
-case "$phase" in
-1) boot1 ;;
-2) boot2 ;;
-3)
-    boot3
+done_now() {
     echo "SLAB-DONE" | tee /dev/console
     sync
     systemctl poweroff
-    ;;
-*) say "unknown phase $phase" ;;
+}
+
+phase=$(cat "$STATE/phase" 2>/dev/null || echo 1)
+case "${RELEASE:-bookworm}/$phase" in
+bookworm/1) boot1 ;;
+bookworm/2) boot2 ;;
+bookworm/3) boot3; done_now ;;
+trixie/1) boot1_trixie ;;
+trixie/2) boot2_networkmanager; done_now ;;
+*) say "unknown phase $phase of ${RELEASE:-bookworm}" ;;
 esac
