@@ -54,6 +54,8 @@ struct Schedule {
     tick: u64,
     eval_at: Option<u64>,
     next_learning: u64,
+    /// The ports (which, and whether up) the last summary told of: a change is told at once.
+    summary_ports: u64,
 }
 
 /// The state machine: see the module's documentation.
@@ -287,7 +289,13 @@ impl Engine {
         self.durable.dirty |= moved != before || (self.schedule.tick % every == 0 && kept);
         self.durable.dirty |= self.steer.take_durable_changed();
         self.carry_out();
-        if self.schedule.tick % 10 == 0 {
+        let ports = self.lan.ports.list.iter().filter(|p| p.present);
+        let sig = ports.fold(0u64, |h, p| {
+            h.wrapping_mul(31)
+                .wrapping_add(u64::from(p.ifindex) << 1 | u64::from(p.up))
+        });
+        if self.schedule.tick % 10 == 0 || sig != self.schedule.summary_ports {
+            self.schedule.summary_ports = sig;
             let summary = report::status(self, now, Some(0)).summary();
             self.out.push(Output::Summary(summary));
         }

@@ -51,6 +51,7 @@ struct Rig {
     rx: [u64; 3],
     sends: Vec<(usize, SendTag)>,
     logs: Vec<(Topic, String)>,
+    summaries: Vec<String>,
     persisted: Option<Persisted>,
     /// Where each client sends: where it started, then where the last update told it.
     at: std::collections::HashMap<u8, usize>,
@@ -72,6 +73,7 @@ impl Rig {
             rx: [0; 3],
             sends: Vec::new(),
             logs: Vec::new(),
+            summaries: Vec::new(),
             persisted: None,
             at: Default::default(),
         };
@@ -110,6 +112,7 @@ impl Rig {
                 }
                 Output::Log { topic, text, .. } => self.logs.push((topic, text)),
                 Output::Persist(p) => self.persisted = Some(*p),
+                Output::Summary(s) => self.summaries.push(s),
                 _ => {}
             }
         }
@@ -342,4 +345,32 @@ fn with_the_state_file_off_no_deadline_is_left_that_never_clears() {
         );
         assert!(r.persisted.is_none());
     }
+}
+
+#[test]
+fn a_port_going_down_is_in_the_service_status_at_the_next_second() {
+    let mut r = Rig::new();
+    for _ in 0..12 {
+        r.second(&[]);
+    }
+    let quiet = r.summaries.len();
+    r.second(&[]);
+    assert_eq!(
+        r.summaries.len(),
+        quiet,
+        "no change, no summary before its 10 s"
+    );
+    let NlEvent::Link(l) = slave(1, r.rx[1]) else {
+        unreachable!()
+    };
+    let down = [NlEvent::Link(LinkInfo {
+        oper_up: false,
+        ..l
+    })];
+    r.e.handle(r.now, Input::Netlink(&down));
+    r.drain();
+    r.second(&[]);
+    let last = r.summaries.last().expect("a summary");
+    assert!(r.summaries.len() > quiet, "the change is told at once");
+    assert!(last.contains("sl1(down)"), "sl1 is down: {last}");
 }
