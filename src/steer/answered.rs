@@ -33,6 +33,8 @@ struct Entry {
     ports: u64,
     /// When that round began.
     round_ms: u64,
+    /// When the host last told it: frames counted since before then may predate the answer.
+    last_ms: u64,
     /// The addresses the host's frames paired: what a move of it claims.
     claims: Vec<Claim>,
     /// When it was last told, in notes: the oldest is forgotten first past the bound.
@@ -99,6 +101,7 @@ impl Answered {
         let e = self.map.entry(key).or_insert_with(|| Entry {
             ports: 0,
             round_ms: now,
+            last_ms: now,
             claims: Vec::new(),
             stamp,
         });
@@ -108,6 +111,7 @@ impl Answered {
             e.round_ms = now;
         }
         e.ports |= bit(port);
+        e.last_ms = now;
         e.stamp = stamp;
         let mut changed = e.ports != ports_before;
         if let Some(c) = e.claims.iter_mut().find(|c| c.server() == claim.server()) {
@@ -133,15 +137,17 @@ impl Answered {
     }
 
     /// The client's frames were counted on `port` since `since_ms`: it sends where they arrive,
-    /// and an answer older than them no longer says where that is. The record follows them: once
+    /// and an answer older than them no longer says where that is (one given since may be newer
+    /// than the frames: the whole round is kept then). The record follows them: once
     /// the client idles long enough for the client table to forget it, this is all that says
     /// where its next frames go.
     pub fn counted(&mut self, key: &ClientKey, port: PortId, since_ms: u64) {
-        if let Some(e) = self.map.get_mut(key).filter(|e| e.round_ms < since_ms) {
+        if let Some(e) = self.map.get_mut(key).filter(|e| e.last_ms < since_ms) {
             if port < MAX_PORT {
                 self.changed |= e.ports != bit(port);
                 e.ports = bit(port);
                 e.round_ms = since_ms;
+                e.last_ms = since_ms;
             } else {
                 self.map.remove(key);
                 self.changed = true;
@@ -213,6 +219,7 @@ impl Answered {
         let e = Entry {
             ports,
             round_ms: now,
+            last_ms: now,
             claims,
             stamp: self.stamp,
         };
@@ -263,6 +270,22 @@ mod tests {
         assert!(a.on_ports(&[0, 2]).is_empty());
         assert_eq!(keys(&a.on_ports(&[1])), vec![(key(1), 1)]);
         assert_eq!(a.on_ports(&[1])[0].claims, vec![claim(1)]);
+    }
+
+    #[test]
+    fn frames_counted_since_before_the_last_answer_do_not_replace_it() {
+        let mut a = Answered::new(16);
+        // Told p0, then p1 within the round; frames counted on p2 since between the two may
+        // predate the second answer: the round stands.
+        a.note(1000, key(1), 0, claim(1));
+        a.note(1130, key(1), 1, claim(1));
+        a.counted(&key(1), 2, 1001);
+        assert_eq!(keys(&a.on_ports(&[1])), vec![(key(1), 1)]);
+        assert!(a.on_ports(&[2]).is_empty());
+        // Frames counted since after it: the client sends where they arrive.
+        a.counted(&key(1), 2, 1131);
+        assert!(a.on_ports(&[0, 1]).is_empty());
+        assert_eq!(keys(&a.on_ports(&[2])), vec![(key(1), 2)]);
     }
 
     #[test]
