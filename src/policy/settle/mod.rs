@@ -39,10 +39,15 @@ pub(super) fn settling(cfg: &PolicyConfig, c: &ClientView) -> Option<PortId> {
 /// Whether `c` may go to `to` as the other half of an exchange: free to move, or held after one
 /// move (its second within the hold-down, then final) that did not take it off `to`.
 fn may_join(c: &ClientView, to: PortId) -> bool {
+    !c.held || second_move_from(c).is_some_and(|left| left != to)
+}
+
+/// The port a held client left, if it may still move once more within its hold-down (then
+/// finally, as `Settle`, and never back there): its one move was an overload or room move.
+pub(super) fn second_move_from(c: &ClientView) -> Option<PortId> {
     match c.last_move {
-        _ if !c.held => true,
-        Some((left, Reason::Overload | Reason::Room)) => left != to,
-        _ => false,
+        Some((left, Reason::Overload | Reason::Room)) => Some(left),
+        _ => None,
     }
 }
 
