@@ -221,6 +221,9 @@ fn gather_room(
         Reason::Room
     };
     shift(why, (a, b), x, r, targets, took, moves);
+    if let Some(m) = moves.last_mut() {
+        m.gathers = true;
+    }
     // The port the room was gathered on is the next round's, not this one's.
     took[a] = true;
     true
@@ -249,6 +252,7 @@ pub(super) fn shift(
         from_util: (from_before, targets.util(from)),
         to_util: (to_before, targets.util(to)),
         exchange: false,
+        gathers: false,
     });
 }
 

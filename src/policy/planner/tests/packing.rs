@@ -238,6 +238,7 @@ fn a_held_client_gathers_room_as_its_final_move_never_back_where_it_came_from() 
         .map(|m| (m.client, m.from, m.to, m.reason))
         .collect();
     assert_eq!(got, vec![(9, 3, 2, Reason::Settle)], "{moves:?}");
+    assert!(moves[0].gathers, "its log line says why: {moves:?}");
     // Had it come from p2, it goes to p1 instead (15.1 -> 17.9, under max_fill).
     let mut clients = fragmented();
     held(&mut clients, 2, Reason::Overload);
