@@ -221,15 +221,24 @@ fn room_is_not_gathered_with_held_clients_nor_when_one_move_cannot_make_enough()
 
 #[test]
 fn a_held_client_gathers_room_as_its_final_move_never_back_where_it_came_from() {
-    // The clients on the other ports were moved there off p0 eight seconds ago: one move each,
+    // The clients on the other ports were moved there off p0 `since` seconds ago: one move each,
     // so one may still move once (issue 27), as `Settle`, and not back to the port it left.
-    let held = |clients: &mut [ClientView], left: PortId, why: Reason| {
+    let since = cfg().settle + 1;
+    let held_since = |clients: &mut [ClientView], left: PortId, why: Reason, since: u64| {
         for c in clients.iter_mut().filter(|c| c.port != 0) {
             c.held = true;
-            c.since_move = Some(8);
+            c.since_move = Some(since);
             c.last_move = Some((left, why));
         }
     };
+    let held = |clients: &mut [ClientView], left: PortId, why: Reason| {
+        held_since(clients, left, why, since)
+    };
+    // While their moves may still be settled, their ports' room is not known yet: no gathering.
+    let mut clients = fragmented();
+    held_since(&mut clients, 0, Reason::Overload, SETTLE_SECS);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    assert!(moves.iter().all(|m| !m.gathers), "{moves:?}");
     let mut clients = fragmented();
     held(&mut clients, 0, Reason::Overload);
     let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
