@@ -8,6 +8,7 @@ use super::*;
 use crate::client::ClientKey;
 use crate::host::testing::{addr, link, neigh, BOND};
 use crate::netlink::LinkInfo;
+use crate::policy::PolicyConfig;
 use crate::Mac;
 
 const SLAVES: [u32; 3] = [21, 22, 23];
@@ -206,6 +207,13 @@ fn a_restart_with_the_state_file_reasserts_and_keeps_the_hold_down() {
         "re-asserted on the same slave: {:?}",
         again.sends
     );
+    // Quiet seconds until the move's settling window (`settle`) is over: within it a move
+    // that overfilled its port may be corrected once (issue 27), which is not this test's
+    // business; the hold-down (30 s) still holds after it.
+    let quiet = |n: u8| [(3 - n, 0, 1.0), (n, to, 1.0), (5, to, 1.0)];
+    for _ in 0..=PolicyConfig::default().settle {
+        again.second(&quiet(moved));
+    }
     // The moved client now shares a slave with one that cannot be moved: only it could go,
     // and it is held.
     again.sends.clear();

@@ -92,4 +92,7 @@ pub struct Move {
     /// This move and the next one in the list are the two halves of an exchange: both are made
     /// together, or neither.
     pub exchange: bool,
+    /// A move between two ports with room that keeps one of them room in one piece for a client
+    /// of a saturated port (`Reason::Room`, or `Reason::Settle` as a held client's final move).
+    pub gathers: bool,
 }

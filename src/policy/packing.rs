@@ -23,14 +23,18 @@
 //! - **Room gathered in one piece.** When the room left lies on several ports in pieces each too
 //!   small for any client of the saturated port, a client of a port with room (its rate there is
 //!   its demand) moves to another that stays under `max_fill`, so one port can take a client of
-//!   the saturated port next round. Those are mostly clients moved off it before, so this waits
-//!   for their hold-down: it keeps a packing from settling for good under what the bond can carry.
+//!   the saturated port next round. Those are mostly clients moved off it before, still held:
+//!   one of them may take this as its second and final move of the hold-down (`Settle`, never
+//!   back to the port it left), so the room is gathered while the bond is packed, not only once
+//!   the hold-down is over (issue 27). It waits while a move may still be settled: the room of a
+//!   port whose new client is still growing is not known yet.
 //!
 //! As in the paper, a single biggest flow never moves, and without one at least one client stays.
 
 use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::planner::{Targets, Walk};
+use super::settle::{second_move_from, settling};
 
 /// Under this part of its port's mean share a client counts as starved by TCP.
 const STARVED_SHARE: f64 = 0.25;
@@ -139,7 +143,9 @@ fn least_served(
 /// port afterwards has room for `need` (what the smallest movable client of `h` draws) under
 /// `max_fill`: room left in pieces each too small for any client of `h` is room `h` cannot
 /// use. Only a client on a port with room moves (what it draws there is its demand, so its
-/// new port ends exactly where it is planned, under `max_fill`), the smallest that does it.
+/// new port ends exactly where it is planned, under `max_fill`), the smallest that does it; a
+/// held one only as its second and final move of the hold-down (`Settle`), not back where it
+/// came from.
 /// Returns whether it moved one; the next round moves a client of `h` into the gathered room.
 /// Each client is looked at once with a pass over the ports, O(n x p), and only in a round where
 /// nothing else moved off `h`.
@@ -152,6 +158,11 @@ fn gather_room(
     took: &mut [bool],
     moves: &mut Vec<Move>,
 ) -> bool {
+    // A client moved a moment ago may still be growing into its port's room: that room is not
+    // known yet, and gathering into it may take what a settling correction needs.
+    if clients.iter().any(|c| settling(cfg, c).is_some()) {
+        return false;
+    }
     let fill = cfg.max_fill.max(cfg.threshold);
     let open = |p: PortId| {
         p != h
@@ -164,7 +175,14 @@ fn gather_room(
     for (x, cx) in clients.iter().enumerate() {
         let (a, r) = (cx.port, cx.rate_bps);
         let moved = moves.iter().any(|m| m.client == x);
-        if cx.held || moved || r.is_nan() || r <= 0.0 || a >= targets.load.len() || !open(a) {
+        let left = if cx.held { second_move_from(cx) } else { None };
+        if (cx.held && left.is_none())
+            || moved
+            || r.is_nan()
+            || r <= 0.0
+            || a >= targets.load.len()
+            || !open(a)
+        {
             continue;
         }
         if best.is_some_and(|b| b.0 <= r) || !fits(a, targets.load[a] - r) {
@@ -175,7 +193,7 @@ fn gather_room(
             .order
             .iter()
             .map(|&(_, p)| p)
-            .filter(|&p| p != a && open(p))
+            .filter(|&p| p != a && open(p) && Some(p) != left)
             .find(|&p| utilization(targets.load[p] + r, targets.capacity[p]) <= fill);
         // The gathered room must be the walk's next target: the emptiest port after the move.
         let emptiest_after = |p: PortId| {
@@ -197,7 +215,15 @@ fn gather_room(
     let Some((r, x, a, b)) = best else {
         return false;
     };
-    shift(Reason::Room, (a, b), x, r, targets, took, moves);
+    let why = if clients[x].held {
+        Reason::Settle
+    } else {
+        Reason::Room
+    };
+    shift(why, (a, b), x, r, targets, took, moves);
+    if let Some(m) = moves.last_mut() {
+        m.gathers = true;
+    }
     // The port the room was gathered on is the next round's, not this one's.
     took[a] = true;
     true
@@ -226,6 +252,7 @@ pub(super) fn shift(
         from_util: (from_before, targets.util(from)),
         to_util: (to_before, targets.util(to)),
         exchange: false,
+        gathers: false,
     });
 }
 

@@ -187,6 +187,7 @@ pub fn place_new(cfg: &PolicyConfig, ports: &[PortView], new: &[ClientView]) -> 
             from_util: (before.0, targets.util(from)),
             to_util: (before.1, targets.util(to)),
             exchange: false,
+            gathers: false,
         });
     }
     moves
@@ -230,6 +231,7 @@ fn failover(
                 from_util: (from_before, targets.util(port)),
                 to_util: (to_before, targets.util(to)),
                 exchange: false,
+                gathers: false,
             });
         }
     }
@@ -248,6 +250,7 @@ fn failover(
             from_util: (from_util, from_util),
             to_util: (to_util, to_util),
             exchange: false,
+            gathers: false,
         });
     }
 }
@@ -413,6 +416,7 @@ fn relieve(
             from_util: (h_before, targets.util(h)),
             to_util: (best_before, targets.util(best)),
             exchange: false,
+            gathers: false,
         });
     }
 }

@@ -76,12 +76,28 @@ fn where_it_fits_nowhere_it_is_exchanged_with_a_smaller_client() {
 }
 
 #[test]
+fn an_exchange_that_sheds_next_to_nothing_is_not_made() {
+    // p2's 6.9 Mbit/s client would make room for 7, but p1 would shed 0.1 Mbit/s for two
+    // clients' last move of the hold-down; 6.7 sheds 0.3, over a quarter of `min_gain` (1 Mbit/s).
+    let (ports, clients) = case(2, Reason::Overload, &[9.0, 6.9]);
+    assert_eq!(moves(&ports, &clients), vec![]);
+    let (ports, clients) = case(2, Reason::Overload, &[9.0, 6.7]);
+    assert_eq!(
+        moves(&ports, &clients),
+        vec![
+            (3, 1, 2, Reason::Settle, true),
+            (7, 2, 1, Reason::Settle, false)
+        ]
+    );
+}
+
+#[test]
 fn a_move_is_settled_once_and_only_within_the_window() {
     for (since, why) in [
-        (1, Reason::Overload), // the figures are not clean yet
-        (6, Reason::Overload), // past `settle` (5 s)
-        (3, Reason::Settle),   // already corrected
-        (3, Reason::Failover), // a failover is not second-guessed
+        (1, Reason::Overload),  // the figures are not clean yet
+        (11, Reason::Overload), // past `settle` (10 s)
+        (3, Reason::Settle),    // already corrected
+        (3, Reason::Failover),  // a failover is not second-guessed
     ] {
         let (ports, clients) = case(since, why, &[10.0]);
         assert_eq!(moves(&ports, &clients), vec![], "{since} s after {why:?}");

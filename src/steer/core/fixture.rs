@@ -96,6 +96,7 @@ pub fn mv(from: PortId, to: PortId, reason: Reason) -> Move {
         from_util: (0.9, 0.5),
         to_util: (0.1, 0.5),
         exchange: false,
+        gathers: false,
     }
 }
 

@@ -228,6 +228,7 @@ impl Harness {
             from_util: (0.9, 0.8),
             to_util: (0.1, 0.2),
             exchange: false,
+            gathers: false,
         };
         self.run(|s, ctx, now, out| {
             s.apply_move(now, key(c), &talk(c, v6), &mv, "prop", ctx, out);

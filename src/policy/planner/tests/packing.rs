@@ -200,7 +200,8 @@ fn room_split_in_pieces_too_small_is_gathered_into_one_then_used() {
 
 #[test]
 fn room_is_not_gathered_with_held_clients_nor_when_one_move_cannot_make_enough() {
-    // Held: the clients on the other ports were moved less than the hold-down ago.
+    // Held: the clients on the other ports were moved less than the hold-down ago, by a move
+    // that is not corrected (no `last_move`: as if by failover or an earlier correction).
     let mut clients = fragmented();
     for c in clients.iter_mut().filter(|c| c.port != 0) {
         c.held = true;
@@ -216,6 +217,53 @@ fn room_is_not_gathered_with_held_clients_nor_when_one_move_cannot_make_enough()
     }
     let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
     assert!(moves.iter().all(|m| m.reason != Reason::Room), "{moves:?}");
+}
+
+#[test]
+fn a_held_client_gathers_room_as_its_final_move_never_back_where_it_came_from() {
+    // The clients on the other ports were moved there off p0 `since` seconds ago: one move each,
+    // so one may still move once (issue 27), as `Settle`, and not back to the port it left.
+    let since = cfg().settle + 1;
+    let held_since = |clients: &mut [ClientView], left: PortId, why: Reason, since: u64| {
+        for c in clients.iter_mut().filter(|c| c.port != 0) {
+            c.held = true;
+            c.since_move = Some(since);
+            c.last_move = Some((left, why));
+        }
+    };
+    let held = |clients: &mut [ClientView], left: PortId, why: Reason| {
+        held_since(clients, left, why, since)
+    };
+    // While their moves may still be settled, their ports' room is not known yet: no gathering.
+    let mut clients = fragmented();
+    held_since(&mut clients, 0, Reason::Overload, SETTLE_SECS);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    assert!(moves.iter().all(|m| !m.gathers), "{moves:?}");
+    let mut clients = fragmented();
+    held(&mut clients, 0, Reason::Overload);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    let got: Vec<_> = moves
+        .iter()
+        .map(|m| (m.client, m.from, m.to, m.reason))
+        .collect();
+    assert_eq!(got, vec![(9, 3, 2, Reason::Settle)], "{moves:?}");
+    assert!(moves[0].gathers, "its log line says why: {moves:?}");
+    // Had it come from p2, it goes to p1 instead (15.1 -> 17.9, under max_fill).
+    let mut clients = fragmented();
+    held(&mut clients, 2, Reason::Overload);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    let got: Vec<_> = moves
+        .iter()
+        .map(|m| (m.client, m.from, m.to, m.reason))
+        .collect();
+    assert_eq!(got, vec![(9, 3, 1, Reason::Settle)], "{moves:?}");
+    // A client already corrected (or failed over) is final for its hold-down.
+    for why in [Reason::Settle, Reason::Failover] {
+        let mut clients = fragmented();
+        held(&mut clients, 0, why);
+        let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+        assert!(moves.iter().all(|m| m.client < 3), "{why:?}: {moves:?}");
+    }
 }
 
 #[test]
