@@ -115,8 +115,8 @@ pub(super) fn settle(
 /// open port `d` that draws less than `c` by at least `shed` (`b` sheds more than it takes, and
 /// enough to matter) and whose leaving
 /// makes room there for what `c` draws. The largest leaves `c` the most room: what `c` draws
-/// on a saturated port is only a lower bound of its demand (over 200 seeded runs at 95% load,
-/// 33 under 97% of the best against 35 with the smallest).
+/// on a saturated port is only a lower bound of its demand (measured when it was chosen: over
+/// 200 seeded runs at 95% load, 33 under 97% of the best against 35 with the smallest).
 fn partner(
     cfg: &PolicyConfig,
     c: usize,
