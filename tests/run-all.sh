@@ -88,7 +88,7 @@ if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_SYSTEM_LAB:-0}" != 1 ]; then
-  step "installed from the .deb on Debian under systemd, bond by networkd and by ifupdown (QEMU)"
+  step "installed from the .deb on Debian 12 and 13 under systemd, bond by networkd, ifupdown and NetworkManager; Debian 13's lintian (QEMU)"
   tests/system-lab/run.sh
 fi
 
