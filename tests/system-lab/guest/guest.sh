@@ -270,6 +270,18 @@ check_started() {
         "exit $2 in $(since "$3")s; Active: $st; StatusText: $s; is-enabled: $(systemctl is-enabled "$UNIT"), wanted by bond0's device: $([ -L /etc/systemd/system/sys-subsystem-net-devices-bond0.device.wants/$UNIT ] && echo yes || echo no)"
 }
 
+# The ports rlbd has up, once they are "sl0 sl1" or after $1 s, whichever comes first.
+ports_up_within() {
+    local t0 ports=""
+    t0=$(ts)
+    while fcmp "$(since "$t0")" '<' "$1"; do
+        ports=$(status_json | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
+        [ "$ports" = "sl0 sl1" ] && break
+        sleep 1
+    done
+    echo "$ports"
+}
+
 # Deletes bond0 and has the stack make it again: networkd from its .netdev (after an edit, as
 # an operator would), ifupdown with ifdown/ifup; rlbd, still running, must follow.
 bond_remade() {
@@ -306,11 +318,7 @@ bond_remade() {
     ifi_new=$(cat /sys/class/net/bond0/ifindex 2>/dev/null)
     say "bond0 made again by $st in $(since "$t0")s: $(bond_desc)"
     t1=$(ts)
-    while fcmp "$(since "$t1")" '<' 20; do
-        ports=$(status_json | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
-        [ "$ports" = "sl0 sl1" ] && break
-        sleep 1
-    done
+    ports=$(ports_up_within 20)
     gone=$(journal_since "$t0" debug | grep -c 'bond bond0 is gone; waiting for it to return')
     found=$(journal_since "$t0" debug | grep -c "bond bond0 (ifindex $ifi_new) found")
     [ "$ready" = 0 ] && [ "$ifi_new" != "$ifi_old" ] && [ "$(mainpid)" = "$pid" ] &&
@@ -708,7 +716,9 @@ priorities() {
         "'bond gone' at warning: $w; info line 'control socket' within -p warning: $i"
 }
 
-boot1() {
+# Boot 1 on both releases, as far as they share it: networkd's bond, the package, the unit,
+# steering and the reloads.
+boot1_start() {
     say "boot 1 (networkd): checks start at guest uptime $(ts) s"
     bond_ready 30
     check $? "bond0 made by networkd at boot: balance-alb over sl0, sl1, with 198.18.0.1/24" "$(bond_desc)"
@@ -718,6 +728,10 @@ boot1() {
     operators
     steering networkd
     reloads
+}
+
+boot1() {
+    boot1_start
     watchdog_resume
     kill9
     bad_config
@@ -754,26 +768,14 @@ boot2() {
 # the bond remade by networkd, ifupdown) on Debian 12 only, to keep CI's time.
 
 boot1_trixie() {
-    say "boot 1 (networkd): checks start at guest uptime $(ts) s"
-    bond_ready 30
-    check $? "bond0 made by networkd at boot: balance-alb over sl0, sl1, with 198.18.0.1/24" "$(bond_desc)"
-    install_package
-    enable_now networkd
-    identity
-    operators
-    steering networkd
-    reloads
+    boot1_start
     stop_sources
     bad_config
     to_networkmanager
     # rlbd follows the bond NetworkManager made (a new ifindex) without a restart
-    local ports="" t0
+    local ports t0
     t0=$(ts)
-    while fcmp "$(since "$t0")" '<' 20; do
-        ports=$(status_json | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
-        [ "$ports" = "sl0 sl1" ] && break
-        sleep 1
-    done
+    ports=$(ports_up_within 20)
     [ "$ports" = "sl0 sl1" ] && active
     check $? "rlbd follows bond0 from networkd to NetworkManager without a restart" \
         "ports up: '$ports' $(since "$t0")s after; NRestarts $(prop NRestarts); $(prop StatusText)"
