@@ -105,6 +105,13 @@ const PORT_FAMILIES: &[PortFamily] = &[
         value: |p| Some(p.uncounted_frames as f64),
     },
     PortFamily {
+        name: "rlbd_port_counted_bytes_total",
+        kind: "counter",
+        help: "Bytes of IPv4/IPv6 frames counted for clients on the port (scaled by the sampling \
+               ratio); beside rlbd_port_rx_bytes_total, what counting covers.",
+        value: |p| Some(p.counted_bytes as f64),
+    },
+    PortFamily {
         name: "rlbd_port_clients",
         kind: "gauge",
         help: "Tracked clients whose latest frame arrived on the port.",
@@ -365,6 +372,7 @@ pub(crate) mod tests {
             counting_hook: None,
             no_move: None,
             uncounted_frames: 0,
+            counted_bytes: 0,
         };
         StatusReport {
             schema: SCHEMA_VERSION,

@@ -127,6 +127,9 @@ impl Engine {
                 dst,
                 bytes,
             } => {
+                if let Some(p) = self.lan.ports.list.get_mut(usize::from(port)) {
+                    p.counted_bytes += bytes;
+                }
                 let (lan, tick) = (&self.lan, self.schedule.tick);
                 self.table
                     .account(key, src, dst, port, bytes, tick, |ip| lan.is_ours(ip));
@@ -264,6 +267,11 @@ impl Engine {
     /// ports' counters asked for (the evaluation follows when they are in), idle moves
     /// forgotten.
     fn on_second(&mut self, now: u64, counts: &[(usize, Delta)], whole: bool, drops: bool) {
+        for (port, d) in counts {
+            if let Some(p) = self.lan.ports.list.get_mut(*port) {
+                p.counted_bytes += d.bytes;
+            }
+        }
         let (lan, tick) = (&self.lan, self.schedule.tick);
         self.table
             .account_kernel_counts(counts, tick, |ip| lan.is_ours(ip));

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
+use crate::capture::ebpf::map::{Delta, EntryKey};
 use crate::client::ClientKey;
 use crate::host::testing::{addr, link, neigh, BOND};
 use crate::netlink::LinkInfo;
@@ -381,4 +382,38 @@ fn a_port_going_down_is_in_the_service_status_at_the_next_second() {
     let last = r.summaries.last().expect("a summary");
     assert!(r.summaries.len() > quiet, "the change is told at once");
     assert!(last.contains("sl1(down)"), "sl1 is down: {last}");
+}
+
+#[test]
+fn the_bytes_counted_on_each_port_are_in_its_status_beside_the_kernel_counter() {
+    let mut r = Rig::new();
+    r.second(&[(1, 0, 2.0), (2, 1, 1.0)]);
+    // And one second of the kernel's counts (counting in the kernel) for client 3 on slave 1.
+    let (mac, ip) = client(3);
+    let key = EntryKey {
+        client: ClientKey::untagged(mac),
+        dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+    };
+    let d = Delta {
+        key,
+        frames: 10,
+        bytes: 15_140,
+        src: Some(IpAddr::V4(ip)),
+    };
+    let second = Input::Second {
+        counts: &[(1, d)],
+        whole: true,
+        ring_drops: false,
+    };
+    r.e.handle(r.now, second);
+    r.drain();
+    r.e.handle(r.now, Input::StatusQuery { top: None });
+    let report = std::iter::from_fn(|| r.e.poll_output())
+        .find_map(|o| match o {
+            Output::Status(s) => Some(s),
+            _ => None,
+        })
+        .expect("a status report");
+    let counted: Vec<u64> = report.ports.iter().map(|p| p.counted_bytes).collect();
+    assert_eq!(counted[..2], [250_000, 125_000 + 15_140]);
 }

@@ -31,6 +31,9 @@ pub struct Port {
     pub rx_bps: Option<f64>,
     /// Frames the capture ring dropped, as last reported.
     pub ring_drops: u64,
+    /// Bytes of IPv4/IPv6 frames counted for clients on this port since it appeared (scaled
+    /// by the sampling ratio): beside the kernel's receive counter, what counting covers.
+    pub counted_bytes: u64,
     /// While it is overloaded and nothing moves off it: why, in words.
     pub no_move: Option<String>,
 }
@@ -49,6 +52,7 @@ impl Port {
             last: None,
             rx_bps: None,
             ring_drops: 0,
+            counted_bytes: 0,
             no_move: None,
         }
     }
