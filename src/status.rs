@@ -143,10 +143,11 @@ pub struct PortStatus {
     /// release: absent in older reports.
     #[serde(default)]
     pub uncounted_frames: u64,
-    /// Bytes of IPv4/IPv6 frames counted for clients on this port since rlbd found it (scaled
-    /// by the sampling ratio; the frames' length as received, a tag the NIC took out not
-    /// included, as in `rx_bytes`). Beside `rx_bytes` it shows what counting covers. Added
-    /// after schema 1's first release: absent in older reports.
+    /// Bytes of IPv4/IPv6 frames counted for clients on this port since rlbd found it, up to
+    /// the reading of `rx_bytes` (scaled by the sampling ratio; the frames' length as
+    /// received, a tag the NIC took out not included, as in `rx_bytes`). Beside `rx_bytes` it
+    /// shows what counting covers. Added after schema 1's first release: absent in older
+    /// reports.
     #[serde(default)]
     pub counted_bytes: u64,
 }

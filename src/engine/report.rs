@@ -74,7 +74,7 @@ fn port_statuses(e: &Engine) -> Vec<PortStatus> {
             counting_hook: None,
             no_move: p.no_move.clone(),
             uncounted_frames: 0,
-            counted_bytes: p.counted_bytes,
+            counted_bytes: p.counted_bytes_at_reading(),
         })
         .collect()
 }

@@ -34,6 +34,8 @@ pub struct Port {
     /// Bytes of IPv4/IPv6 frames counted for clients on this port since it appeared (scaled
     /// by the sampling ratio): beside the kernel's receive counter, what counting covers.
     pub counted_bytes: u64,
+    /// `counted_bytes` when the kernel's counter was last read: the two side by side.
+    counted_at_reading: u64,
     /// While it is overloaded and nothing moves off it: why, in words.
     pub no_move: Option<String>,
 }
@@ -53,11 +55,13 @@ impl Port {
             rx_bps: None,
             ring_drops: 0,
             counted_bytes: 0,
+            counted_at_reading: 0,
             no_move: None,
         }
     }
 
     pub fn record_counter(&mut self, at_ms: u64, rx_bytes: u64) {
+        self.counted_at_reading = self.counted_bytes;
         match self.last {
             Some((t, _)) if at_ms.saturating_sub(t) < MIN_SAMPLE_GAP_MS => {
                 self.last = Some((at_ms, rx_bytes));
@@ -87,6 +91,11 @@ impl Port {
 
     pub fn rx_bytes(&self) -> Option<u64> {
         self.last.map(|(_, b)| b)
+    }
+
+    /// The bytes counted for clients up to the kernel counter's last reading ([`Self::rx_bytes`]).
+    pub fn counted_bytes_at_reading(&self) -> u64 {
+        self.counted_at_reading
     }
 
     pub fn usable(&self) -> bool {
