@@ -68,6 +68,7 @@ fn synthetic_report() -> StatusReport {
         counting_hook: None,
         no_move: None,
         uncounted_frames: 3,
+        counted_bytes: 0,
     };
     StatusReport {
         schema: SCHEMA_VERSION,
