@@ -35,7 +35,7 @@ flat_extras() {
     say "before sl0 down: c1 -> $(cstate c1 198.18.0.1), c3 -> $(cstate c3 198.18.0.1); active $(srv cat /sys/class/net/bond0/bonding/active_slave)"
     pre1=$(cstate c1 198.18.0.1)
     pre3=$(cstate c3 198.18.0.1)
-    srv $IP link set sl0 down
+    cable sl0 down
     mark "sl0 down (sl1 active)"
     cs_now
     f=$(flow_track "$CS" 8 198.18.0.11 198.18.0.13)
@@ -47,7 +47,7 @@ flat_extras() {
     [ "$1" != never ] && [ "$2" != never ] && fcmp "$1" '<=' 8 && fcmp "$2" '<=' 8
     verdict $? active-change "active-slave change followed: c1 and c3 both receive within 8 s" \
         "c1 (was on $pre1) receives at ${1}s, c3 (was on $pre3) at ${2}s after sl0 down"
-    srv $IP link set sl0 up
+    cable sl0 up
     if [ "$STANDIN" = 1 ]; then
         echo "SKIP: $SC/runtime: the bond changing under a running daemon needs rlbd (STANDIN=1)"
         return 0

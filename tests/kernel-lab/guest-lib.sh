@@ -234,8 +234,10 @@ track() {
 # Sample the server's bytes per key ($3.., see fbytes) from $1 (centiseconds), every ~0.25 s, for
 # at least 1.5 s and at most $2 s: it stops once every key has received again. Samples stay in
 # /tmp/flow. Prints, per key, the first time (s after $1) at which an interval delivered more than
-# 3000 bytes (two segments), or "never". A flow sent to a dead MAC gets exactly nothing; one
-# sharing a capped port may get little (TCP is unfair under tbf, and 5.10's more so after losses).
+# FLOW_MIN bytes (3000, two segments, unless set), or "never". A flow sent to a dead MAC gets
+# exactly nothing; one sharing a capped port may get little (TCP is unfair under tbf, and 5.10's
+# more so after losses).
+FLOW_MIN=3000
 flow_track() {
     _t0=$1; _until=$(($2 * 100)); shift 2
     : >/tmp/flow
@@ -244,14 +246,14 @@ flow_track() {
         _rel=$((CS - _t0))
         echo "$(secs $_rel) $(fbytes "$@")" >>/tmp/flow
         [ "$_rel" -gt "$_until" ] && break
-        [ "$_rel" -gt 150 ] && awk -v n=$# '
-            NR > 1 { for (i = 1; i <= n; i++) if ($(i + 1) - p[i] > 3000) ok[i] = 1 }
+        [ "$_rel" -gt 150 ] && awk -v n=$# -v min="$FLOW_MIN" '
+            NR > 1 { for (i = 1; i <= n; i++) if ($(i + 1) - p[i] >= min) ok[i] = 1 }
             { for (i = 1; i <= n; i++) p[i] = $(i + 1) }
             END { for (i = 1; i <= n; i++) if (!ok[i]) exit 1 }' /tmp/flow && break
         sleep 0.25
     done
-    awk -v n=$# '
-        NR > 1 { for (i = 1; i <= n; i++) if (at[i] == "" && $(i + 1) - p[i] > 3000) at[i] = $1 }
+    awk -v n=$# -v min="$FLOW_MIN" '
+        NR > 1 { for (i = 1; i <= n; i++) if (at[i] == "" && $(i + 1) - p[i] >= min) at[i] = $1 }
         { for (i = 1; i <= n; i++) p[i] = $(i + 1) }
         END { for (i = 1; i <= n; i++) printf "%s ", (at[i] == "" ? "never" : at[i]); print "" }' /tmp/flow
 }
@@ -305,9 +307,61 @@ cmac() { echo "02:00:00:00:01:0${1#c}"; } # c3 -> its eth0's MAC
 cip() { echo "$2.1${1#c}"; }              # cip c3 198.18.100 -> 198.18.100.13
 
 # ---- the base topology -------------------------------------------------------------------------
+# With NIC set (a SCENARIO@NIC scenario), the slaves are QEMU-emulated NICs, each wired to a
+# NIC that is the switch's port: run.sh's NIC_SLOTS gives each NIC's PCI slots (decimal) as
+# NIC:slave0,slave1,switch0,switch1.
+NIC=""
+nic_port() { # $1: PCI slot (decimal); the netdev there, in this namespace (virtio's is a level down)
+    _pd="/sys/bus/pci/devices/0000:00:$(printf %02x "$1").0"
+    ls "$_pd/net/" "$_pd"/virtio*/net/ 2>/dev/null | grep -v -e '^$' -e ':$' | head -n 1
+}
+# nic_wire I: NIC slave I into srv as sl$I, its wired partner into sw as p$I. A namespace
+# deleted by the last scenario hands its NICs back a moment later, under the names they had
+# there (or devN when taken): they are found by their PCI address, waited for up to 10 s, and
+# renamed twice (through a name no other device has) so that no name is ever taken.
+nic_wire() {
+    _slots=""
+    for _e in $NIC_SLOTS; do [ "${_e%%:*}" = "$NIC" ] && _slots=${_e#*:}; done
+    [ -n "$_slots" ] || { say "no PCI slots known for NIC $NIC (NIC_SLOTS: $NIC_SLOTS)"; return 1; }
+    IFS=, read -r _s0 _s1 _w0 _w1 <<EOF2
+$_slots
+EOF2
+    eval "_ss=\$_s$1 _ws=\$_w$1"
+    _n=0
+    while :; do
+        _s=$(nic_port "$_ss")
+        _w=$(nic_port "$_ws")
+        [ -n "$_s" ] && [ -n "$_w" ] && break
+        if [ $_n -ge 50 ]; then
+            say "$NIC: no netdev at PCI slot $_ss or $_ws (driver not loaded?); netdevs: $(ls /sys/class/net | tr '\n' ' '); PCI: $(for _p in /sys/bus/pci/devices/*; do printf '%s=%s ' "${_p##*/}" "$(ls "$_p/net" "$_p"/virtio*/net 2>/dev/null | tr '\n' ,)"; done)"
+            return 1
+        fi
+        sleep 0.2
+        _n=$((_n + 1))
+    done
+    for _d in "$_s:nic$_ss:sl$1:srv" "$_w:nic$_ws:p$1:sw"; do
+        IFS=: read -r _from _tmp _to _ns <<EOF2
+$_d
+EOF2
+        $IP link set "$_from" down
+        [ "$_from" = "$_tmp" ] || $IP link set "$_from" name "$_tmp" || return 1
+        $IP link set "$_tmp" name "$_to" || return 1
+        $IP link set "$_to" netns "$_ns" || return 1
+    done
+    $IP -n srv link set "sl$1" address "02:00:00:00:00:1$1" || return 1
+    say "sl$1: $NIC ($(sed -n 's/^DRIVER=//p' "/sys/bus/pci/devices/0000:00:$(printf %02x "$_ss").0/uevent" 2>/dev/null) driver), wired to p$1"
+}
+# cable SLAVE down|up: a cable pulled or put back: the slave's link, and with NICs the switch's
+# port wired to it (a veth's peer loses its carrier by itself, a QEMU hub passes no link state;
+# a switch whose port stays up keeps sending the slave's frames into it)
+cable() {
+    srv $IP link set "$1" "$2"
+    [ -n "$NIC" ] && $IP -n sw link set "p${1#sl}" "$2"
+    return 0
+}
 NSES=""
 base_topology() {
-    say "building the lab: bond0 balance-alb, 2 slaves, bridge, tbf ${CAP}mbit, 4 clients"
+    say "building the lab: bond0 balance-alb, 2 slaves${NIC:+ (emulated $NIC NICs)}, bridge, tbf ${CAP}mbit, 4 clients"
     for ns in srv sw c1 c2 c3 c4; do
         $IP netns add $ns || return 1
         NSES="$NSES $ns"
@@ -318,11 +372,16 @@ base_topology() {
     $IP -n sw link set br0 up
     $IP -n srv link add bond0 type bond mode balance-alb miimon 100 || return 1
     for i in 0 1; do
-        $IP link add sl$i netns srv address 02:00:00:00:00:1$i type veth peer name p$i netns sw || return 1
+        if [ -n "$NIC" ]; then
+            nic_wire $i || return 1
+        else
+            $IP link add sl$i netns srv address 02:00:00:00:00:1$i type veth peer name p$i netns sw || return 1
+        fi
         $IP -n srv link set sl$i master bond0 || return 1
         $IP -n sw link set p$i master br0
         $IP -n sw link set p$i up
-        $TC -n sw qdisc add dev p$i root tbf rate "${CAP}mbit" burst 64kb latency 50ms || return 1
+        # replace: a NIC keeps the qdisc of its last scenario
+        $TC -n sw qdisc replace dev p$i root tbf rate "${CAP}mbit" burst 64kb latency 50ms || return 1
     done
     $IP -n srv link set bond0 up
     for i in 1 2 3 4; do

@@ -22,7 +22,14 @@
 #   6.1   bookworm's
 #   6.12  bookworm-backports' (trixie's series; .ko.xz modules, decompressed when unpacked)
 # Scenarios (names as words): flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq
-#   (guest-test.sh describes each).
+#   (guest-test.sh describes each), with veth slaves; SCENARIO@NIC runs a scenario with slaves
+#   that are QEMU-emulated NICs instead (NIC: igb, virtio, e1000e; all: flat@igb vlan@igb
+#   two-addresses@igb flat@virtio flat@e1000e): each slave is wired (a QEMU hub) to a
+#   virtio-net NIC of the same guest that is the switch's port, so every frame a client sends
+#   leaves through one NIC driver and reaches the bond through the other, GRO, several queues
+#   and the NIC taking VLAN tags out included. Every check of the scenario applies, and one
+#   more: per slave and per second, the bytes rlbd counted agree with the NIC's own receive
+#   counter within 1%. One boot carries all of a kernel's NICs.
 # Which scenarios run on which kernel (PLAN): every topology on at least one kernel. The default,
 #   "6.12:all 6.1:flat 5.10:flat,bridge", keeps the lab within ~12 minutes of CI (measured: a
 #   boot 15-30 s, a scenario 30-90 s; docs/labs.md): every topology on the newest driver,
@@ -75,10 +82,19 @@ REPO=$(cd "$HERE/../.." && pwd)
 CACHE="$HERE/cache"
 ALL_KERNELS="5.10 6.1 6.12"
 ALL_SCENARIOS="flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq"
+NIC_SCENARIOS="flat@igb vlan@igb two-addresses@igb flat@virtio flat@e1000e"
+ALL_NICS="igb virtio e1000e"
+# Per NIC: QEMU's device, and its PCI slots (decimal) "slave0,slave1,switch0,switch1": the
+# switch's port i is wired to slave i (guest-lib.sh finds them by these addresses). An igb's
+# virtual functions take the slots 16 and 17 past its own: igb on 4 and 6 keeps them (20-23)
+# clear of every other device.
+declare -A NIC_DEVICE=([igb]=igb [virtio]=virtio-net-pci [e1000e]=e1000e)
+declare -A NIC_SLOT=([igb]=4,6,5,7 [virtio]=8,9,10,11 [e1000e]=12,13,14,15)
+declare -A NIC_MODULE=([igb]=igb [virtio]=virtio_net [e1000e]=e1000e)
 DEFAULT_PLAN="6.12:all 6.1:flat 5.10:flat,bridge"
 PLAN=${PLAN:-$DEFAULT_PLAN}
 SCENARIOS=${SCENARIOS:-}
-[ "$SCENARIOS" = all ] && SCENARIOS=$ALL_SCENARIOS
+[ "$SCENARIOS" = all ] && SCENARIOS="$ALL_SCENARIOS $NIC_SCENARIOS"
 STANDIN=${STANDIN:-0}
 CAP_MBIT=${CAP_MBIT:-30}
 TOTAL_X=${TOTAL_X:-1.9}
@@ -103,6 +119,21 @@ case "$CAP_MBIT" in *[!0-9]* | '') die "CAP_MBIT must be an integer" ;; esac
 known() { # $1: what, $2: word, $3: the known words
     case " $3 " in *" $2 "*) ;; *) die "$1: unknown '$2' (known: $3)" ;; esac
 }
+known_scenario() { # $1: a scenario, or SCENARIO@NIC
+    case "$1" in
+    *@*)
+        known "scenario of $1 (PLAN, SCENARIOS)" "${1%@*}" "${ALL_SCENARIOS% qinq}"
+        known "NIC of $1 (PLAN, SCENARIOS)" "${1#*@}" "$ALL_NICS"
+        ;;
+    *) known "scenario (PLAN, SCENARIOS)" "$1" "$ALL_SCENARIOS" ;;
+    esac
+}
+nics_of() { # $1: scenarios; prints the NICs they use, once each
+    local n
+    for n in $ALL_NICS; do
+        case " $1 " in *"@$n "*) printf '%s ' "$n" ;; esac
+    done
+}
 # SC_OF[kernel]: the scenarios that kernel's guest runs
 declare -A SC_OF=()
 plan_kernels=""
@@ -111,7 +142,7 @@ for e in $PLAN; do
     known "PLAN kernel" "$k" "$ALL_KERNELS"
     [ "$e" != "$k" ] || die "PLAN: '$e' names no scenarios (kernel:scenario,scenario... or kernel:all)"
     v=${e#*:}
-    [ "$v" = all ] && v=$ALL_SCENARIOS
+    [ "$v" = all ] && v="$ALL_SCENARIOS $NIC_SCENARIOS"
     SC_OF[$k]=${v//,/ }
     plan_kernels="$plan_kernels $k"
 done
@@ -128,7 +159,7 @@ for k in $KERNELS; do
     elif [ -z "${SC_OF[$k]:-}" ]; then
         SC_OF[$k]=flat
     fi
-    for s in ${SC_OF[$k]}; do known "scenario (PLAN, SCENARIOS)" "$s" "$ALL_SCENARIOS"; done
+    for s in ${SC_OF[$k]}; do known_scenario "$s"; done
 done
 case "$STANDIN" in 0 | 1) ;; *) die "STANDIN must be 0 or 1" ;; esac
 # a scenario takes 15-70 s of guest time under TCG (per kernel: 90 + 150 s per scenario);
@@ -239,8 +270,15 @@ build_initramfs() {
     # tcp_diag: ss -i (per-client bytes); 8021q: VLANs (802.1Q and 802.1ad); macvlan, ipvlan: their
     # scenarios; sch_ingress (clsact), cls_bpf: rlbd's counting at the tc hooks (Debian builds
     # both as modules; a real system loads them on demand, nothing here does)
-    for m in veth llc stp bridge 8021q bonding macvlan ipvlan sch_tbf sch_htb tcp_diag sch_ingress cls_bpf; do
-        p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | tr -d ':') || die "module $m not in $KVER's modules.dep"
+    local nic_modules="" n
+    # the switch's ports are virtio-net NICs
+    for n in $(nics_of "${SC_OF[$K]}"); do nic_modules="$nic_modules ${NIC_MODULE[$n]} virtio_net"; done
+    for m in veth llc stp bridge 8021q bonding macvlan ipvlan sch_tbf sch_htb tcp_diag sch_ingress cls_bpf $nic_modules; do
+        if ! p=$(grep -oE "^[^:]*/$m\.ko(\.[a-z]+)?:" "$moddir/modules.dep" | tr -d ':'); then
+            # built into the kernel (Debian builds virtio's core in): nothing to load
+            grep -qE "/$m\.ko\$" "$moddir/modules.builtin" 2>/dev/null && continue
+            die "module $m not in $KVER's modules.dep nor modules.builtin"
+        fi
         visit "$p"
     done
     : >"$ROOT/etc/lab/modules"
@@ -252,7 +290,10 @@ build_initramfs() {
         echo "/lib/modules/$KVER/$p $args" >>"$ROOT/etc/lab/modules"
     done
 
+    local slots=""
+    for n in $ALL_NICS; do slots="$slots $n:${NIC_SLOT[$n]}"; done
     cat >"$ROOT/etc/lab/env" <<EOF2
+NIC_SLOTS="${slots# }"
 CAP_MBIT=$CAP_MBIT
 SCENARIOS="${SC_OF[$K]}"
 STANDIN=$STANDIN
@@ -277,7 +318,7 @@ while read -r mod args; do
     insmod "$mod" $args || echo "KLAB: insmod $mod failed"
 done </etc/lab/modules
 . /etc/lab/env
-export CAP_MBIT SCENARIOS STANDIN TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE
+export NIC_SLOTS CAP_MBIT SCENARIOS STANDIN TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE
 sh /klab/guest-test.sh
 rc=$?
 if [ "$rc" = 0 ]; then
@@ -302,10 +343,27 @@ stream_console() { # $1: pid to follow
     done
 }
 
+# qemu_nics NICS: per NIC, its two slaves, each wired by a hub of its own to a virtio-net NIC
+# (the switch's port), at the PCI slots of NIC_SLOT
+qemu_nics() {
+    local n i hub=0 s
+    for n in $1; do
+        IFS=, read -r -a s <<<"${NIC_SLOT[$n]}"
+        for i in 0 1; do
+            hub=$((hub + 1))
+            printf -- '-netdev hubport,id=sl%s%s,hubid=%s -device %s,netdev=sl%s%s,addr=0x%x,mac=52:54:00:1%x:00:0%s,romfile= ' \
+                "$n" "$i" "$hub" "${NIC_DEVICE[$n]}" "$n" "$i" "${s[$i]}" "$hub" "$i"
+            printf -- '-netdev hubport,id=sw%s%s,hubid=%s -device virtio-net-pci,netdev=sw%s%s,addr=0x%x,mac=52:54:00:2%x:00:0%s,romfile= ' \
+                "$n" "$i" "$hub" "$n" "$i" "${s[$((i + 2))]}" "$hub" "$i"
+        done
+    done
+}
+
 boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     local accel=$1 probe=$2 i
     local qemu=(qemu-system-x86_64 -accel "$accel" -smp 2 -m 1024 -nographic -nic none -no-reboot
         -kernel "$VMLINUZ" -initrd "$CPIO" -append 'console=ttyS0 quiet panic=-1' -pidfile "$PIDFILE")
+    qemu+=($(qemu_nics "$(nics_of "${SC_OF[$K]}")"))
     [ "$accel" = kvm ] && qemu+=(-cpu host)
     rm -f "$RAW" "$PIDFILE" "$KCACHE/t_init"
     : >"$RAW"
@@ -428,8 +486,9 @@ done
     echo "  base: the pair without steering, x cap; ceil: the lab ceiling (pair on sl0, another client on sl1, no steering; not a check), x cap;"
     echo "  move: s after traffic start; total: best 2 s window, x cap; mean: 5 s mean, x cap;"
     echo "  arrive: sl1 frame rate / moved client's payload rate (>= 0.95: all of it on sl1); failover: s until the moved client receives again"
+    echo "  count_%: NIC scenarios, |rlbd's counted bytes - the NIC's receive counter| per slave, %: over the window (<= 1) / the worst second"
     echo "  (two-vlans: one figure per VLAN stage, 100/200; facts: macvlan: the moved client's Mbit/s per rp_filter setting; qinq: rlbd's exit status)"
-    for s in $ALL_SCENARIOS; do
+    for s in $ALL_SCENARIOS $NIC_SCENARIOS; do
         for K in $KERNELS; do
             case " ${SC_OF[$K]} " in *" $s "*) ;; *) continue ;; esac
             line=$(grep -a "^KLAB-SUMMARY scenario=$s " "$CACHE/$K/console.log" 2>/dev/null | tail -n1 || true)
@@ -437,8 +496,8 @@ done
             echo "$line kernel=$K"
         done
     done | awk '
-        BEGIN { n = split("scenario kernel place base ceil move total mean arrive rearp hostarp failover checks verdict time fact", col, " ")
-                split("scenario kernel placement base_x ceil_x move_s total_x mean_x arrive re-ARP host_ARP failover checks verdict guest_s facts", head, " ")
+        BEGIN { n = split("scenario kernel place base ceil move total mean arrive rearp hostarp failover count checks verdict time fact", col, " ")
+                split("scenario kernel placement base_x ceil_x move_s total_x mean_x arrive re-ARP host_ARP failover count_% checks verdict guest_s facts", head, " ")
                 for (i = 1; i <= n; i++) w[i] = length(head[i]) }
         { r++; for (i = 2; i <= NF; i++) { k = $i; sub(/=.*/, "", k); v = $i; sub(/^[^=]*=/, "", v); c[r, k] = v }
           for (i = 1; i <= n; i++) { v = c[r, col[i]]; if (v == "") c[r, col[i]] = v = "-"; if (length(v) > w[i]) w[i] = length(v) } }

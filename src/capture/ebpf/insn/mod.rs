@@ -56,7 +56,9 @@ impl Size {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alu {
     Add,
+    Sub,
     Mul,
+    Lsh,
     And,
     Rsh,
     Xor,
@@ -67,7 +69,9 @@ impl Alu {
     const fn code(self) -> u8 {
         match self {
             Alu::Add => 0x00,
+            Alu::Sub => 0x10,
             Alu::Mul => 0x20,
+            Alu::Lsh => 0x60,
             Alu::And => 0x50,
             Alu::Rsh => 0x70,
             Alu::Xor => 0xa0,

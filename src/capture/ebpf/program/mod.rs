@@ -34,6 +34,8 @@ pub(super) const ETH_P_ARP: i32 = 0x0806;
 pub(super) const ETH_P_8021Q: i32 = 0x8100;
 pub(super) const ETH_P_IPV6: i32 = 0x86dd;
 pub(super) const ETH_HDR: i32 = 14;
+pub(super) const IPPROTO_TCP: i32 = 6;
+pub(super) const IPPROTO_UDP: i32 = 17;
 pub(super) const IPPROTO_ICMPV6: i32 = 58;
 pub(super) const ND_NS: i32 = 135;
 pub(super) const ND_NA: i32 = 136;
@@ -57,6 +59,10 @@ const IDX_KEY: i16 = if cfg!(target_endian = "big") {
 } else {
     IDX
 };
+/// What the frame counts for, written before the count: the frames it arrived as, and their
+/// bytes on the wire (more than one where GRO merged a stream's frames: see `tc_program`).
+pub(super) const SEGS: i16 = -64;
+pub(super) const WIRE: i16 = -72;
 
 /// Where the program counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +226,9 @@ fn key_source(a: &mut Asm, l: &Labels) {
         .to_be(R0, 16)
         .stx(Size::H, R10, KEY + 4, R0);
     a.stx(Size::H, R10, KEY_VLAN, R8);
+    // A capture socket's filter counts the packet as one frame of its length.
+    a.st(Size::DW, R10, SEGS, 1);
+    a.ldx(Size::W, R1, R6, SKB_LEN).stx(Size::DW, R10, WIRE, R1);
 }
 
 /// The count in the hash: this CPU's entry grows by the frame, or a new one is made (then
@@ -232,18 +241,17 @@ pub(super) fn count_hash(a: &mut Asm, drop: Label, map_fd: i32) {
     a.call(Helper::MapLookupElem);
     a.jmp_imm(Cond::Eq, R0, 0, new);
     // This CPU's own copy: no other CPU writes it, and the receive path does not nest on one.
-    a.ldx(Size::DW, R1, R0, 0)
-        .alu_imm(Alu::Add, R1, 1)
-        .stx(Size::DW, R0, 0, R1);
-    a.ldx(Size::DW, R1, R0, 8).ldx(Size::W, R2, R6, SKB_LEN);
-    a.alu_reg(Alu::Add, R1, R2).stx(Size::DW, R0, 8, R1);
+    for (field, what) in [(0, SEGS), (8, WIRE)] {
+        a.ldx(Size::DW, R1, R0, field).ldx(Size::DW, R2, R10, what);
+        a.alu_reg(Alu::Add, R1, R2).stx(Size::DW, R0, field, R1);
+    }
     a.ja(drop);
 
-    // A new entry: one frame, its length, and the source address it came from.
+    // A new entry: the frames, their bytes, and the source address they came from.
     a.bind(new);
-    a.st(Size::DW, R10, VAL_FRAMES, 1);
-    a.ldx(Size::W, R1, R6, SKB_LEN)
-        .stx(Size::DW, R10, VAL_BYTES, R1);
+    for (field, what) in [(VAL_FRAMES, SEGS), (VAL_BYTES, WIRE)] {
+        a.ldx(Size::DW, R1, R10, what).stx(Size::DW, R10, field, R1);
+    }
     a.jmp_imm(Cond::Eq, R9, 6, new6);
     a.st(Size::DW, R10, VAL_SRC, 0);
     a.st(Size::H, R10, VAL_SRC + 8, 0);
@@ -322,8 +330,9 @@ pub(super) fn count_slots(a: &mut Asm, drop: Label, map_fd: i32, slots: u32, mul
     a.mov(R0, R8);
 
     a.bind(add);
-    a.mov_imm(R1, 1).atomic_add(R0, SLOT_FRAMES as i16, R1);
-    a.ldx(Size::W, R1, R6, SKB_LEN)
+    a.ldx(Size::DW, R1, R10, SEGS)
+        .atomic_add(R0, SLOT_FRAMES as i16, R1);
+    a.ldx(Size::DW, R1, R10, WIRE)
         .atomic_add(R0, SLOT_BYTES as i16, R1);
 }
 

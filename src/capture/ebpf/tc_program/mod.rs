@@ -23,8 +23,9 @@
 use super::insn::{Alu, Asm, Cond, Helper, Insn, Label, Reg, Size};
 use super::program::{
     count_hash, count_slots, Store, ETH_HDR, ETH_P_8021Q, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6,
-    IPPROTO_ICMPV6, KEY, KEY_DST, KEY_VLAN, MAX_HOST_MACS, ND_NA, ND_NS, PACKET_HOST,
-    PACKET_OUTGOING, SKB_LEN, SKB_PKT_TYPE, SKB_VLAN_PRESENT, SKB_VLAN_PROTO, SKB_VLAN_TCI,
+    IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, KEY, KEY_DST, KEY_VLAN, MAX_HOST_MACS, ND_NA, ND_NS,
+    PACKET_HOST, PACKET_OUTGOING, SEGS, SKB_LEN, SKB_PKT_TYPE, SKB_VLAN_PRESENT, SKB_VLAN_PROTO,
+    SKB_VLAN_TCI, WIRE,
 };
 use super::ringbuf::META;
 use crate::capture::Mac;
@@ -32,6 +33,11 @@ use crate::capture::Mac;
 // `struct __sk_buff`: the packet pointers (UAPI).
 const SKB_DATA: i16 = 76;
 const SKB_DATA_END: i16 = 80;
+/// How many frames GRO merged into this packet (0 or 1: none).
+const SKB_GSO_SEGS: i16 = 164;
+/// Stack: the headers' length across the helper call, and the byte it reads.
+const HDR: i16 = -80;
+const SCRATCH: i16 = -88;
 /// "No verdict": the hook goes on as if no filter had matched.
 const TC_ACT_UNSPEC: i32 = -1;
 /// Bytes every counted frame needs linear (up to the ICMPv6 type behind a tag): a head shorter
@@ -92,6 +98,7 @@ pub fn counting_program(
     ipv4_key(&mut a, done, v4, host_macs);
     a.bind(count);
     key_source(&mut a);
+    wire_length(&mut a);
     match store {
         Store::Hash => count_hash(&mut a, done, map_fd),
         Store::Slots { slots, mul } => count_slots(&mut a, done, map_fd, slots, mul),
@@ -294,6 +301,52 @@ fn key_source(a: &mut Asm) {
     a.ldx(Size::H, R1, R2, 10).stx(Size::H, R10, KEY + 4, R1);
     a.stx(Size::H, R10, KEY_VLAN, R8);
     a.ldx(Size::W, R1, R2, 6).stx(Size::W, R10, KEY, R1);
+}
+
+/// What the packet counts for, into `SEGS` and `WIRE`: one frame of its length, or, where GRO
+/// merged `gso_segs` frames of a stream into it (any NIC driver does, before the hook), each of
+/// them with the headers each carried on the wire, which the merge kept once: so the count
+/// agrees with the NIC's own receive counters. R4 = the network header (its first 20 bytes,
+/// 40 for IPv6, checked), R7 = the tag's length in the frame, R9 = the IP version. Clobbers
+/// R0-R5.
+fn wire_length(a: &mut Asm) {
+    use Reg::*;
+    let (v6, l3, tcp, l4, done) = (a.label(), a.label(), a.label(), a.label(), a.label());
+    a.ldx(Size::W, R0, R6, SKB_LEN).stx(Size::DW, R10, WIRE, R0);
+    a.st(Size::DW, R10, SEGS, 1);
+    a.ldx(Size::W, R1, R6, SKB_GSO_SEGS);
+    a.jmp_imm(Cond::Le, R1, 1, done);
+    a.stx(Size::DW, R10, SEGS, R1);
+    // R5: the headers of one frame, Ethernet and tag, network (R1), transport (TCP's or UDP's).
+    a.mov(R5, R7).alu_imm(Alu::Add, R5, ETH_HDR);
+    a.jmp_imm(Cond::Eq, R9, 6, v6);
+    a.ldx(Size::B, R1, R4, 0).alu_imm(Alu::And, R1, 0x0f);
+    a.alu_imm(Alu::Lsh, R1, 2).ldx(Size::B, R0, R4, 9);
+    a.ja(l3);
+    a.bind(v6);
+    a.mov_imm(R1, 40).ldx(Size::B, R0, R4, 6);
+    a.bind(l3);
+    a.alu_reg(Alu::Add, R5, R1);
+    a.jmp_imm(Cond::Eq, R0, IPPROTO_TCP, tcp);
+    a.jmp_imm(Cond::Ne, R0, IPPROTO_UDP, l4);
+    a.alu_imm(Alu::Add, R5, 8).ja(l4);
+    // TCP's header length (its data offset, byte 12), past the bytes checked: by the helper,
+    // which takes any offset (on failure the byte reads 0, and the options go uncounted).
+    a.bind(tcp);
+    a.stx(Size::DW, R10, HDR, R5);
+    a.mov(R1, R6).mov(R2, R5).alu_imm(Alu::Add, R2, 12);
+    a.mov(R3, R10).alu_imm(Alu::Add, R3, i32::from(SCRATCH));
+    a.mov_imm(R4, 1).call(Helper::SkbLoadBytes);
+    a.ldx(Size::DW, R5, R10, HDR);
+    a.ldx(Size::B, R1, R10, SCRATCH).alu_imm(Alu::Rsh, R1, 4);
+    a.alu_imm(Alu::Lsh, R1, 2).alu_reg(Alu::Add, R5, R1);
+    // WIRE += (SEGS - 1) * R5
+    a.bind(l4);
+    a.ldx(Size::DW, R1, R10, SEGS).alu_imm(Alu::Sub, R1, 1);
+    a.alu_reg(Alu::Mul, R1, R5);
+    a.ldx(Size::DW, R0, R10, WIRE).alu_reg(Alu::Add, R0, R1);
+    a.stx(Size::DW, R10, WIRE, R0);
+    a.bind(done);
 }
 
 /// Goes to `ok` for a frame that came in for this port or for one of `host_macs`, else to
