@@ -345,10 +345,18 @@ $_d
 EOF2
         $IP link set "$_from" down
         [ "$_from" = "$_tmp" ] || $IP link set "$_from" name "$_tmp" || return 1
+        # another NIC's, back from the last scenario under this name: out of the way
+        if [ -e "/sys/class/net/$_to" ]; then
+            $IP link set "$_to" down
+            $IP link set "$_to" name "x$(cat "/sys/class/net/$_to/ifindex")" || return 1
+        fi
         $IP link set "$_tmp" name "$_to" || return 1
         $IP link set "$_to" netns "$_ns" || return 1
     done
     $IP -n srv link set "sl$1" address "02:00:00:00:00:1$1" || return 1
+    # No interrupt throttling: the emulated Intel NICs time it on QEMU timers, which under TCG
+    # hold a quiet queue's frames long enough for its TCP to time out (virtio has none).
+    [ "$NIC" = virtio ] || srv klab-arp coalesce "sl$1" 0 || return 1
     say "sl$1: $NIC ($(sed -n 's/^DRIVER=//p' "/sys/bus/pci/devices/0000:00:$(printf %02x "$_ss").0/uevent" 2>/dev/null) driver), wired to p$1"
 }
 # cable SLAVE down|up: a cable pulled or put back: the slave's link, and with NICs the switch's

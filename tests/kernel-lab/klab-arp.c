@@ -17,10 +17,18 @@
  *       from the packet's auxiliary data ("/aux"), so the driver's tagged ARPs show with their
  *       VLAN either way, and which way it came is seen. An 802.1ad tag adds "/ad" (a frame that
  *       is tagged 802.1Q where the VLAN is 802.1ad never reaches the client's interface).
+ *
+ *   klab-arp coalesce IFACE RX_USECS
+ *       Sets the NIC's receive interrupt coalescing (ETHTOOL_SCOALESCE; busybox has no ethtool)
+ *       and prints it before and after. The emulated Intel NICs throttle interrupts on QEMU
+ *       timers, which under TCG hold a sparse queue's frames for a long while.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/ethtool.h>
 #include <linux/filter.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
@@ -261,13 +269,45 @@ static int do_sniff(int argc, char **argv)
     return 0;
 }
 
+static int do_coalesce(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: klab-arp coalesce IFACE RX_USECS\n");
+        return 64;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ethtool_coalesce ec = { .cmd = ETHTOOL_GCOALESCE };
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", argv[2]);
+    ifr.ifr_data = (void *)&ec;
+    if (fd < 0 || ioctl(fd, SIOCETHTOOL, &ifr) < 0) {
+        fprintf(stderr, "klab-arp: %s: reading its coalescing: %s\n", argv[2], strerror(errno));
+        return 1;
+    }
+    printf("%s: rx-usecs %u", argv[2], ec.rx_coalesce_usecs);
+    ec.cmd = ETHTOOL_SCOALESCE;
+    ec.rx_coalesce_usecs = (unsigned)atoi(argv[3]);
+    if (ioctl(fd, SIOCETHTOOL, &ifr) < 0) {
+        printf("\n");
+        fprintf(stderr, "klab-arp: %s: setting rx-usecs %s: %s\n", argv[2], argv[3], strerror(errno));
+        return 1;
+    }
+    printf(" -> %u\n", ec.rx_coalesce_usecs);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "coalesce") == 0)
+        return do_coalesce(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "send") == 0)
         return do_send(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "sniff") == 0)
         return do_sniff(argc, argv);
     fprintf(stderr, "usage: klab-arp send IFACE PORT_MAC CLIENT_MAC SERVER_IP [VLAN|ad:VLAN]\n"
-                    "       klab-arp sniff SECONDS IFACE [IFACE...]\n");
+                    "       klab-arp sniff SECONDS IFACE [IFACE...]\n"
+                    "       klab-arp coalesce IFACE RX_USECS\n");
     return 64;
 }
