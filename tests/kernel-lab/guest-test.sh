@@ -632,6 +632,11 @@ run_scenario() { # $1: scenario name
 }
 
 say "guest test: CAP_MBIT=$CAP SCENARIOS='$SCENARIOS' STANDIN=$STANDIN TOTAL_X=$TOTAL_X traffic tools: $LAB_SOURCE"
+# The emulated NICs come up as eth0, eth1...: a name the veth scenarios give their clients'
+# interfaces, which a veth pair made across namespaces cannot take while the NIC has it here.
+for _d in /sys/class/net/eth*; do
+    [ -e "$_d" ] && $IP link set "${_d##*/}" name "x$(cat "$_d/ifindex")"
+done
 for sc in $SCENARIOS; do
     case "$sc" in
     flat | vlan | two-vlans | two-addresses | bridge | macvlan | ipvlan | qinq) NIC=""; run_scenario "$sc" ;;
