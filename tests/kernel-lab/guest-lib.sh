@@ -362,9 +362,19 @@ EOF2
 # cable SLAVE down|up: a cable pulled or put back: the slave's link, and with NICs the switch's
 # port wired to it (a veth's peer loses its carrier by itself, a QEMU hub passes no link state;
 # a switch whose port stays up keeps sending the slave's frames into it)
+# A pulled cable: the slave goes down, and with NICs (whose link the switch's port does not
+# follow) the switch's port leaves the bridge. It stays up: a port set down keeps the frames in
+# its transmit ring, and since the clients' TCP shares this kernel, each client then holds back
+# every retransmission of a segment still there (TcpExt TCPSpuriousRtxHostQueues), which no
+# re-steering can help and no real client sees.
 cable() {
     srv $IP link set "$1" "$2"
-    [ -n "$NIC" ] && $IP -n sw link set "p${1#sl}" "$2"
+    [ -n "$NIC" ] || return 0
+    if [ "$2" = down ]; then
+        $IP -n sw link set "p${1#sl}" nomaster
+    else
+        $IP -n sw link set "p${1#sl}" master br0
+    fi
     return 0
 }
 NSES=""

@@ -480,6 +480,50 @@ stage_steer() {
 
 # sl1 fails with every stage's pair sending: each moved client's traffic to each of its
 # addresses must resume within 2 s. Leaves sl1 up again.
+# What a failover that did not resume leaves to read: each moved client's neighbour entry for the
+# server and its TCP state, the switch's forwarding table, what the switch ports and slaves passed
+# and dropped, and the tbf's queue.
+nic_stats_mark() {
+    [ -n "$NIC" ] || return 0
+    for i in 0 1; do srv $KARP stats sl$i >/tmp/nicstats.sl$i 2>/dev/null; done
+}
+failover_state() {
+    if [ -n "$NIC" ]; then
+        for i in 0 1; do
+            say "  sl$i driver stats since the cut: $(srv $KARP stats sl$i 2>&1 | awk -F= 'NR == FNR { b[$1] = $2; next } $2 != b[$1] && $1 ~ /rx|drop|miss|err|csum|buf/ { printf "%s+%d ", $1, $2 - b[$1] }' /tmp/nicstats.sl$i -)"
+        done
+    fi
+    for mn in $1; do
+        m=${mn%%:*}
+        say "  $m: retransmits held back (the segment still in a host queue): $($IP netns exec "$m" cat /proc/net/netstat | awk '/^TcpExt:/ { if (!h) { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next } for (i = 2; i <= NF; i++) if (n[i] == "TCPSpuriousRtxHostQueues") print $i }')"
+        say "  $m: neighbours: $($IP -n "$m" neigh show dev eth0 | tr '\n' ';')"
+        say "  $m: tcp: $($IP netns exec "$m" $SS -tinH state established | tr -s ' \n' ' ' | cut -c1-400)"
+    done
+    say "  srv: tcp: $(srv $SS -tinH state established "( sport = :$PORT )" | tr -s ' \n' ' ' | cut -c1-900)"
+    for d in srv:sl0 srv:sl1; do
+        say "  ${d#*:} errors: $(srv sh -c "cd /sys/class/net/${d#*:}/statistics && grep -H . rx_*err* rx_dropped" 2>/dev/null | grep -v ':0$' | tr '\n' ' ')"
+    done
+    say "  srv counters since the cut: $(srv cat /proc/net/snmp /proc/net/netstat | awk '
+        /^[A-Za-z]+:/ { if (hdr[$1] == "") { hdr[$1] = $0; next } n = split(hdr[$1], h); for (i = 2; i <= n; i++) print $1 h[i], $i }' |
+        cat >/tmp/snmp.after; awk 'NR == FNR { b[$1] = $2; next } $2 != b[$1] && $1 !~ /(Octets|InReceives|InDelivers|OutRequests|OutTransmits|InSegs|OutSegs|InPkts|OutPkts|Msgs|Echo)/ { printf "%s+%d ", $1, $2 - b[$1] }' /tmp/snmp.before /tmp/snmp.after)"
+    for mn in $1; do
+        m=${mn%%:*}
+        for sz in 56 1000 1472; do
+            say "  $m: ping -s $sz: $($IP netns exec "$m" ping -c 3 -s $sz -i 0.2 -W 1 198.18.0.1 2>&1 | tail -n 2 | tr '\n' ' ')"
+        done
+        $IP netns exec "$m" $LAB_SOURCE --to "198.18.0.1:$PORT" --seconds 2 >/dev/null 2>&1
+        say "  $m: a new connection for 2 s; the server's connections from it: $(srv $SS -tinH state established "( sport = :$PORT )" | grep -A1 "198.18.0.1${m#c}:" | grep -o -e 'bytes_received:[0-9]*' -e 'lastrcv:[0-9]*' | tr '\n' ' ')"
+        say "  pc${m#c}: $($IP -n sw -s link show "pc${m#c}" | tr -s ' \n' ' ' | cut -c1-400)"
+    done
+    say "  rlbd status: $(srv $RLBD status 2>&1 | tr -s ' \n' ' ' | cut -c1-1500)"
+    say "  sw fdb: $($IP netns exec sw /usr/sbin/bridge fdb show br br0 2>/dev/null | grep -v permanent | tr '\n' ';')"
+    for d in sw:p0 sw:p1 srv:sl0 srv:sl1; do
+        say "  ${d#*:}: $($IP -n "${d%%:*}" -s link show "${d#*:}" | tr -s ' \n' ' ' | cut -c1-400)"
+    done
+    say "  p0 tbf: $($TC -n sw -s qdisc show dev p0 | tr -s ' \n' ' ')"
+    say "  bond: $(srv cat /sys/class/net/bond0/bonding/active_slave) active; mii sl0 $(srv cat /sys/class/net/sl0/bonding_slave/mii_status) sl1 $(srv cat /sys/class/net/sl1/bonding_slave/mii_status); sl0 $(srv cat /sys/class/net/sl0/address), sl1 $(srv cat /sys/class/net/sl1/address)"
+}
+
 failover() {
     keys=""
     moved=""
@@ -515,16 +559,13 @@ failover() {
     done
     sleep 0.5
     a=$(snap)
+    srv cat /proc/net/snmp /proc/net/netstat | awk '
+        /^[A-Za-z]+:/ { if (hdr[$1] == "") { hdr[$1] = $0; next } n = split(hdr[$1], h); for (i = 2; i <= n; i++) print $1 h[i], $i }' >/tmp/snmp.before
+    nic_stats_mark
     cable sl1 down
     mark "sl1 down"
     cs_now
-    # With NICs a cut loses the window in flight in the switch port's NIC ring (the veth lab's
-    # loses less), and the moved flow's TCP then recovers for seconds at a segment or two per
-    # interval on the shared capped port: that its payload arrives again is the re-steering's
-    # part, the rate it regains TCP's.
-    [ -n "$NIC" ] && FLOW_MIN=1
     f=$(flow_track "$CS" 3 $keys)
-    FLOW_MIN=3000
     r=$(rates "$a" "$(snap)")
     say "kB per interval ($(echo $names | tr ' ' '/')): $(flow_show)"
     ok=0
@@ -540,6 +581,7 @@ failover() {
         eval "m=\$${st}_MOVED"
         [ -n "$m" ] && after="$after $m($NET)->$(cstate "$m" $TARGETS)"
     done
+    [ $ok = 0 ] || failover_state "$moved"
     fig failover "$([ $ok = 0 ] && echo "${worst}s" || echo "FAIL($worst)")"
     verdict $ok failover "sl1 down: the moved clients' traffic resumes within 2 s" \
         "before:$before; after:$after; resumes at (s) $f for$names; rx sl0/sl1/total $r Mbit/s"

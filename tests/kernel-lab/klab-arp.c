@@ -22,6 +22,9 @@
  *       Sets the NIC's receive interrupt coalescing (ETHTOOL_SCOALESCE; busybox has no ethtool)
  *       and prints it before and after. The emulated Intel NICs throttle interrupts on QEMU
  *       timers, which under TCG hold a sparse queue's frames for a long while.
+ *
+ *   klab-arp stats IFACE
+ *       Prints the driver's statistics that are not zero (ethtool -S), one "name=value" each.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -298,8 +301,55 @@ static int do_coalesce(int argc, char **argv)
     return 0;
 }
 
+static int do_stats(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: klab-arp stats IFACE\n");
+        return 64;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", argv[2]);
+    struct {
+        struct ethtool_sset_info hdr;
+        __u32 len;
+    } info = { .hdr = { .cmd = ETHTOOL_GSSET_INFO, .sset_mask = 1ULL << ETH_SS_STATS } };
+    ifr.ifr_data = (void *)&info;
+    if (fd < 0 || ioctl(fd, SIOCETHTOOL, &ifr) < 0 || !info.hdr.sset_mask) {
+        fprintf(stderr, "klab-arp: %s: no statistics: %s\n", argv[2], strerror(errno));
+        return 1;
+    }
+    __u32 n = info.len;
+    struct ethtool_gstrings *names = calloc(1, sizeof *names + (size_t)n * ETH_GSTRING_LEN);
+    struct ethtool_stats *vals = calloc(1, sizeof *vals + (size_t)n * sizeof(__u64));
+    if (!names || !vals)
+        return 1;
+    names->cmd = ETHTOOL_GSTRINGS;
+    names->string_set = ETH_SS_STATS;
+    names->len = n;
+    vals->cmd = ETHTOOL_GSTATS;
+    vals->n_stats = n;
+    ifr.ifr_data = (void *)names;
+    int bad = ioctl(fd, SIOCETHTOOL, &ifr) < 0;
+    ifr.ifr_data = (void *)vals;
+    bad = bad || ioctl(fd, SIOCETHTOOL, &ifr) < 0;
+    if (bad) {
+        fprintf(stderr, "klab-arp: %s: reading its statistics: %s\n", argv[2], strerror(errno));
+        return 1;
+    }
+    for (__u32 i = 0; i < n; i++)
+        if (vals->data[i])
+            printf("%.*s=%llu\n", ETH_GSTRING_LEN, (char *)names->data + (size_t)i * ETH_GSTRING_LEN,
+                   (unsigned long long)vals->data[i]);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "stats") == 0)
+        return do_stats(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "coalesce") == 0)
         return do_coalesce(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "send") == 0)

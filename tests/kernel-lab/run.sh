@@ -90,7 +90,9 @@ ALL_NICS="igb virtio e1000e"
 # switch's port i is wired to slave i (guest-lib.sh finds them by these addresses). An igb's
 # virtual functions take the slots 16 and 17 past its own: igb on 4 and 6 keeps them (20-23)
 # clear of every other device.
-declare -A NIC_DEVICE=([igb]=igb [virtio]=virtio-net-pci [e1000e]=e1000e)
+# virtio-net reports a speed only when given one, and balance-alb takes back a slave whose link
+# returns only when its speed and duplex are known (as every real NIC's are)
+declare -A NIC_DEVICE=([igb]=igb [virtio]=virtio-net-pci,speed=1000,duplex=full [e1000e]=e1000e)
 declare -A NIC_SLOT=([igb]=4,6,5,7 [virtio]=8,9,10,11 [e1000e]=12,13,14,15)
 declare -A NIC_MODULE=([igb]=igb [virtio]=virtio_net [e1000e]=e1000e)
 DEFAULT_PLAN="6.12:flat,vlan,two-vlans,two-addresses,bridge,macvlan,ipvlan,qinq,two-addresses@igb 6.1:flat 5.10:flat,bridge"
@@ -345,18 +347,28 @@ stream_console() { # $1: pid to follow
     done
 }
 
-# qemu_nics NICS: per NIC, its two slaves, each wired by a hub of its own to a virtio-net NIC
-# (the switch's port), at the PCI slots of NIC_SLOT
+# qemu_nics NICS: per NIC, its two slaves, each wired to a virtio-net NIC (the switch's port) at
+# the PCI slots of NIC_SLOT by a pair of UDP sockets on loopback: a cable, which drops what the far
+# end cannot take. (A QEMU hub instead holds the sender's frames while the far NIC is down, and a
+# switch port's transmit ring that never empties makes the clients' TCP, in this same kernel, hold
+# back every retransmission of the segments in it.) The ports are this run's: 20 from a base
+# picked from the process id.
 qemu_nics() {
-    local n i hub=0 s
+    local n i link=0 s a b
+    local base=$((30000 + ($$ % 1500) * 20))
     for n in $1; do
         IFS=, read -r -a s <<<"${NIC_SLOT[$n]}"
         for i in 0 1; do
-            hub=$((hub + 1))
-            printf -- '-netdev hubport,id=sl%s%s,hubid=%s -device %s,netdev=sl%s%s,addr=0x%x,mac=52:54:00:1%x:00:0%s,romfile= ' \
-                "$n" "$i" "$hub" "${NIC_DEVICE[$n]}" "$n" "$i" "${s[$i]}" "$hub" "$i"
-            printf -- '-netdev hubport,id=sw%s%s,hubid=%s -device virtio-net-pci,netdev=sw%s%s,addr=0x%x,mac=52:54:00:2%x:00:0%s,romfile= ' \
-                "$n" "$i" "$hub" "$n" "$i" "${s[$((i + 2))]}" "$hub" "$i"
+            link=$((link + 1))
+            a=$((base + 2 * link)) b=$((base + 2 * link + 1))
+            printf -- '-netdev dgram,id=sl%s%s,local.type=inet,local.host=127.0.0.1,local.port=%s,remote.type=inet,remote.host=127.0.0.1,remote.port=%s ' \
+                "$n" "$i" "$a" "$b"
+            printf -- '-device %s,netdev=sl%s%s,addr=0x%x,mac=52:54:00:1%x:00:0%s,romfile= ' \
+                "${NIC_DEVICE[$n]}" "$n" "$i" "${s[$i]}" "$link" "$i"
+            printf -- '-netdev dgram,id=sw%s%s,local.type=inet,local.host=127.0.0.1,local.port=%s,remote.type=inet,remote.host=127.0.0.1,remote.port=%s ' \
+                "$n" "$i" "$b" "$a"
+            printf -- '-device virtio-net-pci,netdev=sw%s%s,addr=0x%x,mac=52:54:00:2%x:00:0%s,romfile= ' \
+                "$n" "$i" "${s[$((i + 2))]}" "$link" "$i"
         done
     done
 }
