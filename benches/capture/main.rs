@@ -25,6 +25,7 @@ use rlbd::capture::ebpf::{Delta, EntryKey};
 use rlbd::capture::{parse, ClientTable, Frame, Mac};
 
 mod gro;
+mod gro_lab;
 mod gro_perf;
 mod gro_report;
 mod idle;
