@@ -13,7 +13,9 @@
 //! only the flood rows whose names contain one of those strings (and the baseline),
 //! `RLBD_BENCH_BPF_STATS=1` has the kernel time the counting program (`prog_ns` per run),
 //! `RLBD_BENCH_PAIRED=0` measures each kernel share against the round's one baseline instead of
-//! a baseline run just before it.
+//! a baseline run just before it. Before them, bulk TCP with GRO into a server namespace, with
+//! and without rlbd's counting (`gro`: what counting costs per byte received);
+//! `RLBD_BENCH_GRO=0` skips it, `RLBD_BENCH_GRO=only` runs it alone of the namespace parts.
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -22,6 +24,10 @@ use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rlbd::capture::ebpf::{Delta, EntryKey};
 use rlbd::capture::{parse, ClientTable, Frame, Mac};
 
+mod gro;
+mod gro_lab;
+mod gro_perf;
+mod gro_report;
 mod idle;
 mod lab;
 mod model;
@@ -346,7 +352,8 @@ fn without_libtest_args(args: &[String]) -> Option<Vec<String>> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(ROLE_ARG) {
-        std::process::exit(recv::role_main(&args[2..]));
+        let rc = gro::role_main(&args[2..]).unwrap_or_else(|| recv::role_main(&args[2..]));
+        std::process::exit(rc);
     }
     if !args.iter().any(|a| a == "--bench") {
         if let Some(rest) = without_libtest_args(&args) {
@@ -368,6 +375,12 @@ fn main() {
     }
     // `cargo bench` passes --bench; `cargo test --all-targets` does not.
     if args.iter().any(|a| a == "--bench") && mode != "0" {
-        ns::main();
+        let gro = std::env::var("RLBD_BENCH_GRO").unwrap_or_default();
+        if gro != "0" {
+            gro::main();
+        }
+        if gro != "only" {
+            ns::main();
+        }
     }
 }

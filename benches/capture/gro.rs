@@ -1,0 +1,396 @@
+//! What counting costs a server per byte it receives: bulk TCP into a server namespace over a
+//! veth with GRO, at 1500 and 9000 MTU, each run without and then with rlbd's counting at the
+//! tc hooks (the order alternates by round), and the receive side's CPU measured around it.
+//!
+//! The lab: a client and a server namespace on a veth (`gc<pid>` - `gs<pid>`). The client's end
+//! has no TSO, so GSO cuts the stream into wire-sized segments as it leaves, one veth packet
+//! each, as from a NIC; the server's end merges them with GRO in its NAPI poll, threaded
+//! (`/sys/class/net/*/threaded`), the thread pinned to the receive CPU: the whole receive path
+//! (GRO, the tc hook and rlbd's programs, IP, TCP, the socket queue) runs in that one kernel
+//! thread, as in a NIC's softirq. The client's end has a NAPI thread too, on the sender's CPU,
+//! so the ACKs are taken in there. The receiver (`gro-sink`, this binary again) reads and
+//! discards on the receive CPU; the sender (`gro-send`) writes 256 KiB at a time from the other.
+//! rlbd is `recv.rs`'s receiver in `ebpf-tc` mode: the daemon's own set-up of a port.
+//!
+//! Receive CPU = the server's NAPI thread + the receiver + rlbd's process, each task's run time
+//! from /proc/<tid>/schedstat (on a kernel without IRQ time accounting, a softirq is in the run
+//! time of the task it interrupts). rlbd's cost = the run time of its tc programs (ingress and
+//! egress, from the kernel's statistics in /proc/<pid>/fdinfo, with kernel.bpf_stats_enabled on
+//! for this part) + its process. The share is rlbd's cost over the receive CPU of the same run;
+//! the difference of receive CPU per GB with and without rlbd, in each round's pair, is shown
+//! beside it as a cross-check (noisier: two whole-path figures).
+//!
+//! `RLBD_BENCH_GRO=0` skips this part, `RLBD_BENCH_GRO=only` runs it without the flood and
+//! idle parts; `RLBD_BENCH_GRO_ROUNDS` (default 5) and `RLBD_BENCH_GRO_SECS` (seconds of
+//! sending per run, default 2) size it; `RLBD_BENCH_GRO_PERF=1` profiles every run too (the
+//! profile's lower bound beside the statistics' upper one; its sampling slows the receive side
+//! and, inside the timed runs, adds to the programs' run time). Needs `ethtool`.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, OnceLock};
+use std::time::{Duration, Instant};
+
+use rlbd::lab::flood::pin_to_cpu;
+use rlbd::lab::netns::is_root;
+
+use super::gro_lab::{
+    cpu_busy_ns, dev_rx, process_ns, program_deltas, programs, task_ns, BpfStats, Lab, SRV_IP,
+};
+use super::gro_perf::TaskProfile;
+use super::gro_report::{self, GroFigures};
+use super::lab::{check_stop, expect_line, lines_of, wait_for_other_labs, wait_for_quiet};
+use super::{kv, profile, Res, ROLE_ARG, RX_CPU, TX_CPU};
+
+pub const MTUS: [u32; 2] = [1500, 9000];
+const PORT: u16 = 5201;
+const CHUNK: usize = 256 * 1024;
+
+static FIGURES: OnceLock<GroFigures> = OnceLock::new();
+
+/// The figures for the summary line, once this part has run: rlbd's share of the receive CPU
+/// at 1500 and 9000 MTU, worst over the rounds.
+pub fn figures() -> Option<&'static GroFigures> {
+    FIGURES.get()
+}
+
+/// One run: the bytes received and the CPU times over the transfer, in ns.
+#[derive(Clone, Default)]
+pub struct Run {
+    pub mtu: u32,
+    pub rlbd: bool,
+    pub bytes: u64,
+    pub secs: f64,
+    /// Packets the server's veth received (before GRO: the wire's).
+    pub wire: u64,
+    pub napi_ns: u64,
+    pub sink_ns: u64,
+    pub daemon_ns: u64,
+    /// rlbd's ingress program (the one loaded first) and its other (egress) programs:
+    /// run time in ns, runs.
+    pub ingress: (u64, u64),
+    pub egress: (u64, u64),
+    /// The receive CPU's busy time in /proc/stat (whatever ran there), for comparison.
+    pub cpu_busy_ns: u64,
+    /// From a profile of the receive side's tasks: samples inside rlbd's programs, and all.
+    pub perf: Option<(u64, u64)>,
+}
+
+impl Run {
+    pub fn recv_ns(&self) -> u64 {
+        self.napi_ns + self.sink_ns + self.daemon_ns
+    }
+
+    pub fn rlbd_ns(&self) -> u64 {
+        self.ingress.0 + self.egress.0 + self.daemon_ns
+    }
+
+    pub fn share_pct(&self) -> f64 {
+        100.0 * self.rlbd_ns() as f64 / self.recv_ns().max(1) as f64
+    }
+
+    /// The share with the programs' time from the profile (`gro_perf.rs`): a lower bound.
+    pub fn perf_share_pct(&self) -> Option<f64> {
+        let (under, all) = self.perf?;
+        let daemon = self.daemon_ns as f64 / self.recv_ns().max(1) as f64;
+        Some(100.0 * (under as f64 / all.max(1) as f64 + daemon))
+    }
+
+    pub fn gb(&self) -> f64 {
+        self.bytes as f64 / 1e9
+    }
+}
+
+/// Bulk TCP's two ends, as roles of this binary: `Some(exit code)` for a `gro-` role.
+pub fn role_main(args: &[String]) -> Option<i32> {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let get = |k: &str| kv(words.iter().copied(), k);
+    let cpu: usize = get("cpu").and_then(|v| v.parse().ok()).unwrap_or(RX_CPU);
+    let result = match words.first().copied() {
+        Some("gro-sink") => pin(cpu).and_then(|()| sink()),
+        Some("gro-send") => {
+            let secs: f64 = get("secs").and_then(|v| v.parse().ok()).unwrap_or(2.0);
+            pin(cpu).and_then(|()| send(get("to").unwrap_or(SRV_IP), secs))
+        }
+        _ => return None,
+    };
+    Some(match result {
+        Ok(line) => {
+            println!("result {line}");
+            0
+        }
+        Err(e) => {
+            eprintln!("GRO bench {}: {e}", words[0]);
+            1
+        }
+    })
+}
+
+fn pin(cpu: usize) -> Res<()> {
+    pin_to_cpu(cpu).map_err(|e| e.to_string())
+}
+
+/// Accepts one connection and reads it to its end; prints the bytes, then waits for stdin to
+/// close (the bench reads this process's counters meanwhile).
+fn sink() -> Res<String> {
+    let l = TcpListener::bind(("0.0.0.0", PORT)).map_err(|e| format!("listen: {e}"))?;
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let (mut s, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut n = 0u64;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => n += k as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("read: {e}")),
+        }
+    }
+    println!("got bytes={n}");
+    let _ = std::io::stdout().flush();
+    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    Ok(format!("bytes={n}"))
+}
+
+/// Writes to the sink for `secs` seconds.
+fn send(to: &str, secs: f64) -> Res<String> {
+    let mut s = TcpStream::connect((to, PORT)).map_err(|e| format!("connect {to}: {e}"))?;
+    let buf = vec![0x5au8; CHUNK];
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut n = 0u64;
+    while Instant::now() < end {
+        s.write_all(&buf).map_err(|e| format!("write: {e}"))?;
+        n += CHUNK as u64;
+    }
+    s.shutdown(Shutdown::Write)
+        .map_err(|e| format!("shutdown: {e}"))?;
+    Ok(format!("bytes={n}"))
+}
+
+/// A role of this binary in a namespace, after its `ready`; killed on drop.
+struct Role {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Role {
+    fn start(ns: &str, args: &[String]) -> Res<Role> {
+        let me = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(&me)
+            .arg(ROLE_ARG)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", args[0]))?;
+        let lines = lines_of(child.stdout.take().expect("piped stdout"));
+        let role = Role { child, lines };
+        expect_line(&role.lines, "ready", Duration::from_secs(10))?;
+        Ok(role)
+    }
+
+    /// `ip netns exec` executes the role in its own process: the pid is the role's.
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Closes stdin and returns the `result` line.
+    fn finish(mut self) -> Res<String> {
+        drop(self.child.stdin.take());
+        expect_line(&self.lines, "result ", Duration::from_secs(20))
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The counters read at both ends of a transfer.
+struct Snap {
+    napi: u64,
+    sink: u64,
+    daemon: u64,
+    progs: HashMap<u64, (u64, u64)>,
+    busy: u64,
+    rx: (u64, u64),
+}
+
+impl Snap {
+    fn take(lab: &Lab, napi: &[i32], sink: &Role, daemon: Option<&Role>) -> Snap {
+        Snap {
+            napi: napi.iter().map(|&t| task_ns(t)).sum(),
+            sink: process_ns(sink.pid()),
+            daemon: daemon.map_or(0, |d| process_ns(d.pid())),
+            progs: daemon.map_or_else(HashMap::new, |d| programs(d.pid())),
+            busy: cpu_busy_ns(RX_CPU),
+            rx: dev_rx(sink.pid(), &lab.srv_if),
+        }
+    }
+}
+
+fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res<Run> {
+    check_stop()?;
+    let daemon = match with_rlbd {
+        true => Some(Role::start(
+            &lab.srv,
+            &[
+                "recv-rlbd".into(),
+                format!("iface={}", lab.srv_if),
+                "sampling=ebpf-tc".into(),
+                format!("cpu={RX_CPU}"),
+            ],
+        )?),
+        false => None,
+    };
+    let sink = Role::start(&lab.srv, &["gro-sink".into(), format!("cpu={RX_CPU}")])?;
+    let profile = match profiled() {
+        true => {
+            let mut tids = napi.to_vec();
+            tids.extend(std::iter::once(&sink).chain(&daemon).map(Role::pid));
+            Some(TaskProfile::start(&tids, TX_CPU, &lab.srv_if)?)
+        }
+        false => None,
+    };
+    let t0 = Instant::now();
+    let before = Snap::take(lab, napi, &sink, daemon.as_ref());
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.cli])
+        .arg(&me)
+        .args([ROLE_ARG, "gro-send", &format!("to={SRV_IP}")])
+        .args([format!("secs={secs}"), format!("cpu={TX_CPU}")])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run the sender: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("the sender failed ({})", out.status));
+    }
+    let got = expect_line(&sink.lines, "got ", Duration::from_secs(20))?;
+    let after = Snap::take(lab, napi, &sink, daemon.as_ref());
+    let elapsed = t0.elapsed().as_secs_f64();
+    let bytes = kv(got.split_whitespace(), "bytes")
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    let (ingress, egress) = program_deltas(&before.progs, &after.progs);
+    let run = Run {
+        mtu,
+        rlbd: with_rlbd,
+        bytes,
+        secs: elapsed,
+        wire: after.rx.1.saturating_sub(before.rx.1),
+        napi_ns: after.napi.saturating_sub(before.napi),
+        sink_ns: after.sink.saturating_sub(before.sink),
+        daemon_ns: after.daemon.saturating_sub(before.daemon),
+        ingress,
+        egress,
+        cpu_busy_ns: after.busy.saturating_sub(before.busy),
+        perf: profile.map(TaskProfile::finish).transpose()?,
+    };
+    sink.finish()?;
+    if let Some(d) = daemon {
+        d.finish()?;
+    }
+    if with_rlbd && run.ingress.1 == 0 {
+        return Err("rlbd's programs ran no packet: no statistics?".into());
+    }
+    Ok(run)
+}
+
+fn env_num(key: &str, default: f64) -> f64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &f64| *n > 0.0)
+        .unwrap_or(default)
+}
+
+fn bench() -> Res<GroFigures> {
+    wait_for_other_labs()?;
+    let rounds = env_num("RLBD_BENCH_GRO_ROUNDS", 5.0) as usize;
+    let secs = env_num("RLBD_BENCH_GRO_SECS", 2.0);
+    let _stats = BpfStats::enable()?;
+    let lab = Lab::create()?;
+    let started = Instant::now();
+    println!(
+        "\nGRO benchmark: bulk TCP for {secs} s per run from {} to {} over a veth, GRO on the \
+         server's end in a NAPI thread; receive side on CPU {RX_CPU}, sender on CPU {TX_CPU}; \
+         {rounds} round(s), each MTU without and with rlbd's counting; load average {}",
+        lab.cli,
+        lab.srv,
+        super::load_average()
+    );
+    let mut runs = Vec::new();
+    for round in 0..rounds {
+        wait_for_quiet()?;
+        for mtu in MTUS {
+            lab.set_mtu(mtu)?;
+            let napi = lab.napi_threads()?;
+            let order = if round % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for with_rlbd in order {
+                let run = one_run(&lab, &napi, mtu, with_rlbd, secs)?;
+                gro_report::print_run(round + 1, &run);
+                runs.push(run);
+            }
+        }
+    }
+    drop(lab);
+    let figures = gro_report::print(&runs, rounds, secs);
+    println!(
+        "GRO benchmark took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(figures)
+}
+
+/// `RLBD_BENCH_GRO_PERF=1` (and perf there): every run profiled as well (`gro_perf.rs`).
+fn profiled() -> bool {
+    std::env::var("RLBD_BENCH_GRO_PERF").as_deref() == Ok("1") && profile::available()
+}
+
+fn has_ethtool() -> bool {
+    Command::new("ethtool")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The GRO part of the namespace benchmarks (see the top of this file).
+pub fn main() {
+    if !is_root() {
+        println!("GRO benchmark: skipped, needs root (network namespaces, tc, eBPF)");
+        return;
+    }
+    if !has_ethtool() {
+        println!("GRO benchmark: skipped, needs ethtool (GRO and TSO on a veth)");
+        return;
+    }
+    let _ = rlbd::lab::netns::stop_flag();
+    match bench() {
+        Ok(f) => {
+            let _ = FIGURES.set(f);
+            if let Some(f) = figures() {
+                println!("{}", f.line());
+            }
+        }
+        Err(e) => {
+            eprintln!("GRO benchmark failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
