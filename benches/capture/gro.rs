@@ -39,10 +39,11 @@ use rlbd::lab::netns::is_root;
 use super::gro_lab::{
     cpu_busy_ns, dev_rx, process_ns, program_deltas, programs, task_ns, BpfStats, Lab, SRV_IP,
 };
-use super::gro_perf::TaskProfile;
+use super::gro_perf;
 use super::gro_report::{self, GroFigures};
 use super::lab::{check_stop, expect_line, lines_of, wait_for_other_labs, wait_for_quiet};
-use super::{kv, profile, Res, ROLE_ARG, RX_CPU, TX_CPU};
+use super::profile::{self, Profile};
+use super::{kv, Res, ROLE_ARG, RX_CPU, TX_CPU};
 
 pub const MTUS: [u32; 2] = [1500, 9000];
 const PORT: u16 = 5201;
@@ -256,7 +257,7 @@ fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res
         true => {
             let mut tids = napi.to_vec();
             tids.extend(std::iter::once(&sink).chain(&daemon).map(Role::pid));
-            Some(TaskProfile::start(&tids, TX_CPU, &lab.srv_if)?)
+            Some(Profile::start_tasks(&tids, TX_CPU, &lab.srv_if)?)
         }
         false => None,
     };
@@ -294,7 +295,7 @@ fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res
         ingress,
         egress,
         cpu_busy_ns: after.busy.saturating_sub(before.busy),
-        perf: profile.map(TaskProfile::finish).transpose()?,
+        perf: profile.map(gro_perf::finish).transpose()?,
     };
     sink.finish()?;
     if let Some(d) = daemon {

@@ -48,12 +48,29 @@ pub fn available() -> bool {
 }
 
 impl Profile {
+    /// Samples every CPU.
     pub fn start(tag: &str) -> Res<Profile> {
+        Profile::record(Command::new("perf"), &["-a"], tag)
+    }
+
+    /// Samples the tasks `tids`; perf itself runs on `cpu`.
+    pub fn start_tasks(tids: &[i32], cpu: usize, tag: &str) -> Res<Profile> {
+        let list: Vec<String> = tids.iter().map(i32::to_string).collect();
+        let mut taskset = Command::new("taskset");
+        taskset.args(["-c", &cpu.to_string(), "perf"]);
+        Profile::record(taskset, &["-t", &list.join(",")], tag)
+    }
+
+    /// `perf` (or what runs it, `cmd`) recording call chains every `PERIOD_NS` of CPU time in
+    /// `target` (perf's options that choose what to sample).
+    fn record(mut cmd: Command, target: &[&str], tag: &str) -> Res<Profile> {
         let path =
             std::env::temp_dir().join(format!("rlbd-bench-{}-{tag}.perf", std::process::id()));
-        let child = Command::new("perf")
-            .args(["record", "-q", "-a", "-g", "-e", "cpu-clock"])
-            .args(["-c", &PERIOD_NS.to_string(), "-o"])
+        let child = cmd
+            .args(["record", "-q", "-g", "-e", "cpu-clock"])
+            .args(["-c", &PERIOD_NS.to_string()])
+            .args(target)
+            .arg("-o")
             .arg(&path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -66,29 +83,30 @@ impl Profile {
         Ok(Profile { child, path })
     }
 
-    /// CPU time per frame inside the hooks, and in the receive core itself, over the
-    /// profile's whole length.
-    pub fn finish(mut self, frames: u64) -> Res<(f64, f64)> {
-        // SIGINT: perf writes its file and exits.
-        let pid = self.child.id() as libc::pid_t;
+    /// Stops the recording; perf's report of its samples by the first caller matching
+    /// `parents` and by symbol (`percent samples parent [k] symbol` rows).
+    pub fn report(mut self, parents: &str) -> Res<String> {
+        // SIGINT: perf writes its file and exits (taskset execs it: the pid is perf's).
         // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(pid, libc::SIGINT) };
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
         let _ = self.child.wait();
         let out = Command::new("perf")
             .args(["report", "-i"])
             .arg(&self.path)
-            .args(["--no-children", "--sort", "parent,sym", "-p", HOOKS])
+            .args(["--no-children", "--sort", "parent,sym", "-p", parents])
             .args(["-n", "--stdio", "-g", "none"])
             .stderr(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run perf report: {e}"))?;
-        let (hooks, core) = hook_and_self_samples(&String::from_utf8_lossy(&out.stdout), CORE)
-            .ok_or_else(|| {
-                format!(
-                    "perf report printed no sample counts for {}",
-                    self.path.display()
-                )
-            })?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// CPU time per frame inside the hooks, and in the receive core itself, over the
+    /// profile's whole length.
+    pub fn finish(self, frames: u64) -> Res<(f64, f64)> {
+        let path = self.path.display().to_string();
+        let (hooks, core) = hook_and_self_samples(&self.report(HOOKS)?, CORE)
+            .ok_or_else(|| format!("perf report printed no sample counts for {path}"))?;
         let per_frame = |n: u64| (n * PERIOD_NS) as f64 / frames.max(1) as f64;
         Ok((per_frame(hooks), per_frame(core)))
     }
