@@ -483,36 +483,38 @@ stage_steer() {
 # What a failover that did not resume leaves to read: each moved client's neighbour entry for the
 # server and its TCP state, the switch's forwarding table, what the switch ports and slaves passed
 # and dropped, and the tbf's queue.
-nic_stats_mark() {
+# The server's SNMP counters, one "Group:Name value" a line.
+srv_counters() {
+    srv cat /proc/net/snmp /proc/net/netstat | awk '
+        /^[A-Za-z]+:/ { if (hdr[$1] == "") { hdr[$1] = $0; next } n = split(hdr[$1], h); for (i = 2; i <= n; i++) print $1 h[i], $i }'
+}
+# Before a cut: the counters failover_state reads the change of.
+cut_mark() {
+    srv_counters >/tmp/snmp.before
     [ -n "$NIC" ] || return 0
     for i in 0 1; do srv $KARP stats sl$i >/tmp/nicstats.sl$i 2>/dev/null; done
 }
-failover_state() {
+failover_state() { # $1: the clients to look at, as client:net ("c1:198.18.0 c3:198.18.100")
     if [ -n "$NIC" ]; then
         for i in 0 1; do
             say "  sl$i driver stats since the cut: $(srv $KARP stats sl$i 2>&1 | awk -F= 'NR == FNR { b[$1] = $2; next } $2 != b[$1] && $1 ~ /rx|drop|miss|err|csum|buf/ { printf "%s+%d ", $1, $2 - b[$1] }' /tmp/nicstats.sl$i -)"
         done
     fi
-    for mn in $1; do
-        m=${mn%%:*}
-        say "  $m: retransmits held back (the segment still in a host queue): $($IP netns exec "$m" cat /proc/net/netstat | awk '/^TcpExt:/ { if (!h) { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next } for (i = 2; i <= NF; i++) if (n[i] == "TCPSpuriousRtxHostQueues") print $i }')"
-        say "  $m: neighbours: $($IP -n "$m" neigh show dev eth0 | tr '\n' ';')"
-        say "  $m: tcp: $($IP netns exec "$m" $SS -tinH state established | tr -s ' \n' ' ' | cut -c1-400)"
-    done
     say "  srv: tcp: $(srv $SS -tinH state established "( sport = :$PORT )" | tr -s ' \n' ' ' | cut -c1-900)"
     for d in srv:sl0 srv:sl1; do
         say "  ${d#*:} errors: $(srv sh -c "cd /sys/class/net/${d#*:}/statistics && grep -H . rx_*err* rx_dropped" 2>/dev/null | grep -v ':0$' | tr '\n' ' ')"
     done
-    say "  srv counters since the cut: $(srv cat /proc/net/snmp /proc/net/netstat | awk '
-        /^[A-Za-z]+:/ { if (hdr[$1] == "") { hdr[$1] = $0; next } n = split(hdr[$1], h); for (i = 2; i <= n; i++) print $1 h[i], $i }' |
-        cat >/tmp/snmp.after; awk 'NR == FNR { b[$1] = $2; next } $2 != b[$1] && $1 !~ /(Octets|InReceives|InDelivers|OutRequests|OutTransmits|InSegs|OutSegs|InPkts|OutPkts|Msgs|Echo)/ { printf "%s+%d ", $1, $2 - b[$1] }' /tmp/snmp.before /tmp/snmp.after)"
+    say "  srv counters since the cut: $(srv_counters | awk 'NR == FNR { b[$1] = $2; next } $2 != b[$1] && $1 !~ /(Octets|InReceives|InDelivers|OutRequests|OutTransmits|InSegs|OutSegs|InPkts|OutPkts|Msgs|Echo)/ { printf "%s+%d ", $1, $2 - b[$1] }' /tmp/snmp.before -)"
     for mn in $1; do
-        m=${mn%%:*}
+        m=${mn%%:*} net=${mn#*:}
+        say "  $m: retransmits held back (the segment still in a host queue): $($IP netns exec "$m" cat /proc/net/netstat | awk '/^TcpExt:/ { if (!h) { for (i = 2; i <= NF; i++) n[i] = $i; h = 1; next } for (i = 2; i <= NF; i++) if (n[i] == "TCPSpuriousRtxHostQueues") print $i }')"
+        say "  $m: neighbours: $($IP -n "$m" neigh show | tr '\n' ';')"
+        say "  $m: tcp: $($IP netns exec "$m" $SS -tinH state established | tr -s ' \n' ' ' | cut -c1-400)"
         for sz in 56 1000 1472; do
-            say "  $m: ping -s $sz: $($IP netns exec "$m" ping -c 3 -s $sz -i 0.2 -W 1 198.18.0.1 2>&1 | tail -n 2 | tr '\n' ' ')"
+            say "  $m: ping -s $sz: $($IP netns exec "$m" ping -c 3 -s $sz -i 0.2 -W 1 "$net.1" 2>&1 | tail -n 2 | tr '\n' ' ')"
         done
-        $IP netns exec "$m" $LAB_SOURCE --to "198.18.0.1:$PORT" --seconds 2 >/dev/null 2>&1
-        say "  $m: a new connection for 2 s; the server's connections from it: $(srv $SS -tinH state established "( sport = :$PORT )" | grep -A1 "198.18.0.1${m#c}:" | grep -o -e 'bytes_received:[0-9]*' -e 'lastrcv:[0-9]*' | tr '\n' ' ')"
+        $IP netns exec "$m" $LAB_SOURCE --to "$net.1:$PORT" --seconds 2 >/dev/null 2>&1
+        say "  $m: a new connection for 2 s; the server's connections from it: $(srv $SS -tinH state established "( sport = :$PORT )" | grep -A1 "$(cip "$m" "$net"):" | grep -o -e 'bytes_received:[0-9]*' -e 'lastrcv:[0-9]*' | tr '\n' ' ')"
         say "  pc${m#c}: $($IP -n sw -s link show "pc${m#c}" | tr -s ' \n' ' ' | cut -c1-400)"
     done
     say "  rlbd status: $(srv $RLBD status 2>&1 | tr -s ' \n' ' ' | cut -c1-1500)"
@@ -559,9 +561,7 @@ failover() {
     done
     sleep 0.5
     a=$(snap)
-    srv cat /proc/net/snmp /proc/net/netstat | awk '
-        /^[A-Za-z]+:/ { if (hdr[$1] == "") { hdr[$1] = $0; next } n = split(hdr[$1], h); for (i = 2; i <= n; i++) print $1 h[i], $i }' >/tmp/snmp.before
-    nic_stats_mark
+    cut_mark
     cable sl1 down
     mark "sl1 down"
     cs_now
