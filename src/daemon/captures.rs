@@ -163,14 +163,22 @@ impl Captures {
         }
     }
 
+    /// A new ratio for port `i`: its capture filter's, or its tc program's (a socket filter
+    /// counts every frame).
     fn apply_sampling(&self, ports: &PortTable, i: usize, one_in: Option<u32>) {
-        let (Some(n), Some(c)) = (one_in, self.get(i).filter(|c| !c.counts_in_kernel())) else {
+        let sampled = |c: &&CaptureSocket| c.kernel_hook() != Some("socket");
+        let (Some(n), Some(c)) = (one_in, self.get(i).filter(sampled)) else {
             return;
         };
         let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
+        let at = if c.counts_in_kernel() {
+            " in the kernel"
+        } else {
+            ""
+        };
         match c.set_sampling(n) {
-            Ok(()) if n == 1 => info!("port {name}: counting every frame"),
-            Ok(()) => info!("port {name}: counting one frame in {n}"),
+            Ok(()) if n == 1 => info!("port {name}: counting every frame{at}"),
+            Ok(()) => info!("port {name}: counting one frame in {n}{at}"),
             Err(e) => warn!("port {name}: sampling ratio not changed: {e}"),
         }
     }

@@ -122,6 +122,15 @@ fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
             .any(|l| l.starts_with("p0 ") && l.contains(" ebpf/tc ")),
         "{tc}"
     );
+    // The tc program sampling: its ratio beside the hook.
+    r.ports[0].sampling = 16;
+    let sampled = render_text(&r, None);
+    assert!(
+        sampled
+            .lines()
+            .any(|l| l.starts_with("p0 ") && l.contains(" ebpf/tc 1/16 ")),
+        "{sampled}"
+    );
     r.ports[0].counting_hook = None;
     // An older report without the field: read from the ratio.
     r.ports[0].counting = crate::status::Counting::Unknown;

@@ -76,21 +76,20 @@ pub(super) fn table(rows: &[Vec<String>], right: &[usize]) -> String {
 }
 
 /// How a port counts, for people: "ebpf" (every frame, in the kernel; "ebpf/tc" at the tc
-/// hooks), "all" captured frames, or "1/N" of them.
+/// hooks, "ebpf/tc 1/N" while the program samples), "all" captured frames, or "1/N" of them.
 pub(super) fn counted(p: &PortStatus) -> String {
     let ebpf = match p.counting_hook.as_deref() {
         Some("tc") => "ebpf/tc",
         _ => "ebpf",
     };
-    if p.counting == crate::status::Counting::Ebpf && p.uncounted_frames > 0 {
+    let ratio = format!("1/{}", p.sampling);
+    match (p.counting == crate::status::Counting::Ebpf, p.sampling > 1) {
         // The map was full at some point: say so where the operator looks.
-        format!("{ebpf} full")
-    } else if p.counting == crate::status::Counting::Ebpf {
-        ebpf.into()
-    } else if p.sampling <= 1 {
-        "all".into()
-    } else {
-        format!("1/{}", p.sampling)
+        (true, _) if p.uncounted_frames > 0 => format!("{ebpf} full"),
+        (true, true) => format!("{ebpf} {ratio}"),
+        (true, false) => ebpf.into(),
+        (false, true) => ratio,
+        (false, false) => "all".into(),
     }
 }
 

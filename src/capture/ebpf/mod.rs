@@ -57,21 +57,23 @@ pub enum Hook {
     Tc { snap_len: u32 },
 }
 
-/// What a program is built for: the hook, and at tc the ring buffer's descriptor and its
-/// lost-frame counter's.
+/// What a program is built for: the hook, and at tc the ring buffer's descriptor, its
+/// lost-frame counter's and the sampling ratio's.
 #[derive(Debug, Clone, Copy)]
 struct Target {
     hook: Hook,
     ring: i32,
     lost: i32,
+    ratio: i32,
 }
 
 impl Target {
-    fn new(hook: Hook, ring: Option<&RingBuf>) -> Target {
+    fn new(hook: Hook, ring: Option<&RingBuf>, ratio: Option<&OwnedFd>) -> Target {
         Target {
             hook,
             ring: ring.map_or(-1, |r| r.fd().as_raw_fd()),
             lost: ring.map_or(-1, |r| r.lost_fd().as_raw_fd()),
+            ratio: ratio.map_or(-1, AsRawFd::as_raw_fd),
         }
     }
 
@@ -92,6 +94,9 @@ pub struct KernelCounter {
     tc: Option<tc::TcAttached>,
     egress: Option<OwnedFd>,
     ring: Option<RingBuf>,
+    /// At the tc hooks: the sampling ratio the program reads (log2 N), and N.
+    ratio: Option<OwnedFd>,
+    one_in: std::cell::Cell<u32>,
     hook: Hook,
     map: OwnedFd,
     prog: OwnedFd,
@@ -167,8 +172,8 @@ impl KernelCounter {
     /// of a port whose other host MACs are `host_macs`. `name` (the port's) names both in
     /// `bpftool` listings. At the tc hook, [`attach_tc`](Self::attach_tc) attaches it.
     pub fn new(host_macs: &[Mac], hook: Hook, max_entries: u32, name: &str) -> io::Result<Self> {
-        let ring = ring_for(hook, name)?;
-        let target = Target::new(hook, ring.as_ref());
+        let (ring, ratio) = (ring_for(hook, name)?, ratio_for(hook, name)?);
+        let target = Target::new(hook, ring.as_ref(), ratio.as_ref());
         // The slot table where the kernel has it (and takes its program); else the hash.
         let e = match slot_table(host_macs, target, max_entries, name) {
             Ok((map, prog, store, mem, n)) => {
@@ -176,6 +181,8 @@ impl KernelCounter {
                     tc: None,
                     egress: None,
                     ring,
+                    ratio,
+                    one_in: std::cell::Cell::new(1),
                     hook,
                     map,
                     prog,
@@ -200,8 +207,8 @@ impl KernelCounter {
         name: &str,
     ) -> io::Result<Self> {
         let cpus = cpus()?;
-        let ring = ring_for(hook, name)?;
-        let target = Target::new(hook, ring.as_ref());
+        let (ring, ratio) = (ring_for(hook, name)?, ratio_for(hook, name)?);
+        let target = Target::new(hook, ring.as_ref(), ratio.as_ref());
         let map = sys::map_create(
             sys::BPF_MAP_TYPE_LRU_PERCPU_HASH,
             KEY_SIZE as u32,
@@ -216,6 +223,8 @@ impl KernelCounter {
             tc: None,
             egress: None,
             ring,
+            ratio,
+            one_in: std::cell::Cell::new(1),
             hook,
             map,
             prog,
@@ -234,7 +243,7 @@ impl KernelCounter {
     /// Loads the program again for a new set of host MACs (same map, counts kept). At the tc
     /// hook the filter takes it at once; a socket filter's caller attaches it.
     pub fn reprogram(&mut self, host_macs: &[Mac], name: &str) -> io::Result<()> {
-        let target = Target::new(self.hook, self.ring.as_ref());
+        let target = Target::new(self.hook, self.ring.as_ref(), self.ratio.as_ref());
         let prog = load(&self.map, host_macs, target, name, self.store)?;
         if let Some(f) = &self.tc {
             f.replace(prog.as_fd(), &format!("rlbd_{name}"))?;
@@ -259,7 +268,7 @@ impl KernelCounter {
                 "not a tc counting program",
             ));
         };
-        let r = Target::new(self.hook, Some(ring)).ring(snap_len);
+        let r = Target::new(self.hook, Some(ring), None).ring(snap_len);
         let insns = tc_program::watching_program(r)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let name = format!("rlbd_{port}");
@@ -270,6 +279,45 @@ impl KernelCounter {
         self.tc = Some(f);
         self.egress = Some(egress);
         Ok(())
+    }
+
+    /// At the tc hooks: counts one IPv4/IPv6 data frame in `one_in` (a power of two up to
+    /// 2^[`MAX_SHIFT`](tc_program::MAX_SHIFT); 1: every frame), each kept one for `one_in`
+    /// frames and bytes, from the next frame on: one map write, the program stays. A socket
+    /// filter counts every frame (`Unsupported` for any other ratio).
+    pub fn set_sampling(&self, one_in: u32) -> io::Result<()> {
+        let shift = one_in.trailing_zeros();
+        if !one_in.is_power_of_two() || shift > tc_program::MAX_SHIFT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "sampling ratio {one_in} is not a power of two in 1..={}",
+                    1u32 << tc_program::MAX_SHIFT
+                ),
+            ));
+        }
+        let Some(ratio) = &self.ratio else {
+            return match one_in {
+                1 => Ok(()),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "counting in a socket filter: every frame is counted, none sampled",
+                )),
+            };
+        };
+        sys::update(
+            ratio.as_fd(),
+            &0u32.to_ne_bytes(),
+            &u64::from(shift).to_ne_bytes(),
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("setting the sampling ratio: {e}")))?;
+        self.one_in.set(one_in);
+        Ok(())
+    }
+
+    /// The sampling ratio in force: one IPv4/IPv6 data frame in this many is counted.
+    pub fn sampling(&self) -> u32 {
+        self.one_in.get()
     }
 
     /// At the tc hooks: the ring buffer of ARP and ND frames.
@@ -350,6 +398,18 @@ fn ring_for(hook: Hook, name: &str) -> io::Result<Option<RingBuf>> {
     }
 }
 
+/// At the tc hooks, the sampling ratio's one-entry array (log2 N, 0 at first: every frame).
+fn ratio_for(hook: Hook, name: &str) -> io::Result<Option<OwnedFd>> {
+    match hook {
+        Hook::Tc { .. } => {
+            sys::map_create(sys::BPF_MAP_TYPE_ARRAY, 4, 8, 1, 0, &format!("rlbd_{name}"))
+                .map(Some)
+                .map_err(|e| io::Error::new(e.kind(), format!("creating the sampling ratio: {e}")))
+        }
+        Hook::Socket { .. } => Ok(None),
+    }
+}
+
 fn load(
     map: &OwnedFd,
     host_macs: &[Mac],
@@ -364,7 +424,7 @@ fn load(
             sys::BPF_PROG_TYPE_SOCKET_FILTER,
         ),
         Hook::Tc { snap_len } => (
-            tc_program::counting_program(host_macs, fd, store, target.ring(snap_len)),
+            tc_program::counting_program(host_macs, fd, store, target.ring(snap_len), target.ratio),
             sys::BPF_PROG_TYPE_SCHED_CLS,
         ),
     };

@@ -169,7 +169,10 @@ impl CaptureSocket {
 
     /// The sampling ratio in force: one IPv4/IPv6 frame in this many is kept (1: exact).
     pub fn sampling(&self) -> u32 {
-        self.weights.get().now
+        match &self.counter {
+            Some(c) => c.sampling(),
+            None => self.weights.get().now,
+        }
     }
 
     /// Replaces the set of destination MACs for which IPv4 and IPv6 frames are passed, keeping
@@ -187,16 +190,12 @@ impl CaptureSocket {
     /// Keeps one IPv4/IPv6 frame in `one_in` from now on (a power of two up to
     /// [`filter::MAX_SAMPLING`]; 1 counts exactly). ARP and Neighbor Discovery are always kept.
     /// The kernel swaps the program atomically; frames already in the ring keep the weight of the
-    /// ratio they were kept under. On error the previous ratio stays in force.
+    /// ratio they were kept under. On error the previous ratio stays in force. Counting in the
+    /// kernel at the tc hooks, the program's ratio changes (it scales what it counts itself);
+    /// in a socket filter only 1 is accepted.
     pub fn set_sampling(&self, one_in: u32) -> io::Result<()> {
-        if self.counter.is_some() {
-            return match one_in {
-                1 => Ok(()),
-                _ => Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "counting in the kernel: every frame is counted, none sampled",
-                )),
-            };
+        if let Some(c) = &self.counter {
+            return c.set_sampling(one_in);
         }
         let w = self.weights.get();
         if one_in == w.now {

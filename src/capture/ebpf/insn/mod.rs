@@ -110,6 +110,7 @@ impl Cond {
 pub enum Helper {
     MapLookupElem = 1,
     MapUpdateElem = 2,
+    GetPrandomU32 = 7,
     SkbLoadBytes = 26,
     SkbPullData = 39,
     RingbufReserve = 131,

@@ -15,6 +15,7 @@ pub use mapped::Mapped;
 
 const BPF_MAP_CREATE: c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: c_int = 1;
+const BPF_MAP_UPDATE_ELEM: c_int = 2;
 const BPF_MAP_GET_NEXT_KEY: c_int = 4;
 const BPF_PROG_LOAD: c_int = 5;
 const BPF_OBJ_GET_INFO_BY_FD: c_int = 15;
@@ -233,6 +234,17 @@ pub fn lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Result<b
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Writes `value` (the whole value) under `key`, whether or not it is there.
+pub fn update(map: BorrowedFd<'_>, key: &[u8], value: &[u8]) -> io::Result<()> {
+    let mut attr = Elem {
+        map_fd: map_fd(map),
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        ..Elem::default()
+    };
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
 }
 
 /// The key after `key` (the first with `None`) into `next`. `Ok(false)`: no more.

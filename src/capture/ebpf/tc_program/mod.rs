@@ -38,6 +38,13 @@ const SKB_GSO_SEGS: i16 = 164;
 /// Stack: the headers' length across the helper call, and the byte it reads.
 const HDR: i16 = -80;
 const SCRATCH: i16 = -88;
+/// Stack: log2 N of the port's sampling (0: every frame counted), the draw (not 0: a data
+/// frame is not one of the 1 in N kept), and the ratio map's key; all written first.
+const SHIFT: i16 = -96;
+const SKIP: i16 = -104;
+const RATIO_KEY: i16 = -112;
+/// Largest log2 N the program applies (N up to 2^16, as the capture filter's sampling).
+pub const MAX_SHIFT: u32 = 16;
 /// "No verdict": the hook goes on as if no filter had matched.
 const TC_ACT_UNSPEC: i32 = -1;
 /// Bytes every counted frame needs linear (up to the ICMPv6 type behind a tag): a head shorter
@@ -69,13 +76,15 @@ impl Ring {
     }
 }
 
-/// Builds the ingress program for a port whose map is `map_fd`; `host_macs` are the server's
-/// MACs other than the port's own whose frames count too.
+/// Builds the ingress program for a port whose map is `map_fd` and whose sampling ratio is in
+/// `ratio_fd` (a one-entry array of u64: log2 N); `host_macs` are the server's MACs other than
+/// the port's own whose frames count too.
 pub fn counting_program(
     host_macs: &[Mac],
     map_fd: i32,
     store: Store,
     ring: Ring,
+    ratio_fd: i32,
 ) -> Result<Vec<Insn>, String> {
     if host_macs.len() > MAX_HOST_MACS {
         return Err(format!(
@@ -90,15 +99,21 @@ pub fn counting_program(
     }
     let mut a = Asm::new();
     let (done, pass, v4, v6data, count) = (a.label(), a.label(), a.label(), a.label(), a.label());
+    a.mov(Reg::R6, Reg::R1);
+    draw(&mut a, ratio_fd);
     vlan_and_head(&mut a, done);
     ethertype(&mut a, done, pass, v4);
     ipv6_nd(&mut a, done, pass, v6data);
     a.bind(v6data);
+    unsampled(&mut a, done);
     ipv6_key(&mut a, done, count, host_macs);
-    ipv4_key(&mut a, done, v4, host_macs);
+    a.bind(v4);
+    unsampled(&mut a, done);
+    ipv4_key(&mut a, done, host_macs);
     a.bind(count);
     key_source(&mut a);
     wire_length(&mut a);
+    scale(&mut a);
     match store {
         Store::Hash => count_hash(&mut a, done, map_fd),
         Store::Slots { slots, mul } => count_slots(&mut a, done, map_fd, slots, mul),
@@ -115,6 +130,7 @@ pub fn counting_program(
 pub fn watching_program(ring: Ring) -> Result<Vec<Insn>, String> {
     let mut a = Asm::new();
     let (done, pass) = (a.label(), a.label());
+    a.mov(Reg::R6, Reg::R1);
     vlan_and_head(&mut a, done);
     ethertype(&mut a, done, pass, done);
     ipv6_nd(&mut a, done, pass, done);
@@ -171,13 +187,58 @@ fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> R
     Ok(())
 }
 
-/// R6 = context, R7 = 0 (the tag's length in the frame), R8 = VLAN of a tag taken out, R9 =
-/// whether one was; R2/R3 = data/data_end with the head made linear where the frame is longer
-/// than it. An 802.1ad tag taken out ends here.
+/// The sampling draw, before the frame is read (a helper call ends the packet pointers'
+/// checks): [SHIFT] = log2 N from the ratio map (0 when the map has no entry), [SKIP] = the
+/// low log2 N bits of a random number, 0 for one data frame in N (the one kept). R6 = context.
+fn draw(a: &mut Asm, ratio_fd: i32) {
+    use Reg::*;
+    let drawn = a.label();
+    a.st(Size::DW, R10, SHIFT, 0).st(Size::DW, R10, SKIP, 0);
+    a.st(Size::DW, R10, RATIO_KEY, 0);
+    a.ld_map_fd(R1, ratio_fd);
+    a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(RATIO_KEY));
+    a.call(Helper::MapLookupElem);
+    a.jmp_imm(Cond::Eq, R0, 0, drawn);
+    a.ldx(Size::DW, R1, R0, 0);
+    a.jmp_imm(Cond::Eq, R1, 0, drawn);
+    // A larger value is the daemon's bug; bounded, it cannot make the shift undefined.
+    a.jmp_imm(Cond::Gt, R1, MAX_SHIFT as i32, drawn);
+    a.stx(Size::DW, R10, SHIFT, R1);
+    a.call(Helper::GetPrandomU32);
+    a.ldx(Size::DW, R1, R10, SHIFT);
+    a.mov_imm(R2, 1)
+        .alu_reg(Alu::Lsh, R2, R1)
+        .alu_imm(Alu::Sub, R2, 1);
+    a.alu_reg(Alu::And, R0, R2).stx(Size::DW, R10, SKIP, R0);
+    a.bind(drawn);
+}
+
+/// A data frame the draw did not keep ends here, before its key or its slot.
+fn unsampled(a: &mut Asm, done: Label) {
+    a.ldx(Size::DW, Reg::R0, Reg::R10, SKIP);
+    a.jmp_imm(Cond::Ne, Reg::R0, 0, done);
+}
+
+/// A kept frame of a sampled port counts for N: [SEGS] and [WIRE] shifted left by log2 N.
+fn scale(a: &mut Asm) {
+    use Reg::*;
+    let exact = a.label();
+    a.ldx(Size::DW, R1, R10, SHIFT);
+    a.jmp_imm(Cond::Eq, R1, 0, exact);
+    for at in [SEGS, WIRE] {
+        a.ldx(Size::DW, R0, R10, at).alu_reg(Alu::Lsh, R0, R1);
+        a.stx(Size::DW, R10, at, R0);
+    }
+    a.bind(exact);
+}
+
+/// R6 = context (set by the caller); R7 = 0 (the tag's length in the frame), R8 = VLAN of a
+/// tag taken out, R9 = whether one was; R2/R3 = data/data_end with the head made linear where
+/// the frame is longer than it. An 802.1ad tag taken out ends here.
 fn vlan_and_head(a: &mut Asm, done: Label) {
     use Reg::*;
     let (untagged, linear) = (a.label(), a.label());
-    a.mov(R6, R1).mov_imm(R7, 0).mov_imm(R8, 0);
+    a.mov_imm(R7, 0).mov_imm(R8, 0);
     a.ldx(Size::W, R9, R6, SKB_VLAN_PRESENT);
     a.jmp_imm(Cond::Eq, R9, 0, untagged);
     a.ldx(Size::W, R0, R6, SKB_VLAN_PROTO);
@@ -271,11 +332,10 @@ fn ipv6_key(a: &mut Asm, done: Label, count: Label, host_macs: &[Mac]) {
 }
 
 /// IPv4 (a header ip_rcv would look at) for the host: the destination into the key as
-/// ::ffff:a.b.c.d, R9 = 4; falls through to `count`.
-fn ipv4_key(a: &mut Asm, done: Label, v4: Label, host_macs: &[Mac]) {
+/// ::ffff:a.b.c.d, R9 = 4; falls through to `count`. R4 = the network header.
+fn ipv4_key(a: &mut Asm, done: Label, host_macs: &[Mac]) {
     use Reg::*;
     let ours = a.label();
-    a.bind(v4);
     need(a, R4, 20, done);
     a.ldx(Size::B, R0, R4, 0);
     a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 4);

@@ -6,6 +6,7 @@ use super::super::insn::*;
 use super::*;
 
 const MAP_FD: i32 = 42;
+const RATIO_FD: i32 = 45;
 const RING: Ring = Ring {
     fd: 43,
     snap_len: 96,
@@ -60,8 +61,8 @@ fn the_tc_programs_only_ever_say_no_verdict() {
         .collect();
     for store in stores() {
         for m in [&[][..], &macs[..]] {
-            let p = counting_program(m, MAP_FD, store, RING).unwrap();
-            well_formed(&p, &[MAP_FD, RING.fd, RING.lost_fd]);
+            let p = counting_program(m, MAP_FD, store, RING, RATIO_FD).unwrap();
+            well_formed(&p, &[MAP_FD, RING.fd, RING.lost_fd, RATIO_FD]);
         }
     }
     well_formed(&watching_program(RING).unwrap(), &[RING.fd, RING.lost_fd]);
@@ -70,15 +71,15 @@ fn the_tc_programs_only_ever_say_no_verdict() {
 #[test]
 fn bad_parameters_are_refused() {
     let too_many = vec![Mac(2, 0, 0, 0, 0, 1); MAX_HOST_MACS + 1];
-    assert!(counting_program(&too_many, MAP_FD, Store::Hash, RING).is_err());
+    assert!(counting_program(&too_many, MAP_FD, Store::Hash, RING, RATIO_FD).is_err());
     let odd = Store::Slots {
         slots: 1000,
         mul: [1, 1, 1],
     };
-    assert!(counting_program(&[], MAP_FD, odd, RING).is_err());
+    assert!(counting_program(&[], MAP_FD, odd, RING, RATIO_FD).is_err());
     for snap_len in [0, 13, 1 << 20] {
         let r = Ring { snap_len, ..RING };
         assert!(watching_program(r).is_err(), "snap {snap_len}");
-        assert!(counting_program(&[], MAP_FD, Store::Hash, r).is_err());
+        assert!(counting_program(&[], MAP_FD, Store::Hash, r, RATIO_FD).is_err());
     }
 }
