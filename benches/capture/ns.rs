@@ -67,15 +67,42 @@ impl Receiver {
         }
     }
 
+    /// At the tc hook, sampled as the daemon samples by default.
+    fn tc_sampled(capacity: usize, per_client: bool) -> Receiver {
+        Receiver::Rlbd {
+            capacity,
+            sampling: Sampling::EbpfTcAuto(DEFAULT_MAX_FRAMES_PER_SEC),
+            per_client,
+        }
+    }
+
+    /// At the tc hook, one data frame in `n`.
+    fn tc_fixed(n: u32, per_client: bool) -> Receiver {
+        Receiver::Rlbd {
+            capacity: ClientTable::DEFAULT_CAPACITY,
+            sampling: Sampling::EbpfTcFixed(n),
+            per_client,
+        }
+    }
+
     fn warms_up(&self) -> bool {
         matches!(
             self,
             Receiver::Rlbd {
-                sampling: Sampling::Auto(_),
+                sampling: Sampling::Auto(_) | Sampling::EbpfTcAuto(_),
                 ..
             }
         )
     }
+}
+
+/// N of the fixed-ratio tc rows: `RLBD_BENCH_TC_ONE_IN` (a power of two), 16 by default.
+fn fixed_one_in() -> u32 {
+    std::env::var("RLBD_BENCH_TC_ONE_IN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &u32| n.is_power_of_two())
+        .unwrap_or(16)
 }
 
 /// The configurations, in the order they run in every round. Row names are what the table and
@@ -184,6 +211,26 @@ pub fn plan() -> Vec<(&'static str, Receiver, u32)> {
                 sampling: Sampling::EbpfTc,
                 per_client: true,
             },
+            ACCURACY_SOURCES,
+        ),
+        (
+            "(z) rlbd eBPF at tc ingress, sampled (auto), default table",
+            Receiver::tc_sampled(ClientTable::DEFAULT_CAPACITY, false),
+            SOURCES,
+        ),
+        (
+            "(w) rlbd eBPF at tc ingress, sampled (auto), 50 clients",
+            Receiver::tc_sampled(ClientTable::DEFAULT_CAPACITY, true),
+            ACCURACY_SOURCES,
+        ),
+        (
+            "(z16) rlbd eBPF at tc ingress, 1 in N fixed, default table",
+            Receiver::tc_fixed(fixed_one_in(), false),
+            SOURCES,
+        ),
+        (
+            "(w16) rlbd eBPF at tc ingress, 1 in N fixed, 50 clients",
+            Receiver::tc_fixed(fixed_one_in(), true),
             ACCURACY_SOURCES,
         ),
     ]

@@ -53,6 +53,11 @@ pub enum Sampling {
     EbpfTcFilter,
     /// The same in the per-CPU LRU hash (the fallback where the kernel cannot map a map).
     EbpfHash,
+    /// At the tc ingress hook, sampled as the daemon does it: one data frame in N, N from the
+    /// port's packet rate and `limit` (the daemon's `max_frames_per_sec`).
+    EbpfTcAuto(u32),
+    /// At the tc ingress hook, one data frame in a fixed N.
+    EbpfTcFixed(u32),
 }
 
 impl Sampling {
@@ -65,6 +70,8 @@ impl Sampling {
             Sampling::EbpfTc => "sampling=ebpf-tc".into(),
             Sampling::EbpfTcFilter => "sampling=ebpf-tc-filter".into(),
             Sampling::EbpfHash => "sampling=ebpf-hash".into(),
+            Sampling::EbpfTcAuto(limit) => format!("sampling=ebpf-tc-auto:{limit}"),
+            Sampling::EbpfTcFixed(n) => format!("sampling=ebpf-tc-fixed:{n}"),
         }
     }
 
@@ -72,6 +79,8 @@ impl Sampling {
         match s.split_once(':') {
             Some(("auto", l)) => l.parse().ok().map(Sampling::Auto),
             Some(("fixed", n)) => n.parse().ok().map(Sampling::Fixed),
+            Some(("ebpf-tc-auto", l)) => l.parse().ok().map(Sampling::EbpfTcAuto),
+            Some(("ebpf-tc-fixed", n)) => n.parse().ok().map(Sampling::EbpfTcFixed),
             None if s == "off" => Some(Sampling::Off),
             None if s == "ebpf" => Some(Sampling::Ebpf),
             None if s == "ebpf-tc" => Some(Sampling::EbpfTc),
@@ -226,13 +235,23 @@ impl RlbdReceiver {
                 counter = Some(c);
                 None
             }
-            Sampling::EbpfTc | Sampling::EbpfTcFilter => {
+            Sampling::EbpfTc
+            | Sampling::EbpfTcFilter
+            | Sampling::EbpfTcAuto(_)
+            | Sampling::EbpfTcFixed(_) => {
                 // Exactly as the daemon does: the programs at the tc hooks, the socket off the
                 // tap (the counts are read through it).
-                cap.set_tc_links(sampling == Sampling::EbpfTc);
+                cap.set_tc_links(sampling != Sampling::EbpfTcFilter);
                 cap.count_at_tc(&[], map_entries(capacity))
                     .map_err(|e| e.to_string())?;
-                None
+                match sampling {
+                    Sampling::EbpfTcAuto(limit) => Some(Sampler::new(Some(limit))),
+                    Sampling::EbpfTcFixed(n) => {
+                        cap.set_sampling(n).map_err(|e| e.to_string())?;
+                        None
+                    }
+                    _ => None,
+                }
             }
         };
         Ok(RlbdReceiver {

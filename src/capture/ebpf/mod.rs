@@ -305,12 +305,9 @@ impl KernelCounter {
                 )),
             };
         };
-        sys::update(
-            ratio.as_fd(),
-            &0u32.to_ne_bytes(),
-            &u64::from(shift).to_ne_bytes(),
-        )
-        .map_err(|e| io::Error::new(e.kind(), format!("setting the sampling ratio: {e}")))?;
+        let value = ratio_values(u64::from(shift))?;
+        sys::update(ratio.as_fd(), &0u32.to_ne_bytes(), &value)
+            .map_err(|e| io::Error::new(e.kind(), format!("setting the sampling ratio: {e}")))?;
         self.one_in.set(one_in);
         Ok(())
     }
@@ -398,16 +395,32 @@ fn ring_for(hook: Hook, name: &str) -> io::Result<Option<RingBuf>> {
     }
 }
 
-/// At the tc hooks, the sampling ratio's one-entry array (log2 N, 0 at first: every frame).
+/// At the tc hooks, the sampling ratio's one-entry per-CPU array (log2 N, 0 at first: every
+/// frame; and each CPU's generator).
 fn ratio_for(hook: Hook, name: &str) -> io::Result<Option<OwnedFd>> {
+    let (kind, value) = (
+        sys::BPF_MAP_TYPE_PERCPU_ARRAY,
+        tc_program::RATIO_VALUE as u32,
+    );
     match hook {
-        Hook::Tc { .. } => {
-            sys::map_create(sys::BPF_MAP_TYPE_ARRAY, 4, 8, 1, 0, &format!("rlbd_{name}"))
-                .map(Some)
-                .map_err(|e| io::Error::new(e.kind(), format!("creating the sampling ratio: {e}")))
-        }
+        Hook::Tc { .. } => sys::map_create(kind, 4, value, 1, 0, &format!("rlbd_{name}"))
+            .map(Some)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating the sampling ratio: {e}"))),
         Hook::Socket { .. } => Ok(None),
     }
+}
+
+/// The ratio map's whole value: `shift` for every possible CPU, each with a generator seeded
+/// at random (never 0, which xorshift never leaves).
+fn ratio_values(shift: u64) -> io::Result<Vec<u8>> {
+    use std::hash::BuildHasher;
+    let seeds = std::collections::hash_map::RandomState::new();
+    let mut v = Vec::new();
+    for cpu in 0..cpus()? {
+        v.extend_from_slice(&shift.to_ne_bytes());
+        v.extend_from_slice(&(seeds.hash_one(cpu) | 1).to_ne_bytes());
+    }
+    Ok(v)
 }
 
 fn load(

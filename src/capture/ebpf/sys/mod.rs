@@ -23,6 +23,7 @@ const BPF_MAP_LOOKUP_BATCH: c_int = 24;
 const BPF_LINK_CREATE: c_int = 28;
 const BPF_LINK_UPDATE: c_int = 29;
 pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
+pub const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 pub const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
 /// A ring buffer the programs write records into and the process reads mapped (Linux >= 5.8).
 pub const BPF_MAP_TYPE_RINGBUF: u32 = 27;

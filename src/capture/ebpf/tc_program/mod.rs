@@ -30,7 +30,9 @@ use super::program::{
 use super::ringbuf::META;
 use crate::capture::Mac;
 
-// `struct __sk_buff`: the packet pointers (UAPI).
+// `struct __sk_buff`: the ethertype as the stack read it (big-endian), the packet pointers
+// (UAPI).
+const SKB_PROTOCOL: i16 = 16;
 const SKB_DATA: i16 = 76;
 const SKB_DATA_END: i16 = 80;
 /// How many frames GRO merged into this packet (0 or 1: none).
@@ -45,6 +47,10 @@ const SKIP: i16 = -104;
 const RATIO_KEY: i16 = -112;
 /// Largest log2 N the program applies (N up to 2^16, as the capture filter's sampling).
 pub const MAX_SHIFT: u32 = 16;
+/// The ratio map's value, one per CPU: log2 N, and the state of that CPU's generator (never 0).
+pub const RATIO_VALUE: usize = 16;
+const RATIO_SHIFT: i16 = 0;
+const RATIO_STATE: i16 = 8;
 /// "No verdict": the hook goes on as if no filter had matched.
 const TC_ACT_UNSPEC: i32 = -1;
 /// Bytes every counted frame needs linear (up to the ICMPv6 type behind a tag): a head shorter
@@ -77,7 +83,7 @@ impl Ring {
 }
 
 /// Builds the ingress program for a port whose map is `map_fd` and whose sampling ratio is in
-/// `ratio_fd` (a one-entry array of u64: log2 N); `host_macs` are the server's MACs other than
+/// `ratio_fd` (a one-entry per-CPU array of [`RATIO_VALUE`] bytes); `host_macs` are the server's MACs other than
 /// the port's own whose frames count too.
 pub fn counting_program(
     host_macs: &[Mac],
@@ -101,6 +107,7 @@ pub fn counting_program(
     let (done, pass, v4, v6data, count) = (a.label(), a.label(), a.label(), a.label(), a.label());
     a.mov(Reg::R6, Reg::R1);
     draw(&mut a, ratio_fd);
+    unsampled_ipv4(&mut a, done);
     vlan_and_head(&mut a, done);
     ethertype(&mut a, done, pass, v4);
     ipv6_nd(&mut a, done, pass, v6data);
@@ -188,8 +195,11 @@ fn to_ring(a: &mut Asm, pass: Label, done: Label, ring: Ring, egress: bool) -> R
 }
 
 /// The sampling draw, before the frame is read (a helper call ends the packet pointers'
-/// checks): [SHIFT] = log2 N from the ratio map (0 when the map has no entry), [SKIP] = the
-/// low log2 N bits of a random number, 0 for one data frame in N (the one kept). R6 = context.
+/// checks): [SHIFT] = log2 N from this CPU's entry of the ratio map (0 without one), [SKIP] =
+/// log2 N bits of the next number of that entry's xorshift64 generator, 0 for one data frame
+/// in N (the one kept). Not `bpf_get_prandom_u32`: a helper call and its return cost about
+/// 20 ns a frame on the bench's VM, more than the rest of a frame the draw skips (see
+/// docs/design.md, "Sampling on busy ports"). R6 = context.
 fn draw(a: &mut Asm, ratio_fd: i32) {
     use Reg::*;
     let drawn = a.label();
@@ -199,18 +209,37 @@ fn draw(a: &mut Asm, ratio_fd: i32) {
     a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(RATIO_KEY));
     a.call(Helper::MapLookupElem);
     a.jmp_imm(Cond::Eq, R0, 0, drawn);
-    a.ldx(Size::DW, R1, R0, 0);
+    a.ldx(Size::DW, R1, R0, RATIO_SHIFT);
     a.jmp_imm(Cond::Eq, R1, 0, drawn);
     // A larger value is the daemon's bug; bounded, it cannot make the shift undefined.
     a.jmp_imm(Cond::Gt, R1, MAX_SHIFT as i32, drawn);
     a.stx(Size::DW, R10, SHIFT, R1);
-    a.call(Helper::GetPrandomU32);
-    a.ldx(Size::DW, R1, R10, SHIFT);
-    a.mov_imm(R2, 1)
-        .alu_reg(Alu::Lsh, R2, R1)
-        .alu_imm(Alu::Sub, R2, 1);
-    a.alu_reg(Alu::And, R0, R2).stx(Size::DW, R10, SKIP, R0);
+    // x ^= x << 13; x ^= x >> 7; x ^= x << 17 (this CPU's own: nothing else writes it).
+    a.ldx(Size::DW, R2, R0, RATIO_STATE);
+    for (op, by) in [(Alu::Lsh, 13), (Alu::Rsh, 7), (Alu::Lsh, 17)] {
+        a.mov(R3, R2).alu_imm(op, R3, by).alu_reg(Alu::Xor, R2, R3);
+    }
+    a.stx(Size::DW, R0, RATIO_STATE, R2);
+    // The high half: the better-mixed bits.
+    a.alu_imm(Alu::Rsh, R2, 32);
+    a.mov_imm(R3, 1)
+        .alu_reg(Alu::Lsh, R3, R1)
+        .alu_imm(Alu::Sub, R3, 1);
+    a.alu_reg(Alu::And, R2, R3).stx(Size::DW, R10, SKIP, R2);
     a.bind(drawn);
+}
+
+/// An IPv4 frame the draw did not keep ends at once, before any of it is read: the stack's
+/// protocol (`skb->protocol`, the ethertype behind any tag the driver took out) says it is
+/// neither ARP nor ND, and a frame a check below would refuse is not counted either way.
+fn unsampled_ipv4(a: &mut Asm, done: Label) {
+    use Reg::*;
+    let read = a.label();
+    a.ldx(Size::DW, R0, R10, SKIP);
+    a.jmp_imm(Cond::Eq, R0, 0, read);
+    a.ldx(Size::W, R0, R6, SKB_PROTOCOL);
+    a.jmp_imm(Cond::Eq, R0, wire16(ETH_P_IP), done);
+    a.bind(read);
 }
 
 /// A data frame the draw did not keep ends here, before its key or its slot.
