@@ -367,10 +367,10 @@ pub fn print_summary(runs: &[Run], idle: Option<&IdleFigures>) {
     let sampled = above_hook(runs, "(z)");
     let sampled_pct = sampled.zip(hook).map(|(s, h)| 100.0 * s / h);
     let rate_error = find(runs, "(w)").and_then(accuracy).map(|a| a.0);
-    let churn_rows = match s.map(|r| &r.label[..3]) {
-        Some(p @ ("(x)" | "(f)")) => p,
-        _ => "(c)",
-    };
+    let churn_rows = s
+        .map(|r| &r.label[..3])
+        .filter(|p| ["(x)", "(f)"].contains(p))
+        .unwrap_or("(c)");
     let churn = runs
         .iter()
         .filter(|r| r.label.starts_with(churn_rows))
