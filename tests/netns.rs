@@ -33,13 +33,48 @@ fn lab_rlbd_spreads_two_clients_and_keeps_them_spread() {
     let prefix = lab.prefix().to_string();
     let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{prefix}-rlbd.log"));
     let _ = std::fs::remove_file(&log);
-    let result = scenario(&lab, &log);
+    let result = scenario(&lab, &log, &[]);
     drop(lab);
     common::conclude("lab", &prefix, &log, result);
 }
 
-/// Runs (a)-(d); returns the failed checks (an `Err` when the scenario cannot go on at all).
-fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
+/// The same lab with the kernel's counting sampled (`max_frames_per_sec` at its floor, 1000,
+/// so that each 100 Mbit/s port is counted one frame in 8 or more): the same decisions as
+/// counting every frame, and the log says the ports were sampled.
+#[test]
+fn lab_rlbd_spreads_two_clients_when_sampled() {
+    if !root_or_skip() {
+        return;
+    }
+    let _guard = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Lab::build(CAP).expect("building the lab");
+    let prefix = lab.prefix().to_string();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let log = dir.join(format!("{prefix}-rlbd-sampled.log"));
+    let cfg = dir.join(format!("{prefix}-sampled.toml"));
+    let _ = std::fs::remove_file(&log);
+    std::fs::write(&cfg, "[capture]\nmax_frames_per_sec = 1000\n").expect("writing the config");
+    let cfg_arg = cfg.to_string_lossy().into_owned();
+    let result = scenario(&lab, &log, &["--config", &cfg_arg]).map(|mut failures| {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let sampled = text
+            .lines()
+            .filter(|l| l.contains("counting one frame in") && l.contains("in the kernel"))
+            .count();
+        say!("sampled: {sampled} ratio change(s) logged");
+        if sampled == 0 {
+            failures.push("no port was sampled in the kernel (no 'counting one frame in N in the kernel' logged)".into());
+        }
+        failures
+    });
+    drop(lab);
+    let _ = std::fs::remove_file(&cfg);
+    common::conclude("lab (sampled)", &prefix, &log, result);
+}
+
+/// Runs (a)-(d), the daemon started with `extra` arguments; returns the failed checks (an `Err`
+/// when the scenario cannot go on at all).
+fn scenario(lab: &Lab, log: &Path, extra: &[&str]) -> LabResult<Vec<String>> {
     let mut failures = Vec::new();
     let cap = f64::from(CAP);
     let _sink = start_sink(lab, lab_exe())?;
@@ -69,7 +104,8 @@ fn scenario(lab: &Lab, log: &Path) -> LabResult<Vec<String>> {
     }
 
     // (b) With rlbd, a client moves to p1 within 5 s and the total reaches two caps.
-    let mut daemon = start_daemon(lab, exe(), log, &["-v"])?;
+    let args: Vec<&str> = ["-v"].iter().chain(extra).copied().collect();
+    let mut daemon = start_daemon(lab, exe(), log, &args)?;
     lab.sleep(Duration::from_millis(1500))?;
     if let Some(st) = daemon.try_wait().map_err(|e| e.to_string())? {
         return Err(format!("rlbd run exited before the traffic started ({st})"));

@@ -106,7 +106,8 @@ pub struct CaptureConfig {
     /// "auto": a busy port is sampled in the kernel (one IPv4/IPv6 frame in N, N from its packet
     /// rate); "off": every frame is counted.
     pub sampling: String,
-    /// With `sampling = "auto"`: frames a second one port hands rlbd at most.
+    /// With `sampling = "auto"`: frames a second one port counts one by one at most (in the
+    /// kernel's tc program or from captured frames); past it, one in N.
     pub max_frames_per_sec: u32,
     /// Where IPv4/IPv6 frames are counted: "auto" (in the kernel with eBPF where the kernel
     /// and rlbd's capabilities allow, else from captured frames; `sampling = "off"` keeps

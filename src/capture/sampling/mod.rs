@@ -1,10 +1,11 @@
 //! Choosing each port's sampling ratio: pure, no I/O and no clock (times are passed in, in
 //! milliseconds on any monotonic clock, e.g. since the daemon started).
 //!
-//! The kernel keeps one IPv4/IPv6 frame in N on a port (see `filter.rs`) and the daemon counts
-//! each kept frame N times, so a busy port hands the daemon at most about
-//! `max_frames_per_sec` frames a second however fast it runs. N is a power of two chosen from the
-//! port's receive packet rate (its kernel counter, read once a second):
+//! The kernel keeps one IPv4/IPv6 frame in N on a port and counts it N times: the counting
+//! program at the tc hooks (`ebpf/tc_program`), or the capture filter (`filter.rs`) before the
+//! daemon counts each kept frame N times. So a busy port counts at most about
+//! `max_frames_per_sec` frames a second one by one however fast it runs. N is a power of two
+//! chosen from the port's receive packet rate (its kernel counter, read once a second):
 //!
 //! - **Up at once.** When the port's rate divided by N exceeds the limit, N becomes the smallest
 //!   power of two that brings it under the limit. The daemon can also report the frames it is
@@ -23,7 +24,7 @@
 
 use super::filter::MAX_SAMPLING;
 
-/// Default `[capture] max_frames_per_sec`: frames a second a port hands the daemon at most.
+/// Default `[capture] max_frames_per_sec`: frames a second a port counts one by one at most.
 pub const DEFAULT_MAX_FRAMES_PER_SEC: u32 = 100_000;
 /// Consecutive counter readings that must all allow a lower ratio before it is lowered.
 pub const DOWN_HOLD: u32 = 5;

@@ -138,6 +138,10 @@ pub fn watching_program(ring: Ring) -> Result<Vec<Insn>, String> {
     let mut a = Asm::new();
     let (done, pass) = (a.label(), a.label());
     a.mov(Reg::R6, Reg::R1);
+    // Most of what a server sends is IPv4 (every ACK of a bulk stream it receives): the stack's
+    // protocol says so before anything is read, and IPv4 is neither ARP nor ND.
+    a.ldx(Size::W, Reg::R0, Reg::R6, SKB_PROTOCOL);
+    a.jmp_imm(Cond::Eq, Reg::R0, wire16(ETH_P_IP), done);
     vlan_and_head(&mut a, done);
     ethertype(&mut a, done, pass, done);
     ipv6_nd(&mut a, done, pass, done);
