@@ -38,9 +38,9 @@ fn lab_rlbd_spreads_two_clients_and_keeps_them_spread() {
     common::conclude("lab", &prefix, &log, result);
 }
 
-/// The same lab with the kernel's counting sampled (`max_frames_per_sec` at its floor, 1000,
-/// so that each 100 Mbit/s port is counted one frame in 8 or more): the same decisions as
-/// counting every frame, and the log says the ports were sampled.
+/// The same lab with the kernel's counting sampled (`max_frames_per_sec` at its floor, 100,
+/// so that a full 100 Mbit/s port is counted one packet in 8 or more, its TCP merged by GRO
+/// before the hook): the same decisions as counting every frame, and the log says so.
 #[test]
 fn lab_rlbd_spreads_two_clients_when_sampled() {
     if !root_or_skip() {
@@ -53,17 +53,21 @@ fn lab_rlbd_spreads_two_clients_when_sampled() {
     let log = dir.join(format!("{prefix}-rlbd-sampled.log"));
     let cfg = dir.join(format!("{prefix}-sampled.toml"));
     let _ = std::fs::remove_file(&log);
-    std::fs::write(&cfg, "[capture]\nmax_frames_per_sec = 1000\n").expect("writing the config");
+    std::fs::write(&cfg, "[capture]\nmax_frames_per_sec = 100\n").expect("writing the config");
     let cfg_arg = cfg.to_string_lossy().into_owned();
     let result = scenario(&lab, &log, &["--config", &cfg_arg]).map(|mut failures| {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let sampled = text
+        let most = text
             .lines()
-            .filter(|l| l.contains("counting one frame in") && l.contains("in the kernel"))
-            .count();
-        say!("sampled: {sampled} ratio change(s) logged");
-        if sampled == 0 {
-            failures.push("no port was sampled in the kernel (no 'counting one frame in N in the kernel' logged)".into());
+            .filter(|l| l.contains("in the kernel"))
+            .filter_map(|l| l.split("counting one frame in ").nth(1))
+            .filter_map(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+            .max();
+        say!("sampled: at most 1 in {most:?}");
+        if most.unwrap_or(1) < 4 {
+            failures.push(format!(
+                "the ports were not sampled 1 in 4 or more in the kernel (at most 1 in {most:?} logged)"
+            ));
         }
         failures
     });

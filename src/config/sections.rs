@@ -173,8 +173,8 @@ impl CaptureConfig {
             ),
             (
                 "max_frames_per_sec",
-                (1000..=100_000_000).contains(&self.max_frames_per_sec),
-                "is not in 1000..=100000000",
+                (100..=100_000_000).contains(&self.max_frames_per_sec),
+                "is not in 100..=100000000",
             ),
             (
                 "counting",
