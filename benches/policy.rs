@@ -42,6 +42,7 @@ fn scenario(ports: usize, clients: usize) -> (Vec<PortView>, Vec<ClientView>) {
                 up: p != 1,
                 rx_bps: rx,
                 overloaded: rx > 0.8 * cap || p % 2 == 0,
+                resolution_bps: 0.0,
             }
         })
         .collect();

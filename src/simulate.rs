@@ -17,9 +17,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{self, PolicyConfig};
 
+mod counting;
 pub mod generate;
 pub mod ideal;
 mod world;
+
+pub use counting::SamplingSpec;
 
 pub use world::{fair_share, run, weighted_share};
 
@@ -41,6 +44,10 @@ pub struct Scenario {
     /// How a saturated slave shares its capacity, and how late moves take effect.
     #[serde(default)]
     pub elastic: Elastic,
+    /// How the daemon counts the clients' packets: sampled on a busy port, as the kernel's
+    /// program samples it; absent: every packet counted.
+    #[serde(default)]
+    pub sampling: Option<SamplingSpec>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +149,9 @@ pub struct SlaveOut {
     pub rx_mbps: f64,
     pub util: f64,
     pub overloaded: bool,
+    /// The port's sampling ratio, when it is sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_in: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]

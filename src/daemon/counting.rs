@@ -23,6 +23,8 @@ pub struct CountingInput {
     /// What the ports counted in the kernel in one second.
     counts: Vec<(usize, Delta)>,
     buf: Vec<Delta>,
+    /// Each port's sampling ratio this second.
+    sampling: Vec<u32>,
 }
 
 impl CountingInput {
@@ -91,12 +93,17 @@ impl CountingInput {
     pub fn second(&mut self, now: u64, captures: &mut Captures, engine: &mut Engine) {
         let whole = captures.read_counts(engine.ports(), &mut self.counts, &mut self.buf);
         let ring_drops = captures.update_drops(engine.ports());
+        self.sampling.clear();
+        let ports = engine.ports().list.len();
+        self.sampling
+            .extend((0..ports).map(|i| captures.sampling(i)));
         engine.handle(
             now,
             Input::Second {
                 counts: &self.counts,
                 whole,
                 ring_drops,
+                sampling: &self.sampling,
             },
         );
     }

@@ -41,6 +41,8 @@ pub enum Input<'a> {
         counts: &'a [(usize, Delta)],
         whole: bool,
         ring_drops: bool,
+        /// Each port's sampling ratio, by index (one packet in N counted; missing: 1).
+        sampling: &'a [u32],
     },
     /// An ARP or Neighbor Discovery frame seen on a port, leaving (`outgoing`) or arriving.
     Frame {

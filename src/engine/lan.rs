@@ -85,7 +85,7 @@ impl Lan {
             addrs_changed |= matches!(ev, NlEvent::Addr(_) | NlEvent::AddrRemoved(_));
             if let NlEvent::Link(l) = ev {
                 if let (Some(i), Some(rx)) = (self.ports.by_ifindex(l.index), l.rx_bytes) {
-                    self.ports.list[i].record_counter(now, rx);
+                    self.ports.list[i].record_counter(now, rx, l.rx_packets);
                 }
             }
             if matches!(ev, NlEvent::Overrun) {

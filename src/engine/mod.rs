@@ -140,7 +140,13 @@ impl Engine {
                 counts,
                 whole,
                 ring_drops,
-            } => self.on_second(now, counts, whole, ring_drops),
+                sampling,
+            } => {
+                for (i, p) in self.lan.ports.list.iter_mut().enumerate() {
+                    p.one_in = sampling.get(i).copied().unwrap_or(1).max(1);
+                }
+                self.on_second(now, counts, whole, ring_drops)
+            }
             Input::Frame {
                 frame,
                 outgoing,

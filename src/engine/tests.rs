@@ -148,6 +148,7 @@ impl Rig {
             counts: &[],
             whole: true,
             ring_drops: false,
+            sampling: &[],
         };
         self.e.handle(self.now, second);
         self.drain();
@@ -404,6 +405,7 @@ fn the_bytes_counted_on_each_port_are_in_its_status_beside_the_kernel_counter() 
         counts: &[(1, d)],
         whole: true,
         ring_drops: false,
+        sampling: &[],
     };
     r.e.handle(r.now, second);
     r.drain();

@@ -27,8 +27,15 @@ pub struct Port {
     pub detector: Detector,
     prev: Option<(u64, u64)>,
     last: Option<(u64, u64)>,
+    /// The packet counter beside `prev` and `last`, where the kernel gave one.
+    prev_packets: Option<u64>,
+    last_packets: Option<u64>,
     /// This second's receive rate, bit/s; `None` when there was no usable reading.
     pub rx_bps: Option<f64>,
+    /// This second's packets a second, over the same interval, where both readings had one.
+    pub rx_pps: Option<f64>,
+    /// Its sampling ratio: one IPv4/IPv6 packet in this many counted (the shell's, each second).
+    pub one_in: u32,
     /// Frames the capture ring dropped, as last reported.
     pub ring_drops: u64,
     /// Bytes of IPv4/IPv6 frames counted for clients on this port since it appeared (scaled
@@ -52,7 +59,11 @@ impl Port {
             detector: Detector::new(window, hits),
             prev: None,
             last: None,
+            prev_packets: None,
+            last_packets: None,
             rx_bps: None,
+            rx_pps: None,
+            one_in: 1,
             ring_drops: 0,
             counted_bytes: 0,
             counted_at_reading: 0,
@@ -60,16 +71,18 @@ impl Port {
         }
     }
 
-    pub fn record_counter(&mut self, at_ms: u64, rx_bytes: u64) {
+    pub fn record_counter(&mut self, at_ms: u64, rx_bytes: u64, rx_packets: Option<u64>) {
         self.counted_at_reading = self.counted_bytes;
         match self.last {
             Some((t, _)) if at_ms.saturating_sub(t) < MIN_SAMPLE_GAP_MS => {
                 self.last = Some((at_ms, rx_bytes));
+                self.last_packets = rx_packets;
                 // Keep `prev` so the rate spans a real interval.
             }
             _ => {
                 self.prev = self.last;
                 self.last = Some((at_ms, rx_bytes));
+                self.prev_packets = std::mem::replace(&mut self.last_packets, rx_packets);
             }
         }
     }
@@ -85,8 +98,31 @@ impl Port {
             }
             _ => None,
         };
+        self.rx_pps = match (
+            rate,
+            self.prev,
+            self.last,
+            self.prev_packets,
+            self.last_packets,
+        ) {
+            (Some(_), Some((t0, _)), Some((t1, _)), Some(p0), Some(p1)) => {
+                counter_delta(p0, p1).map(|d| d as f64 * 1000.0 / (t1 - t0) as f64)
+            }
+            _ => None,
+        };
         self.rx_bps = rate;
         rate
+    }
+
+    /// Its resolution for the planner: the rate of a few kept packets of its average size
+    /// (0 while every packet is counted, or without a packet rate).
+    pub fn resolution_bps(&self) -> f64 {
+        match (self.rx_bps, self.rx_pps) {
+            (Some(bps), Some(pps)) if pps > 0.0 => {
+                crate::policy::sampling_resolution_bps(self.one_in, bps / pps)
+            }
+            _ => 0.0,
+        }
     }
 
     pub fn rx_bytes(&self) -> Option<u64> {
@@ -204,6 +240,7 @@ impl PortTable {
             up: p.usable(),
             rx_bps: p.rx_bps.unwrap_or(0.0),
             overloaded: p.usable() && p.detector.overloaded(),
+            resolution_bps: p.resolution_bps(),
         }));
     }
 
@@ -395,14 +432,39 @@ mod tests {
         let mut t = PortTable::new(Target::Ports(vec!["p0".into()]), HashMap::new(), 3, 2);
         t.sync(&table(&[link(2, "p0", None, true)]));
         let p = &mut t.list[0];
-        p.record_counter(0, 1_000);
-        p.record_counter(1000, 126_000);
+        p.record_counter(0, 1_000, None);
+        p.record_counter(1000, 126_000, None);
         // A notification 100 ms later replaces the newer reading, keeping a 1.1 s interval.
-        p.record_counter(1100, 138_500);
+        p.record_counter(1100, 138_500, None);
         let r = p.compute_rate(1200, 400).unwrap();
         assert!((r - 1_000_000.0).abs() < 1.0, "{r}");
         assert_eq!(p.compute_rate(2000, 400), None, "stale");
-        p.record_counter(2100, 5);
+        p.record_counter(2100, 5, None);
         assert_eq!(p.compute_rate(2100, 400), None, "counter went backwards");
+    }
+
+    /// A sampled port's resolution: 8 kept packets of its average size a second, from the
+    /// packet counter beside the byte counter; nothing while it counts every packet.
+    #[test]
+    fn a_sampled_port_has_a_resolution_from_its_packet_size() {
+        let mut t = PortTable::new(Target::Ports(vec!["p0".into()]), HashMap::new(), 3, 2);
+        t.sync(&table(&[link(2, "p0", None, true)]));
+        let p = &mut t.list[0];
+        p.record_counter(0, 0, Some(0));
+        p.record_counter(1000, 64_000_000, Some(1_000_000));
+        p.compute_rate(1000, 400).unwrap();
+        assert_eq!(p.rx_pps, Some(1_000_000.0));
+        assert_eq!(p.resolution_bps(), 0.0, "every packet counted");
+        p.one_in = 32;
+        assert_eq!(p.resolution_bps(), 8.0 * 32.0 * 512.0);
+        let mut views = Vec::new();
+        t.views_into(&mut views);
+        assert_eq!(views[0].resolved(100_000.0), 0.0);
+        assert_eq!(views[0].resolved(200_000.0), 200_000.0);
+        // No packet counter: no resolution (the rate is taken as read).
+        let p = &mut t.list[0];
+        p.record_counter(2000, 128_000_000, None);
+        p.compute_rate(2000, 400).unwrap();
+        assert_eq!((p.rx_pps, p.resolution_bps()), (None, 0.0));
     }
 }

@@ -14,5 +14,5 @@ mod settle;
 
 pub use config::{ConfigError, PolicyConfig};
 pub use detector::Detector;
-pub use model::{ClientView, Move, PortView, Reason};
+pub use model::{sampling_resolution_bps, ClientView, Move, PortView, Reason, MIN_KEPT};
 pub use planner::{place, place_new, plan, SETTLE_SECS};

@@ -15,11 +15,40 @@ pub struct PortView {
     pub rx_bps: f64,
     /// The detector's verdict for this port.
     pub overloaded: bool,
+    /// On a sampled port, the least rate a client's reading can be told from noise (see
+    /// [`sampling_resolution_bps`]); 0 where every frame is counted.
+    pub resolution_bps: f64,
 }
 
 impl PortView {
     pub fn utilization(&self) -> f64 {
         utilization(self.rx_bps, self.capacity_bps)
+    }
+
+    /// A client's measured rate as the planner takes it: under the port's resolution it reads
+    /// as 0, below every floor (a client sending fewer packets a second than the sampling
+    /// ratio reads 0 most seconds and the ratio's worth of packets in others).
+    pub fn resolved(&self, rate_bps: f64) -> f64 {
+        if rate_bps < self.resolution_bps {
+            0.0
+        } else {
+            rate_bps
+        }
+    }
+}
+
+/// Kept packets a second a reading must rest on to count: with fewer its relative error is over
+/// a third, and a client that sends far fewer than the ratio (kept 0.6 times a second on
+/// average) still reaches 4 in some seconds of a run, but not 8.
+pub const MIN_KEPT: f64 = 8.0;
+
+/// The resolution of a port counted one packet in `one_in`, its packets `bits_per_packet`
+/// long on average: the rate of [`MIN_KEPT`] kept packets a second (0 when exact).
+pub fn sampling_resolution_bps(one_in: u32, bits_per_packet: f64) -> f64 {
+    if one_in > 1 && bits_per_packet.is_finite() {
+        MIN_KEPT * f64::from(one_in) * bits_per_packet.max(0.0)
+    } else {
+        0.0
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::counting::SampledCounting;
 use super::{generate, MoveOut, Scenario, SlaveOut, Tick, TickOut};
 use crate::policy::{self, ClientView, Detector, Move, PortView, Reason};
 
@@ -49,6 +50,8 @@ struct World<'a> {
     detectors: Vec<Detector>,
     /// Moves decided this tick, (client, to): they land on the next.
     pending: Vec<(usize, usize)>,
+    /// With the scenario's `sampling`: how the clients' packets are counted.
+    counting: Option<SampledCounting>,
 }
 
 impl<'a> World<'a> {
@@ -85,6 +88,10 @@ impl<'a> World<'a> {
                 .map(|_| Detector::new(s.config.window, s.config.hits))
                 .collect(),
             pending: Vec::new(),
+            counting: s
+                .sampling
+                .as_ref()
+                .map(|spec| SampledCounting::new(spec, s.slaves.len())),
         };
         for c in 0..n {
             w.weight[c] = w.new_weight();
@@ -219,6 +226,7 @@ impl<'a> World<'a> {
                 up: self.up[p],
                 rx_bps: rx[p] * 1e6,
                 overloaded: self.detectors[p].overloaded(),
+                resolution_bps: self.counting.as_ref().map_or(0.0, |k| k.resolution_bps(p)),
             });
         }
         ports
@@ -226,15 +234,26 @@ impl<'a> World<'a> {
 
     /// The clients as the daemon sees them. A down slave's clients demand as before; the daemon
     /// sees them there (their last frames).
-    fn client_views(&self, s: &Scenario, t: u64, rate: &[f64]) -> Vec<ClientView> {
+    fn client_views(
+        &mut self,
+        s: &Scenario,
+        t: u64,
+        rate: &[f64],
+        ports: &[PortView],
+    ) -> Vec<ClientView> {
         (0..self.on.len())
             .map(|c| {
                 let held =
                     self.moved_at[c].is_some_and(|m| t.saturating_sub(m) < s.config.hold_down);
+                let port = self.on[c];
                 ClientView {
-                    port: self.on[c],
-                    rate_bps: if self.up[self.on[c]] {
-                        rate[c] * 1e6
+                    port,
+                    rate_bps: if self.up[port] {
+                        let counted = self
+                            .counting
+                            .as_mut()
+                            .map_or(rate[c], |k| k.counted(port, rate[c]));
+                        ports[port].resolved(counted * 1e6)
                     } else {
                         self.demand[c] * 1e6
                     },
@@ -275,13 +294,19 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
         let (rate, rx) = w.deliver(s, &before);
         w.shrink(&rate);
         let ports = w.port_views(s, &rx);
-        let clients = w.client_views(s, t, &rate);
+        // Counted under the ratio in force this second; the counter read at its end sets the
+        // next second's.
+        let clients = w.client_views(s, t, &rate, &ports);
+        if let Some(k) = &mut w.counting {
+            k.on_second(t, &rx);
+        }
         let moves = w.decide(s, t, &policy::plan(&s.config, &ports, &clients));
         let slaves = s
             .slaves
             .iter()
             .zip(&ports)
-            .map(|(sl, p)| {
+            .enumerate()
+            .map(|(i, (sl, p))| {
                 let rx = p.rx_bps / 1e6;
                 (
                     sl.name.clone(),
@@ -289,6 +314,7 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
                         rx_mbps: round(rx),
                         util: round(rx / sl.capacity_mbps),
                         overloaded: p.overloaded,
+                        one_in: w.counting.as_ref().map(|k| k.one_in(i)).filter(|n| *n > 1),
                     },
                 )
             })

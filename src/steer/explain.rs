@@ -86,6 +86,7 @@ mod tests {
             up: true,
             rx_bps: rx,
             overloaded: rx > 80e6,
+            resolution_bps: 0.0,
         }
     }
 

@@ -385,6 +385,7 @@ impl Driver {
             counts: &counts,
             whole: true,
             ring_drops,
+            sampling: &[],
         });
         self.veto = ring_drops;
         // The status (every client's line) is the dearest part of a quiet second: asked every

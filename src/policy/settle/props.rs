@@ -35,6 +35,7 @@ fn views(
             up: true,
             rx_bps: load[p].min(CAP),
             overloaded: load[p] > cfg.threshold * CAP,
+            resolution_bps: 0.0,
         })
         .collect();
     let cv = (0..run.on.len())

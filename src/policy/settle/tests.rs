@@ -39,6 +39,7 @@ fn case(since: u64, why: Reason, p2: &[f64]) -> (Vec<PortView>, Vec<ClientView>)
                 .map(|c| c.rate_bps)
                 .sum(),
             overloaded: false,
+            resolution_bps: 0.0,
         })
         .collect();
     (ports, clients)

@@ -65,6 +65,7 @@ impl World {
                 up: self.usable[i],
                 rx_bps: 0.0,
                 overloaded: false,
+                resolution_bps: 0.0,
             })
             .collect()
     }

@@ -263,9 +263,13 @@ impl Steerer {
         views.extend(clients.iter().map(|c| {
             let claims = ctx.host.can_claim(c.key, &c.talk);
             let r = self.record(&c.key);
+            let port = Self::current_port(c, r.moved, ports);
             ClientView {
-                port: Self::current_port(c, r.moved, ports),
-                rate_bps: c.rate_bps,
+                port,
+                // Under a sampled port's resolution a reading is noise: below every floor.
+                rate_bps: ports
+                    .get(port)
+                    .map_or(c.rate_bps, |p| p.resolved(c.rate_bps)),
                 held: r.held(now) || !claims,
                 since_move: r.since_move_secs(now),
                 last_move: r.last_move(now).filter(|_| claims),

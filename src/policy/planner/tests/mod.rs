@@ -14,6 +14,7 @@ fn port(cap: f64, rx: f64, overloaded: bool) -> PortView {
         up: true,
         rx_bps: rx,
         overloaded,
+        resolution_bps: 0.0,
     }
 }
 
@@ -364,6 +365,7 @@ fn scenario() -> impl Strategy<Value = (Vec<PortView>, Vec<ClientView>, u64)> {
                         up,
                         rx_bps: rx,
                         overloaded: overloaded || rx > 0.8 * cap,
+                        resolution_bps: 0.0,
                     }
                 })
                 .collect();
