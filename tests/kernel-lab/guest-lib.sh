@@ -25,6 +25,8 @@ HOLD_SECONDS=${HOLD_SECONDS:-4}
 # The issue's bar for "the two heavy clients reach two ports' worth".
 TOTAL_X=${TOTAL_X:-1.9}
 WIRE=${WIRE:-0}
+# N > 0: rlbd samples past N packets a second (max_frames_per_sec).
+SAMPLE=${SAMPLE:-0}
 
 ts() { cut -d' ' -f1 /proc/uptime; }
 say() { echo "[$(ts)] $*"; }
@@ -528,8 +530,14 @@ steer_start() { # rlbd on bond0 for the scenario (nothing in stand-in mode)
     mark "rlbd started"
     # Without CAP_SYS_ADMIN and CAP_PERFMON, as the packaged unit runs it: the verifier refuses
     # such a user programs it lets full root load.
+    _conf=""
+    if [ "$SAMPLE" -gt 0 ]; then
+        printf '[capture]\nmax_frames_per_sec = %s\n' "$SAMPLE" >/tmp/rlbd-sample.toml
+        _conf="--config /tmp/rlbd-sample.toml"
+    fi
+    # shellcheck disable=SC2086 # _conf: no argument, or two
     $IP netns exec srv /usr/bin/setpriv --bounding-set=-sys_admin,-perfmon \
-        $RLBD run --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
+        $RLBD run $_conf --bond bond0 --capacity "sl0=$CAP" --capacity "sl1=$CAP" -v >/tmp/rlbd.log 2>&1 &
     RLBD_PID=$!
     sleep 1
     if rlbd_alive; then
@@ -571,6 +579,10 @@ steer_stop() {
     kill "$RLBD_PID" 2>/dev/null
     wait "$RLBD_PID" 2>/dev/null
     RLBD_PID=""
+    if [ "$SAMPLE" -gt 0 ]; then
+        _most=$(sed -n 's/.*counting one frame in \([0-9]*\) in the kernel.*/\1/p' /tmp/rlbd.log | sort -n | tail -n1)
+        echo "KLAB-RATIO $SC (sampled): max_frames_per_sec $SAMPLE, counted at most 1 in ${_most:-1}"
+    fi
     n=$(wc -l </tmp/rlbd.log)
     echo "--- rlbd log ($n lines; the last ${RLBD_LOG_LINES:-60}) ---"
     tail -n "${RLBD_LOG_LINES:-60}" /tmp/rlbd.log

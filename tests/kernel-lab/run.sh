@@ -68,6 +68,8 @@
 #   BASE_SECONDS=3   traffic seconds per stage without steering
 #   HOLD_SECONDS=4   seconds a re-ARPed move is followed beyond the first 2
 #   WIRE=0           1: print every ARP frame that crossed the slaves (KLAB-ARP lines)
+#   SAMPLE=0         N > 0: rlbd runs with [capture] max_frames_per_sec = N (100: the lab's
+#                    slaves are counted 1 in 8-32), to show the same decisions sampled
 #   TIMEOUT          seconds a guest may run before qemu is killed (default from the scenarios)
 #   TCG_PROBE=60     seconds a TCG boot may take to reach /init before it is killed and retried
 #   BOOT_TRIES=3     TCG boots tried (a boot that hangs before /init is retried)
@@ -105,6 +107,8 @@ TOTAL_X=${TOTAL_X:-1.9}
 BASE_SECONDS=${BASE_SECONDS:-3}
 HOLD_SECONDS=${HOLD_SECONDS:-4}
 WIRE=${WIRE:-0}
+SAMPLE=${SAMPLE:-0}
+case "$SAMPLE" in *[!0-9]* | '') echo "SAMPLE must be a number" >&2; exit 2 ;; esac
 TCG_PROBE=${TCG_PROBE:-60}
 BOOT_TRIES=${BOOT_TRIES:-3}
 KEEP_CACHE=${KEEP_CACHE:-1}
@@ -305,6 +309,7 @@ TOTAL_X=$TOTAL_X
 BASE_SECONDS=$BASE_SECONDS
 HOLD_SECONDS=$HOLD_SECONDS
 WIRE=$WIRE
+SAMPLE=$SAMPLE
 KVER=$KVER
 EOF2
     install -m 0755 "$HERE/guest-test.sh" "$ROOT/klab/guest-test.sh"
@@ -322,7 +327,7 @@ while read -r mod args; do
     insmod "$mod" $args || echo "KLAB: insmod $mod failed"
 done </etc/lab/modules
 . /etc/lab/env
-export NIC_SLOTS CAP_MBIT SCENARIOS STANDIN TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE
+export NIC_SLOTS CAP_MBIT SCENARIOS STANDIN TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE SAMPLE
 sh /klab/guest-test.sh
 rc=$?
 if [ "$rc" = 0 ]; then
