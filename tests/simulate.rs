@@ -14,9 +14,14 @@ fn simulate(path: &str) -> Vec<Value> {
         .args(["simulate", path])
         .output()
         .unwrap();
+    ticks_of(path, out)
+}
+
+/// A successful run's JSON lines, one per second.
+fn ticks_of(what: &str, out: std::process::Output) -> Vec<Value> {
     assert!(
         out.status.success(),
-        "{}",
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout)
@@ -280,17 +285,7 @@ fn simulate_with_sampling(name: &str, sampling: &Value) -> Vec<Value> {
         .unwrap();
     let text = serde_json::to_vec(&s).unwrap();
     child.stdin.take().unwrap().write_all(&text).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    ticks_of(name, child.wait_with_output().unwrap())
 }
 
 /// The largest sampling ratio any port had.

@@ -13,7 +13,7 @@ use crate::capture::ebpf::Delta;
 use crate::capture::sampling::Sampler;
 use crate::capture::{CaptureSocket, RingConfig};
 use crate::config::KernelCounting;
-use crate::engine::CaptureFacts;
+use crate::engine::{CaptureFacts, PortSampling};
 use crate::host::PortTable;
 use crate::status::Counting;
 
@@ -129,7 +129,8 @@ impl Captures {
     }
 
     /// Feeds port `i`'s receive packet counter (read at `at_ms`) to its sampler and applies a
-    /// new ratio to its socket.
+    /// new ratio to its socket. A port counting at its tc hooks is sampled from the packets
+    /// the hook saw instead ([`Self::sample_from_hooks`]): under GRO far fewer.
     pub fn sample_from_counter(
         &mut self,
         ports: &PortTable,
@@ -137,6 +138,9 @@ impl Captures {
         at_ms: u64,
         rx_packets: u64,
     ) {
+        if self.hook(i) == Some("tc") {
+            return;
+        }
         let n = self
             .samplers
             .get_mut(i)
@@ -147,6 +151,10 @@ impl Captures {
     /// Tells port `i`'s sampler how many frames a drain handed over, so that a surge raises the
     /// ratio before the next counter reading.
     pub fn sample_from_drained(&mut self, ports: &PortTable, i: usize, at_ms: u64, frames: usize) {
+        // At the tc hooks only ARP and ND are handed over: no measure of the data's rate.
+        if self.hook(i) == Some("tc") {
+            return;
+        }
         let n = self
             .samplers
             .get_mut(i)
@@ -180,6 +188,34 @@ impl Captures {
             Ok(()) if n == 1 => info!("port {name}: counting every frame{at}"),
             Ok(()) => info!("port {name}: counting one frame in {n}{at}"),
             Err(e) => warn!("port {name}: sampling ratio not changed: {e}"),
+        }
+    }
+
+    /// Once a second: each port's sampling into `out` (by index), the ports counting at their
+    /// tc hooks first fed to their samplers the packets the hook saw, and a new ratio applied.
+    pub fn sample_from_hooks(
+        &mut self,
+        ports: &PortTable,
+        at_ms: u64,
+        out: &mut Vec<PortSampling>,
+    ) {
+        out.clear();
+        for i in 0..ports.list.len() {
+            let seen = self
+                .get(i)
+                .filter(|c| c.kernel_hook() == Some("tc"))
+                .and_then(CaptureSocket::hook_packets);
+            if let Some(pk) = seen {
+                let n = self
+                    .samplers
+                    .get_mut(i)
+                    .and_then(|s| s.on_counter(at_ms, pk));
+                self.apply_sampling(ports, i, n);
+            }
+            out.push(PortSampling {
+                one_in: self.sampling(i),
+                hook_packets: seen,
+            });
         }
     }
 

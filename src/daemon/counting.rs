@@ -8,7 +8,7 @@ use crate::capture::ebpf::Delta;
 use crate::capture::frame::tag_in_frame;
 use crate::capture::{parse, Frame, PACKET_HOST};
 use crate::client::ClientKey;
-use crate::engine::{Engine, Input};
+use crate::engine::{Engine, Input, PortSampling};
 
 use super::captures::Captures;
 
@@ -23,8 +23,8 @@ pub struct CountingInput {
     /// What the ports counted in the kernel in one second.
     counts: Vec<(usize, Delta)>,
     buf: Vec<Delta>,
-    /// Each port's sampling ratio this second.
-    sampling: Vec<u32>,
+    /// Each port's sampling this second.
+    sampling: Vec<PortSampling>,
 }
 
 impl CountingInput {
@@ -93,10 +93,7 @@ impl CountingInput {
     pub fn second(&mut self, now: u64, captures: &mut Captures, engine: &mut Engine) {
         let whole = captures.read_counts(engine.ports(), &mut self.counts, &mut self.buf);
         let ring_drops = captures.update_drops(engine.ports());
-        self.sampling.clear();
-        let ports = engine.ports().list.len();
-        self.sampling
-            .extend((0..ports).map(|i| captures.sampling(i)));
+        captures.sample_from_hooks(engine.ports(), now, &mut self.sampling);
         engine.handle(
             now,
             Input::Second {

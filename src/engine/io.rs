@@ -41,8 +41,8 @@ pub enum Input<'a> {
         counts: &'a [(usize, Delta)],
         whole: bool,
         ring_drops: bool,
-        /// Each port's sampling ratio, by index (one packet in N counted; missing: 1).
-        sampling: &'a [u32],
+        /// Each port's sampling, by index (missing: every packet counted).
+        sampling: &'a [PortSampling],
     },
     /// An ARP or Neighbor Discovery frame seen on a port, leaving (`outgoing`) or arriving.
     Frame {
@@ -150,4 +150,13 @@ pub enum SendTag {
     },
     /// A frame that keeps the switch's MAC table pointing at `port` (plain ports).
     Learning { port: usize },
+}
+
+/// A port's sampling as the shell reads it each second: one IPv4/IPv6 packet in `one_in`
+/// counted, and the packets its counting hook has seen (after GRO; `None` where it does not
+/// count at a tc hook).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortSampling {
+    pub one_in: u32,
+    pub hook_packets: Option<u64>,
 }

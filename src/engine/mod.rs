@@ -33,7 +33,7 @@ use crate::policy::Move;
 use crate::steer::explain::Facts;
 use crate::steer::{Action, ClientSnap, LogKind, Rule, RulesOff, Steerer};
 use frames::Seen;
-pub use io::{Input, Output, SendTag, Topic};
+pub use io::{Input, Output, PortSampling, SendTag, Topic};
 use lan::Lan;
 use outbox::Outbox;
 use persist::Durable;
@@ -143,7 +143,7 @@ impl Engine {
                 sampling,
             } => {
                 for (i, p) in self.lan.ports.list.iter_mut().enumerate() {
-                    p.one_in = sampling.get(i).copied().unwrap_or(1).max(1);
+                    p.record_sampling(now, sampling.get(i).copied());
                 }
                 self.on_second(now, counts, whole, ring_drops)
             }

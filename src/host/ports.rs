@@ -36,6 +36,9 @@ pub struct Port {
     pub rx_pps: Option<f64>,
     /// Its sampling ratio: one IPv4/IPv6 packet in this many counted (the shell's, each second).
     pub one_in: u32,
+    /// The packets its counting hook saw, as last read, and the rate since the reading before.
+    hook: Option<(u64, u64)>,
+    pub hook_pps: Option<f64>,
     /// Frames the capture ring dropped, as last reported.
     pub ring_drops: u64,
     /// Bytes of IPv4/IPv6 frames counted for clients on this port since it appeared (scaled
@@ -64,6 +67,8 @@ impl Port {
             rx_bps: None,
             rx_pps: None,
             one_in: 1,
+            hook: None,
+            hook_pps: None,
             ring_drops: 0,
             counted_bytes: 0,
             counted_at_reading: 0,
@@ -114,10 +119,24 @@ impl Port {
         rate
     }
 
-    /// Its resolution for the planner: the rate of a few kept packets of its average size
-    /// (0 while every packet is counted, or without a packet rate).
+    /// The second's sampling, as the shell read it at `at_ms` (`None`: every packet counted).
+    pub fn record_sampling(&mut self, at_ms: u64, s: Option<crate::engine::PortSampling>) {
+        self.one_in = s.map_or(1, |s| s.one_in.max(1));
+        let seen = s.and_then(|s| s.hook_packets);
+        self.hook_pps = match (self.hook, seen) {
+            (Some((t0, p0)), Some(p1)) if at_ms > t0 => {
+                counter_delta(p0, p1).map(|d| d as f64 * 1000.0 / (at_ms - t0) as f64)
+            }
+            _ => None,
+        };
+        self.hook = seen.map(|p| (at_ms, p));
+    }
+
+    /// Its resolution for the planner: the rate of a few kept packets of its average size at
+    /// the counting hook (after GRO, which may merge 40 wire packets into one; the wire's where
+    /// the hook's count is unknown), 0 while every packet is counted.
     pub fn resolution_bps(&self) -> f64 {
-        match (self.rx_bps, self.rx_pps) {
+        match (self.rx_bps, self.hook_pps.or(self.rx_pps)) {
             (Some(bps), Some(pps)) if pps > 0.0 => {
                 crate::policy::sampling_resolution_bps(self.one_in, bps / pps)
             }
@@ -461,8 +480,15 @@ mod tests {
         t.views_into(&mut views);
         assert_eq!(views[0].resolved(100_000.0), 0.0);
         assert_eq!(views[0].resolved(200_000.0), 200_000.0);
-        // No packet counter: no resolution (the rate is taken as read).
+        // Under GRO the hook sees 40 wire packets as one: the kept packet weighs 40 times more.
+        let s = |n| Some(crate::engine::PortSampling { one_in: 32, hook_packets: Some(n) });
         let p = &mut t.list[0];
+        p.record_sampling(1000, s(0));
+        p.record_sampling(2000, s(25_000));
+        assert_eq!(p.hook_pps, Some(25_000.0));
+        assert_eq!(p.resolution_bps(), 8.0 * 32.0 * 512.0 * 40.0);
+        // No packet counter anywhere: no resolution (the rate is taken as read).
+        p.record_sampling(3000, None);
         p.record_counter(2000, 128_000_000, None);
         p.compute_rate(2000, 400).unwrap();
         assert_eq!((p.rx_pps, p.resolution_bps()), (None, 0.0));

@@ -305,11 +305,25 @@ impl KernelCounter {
                 )),
             };
         };
-        let value = ratio_values(u64::from(shift))?;
+        let mut value = ratio_values(ratio.as_fd())?;
+        set_ratio(&mut value, u64::from(shift));
         sys::update(ratio.as_fd(), &0u32.to_ne_bytes(), &value)
             .map_err(|e| io::Error::new(e.kind(), format!("setting the sampling ratio: {e}")))?;
         self.one_in.set(one_in);
         Ok(())
+    }
+
+    /// At the tc hooks: the packets the ingress hook handed the program since it was made, all
+    /// CPUs together (what the sampling ratio is chosen from).
+    pub fn hook_packets(&self) -> Option<u64> {
+        let v = ratio_values(self.ratio.as_ref()?.as_fd()).ok()?;
+        let at = tc_program::RATIO_SEEN;
+        let seen = v.chunks_exact(tc_program::RATIO_VALUE).map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&c[at..at + 8]);
+            u64::from_ne_bytes(b)
+        });
+        Some(seen.fold(0u64, u64::wrapping_add))
     }
 
     /// The sampling ratio in force: one IPv4/IPv6 data frame in this many is counted.
@@ -410,17 +424,22 @@ fn ratio_for(hook: Hook, name: &str) -> io::Result<Option<OwnedFd>> {
     }
 }
 
-/// The ratio map's whole value: `shift` for every possible CPU, each with a generator seeded
-/// at random (never 0, which xorshift never leaves).
-fn ratio_values(shift: u64) -> io::Result<Vec<u8>> {
+/// The ratio map's whole value, every possible CPU's.
+fn ratio_values(ratio: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut v = vec![0u8; cpus()? * tc_program::RATIO_VALUE];
+    sys::lookup(ratio, &0u32.to_ne_bytes(), &mut v)?;
+    Ok(v)
+}
+
+/// `shift` for every CPU in `value`, each with a generator seeded at random (never 0, which
+/// xorshift never leaves); the packets seen stay.
+fn set_ratio(value: &mut [u8], shift: u64) {
     use std::hash::BuildHasher;
     let seeds = std::collections::hash_map::RandomState::new();
-    let mut v = Vec::new();
-    for cpu in 0..cpus()? {
-        v.extend_from_slice(&shift.to_ne_bytes());
-        v.extend_from_slice(&(seeds.hash_one(cpu) | 1).to_ne_bytes());
+    for (cpu, v) in value.chunks_exact_mut(tc_program::RATIO_VALUE).enumerate() {
+        v[..8].copy_from_slice(&shift.to_ne_bytes());
+        v[8..16].copy_from_slice(&(seeds.hash_one(cpu) | 1).to_ne_bytes());
     }
-    Ok(v)
 }
 
 fn load(

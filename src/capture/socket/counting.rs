@@ -103,6 +103,12 @@ impl CaptureSocket {
         self.counter.as_ref()?.run_stats().ok()
     }
 
+    /// Counting at the tc hooks: the packets the ingress hook has seen (after GRO), from
+    /// which the sampling ratio is chosen.
+    pub fn hook_packets(&self) -> Option<u64> {
+        self.counter.as_ref()?.hook_packets()
+    }
+
     /// Where the kernel counts ("slots" or "hash"), while it does.
     pub fn kernel_store(&self) -> Option<&'static str> {
         self.counter.as_ref().map(|c| c.store_name())

@@ -394,6 +394,9 @@ fn sampled() -> Result<(), String> {
         Duration::from_millis(200),
     );
     assert_eq!(arps.len(), 100, "ARP is never sampled");
+    // What the ratio is chosen from: every packet the ingress hook saw.
+    let seen = cap.hook_packets().unwrap();
+    assert!(seen >= SENT + 100, "the hook saw {seen}");
     let mut counts = Vec::new();
     cap.read_counts(&mut counts).unwrap();
     let (frames, bytes) = counts

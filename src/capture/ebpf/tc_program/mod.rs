@@ -47,10 +47,13 @@ const SKIP: i16 = -104;
 const RATIO_KEY: i16 = -112;
 /// Largest log2 N the program applies (N up to 2^16, as the capture filter's sampling).
 pub const MAX_SHIFT: u32 = 16;
-/// The ratio map's value, one per CPU: log2 N, and the state of that CPU's generator (never 0).
-pub const RATIO_VALUE: usize = 16;
+/// The ratio map's value, one per CPU: log2 N, the state of that CPU's generator (never 0),
+/// and the packets the hook handed the program on that CPU (the rate N is chosen from: under
+/// GRO far fewer than the port's wire packets).
+pub const RATIO_VALUE: usize = 24;
 const RATIO_SHIFT: i16 = 0;
 const RATIO_STATE: i16 = 8;
+pub const RATIO_SEEN: usize = 16;
 /// "No verdict": the hook goes on as if no filter had matched.
 const TC_ACT_UNSPEC: i32 = -1;
 /// Bytes every counted frame needs linear (up to the ICMPv6 type behind a tag): a head shorter
@@ -213,6 +216,9 @@ fn draw(a: &mut Asm, ratio_fd: i32) {
     a.mov(R2, R10).alu_imm(Alu::Add, R2, i32::from(RATIO_KEY));
     a.call(Helper::MapLookupElem);
     a.jmp_imm(Cond::Eq, R0, 0, drawn);
+    // This CPU's own: no atomic needed.
+    a.ldx(Size::DW, R1, R0, RATIO_SEEN as i16).alu_imm(Alu::Add, R1, 1);
+    a.stx(Size::DW, R0, RATIO_SEEN as i16, R1);
     a.ldx(Size::DW, R1, R0, RATIO_SHIFT);
     a.jmp_imm(Cond::Eq, R1, 0, drawn);
     // A larger value is the daemon's bug; bounded, it cannot make the shift undefined.
