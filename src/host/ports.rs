@@ -481,7 +481,12 @@ mod tests {
         assert_eq!(views[0].resolved(100_000.0), 0.0);
         assert_eq!(views[0].resolved(200_000.0), 200_000.0);
         // Under GRO the hook sees 40 wire packets as one: the kept packet weighs 40 times more.
-        let s = |n| Some(crate::engine::PortSampling { one_in: 32, hook_packets: Some(n) });
+        let s = |n| {
+            Some(crate::engine::PortSampling {
+                one_in: 32,
+                hook_packets: Some(n),
+            })
+        };
         let p = &mut t.list[0];
         p.record_sampling(1000, s(0));
         p.record_sampling(2000, s(25_000));

@@ -217,7 +217,8 @@ fn draw(a: &mut Asm, ratio_fd: i32) {
     a.call(Helper::MapLookupElem);
     a.jmp_imm(Cond::Eq, R0, 0, drawn);
     // This CPU's own: no atomic needed.
-    a.ldx(Size::DW, R1, R0, RATIO_SEEN as i16).alu_imm(Alu::Add, R1, 1);
+    a.ldx(Size::DW, R1, R0, RATIO_SEEN as i16)
+        .alu_imm(Alu::Add, R1, 1);
     a.stx(Size::DW, R0, RATIO_SEEN as i16, R1);
     a.ldx(Size::DW, R1, R0, RATIO_SHIFT);
     a.jmp_imm(Cond::Eq, R1, 0, drawn);
