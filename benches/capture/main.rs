@@ -32,6 +32,7 @@ mod idle;
 mod lab;
 mod model;
 mod ns;
+mod plan;
 mod profile;
 mod recv;
 mod report;
