@@ -13,7 +13,8 @@
 //! only the flood rows whose names contain one of those strings (and the baseline),
 //! `RLBD_BENCH_BPF_STATS=1` has the kernel time the counting program (`prog_ns` per run),
 //! `RLBD_BENCH_PAIRED=0` measures each kernel share against the round's one baseline instead of
-//! a baseline run just before it. Before them, bulk TCP with GRO into a server namespace, with
+//! a baseline run just before it, `RLBD_BENCH_TC_ONE_IN=N` sets the fixed ratio of the sampled
+//! tc rows `(z16)` and `(w16)` (16 by default; `(z)` and `(w)` sample as the daemon does). Before them, bulk TCP with GRO into a server namespace, with
 //! and without rlbd's counting (`gro`: what counting costs per byte received);
 //! `RLBD_BENCH_GRO=0` skips it, `RLBD_BENCH_GRO=only` runs it alone of the namespace parts.
 
