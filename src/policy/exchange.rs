@@ -12,9 +12,10 @@
 //! exchange as its second and final move of the hold-down (`Settle`), never back to the port
 //! it left, as for a single gathering move.
 //!
-//! Cost: per ordered pair of ports, the candidates of one sorted and each client of the other
-//! looked up by bisection, O(p^2 n log n); only in a round where nothing moved off the
-//! saturated port and no single gathering move did it.
+//! Cost: one pass sorts the clients that may move by port, O(n p + n log n); then for each
+//! ordered pair of ports each candidate of one is looked up among the other's by bisection,
+//! O(p n log n) in all. Only in a round where nothing moved off the saturated port and no
+//! single gathering move did it.
 
 use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
@@ -40,18 +41,17 @@ pub(super) fn gather_by_exchange(
 ) -> bool {
     let fill = cfg.max_fill.max(cfg.threshold);
     let room = |p: PortId| fill * targets.capacity[p] - targets.load[p];
-    let on = |p: PortId| candidates(p, clients, moves);
+    let on = candidates(ports, clients, moves);
     // (difference, x on a, z on b, a, b)
     let mut best: Option<(f64, usize, usize, PortId, PortId)> = None;
-    for &a in ports {
+    for (&a, xs) in ports.iter().zip(&on) {
         let short = need - room(a);
         if short <= 0.0 {
             continue;
         }
-        let xs = on(a);
-        for &b in ports.iter().filter(|&&b| b != a) {
+        for (&b, zs) in ports.iter().zip(&on).filter(|(&b, _)| b != a) {
             // What `b` may send to `a`, smallest rate first; not back to the port it left.
-            let zs: Vec<Candidate> = on(b).into_iter().filter(|z| z.2 != Some(a)).collect();
+            let zs: Vec<Candidate> = zs.iter().copied().filter(|z| z.2 != Some(a)).collect();
             for &(rx, x, _) in xs.iter().filter(|x| x.2 != Some(b)) {
                 // The largest z with rx - rz >= short: the smallest difference that gathers.
                 let i = zs.partition_point(|z| z.0 <= rx - short);
@@ -88,23 +88,28 @@ pub(super) fn gather_by_exchange(
     true
 }
 
-/// The clients of port `p` that may trade places, smallest rate first: drawing something, not
-/// moved this round, and free to move or held after one overload or room move (their second,
-/// final one).
-fn candidates(p: PortId, clients: &[ClientView], moves: &[Move]) -> Vec<Candidate> {
-    let mut v: Vec<Candidate> = clients
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.port == p && c.rate_bps.is_finite() && c.rate_bps > 0.0)
-        .filter(|(i, _)| !moves.iter().any(|m| m.client == *i))
-        .filter_map(|(i, c)| match (c.held, second_move_from(c)) {
-            (false, _) => Some((c.rate_bps, i, None)),
-            (true, Some(left)) => Some((c.rate_bps, i, Some(left))),
-            (true, None) => None,
-        })
-        .collect();
-    v.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-    v
+/// For each of `ports`, in its order, the clients that may trade places, smallest rate first:
+/// drawing something, not moved this round, and free to move or held after one overload or
+/// room move (their second, final one). One pass over the clients.
+fn candidates(ports: &[PortId], clients: &[ClientView], moves: &[Move]) -> Vec<Vec<Candidate>> {
+    let mut on = vec![Vec::new(); ports.len()];
+    for (i, c) in clients.iter().enumerate() {
+        let Some(k) = ports.iter().position(|&p| p == c.port) else {
+            continue;
+        };
+        if !c.rate_bps.is_finite() || c.rate_bps <= 0.0 || moves.iter().any(|m| m.client == i) {
+            continue;
+        }
+        match (c.held, second_move_from(c)) {
+            (false, _) => on[k].push((c.rate_bps, i, None)),
+            (true, Some(left)) => on[k].push((c.rate_bps, i, Some(left))),
+            (true, None) => {}
+        }
+    }
+    for v in &mut on {
+        v.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    }
+    on
 }
 
 /// Whether `a`, having sent `delta` more than it took to `b`, is then the least utilized port
