@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod detector;
+mod exchange;
 pub mod model;
 mod packing;
 pub mod planner;

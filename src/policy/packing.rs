@@ -213,7 +213,17 @@ fn gather_room(
         }
     }
     let Some((r, x, a, b)) = best else {
-        return false;
+        // No single move does it: two clients of two ports with room may, by trading places.
+        let ports: Vec<PortId> = targets
+            .order
+            .iter()
+            .map(|&(_, p)| p)
+            .filter(|&p| open(p))
+            .collect();
+        let args = (h, need);
+        return super::exchange::gather_by_exchange(
+            cfg, args, clients, &ports, targets, took, moves,
+        );
     };
     let why = if clients[x].held {
         Reason::Settle

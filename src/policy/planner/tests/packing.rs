@@ -293,3 +293,53 @@ fn two_saturated_ports_never_gather_with_the_same_client() {
     assert_eq!(seen.len(), moves.len(), "{moves:?}");
     assert!(moves.iter().any(|m| m.reason == Reason::Room), "{moves:?}");
 }
+
+/// Issue 27's study, 95% load, seed 1: p0 saturated with four clients, every other port a few
+/// Mbit/s short of p0's smallest, and no single move between them frees enough. Its clients
+/// were moved off p0 and are held.
+fn split_beyond_one_move(left: PortId) -> Vec<ClientView> {
+    let mut clients: Vec<ClientView> = [6.0, 5.5, 4.1, 3.8]
+        .iter()
+        .map(|r| client(0, r * MBIT))
+        .collect();
+    for (port, rates) in [
+        (1, &[9.1, 7.8][..]),
+        (2, &[7.6, 8.4]),
+        (3, &[5.4, 5.4, 5.9]),
+    ] {
+        for r in rates {
+            let mut c = client(port, r * MBIT);
+            c.held = true;
+            c.since_move = Some(cfg().settle + 1);
+            c.last_move = Some((left, Reason::Overload));
+            clients.push(c);
+        }
+    }
+    clients
+}
+
+#[test]
+fn room_no_single_move_gathers_is_gathered_by_an_exchange_never_back_where_they_came_from() {
+    // p2 (16.0) and p3 (16.7) trade 7.6 for 5.9: p2 ends at 14.3, room for p0's 3.8 under
+    // max_fill, and p3 at 18.4, under it. Both clients are held: each is its final move.
+    let clients = split_beyond_one_move(0);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    let got: Vec<_> = moves
+        .iter()
+        .map(|m| (m.client, m.from, m.to, m.reason))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(6, 2, 3, Reason::Settle), (10, 3, 2, Reason::Settle)],
+        "{moves:?}"
+    );
+    assert!(
+        moves[0].exchange && moves.iter().all(|m| m.gathers),
+        "{moves:?}"
+    );
+    // Had they come from p2, p3's client may not go there within its hold-down: the other
+    // exchanges leave no port room enough, so none is made.
+    let clients = split_beyond_one_move(2);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    assert!(moves.iter().all(|m| !m.gathers), "{moves:?}");
+}

@@ -1,0 +1,128 @@
+//! Room gathered by an exchange (issue 27): where no single move between two ports with room
+//! leaves one of them room for a client of the saturated port, two clients of two such ports
+//! trade places in one round.
+//!
+//! At 92-95% of a bond's capacity the walk leaves every port with room a few Mbit/s short of
+//! the smallest client still on the saturated one, and the clients beside those rooms are too
+//! large to move into any of them. Swapping a larger client of port `a` with a smaller one of
+//! port `b` moves only their difference: `a` gains it as room, `b` takes it under `max_fill`.
+//! Both ports have room, so what the two clients draw is their demand, and both ports end
+//! exactly where they are planned: the exchange cannot overfill either. The moved clients are
+//! mostly ones the walk moved off the saturated port before, still held: each may take the
+//! exchange as its second and final move of the hold-down (`Settle`), never back to the port
+//! it left, as for a single gathering move.
+//!
+//! Cost: one pass sorts the clients that may move by port, O(n p + n log n); then for each
+//! ordered pair of ports each candidate of one is looked up among the other's by bisection,
+//! O(p n log n) in all. Only in a round where nothing moved off the saturated port and no
+//! single gathering move did it.
+
+use super::config::PolicyConfig;
+use super::model::{utilization, ClientView, Move, PortId, Reason};
+use super::packing::shift;
+use super::planner::Targets;
+use super::settle::second_move_from;
+
+/// A client of a port with room that may trade places: its rate, its index, and the port its
+/// one move of the hold-down took it off (it may not go back there), if it is held.
+type Candidate = (f64, usize, Option<PortId>);
+
+/// Swaps two clients of two ports other than `h`, both with room (`ports`), so that the
+/// emptiest port afterwards has room for `need` under `max_fill` and the other stays under
+/// it; the smallest difference that does it. Returns whether it made one.
+pub(super) fn gather_by_exchange(
+    cfg: &PolicyConfig,
+    (h, need): (PortId, f64),
+    clients: &[ClientView],
+    ports: &[PortId],
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) -> bool {
+    let fill = cfg.max_fill.max(cfg.threshold);
+    let room = |p: PortId| fill * targets.capacity[p] - targets.load[p];
+    let on = candidates(ports, clients, moves);
+    // (difference, x on a, z on b, a, b)
+    let mut best: Option<(f64, usize, usize, PortId, PortId)> = None;
+    for (&a, xs) in ports.iter().zip(&on) {
+        let short = need - room(a);
+        if short <= 0.0 {
+            continue;
+        }
+        for (&b, zs) in ports.iter().zip(&on).filter(|(&b, _)| b != a) {
+            // What `b` may send to `a`, smallest rate first; not back to the port it left.
+            let zs: Vec<Candidate> = zs.iter().copied().filter(|z| z.2 != Some(a)).collect();
+            for &(rx, x, _) in xs.iter().filter(|x| x.2 != Some(b)) {
+                // The largest z with rx - rz >= short: the smallest difference that gathers.
+                let i = zs.partition_point(|z| z.0 <= rx - short);
+                let Some(&(rz, z, _)) = i.checked_sub(1).map(|i| &zs[i]) else {
+                    continue;
+                };
+                let delta = rx - rz;
+                if delta > room(b) || best.is_some_and(|c| c.0 <= delta) {
+                    continue;
+                }
+                if emptiest_after(targets, h, (a, b), delta) {
+                    best = Some((delta, x, z, a, b));
+                }
+            }
+        }
+    }
+    let Some((_, x, z, a, b)) = best else {
+        return false;
+    };
+    let why = |c: usize| {
+        if clients[c].held {
+            Reason::Settle
+        } else {
+            Reason::Room
+        }
+    };
+    let first = moves.len();
+    shift(why(x), (a, b), x, clients[x].rate_bps, targets, took, moves);
+    shift(why(z), (b, a), z, clients[z].rate_bps, targets, took, moves);
+    for m in &mut moves[first..] {
+        m.gathers = true;
+    }
+    moves[first].exchange = true;
+    true
+}
+
+/// For each of `ports`, in its order, the clients that may trade places, smallest rate first:
+/// drawing something, not moved this round, and free to move or held after one overload or
+/// room move (their second, final one). One pass over the clients.
+fn candidates(ports: &[PortId], clients: &[ClientView], moves: &[Move]) -> Vec<Vec<Candidate>> {
+    let mut on = vec![Vec::new(); ports.len()];
+    for (i, c) in clients.iter().enumerate() {
+        let Some(k) = ports.iter().position(|&p| p == c.port) else {
+            continue;
+        };
+        if !c.rate_bps.is_finite() || c.rate_bps <= 0.0 || moves.iter().any(|m| m.client == i) {
+            continue;
+        }
+        match (c.held, second_move_from(c)) {
+            (false, _) => on[k].push((c.rate_bps, i, None)),
+            (true, Some(left)) => on[k].push((c.rate_bps, i, Some(left))),
+            (true, None) => {}
+        }
+    }
+    for v in &mut on {
+        v.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    }
+    on
+}
+
+/// Whether `a`, having sent `delta` more than it took to `b`, is then the least utilized port
+/// other than `h`: the walk's next target, which the gathered room is for.
+fn emptiest_after(targets: &Targets, h: PortId, (a, b): (PortId, PortId), delta: f64) -> bool {
+    let load = |q: PortId| match q {
+        q if q == a => targets.load[a] - delta,
+        q if q == b => targets.load[b] + delta,
+        q => targets.load[q],
+    };
+    let u = utilization(load(a), targets.capacity[a]);
+    targets
+        .order
+        .iter()
+        .all(|&(_, q)| q == h || q == a || utilization(load(q), targets.capacity[q]) >= u)
+}
