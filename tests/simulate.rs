@@ -377,14 +377,30 @@ fn same_moves(
         })
 }
 
-/// Every shipped scenario makes the same moves, at the same seconds, when its ports are
-/// sampled as the kernel samples a busy port: 64-byte packets, so a full 1 Gbit/s port sends
-/// about 2 million a second and is counted one in 32 at the default limit (the 20 Mbit/s
-/// packing ports, 39,000 a second, only under a lower one), each client's count drawn at
-/// random. Port loads stay exact; only the split among clients is estimated. Under a limit of
-/// 10,000 (one in 256 at 1 Gbit/s, one in 4 at 20 Mbit/s) the same, except the packing runs
-/// at 92 and 95% of the bond: there a reading 2-4% off makes the planner settle a client or two
-/// more (docs/design.md, "Sampling on busy ports").
+/// Moves and the Mbit/s delivered over the run.
+fn outcome(ticks: &[Value]) -> (usize, f64) {
+    let moves = ticks
+        .iter()
+        .map(|t| t["moves"].as_array().unwrap().len())
+        .sum();
+    let delivered = ticks
+        .iter()
+        .map(|t| t["delivered_mbps"].as_f64().unwrap())
+        .sum();
+    (moves, delivered)
+}
+
+/// Every shipped scenario decides as with exact counting when its ports are sampled as the
+/// kernel samples a busy port: 64-byte packets, so a full 1 Gbit/s port sends about 2 million a
+/// second and is counted one in 32 at the default limit, one in 256 at a limit of 10,000 (a
+/// full 20 Mbit/s packing port, 39,000 a second, one in 4 there), each client's count drawn at
+/// random. Port loads stay exact; only the split among clients is estimated.
+/// - A scenario of a few clients of distinct sizes makes the same moves at the same seconds
+///   (two identical clients may trade places).
+/// - Where many clients are within the estimate's error of one another (`many`, the packing
+///   runs), the planner may pick another of them and the runs part: there the sampled run
+///   delivers at least 99.5% of what the exact one does, with at most a quarter more moves
+///   (and two).
 #[test]
 fn every_scenario_decides_the_same_when_its_ports_are_sampled() {
     let names: Vec<String> = std::fs::read_dir(scenario(""))
@@ -392,16 +408,17 @@ fn every_scenario_decides_the_same_when_its_ports_are_sampled() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".json"))
         .collect();
-    assert!(names.len() >= 8, "{names:?}");
+    assert!(names.len() >= 9, "{names:?}");
     let mut differ = Vec::new();
     let mut sampled_runs = 0;
     for name in &names {
-        let exact = moves(&simulate(&scenario(name)));
-        let near_full = name == "packing-92.json" || name == "packing-95.json";
+        let exact_ticks = simulate(&scenario(name));
+        let exact = moves(&exact_ticks);
+        let (exact_moves, exact_delivered) = outcome(&exact_ticks);
+        let s: Value =
+            serde_json::from_str(&std::fs::read_to_string(scenario(name)).unwrap()).unwrap();
+        let few = s["clients"].as_array().is_some_and(|c| c.len() <= 4);
         for (limit, seed) in [(100_000, 1), (100_000, 2), (10_000, 3), (10_000, 4)] {
-            if limit == 10_000 && near_full {
-                continue;
-            }
             let spec = serde_json::json!({
                 "packet_bytes": 64, "max_frames_per_sec": limit, "seed": seed
             });
@@ -411,9 +428,14 @@ fn every_scenario_decides_the_same_when_its_ports_are_sampled() {
             }
             sampled_runs += usize::from(most_sampled(&ticks) > 1);
             let sampled = moves(&ticks);
-            if !same_moves(name, &exact, &sampled) {
+            let (n, delivered) = outcome(&ticks);
+            let same = same_moves(name, &exact, &sampled);
+            let as_good = delivered >= 0.995 * exact_delivered && n <= exact_moves * 5 / 4 + 2;
+            if !(same || (!few && as_good)) {
                 differ.push(format!(
-                    "{name} (limit {limit}, seed {seed}): exact {exact:?}\n  sampled {sampled:?}"
+                    "{name} (limit {limit}, seed {seed}): exact {exact_moves} moves, \
+                     {exact_delivered:.0} Mbit delivered; sampled {n}, {delivered:.0}\n  \
+                     exact {exact:?}\n  sampled {sampled:?}"
                 ));
             }
         }
