@@ -167,20 +167,14 @@ fn failover_moves_clients_off_a_down_slave_at_once() {
 
 #[test]
 fn stdin_is_read_with_dash() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlbd"))
-        .args(["simulate", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
     let text = std::fs::read(scenario("lone-elephant.json")).unwrap();
-    child.stdin.take().unwrap().write_all(&text).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = simulate_stdin(&text);
     assert!(out.status.success());
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 15);
 }
 
-fn simulate_err(json: &str) -> String {
+/// `rlbd simulate -` with `input` on its standard input.
+fn simulate_stdin(input: &[u8]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rlbd"))
         .args(["simulate", "-"])
         .stdin(Stdio::piped())
@@ -188,13 +182,17 @@ fn simulate_err(json: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(json.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A shipped scenario's JSON.
+fn scenario_json(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(scenario(name)).unwrap()).unwrap()
+}
+
+fn simulate_err(json: &str) -> String {
+    let out = simulate_stdin(json.as_bytes());
     assert!(!out.status.success(), "accepted: {json}");
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
@@ -322,19 +320,9 @@ fn packing_scenarios_reach_97_percent_of_the_best_placement() {
 
 /// `scenario` with `sampling` added, through stdin.
 fn simulate_with_sampling(name: &str, sampling: &Value) -> Vec<Value> {
-    let mut s: Value =
-        serde_json::from_str(&std::fs::read_to_string(scenario(name)).unwrap()).unwrap();
+    let mut s = scenario_json(name);
     s["sampling"] = sampling.clone();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlbd"))
-        .args(["simulate", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let text = serde_json::to_vec(&s).unwrap();
-    child.stdin.take().unwrap().write_all(&text).unwrap();
-    ticks_of(name, child.wait_with_output().unwrap())
+    ticks_of(name, simulate_stdin(&serde_json::to_vec(&s).unwrap()))
 }
 
 /// The largest sampling ratio any port had.
@@ -350,7 +338,7 @@ fn most_sampled(ticks: &[Value]) -> u64 {
 /// Clients of `name` that are interchangeable: they start on the same slave and the scenario
 /// gives them the same demand every second (the planner's choice between them is a tie).
 fn tied(name: &str, a: &str, b: &str) -> bool {
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(scenario(name)).unwrap()).unwrap();
+    let s = scenario_json(name);
     let start = |ip: &str| {
         s["clients"]
             .as_array()
@@ -415,8 +403,7 @@ fn every_scenario_decides_the_same_when_its_ports_are_sampled() {
         let exact_ticks = simulate(&scenario(name));
         let exact = moves(&exact_ticks);
         let (exact_moves, exact_delivered) = outcome(&exact_ticks);
-        let s: Value =
-            serde_json::from_str(&std::fs::read_to_string(scenario(name)).unwrap()).unwrap();
+        let s = scenario_json(name);
         let few = s["clients"].as_array().is_some_and(|c| c.len() <= 4);
         for (limit, seed) in [(100_000, 1), (100_000, 2), (10_000, 3), (10_000, 4)] {
             let spec = serde_json::json!({
