@@ -138,7 +138,7 @@ impl Captures {
         at_ms: u64,
         rx_packets: u64,
     ) {
-        if self.hook(i) == Some("tc") {
+        if self.counts_at_tc(i) {
             return;
         }
         let n = self
@@ -152,7 +152,7 @@ impl Captures {
     /// ratio before the next counter reading.
     pub fn sample_from_drained(&mut self, ports: &PortTable, i: usize, at_ms: u64, frames: usize) {
         // At the tc hooks only ARP and ND are handed over: no measure of the data's rate.
-        if self.hook(i) == Some("tc") {
+        if self.counts_at_tc(i) {
             return;
         }
         let n = self
@@ -203,7 +203,7 @@ impl Captures {
         for i in 0..ports.list.len() {
             let seen = self
                 .get(i)
-                .filter(|c| c.kernel_hook() == Some("tc"))
+                .filter(|_| self.counts_at_tc(i))
                 .and_then(CaptureSocket::hook_packets);
             if let Some(pk) = seen {
                 let n = self
@@ -217,6 +217,12 @@ impl Captures {
                 hook_packets: seen,
             });
         }
+    }
+
+    /// Whether port `i` counts at its tc hooks: its ratio is then chosen from the packets the
+    /// hook saw, not from the port's counter or the frames drained.
+    fn counts_at_tc(&self, i: usize) -> bool {
+        self.hook(i) == Some("tc")
     }
 
     /// Port `i`'s sampling ratio: one IPv4/IPv6 frame in this many is counted (1 without a
