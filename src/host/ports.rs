@@ -15,6 +15,14 @@ use crate::Mac;
 /// replaces the newer reading instead (link notifications carry counters at odd moments).
 const MIN_SAMPLE_GAP_MS: u64 = 500;
 
+/// One reading of a port's receive counters: bytes, and packets where the kernel gave them.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    at_ms: u64,
+    bytes: u64,
+    packets: Option<u64>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Port {
     pub name: String,
@@ -25,11 +33,8 @@ pub struct Port {
     /// bit/s; 0 when unknown, which makes the port neither a target nor ever overloaded.
     pub capacity_bps: f64,
     pub detector: Detector,
-    prev: Option<(u64, u64)>,
-    last: Option<(u64, u64)>,
-    /// The packet counter beside `prev` and `last`, where the kernel gave one.
-    prev_packets: Option<u64>,
-    last_packets: Option<u64>,
+    prev: Option<Reading>,
+    last: Option<Reading>,
     /// This second's receive rate, bit/s; `None` when there was no usable reading.
     pub rx_bps: Option<f64>,
     /// This second's packets a second, over the same interval, where both readings had one.
@@ -62,8 +67,6 @@ impl Port {
             detector: Detector::new(window, hits),
             prev: None,
             last: None,
-            prev_packets: None,
-            last_packets: None,
             rx_bps: None,
             rx_pps: None,
             one_in: 1,
@@ -78,43 +81,37 @@ impl Port {
 
     pub fn record_counter(&mut self, at_ms: u64, rx_bytes: u64, rx_packets: Option<u64>) {
         self.counted_at_reading = self.counted_bytes;
+        let reading = Reading {
+            at_ms,
+            bytes: rx_bytes,
+            packets: rx_packets,
+        };
         match self.last {
-            Some((t, _)) if at_ms.saturating_sub(t) < MIN_SAMPLE_GAP_MS => {
-                self.last = Some((at_ms, rx_bytes));
-                self.last_packets = rx_packets;
-                // Keep `prev` so the rate spans a real interval.
-            }
-            _ => {
-                self.prev = self.last;
-                self.last = Some((at_ms, rx_bytes));
-                self.prev_packets = std::mem::replace(&mut self.last_packets, rx_packets);
-            }
+            // Keep `prev` so the rate spans a real interval.
+            Some(r) if at_ms.saturating_sub(r.at_ms) < MIN_SAMPLE_GAP_MS => {}
+            _ => self.prev = self.last,
         }
+        self.last = Some(reading);
     }
 
     /// The rate between the last two readings, if the newer one is at most `fresh_ms` old. A
     /// counter that went backwards (reset, wrap, driver reload) gives no rate rather than a spike.
     pub fn compute_rate(&mut self, now_ms: u64, fresh_ms: u64) -> Option<f64> {
-        let rate = match (self.prev, self.last) {
-            (Some((t0, b0)), Some((t1, b1)))
-                if now_ms.saturating_sub(t1) <= fresh_ms && t1 > t0 =>
+        let (rate, pps) = match (self.prev, self.last) {
+            (Some(a), Some(b))
+                if now_ms.saturating_sub(b.at_ms) <= fresh_ms && b.at_ms > a.at_ms =>
             {
-                counter_delta(b0, b1).map(|d| d as f64 * 8.0 * 1000.0 / (t1 - t0) as f64)
+                let per_sec = |d: u64| d as f64 * 1000.0 / (b.at_ms - a.at_ms) as f64;
+                let rate = counter_delta(a.bytes, b.bytes).map(|d| per_sec(d) * 8.0);
+                let pps = a
+                    .packets
+                    .zip(b.packets)
+                    .and_then(|(p0, p1)| counter_delta(p0, p1));
+                (rate, pps.filter(|_| rate.is_some()).map(per_sec))
             }
-            _ => None,
+            _ => (None, None),
         };
-        self.rx_pps = match (
-            rate,
-            self.prev,
-            self.last,
-            self.prev_packets,
-            self.last_packets,
-        ) {
-            (Some(_), Some((t0, _)), Some((t1, _)), Some(p0), Some(p1)) => {
-                counter_delta(p0, p1).map(|d| d as f64 * 1000.0 / (t1 - t0) as f64)
-            }
-            _ => None,
-        };
+        self.rx_pps = pps;
         self.rx_bps = rate;
         rate
     }
@@ -145,7 +142,7 @@ impl Port {
     }
 
     pub fn rx_bytes(&self) -> Option<u64> {
-        self.last.map(|(_, b)| b)
+        self.last.map(|r| r.bytes)
     }
 
     /// The bytes counted for clients up to the kernel counter's last reading ([`Self::rx_bytes`]).
