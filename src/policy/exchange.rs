@@ -113,8 +113,14 @@ fn candidates(ports: &[PortId], clients: &[ClientView], moves: &[Move]) -> Vec<V
 }
 
 /// Whether `a`, having sent `delta` more than it took to `b`, is then the least utilized port
-/// other than `h`: the walk's next target, which the gathered room is for.
-fn emptiest_after(targets: &Targets, h: PortId, (a, b): (PortId, PortId), delta: f64) -> bool {
+/// other than `h`: the walk's next target, which the gathered room is for (a move, `packing.rs`,
+/// or an exchange).
+pub(super) fn emptiest_after(
+    targets: &Targets,
+    h: PortId,
+    (a, b): (PortId, PortId),
+    delta: f64,
+) -> bool {
     let load = |q: PortId| match q {
         q if q == a => targets.load[a] - delta,
         q if q == b => targets.load[b] + delta,

@@ -32,6 +32,7 @@
 //! As in the paper, a single biggest flow never moves, and without one at least one client stays.
 
 use super::config::PolicyConfig;
+use super::exchange::emptiest_after;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::planner::{Targets, Walk};
 use super::settle::{second_move_from, settling};
@@ -196,19 +197,7 @@ fn gather_room(
             .filter(|&p| p != a && open(p) && Some(p) != left)
             .find(|&p| utilization(targets.load[p] + r, targets.capacity[p]) <= fill);
         // The gathered room must be the walk's next target: the emptiest port after the move.
-        let emptiest_after = |p: PortId| {
-            let load = |q: PortId| match q {
-                q if q == a => targets.load[a] - r,
-                q if Some(q) == to => targets.load[q] + r,
-                q => targets.load[q],
-            };
-            let u = utilization(load(p), targets.capacity[p]);
-            targets
-                .order
-                .iter()
-                .all(|&(_, q)| q == h || q == p || utilization(load(q), targets.capacity[q]) >= u)
-        };
-        if let Some(b) = to.filter(|_| emptiest_after(a)) {
+        if let Some(b) = to.filter(|&b| emptiest_after(targets, h, (a, b), r)) {
             best = Some((r, x, a, b));
         }
     }
