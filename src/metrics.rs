@@ -138,6 +138,24 @@ const HEAD: &[Scalar] = &[
         help: "Overload threshold as a fraction of a port's capacity.",
         value: |r| r.threshold,
     },
+    Scalar {
+        name: "rlbd_saturated_ratio",
+        kind: "gauge",
+        help: "Utilization from which a port counts as saturated, in force (configured, or 1% under where full ports read).",
+        value: |r| r.saturated,
+    },
+    Scalar {
+        name: "rlbd_max_fill_ratio",
+        kind: "gauge",
+        help: "How full a move off a saturated port may make its target, in force.",
+        value: |r| r.max_fill,
+    },
+    Scalar {
+        name: "rlbd_saturation_ceiling_ratio",
+        kind: "gauge",
+        help: "Where a full port reads, as a fraction of its capacity, learned; NaN until a port has read saturated or more.",
+        value: |r| r.saturation_ceiling.unwrap_or(f64::NAN),
+    },
 ];
 
 const TOTALS: &[Scalar] = &[
@@ -386,6 +404,9 @@ pub(crate) mod tests {
             window: 3,
             hits: 2,
             hold_down_secs: 30,
+            saturated: 0.96,
+            max_fill: 0.95,
+            saturation_ceiling: Some(0.97),
             ports: vec![port("p0", Some(95e6)), port("p1", None)],
             clients: vec![ClientStatus {
                 ip: "198.18.0.13".into(),

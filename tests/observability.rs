@@ -83,6 +83,9 @@ fn synthetic_report() -> StatusReport {
         window: 3,
         hits: 2,
         hold_down_secs: 30,
+        saturated: 0.965,
+        max_fill: 0.955,
+        saturation_ceiling: Some(0.975),
         ports: vec![
             port("eth0", Some(9.5e8), PortState::Up),
             port("eth1", Some(1.25e8), PortState::Up),
@@ -153,6 +156,9 @@ fn check_family_types(f: &Families) {
         ("rlbd_reasserts", "counter"),
         ("rlbd_updates_sent", "counter"),
         ("rlbd_updates_suppressed", "counter"),
+        ("rlbd_saturated_ratio", "gauge"),
+        ("rlbd_max_fill_ratio", "gauge"),
+        ("rlbd_saturation_ceiling_ratio", "gauge"),
     ] {
         assert_eq!(
             family_type(f, family).as_deref(),
@@ -236,6 +242,9 @@ fn check_totals(f: &Families) {
         value(f, "rlbd_moves_total", &[("reason", "settle")]),
         Some(7.0)
     );
+    assert_eq!(value(f, "rlbd_saturated_ratio", &[]), Some(0.965));
+    assert_eq!(value(f, "rlbd_max_fill_ratio", &[]), Some(0.955));
+    assert_eq!(value(f, "rlbd_saturation_ceiling_ratio", &[]), Some(0.975));
     assert_eq!(value(f, "rlbd_updates_sent_total", &[]), Some(31.0));
     assert_eq!(value(f, "rlbd_updates_suppressed_total", &[]), Some(3.0));
     assert_eq!(value(f, "rlbd_table_evictions_total", &[]), Some(11.0));

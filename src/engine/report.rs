@@ -161,6 +161,7 @@ fn report(e: &Engine, now_ms: u64, clients: Vec<ClientStatus>) -> StatusReport {
         Target::Bond(b) => (Mode::Bond, b.clone()),
         Target::Ports(p) => (Mode::Ports, p.first().cloned().unwrap_or_default()),
     };
+    let in_force = e.steer.policy_in_force();
     StatusReport {
         schema: SCHEMA_VERSION,
         version: env!("CARGO_PKG_VERSION").into(),
@@ -173,6 +174,9 @@ fn report(e: &Engine, now_ms: u64, clients: Vec<ClientStatus>) -> StatusReport {
         window: e.settings.policy.window,
         hits: e.settings.policy.hits,
         hold_down_secs: e.settings.policy.hold_down,
+        saturated: in_force.saturated,
+        max_fill: in_force.max_fill,
+        saturation_ceiling: e.steer.saturation_ceiling(),
         ports: port_statuses(e),
         clients,
         totals: totals(e),

@@ -5,6 +5,7 @@
 //! here is deterministic: the same input gives the same output.
 #![forbid(unsafe_code)]
 
+pub mod ceiling;
 pub mod config;
 pub mod detector;
 mod exchange;
@@ -13,6 +14,7 @@ mod packing;
 pub mod planner;
 mod settle;
 
+pub use ceiling::Ceiling;
 pub use config::{ConfigError, PolicyConfig};
 pub use detector::Detector;
 pub use model::{sampling_resolution_bps, ClientView, Move, PortView, Reason, MIN_KEPT};

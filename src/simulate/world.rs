@@ -48,6 +48,8 @@ struct World<'a> {
     /// The port each client's last move took it off, and why it moved.
     last_move: Vec<Option<(usize, Reason)>>,
     detectors: Vec<Detector>,
+    /// Where a full port reads, as the daemon learns it.
+    saturation: policy::Ceiling,
     /// Moves decided this tick, (client, to): they land on the next.
     pending: Vec<(usize, usize)>,
     /// With the scenario's `sampling`: how the clients' packets are counted.
@@ -87,6 +89,7 @@ impl<'a> World<'a> {
                 .iter()
                 .map(|_| Detector::new(s.config.window, s.config.hits))
                 .collect(),
+            saturation: policy::Ceiling::default(),
             pending: Vec::new(),
             counting: s
                 .sampling
@@ -300,7 +303,9 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
         if let Some(k) = &mut w.counting {
             k.on_second(t, &rx);
         }
-        let moves = w.decide(s, t, &policy::plan(&s.config, &ports, &clients));
+        w.saturation.observe(&s.config, &ports);
+        let cfg = w.saturation.tune(&s.config);
+        let moves = w.decide(s, t, &policy::plan(&cfg, &ports, &clients));
         let slaves = s
             .slaves
             .iter()

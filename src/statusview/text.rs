@@ -152,6 +152,16 @@ pub(super) fn header(r: &StatusReport) -> String {
         r.window,
         duration(r.hold_down_secs)
     );
+    let full = match r.saturation_ceiling {
+        Some(c) => format!("full ports read {:.1}%", c * 100.0),
+        None => "no port full yet".into(),
+    };
+    let _ = writeln!(
+        out,
+        "saturated: from {:.1}% ({full}); a move off one fills its target up to {:.1}%",
+        r.saturated * 100.0,
+        r.max_fill * 100.0
+    );
     out.push('\n');
     out
 }

@@ -29,7 +29,7 @@ use super::limiter::{Admit, Limiter};
 use super::nd::neighbor_advertisement;
 use crate::client::ClientKey;
 use crate::host::Claim;
-use crate::policy::Reason;
+use crate::policy::{Ceiling, PolicyConfig, PortView, Reason};
 use crate::Mac;
 
 pub use crate::policy::model::PortId;
@@ -62,6 +62,10 @@ pub struct Steerer {
     next_turn_ms: u64,
     /// The once-a-second rebalance's buffers, kept so that a second allocates nothing.
     scratch: Scratch,
+    /// Where a full port reads, learned: `saturated` and `max_fill` follow it.
+    saturation: Ceiling,
+    /// The `saturated` in force the log last told.
+    saturation_said: f64,
 }
 
 /// A client's move and refusal as the core holds them, with the hold-down in force.
@@ -150,12 +154,46 @@ impl Steerer {
             answered: Answered::new(cfg.max_moved),
             next_turn_ms: 0,
             scratch: Scratch::default(),
+            saturation: Ceiling::default(),
+            saturation_said: cfg.policy.saturated,
             cfg,
         }
     }
 
     pub fn config(&self) -> &SteerConfig {
         &self.cfg
+    }
+
+    /// The policy the planner uses: the configured one with `saturated` and `max_fill` raised
+    /// to where full ports are seen to read (`policy::ceiling`).
+    pub fn policy_in_force(&self) -> PolicyConfig {
+        self.saturation.tune(&self.cfg.policy)
+    }
+
+    /// Where a full port reads, as a utilization, once a port has read `saturated` or more.
+    pub fn saturation_ceiling(&self) -> Option<f64> {
+        self.saturation.level()
+    }
+
+    /// Learns from this second's ports where a full one reads; says when that moves the
+    /// `saturated` in force by half a percent or more.
+    fn learn_saturation(&mut self, ports: &[PortView], out: &mut Vec<Action>) {
+        self.saturation.observe(&self.cfg.policy, ports);
+        let (Some(level), tuned) = (self.saturation.level(), self.policy_in_force()) else {
+            return;
+        };
+        if (tuned.saturated - self.saturation_said).abs() < 0.005 {
+            return;
+        }
+        self.saturation_said = tuned.saturated;
+        let msg = format!(
+            "full ports read {:.1}% of their capacity: a port counts as saturated from {:.1}%, \
+             and a move off one may fill its target up to {:.1}%",
+            level * 100.0,
+            tuned.saturated * 100.0,
+            tuned.max_fill * 100.0
+        );
+        log(out, Level::Info, msg);
     }
 
     /// New settings (a reload); moves and counters are kept.

@@ -191,7 +191,7 @@ impl Steerer {
         snaps.sort_by_key(|s| s.key);
         let views = client_views(&snaps, |_| true, |_| None);
         let ports = self.stable_targets(now, &ports);
-        for mv in policy::plan(&self.cfg.policy, &ports, &views) {
+        for mv in policy::plan(&self.policy_in_force(), &ports, &views) {
             if mv.reason == Reason::Failover {
                 let s = snaps[mv.client];
                 let mut why = format!("failover: {} is down", ctx.port_name(mv.from));
@@ -276,6 +276,7 @@ impl Steerer {
             }
         }));
         self.note_ports(now, ports);
+        self.learn_saturation(ports, out);
         let mut targets = std::mem::take(&mut self.scratch.ports);
         self.stable_targets_into(now, ports, &mut targets);
         let mut made = std::mem::take(&mut self.scratch.made);
@@ -283,7 +284,7 @@ impl Steerer {
         let moves = if self.cfg.rules_off.has(super::Rule::Rebalance) {
             Vec::new()
         } else {
-            policy::plan(&self.cfg.policy, &targets, &views)
+            policy::plan(&self.policy_in_force(), &targets, &views)
         };
         let mut skip = false;
         for (i, mv) in moves.iter().enumerate() {

@@ -372,3 +372,31 @@ fn a_move_to_gather_room_is_counted_apart() {
     assert_eq!((c.moves_room, c.moves_overload), (1, 0));
     assert_eq!(s.moved(&CLIENT).unwrap().reason, Reason::Room);
 }
+
+#[test]
+fn a_full_port_raises_saturated_and_max_fill_to_just_under_where_it_reads_and_says_so() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let configured = cfg().policy;
+    assert_eq!(s.policy_in_force(), configured);
+    let mut ports = w.port_views();
+    ports[0].rx_bps = 0.97 * ports[0].capacity_bps;
+    ports[0].overloaded = true;
+    let mut out = Vec::new();
+    w.with(|ctx| s.rebalance(0, &ports, &[], &|_| "overload".into(), ctx, &mut out));
+    let tuned = s.policy_in_force();
+    assert!((tuned.saturated - 0.95).abs() < 1e-9, "{tuned:?}");
+    assert!((tuned.max_fill - 0.945).abs() < 1e-9, "{tuned:?}");
+    assert_eq!(s.saturation_ceiling(), Some(0.97));
+    let said = logs(&out, Level::Info);
+    assert!(
+        said.iter().any(|l| l.contains("full ports read 97.0%")
+            && l.contains("saturated from 95.0%")
+            && l.contains("up to 94.5%")),
+        "{said:?}"
+    );
+    // Said once: the same reading again changes nothing worth a line.
+    out.clear();
+    w.with(|ctx| s.rebalance(1000, &ports, &[], &|_| "overload".into(), ctx, &mut out));
+    assert!(logs(&out, Level::Info).is_empty());
+}
