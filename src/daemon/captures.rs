@@ -421,12 +421,12 @@ impl Captures {
         dropped
     }
 
-    /// (frames delivered, frames dropped) by port `i`'s ring since it was opened.
     /// Frames port `i`'s counting map gave to no client since its socket opened.
     pub fn uncounted(&self, i: usize) -> u64 {
         self.uncounted.get(i).copied().unwrap_or(0)
     }
 
+    /// (frames delivered, frames dropped) by port `i`'s ring since it was opened.
     pub fn ring_counts(&self, i: usize) -> (u64, u64) {
         self.get(i)
             .and_then(|c| c.stats().ok())

@@ -14,7 +14,6 @@ use crate::policy::{Move, PolicyConfig, PortView, Reason};
 use crate::steer::explain::{self, Facts};
 use crate::steer::ClientSnap;
 
-/// Each usable port's rate from its counters, into its detector; no rate for the others.
 /// What the second's evaluation builds, kept between seconds so that a second allocates
 /// nothing once the buffers have grown to the LAN.
 #[derive(Debug, Default)]
@@ -25,6 +24,7 @@ pub struct Buffers {
     pub ports: Vec<PortView>,
 }
 
+/// Each usable port's rate from its counters, into its detector; no rate for the others.
 pub fn feed_detectors(ports: &mut PortTable, now: u64, threshold: f64) {
     let fresh_ms = EVAL_DELAY_MS * 2;
     for p in ports.list.iter_mut() {

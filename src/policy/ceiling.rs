@@ -21,21 +21,26 @@ pub const SATURATED_UNDER: f64 = 0.02;
 /// `max_fill` sits this far under it, under `saturated`: a target filled this far is not taken
 /// for saturated.
 pub const FILL_UNDER: f64 = 0.025;
-/// Rise toward a higher reading quickly (a second reading confirms it)...
-const RISE: f64 = 0.5;
-/// ... and fall toward a lower one slowly: a port that is full but for a moment, or one filled
-/// by moves to just under the ceiling, must not drag it down.
+/// Rise toward a higher reading by a quarter of the way...
+const RISE: f64 = 0.25;
+/// ... and fall toward a lower one by a sixteenth: the level settles where a fifth of the
+/// readings are above it, so a port filled by moves to just under the ceiling, or full for a
+/// moment only, does not drag it down, and a burst does not lift it far.
 const FALL: f64 = 1.0 / 16.0;
 
-/// The learned ceiling, as a utilization; none until a port has read `saturated` or more.
+/// The learned ceiling, as a utilization; none until a port has read `saturated` or more two
+/// seconds running.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ceiling {
     level: Option<f64>,
+    /// The last second's busiest reading at or over `saturated`, if it had one.
+    last: Option<f64>,
 }
 
 impl Ceiling {
     /// Takes this second's ports: the busiest live one, if it reads at least `saturated` (and
-    /// not over its capacity, a reading that says the capacity is wrong, not where it tops out).
+    /// not over its capacity, a reading that says the capacity is wrong, not where it tops out),
+    /// and this second and the last read so much.
     pub fn observe(&mut self, cfg: &PolicyConfig, ports: &[PortView]) {
         let top = ports
             .iter()
@@ -43,9 +48,12 @@ impl Ceiling {
             .map(PortView::utilization)
             .filter(|u| u.is_finite() && *u >= cfg.saturated && *u <= 1.0)
             .fold(None, |m: Option<f64>, u| Some(m.map_or(u, |m| m.max(u))));
-        let Some(u) = top else {
+        // A reading counts once the next second reads as much: a shaper's bucket or a burst of
+        // TCP can lift one second a percent or two over where the port tops out.
+        let (Some(now), Some(last)) = (top, std::mem::replace(&mut self.last, top)) else {
             return;
         };
+        let u = now.min(last);
         self.level = Some(match self.level {
             None => u,
             Some(l) if u > l => l + RISE * (u - l),
@@ -110,20 +118,30 @@ mod tests {
     }
 
     #[test]
-    fn targets_filled_under_the_ceiling_pull_it_down_slowly_and_a_full_port_back_up_at_once() {
+    fn targets_filled_under_the_ceiling_pull_it_down_slowly_and_a_full_port_lifts_it_back() {
         let mut readings: Vec<&[f64]> = vec![&[0.97, 0.5]; 5];
         readings.extend(vec![&[0.95, 0.95][..]; 8]);
-        let c = learned(&readings);
-        let l = c.level().unwrap();
+        let l = learned(&readings).level().unwrap();
         assert!(l > 0.955 && l < 0.97, "{l}");
-        readings.extend(vec![&[0.97, 0.95][..]; 3]);
+        readings.extend(vec![&[0.97, 0.95][..]; 10]);
         let l = learned(&readings).level().unwrap();
         assert!(l > 0.967, "{l}");
     }
 
     #[test]
+    fn one_second_over_where_the_port_tops_out_does_not_lift_it() {
+        let mut readings: Vec<&[f64]> = vec![&[0.97, 0.5]; 5];
+        readings.push(&[0.995, 0.5]);
+        readings.extend(vec![&[0.97, 0.5][..]; 5]);
+        assert!((learned(&readings).level().unwrap() - 0.97).abs() < 1e-9);
+        // One second alone teaches nothing.
+        assert_eq!(learned(&[&[0.97]]).level(), None);
+    }
+
+    #[test]
     fn it_never_lowers_what_is_configured_nor_learns_from_a_port_over_its_capacity() {
-        let c = learned(&[&[1.3, 0.5], &[0.95, 0.2]]);
+        let c = learned(&[&[1.3, 0.5], &[0.95, 0.2], &[0.95, 0.2]]);
+        assert_eq!(c.level(), Some(0.95));
         let t = c.tune(&PolicyConfig::default());
         assert_eq!(t.saturated, PolicyConfig::default().saturated);
         assert_eq!(t.max_fill, PolicyConfig::default().max_fill);

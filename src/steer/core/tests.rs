@@ -383,7 +383,10 @@ fn a_full_port_raises_saturated_and_max_fill_to_just_under_where_it_reads_and_sa
     ports[0].rx_bps = 0.97 * ports[0].capacity_bps;
     ports[0].overloaded = true;
     let mut out = Vec::new();
+    // One second teaches nothing: the next must read as much.
     w.with(|ctx| s.rebalance(0, &ports, &[], &|_| "overload".into(), ctx, &mut out));
+    assert_eq!(s.policy_in_force(), configured);
+    w.with(|ctx| s.rebalance(1000, &ports, &[], &|_| "overload".into(), ctx, &mut out));
     let tuned = s.policy_in_force();
     assert!((tuned.saturated - 0.95).abs() < 1e-9, "{tuned:?}");
     assert!((tuned.max_fill - 0.945).abs() < 1e-9, "{tuned:?}");
@@ -397,6 +400,6 @@ fn a_full_port_raises_saturated_and_max_fill_to_just_under_where_it_reads_and_sa
     );
     // Said once: the same reading again changes nothing worth a line.
     out.clear();
-    w.with(|ctx| s.rebalance(1000, &ports, &[], &|_| "overload".into(), ctx, &mut out));
+    w.with(|ctx| s.rebalance(2000, &ports, &[], &|_| "overload".into(), ctx, &mut out));
     assert!(logs(&out, Level::Info).is_empty());
 }
