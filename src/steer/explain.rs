@@ -20,11 +20,13 @@ pub fn no_move(hot: PortId, ports: &[PortView], clients: &[ClientSnap], f: &Fact
         return "the port is gone".into();
     };
     let floor = f.policy.min_rate_bps();
+    // As the planner reads it: under a sampled port's resolution a reading is noise, 0.
+    let rate = |c: &ClientSnap| port.resolved(c.rate_bps);
     let mut on: Vec<&ClientSnap> = clients
         .iter()
-        .filter(|c| c.port == hot && c.rate_bps >= floor)
+        .filter(|c| c.port == hot && rate(c) >= floor)
         .collect();
-    on.sort_by(|a, b| b.rate_bps.total_cmp(&a.rate_bps));
+    on.sort_by(|a, b| rate(b).total_cmp(&rate(a)));
     if on.is_empty() {
         return format!(
             "no client traffic measured on it ({:.1} Mbit/s arrives): it goes to addresses or MACs \
@@ -36,11 +38,11 @@ pub fn no_move(hot: PortId, ports: &[PortView], clients: &[ClientSnap], f: &Fact
         return format!(
             "one client ({}) carries {:.1} Mbit/s of it: moving it would only move the overload",
             only.key,
-            only.rate_bps / 1e6
+            rate(only) / 1e6
         );
     }
     let elephant = f.policy.threshold * port.capacity_bps;
-    if on.iter().all(|c| c.rate_bps >= elephant) {
+    if on.iter().all(|c| rate(c) >= elephant) {
         return format!(
             "every client there alone exceeds {:.0}% of a port",
             f.policy.threshold * 100.0
@@ -110,6 +112,10 @@ mod tests {
     }
 
     fn explain(clients: &[ClientSnap], held: bool) -> String {
+        explain_on(port(95e6), clients, held)
+    }
+
+    fn explain_on(hot: PortView, clients: &[ClientSnap], held: bool) -> String {
         let host = view();
         let policy = PolicyConfig::default();
         let held = move |_: &ClientSnap| held;
@@ -118,7 +124,7 @@ mod tests {
             policy: &policy,
             held: &held,
         };
-        no_move(0, &[port(95e6), port(10e6)], clients, &f)
+        no_move(0, &[hot, port(10e6)], clients, &f)
     }
 
     #[test]
@@ -140,5 +146,21 @@ mod tests {
         ];
         assert!(explain(&both, true).contains("hold-down"));
         assert!(explain(&both, false).starts_with("no port has room"));
+    }
+
+    #[test]
+    fn a_reading_under_a_sampled_ports_resolution_counts_as_the_planner_counts_it() {
+        // Sampled 1 in 64: a client kept fewer than 8 times a second reads 0 to the planner, so
+        // the explanation does not offer it as a second client that could have moved.
+        let sampled = PortView {
+            resolution_bps: 5e6,
+            ..port(95e6)
+        };
+        let clients = [
+            snap(CLIENT, 90e6, client_talk()),
+            snap(Mac(2, 9, 9, 9, 9, 9), 2e6, client_talk()),
+        ];
+        assert!(explain_on(sampled, &clients, false).starts_with("one client (02:00:00:00:00:c1)"));
+        assert!(explain(&clients, false).starts_with("client 02:09:09:09:09:09 cannot"));
     }
 }
