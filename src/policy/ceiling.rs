@@ -5,8 +5,9 @@
 //! a NIC taking 1500-byte frames at line rate about 98%. `saturated` (94%) and `max_fill` (93%)
 //! are set under the lowest of those, so on a port that reads 97-98% when full they leave room
 //! unused that a nearly full bond needs. rlbd learns the ceiling from the busiest port's
-//! readings at or over `saturated` and raises both toward it: a port is saturated from 2% under
-//! the ceiling, and a move may fill its target up to 2.5% under it. Configured values are floors:
+//! readings at or over `saturated` (the lowest of late, as what a full port reads varies with
+//! its flows) and raises both toward it: a port is saturated from 2% under the ceiling, and a
+//! move may fill its target up to 2.5% under it. Configured values are floors:
 //! a ceiling is only learned where a port read at least `saturated`, and it never lowers them.
 //! `docs/design.md` ("Where saturation reads") has the figures.
 
@@ -14,19 +15,19 @@ use super::config::PolicyConfig;
 use super::model::PortView;
 
 /// `saturated` sits this far under the learned ceiling: a full port's readings scatter from
-/// second to second (and the ceiling follows their upper side), and must not drop out of it.
-/// 1% packed the study's bond a little better (14 runs of 200 under 97% at 95% load against 17)
-/// but made the `many` scenario busier (24 moves against 23).
+/// second to second and must not drop out of it. 1% packed the study's bond a little better
+/// (14 runs of 200 under 97% at 95% load against 17-18) but made the `many` scenario busier.
 pub const SATURATED_UNDER: f64 = 0.02;
 /// `max_fill` sits this far under it, under `saturated`: a target filled this far is not taken
 /// for saturated.
 pub const FILL_UNDER: f64 = 0.025;
-/// Rise toward a higher reading by a quarter of the way...
-const RISE: f64 = 0.25;
-/// ... and fall toward a lower one by a sixteenth: the level settles where a fifth of the
-/// readings are above it, so a port filled by moves to just under the ceiling, or full for a
-/// moment only, does not drag it down, and a burst does not lift it far.
-const FALL: f64 = 1.0 / 16.0;
+/// Rise toward a higher reading by an eighth of the way; a lower one is taken at once. What a
+/// full port reads depends on its flows (in the packing lab 98% with eleven TCP flows on one
+/// port, 95-96% with four), and `saturated` must stay under the lowest of it: a full port
+/// reading under `saturated` is relieved by the paper's rule, which fills no target past the
+/// threshold, and the lab saw one sit for 7 s with three ports at 55-75% when the level was
+/// the highest reading, not the lowest.
+const RISE: f64 = 0.125;
 
 /// The learned ceiling, as a utilization; none until a port has read `saturated` or more two
 /// seconds running.
@@ -57,7 +58,7 @@ impl Ceiling {
         self.level = Some(match self.level {
             None => u,
             Some(l) if u > l => l + RISE * (u - l),
-            Some(l) => l - FALL * (l - u),
+            Some(_) => u,
         });
     }
 
@@ -118,14 +119,16 @@ mod tests {
     }
 
     #[test]
-    fn targets_filled_under_the_ceiling_pull_it_down_slowly_and_a_full_port_lifts_it_back() {
-        let mut readings: Vec<&[f64]> = vec![&[0.97, 0.5]; 5];
-        readings.extend(vec![&[0.95, 0.95][..]; 8]);
+    fn a_lower_full_reading_is_taken_at_once_and_a_higher_one_slowly() {
+        let mut readings: Vec<&[f64]> = vec![&[0.98, 0.5]; 5];
+        readings.extend(vec![&[0.955, 0.6][..]; 2]);
+        assert!((learned(&readings).level().unwrap() - 0.955).abs() < 1e-9);
+        readings.extend(vec![&[0.97, 0.6][..]; 3]);
         let l = learned(&readings).level().unwrap();
-        assert!(l > 0.955 && l < 0.97, "{l}");
-        readings.extend(vec![&[0.97, 0.95][..]; 10]);
+        assert!(l > 0.955 && l < 0.962, "{l}");
+        readings.extend(vec![&[0.97, 0.6][..]; 30]);
         let l = learned(&readings).level().unwrap();
-        assert!(l > 0.967, "{l}");
+        assert!(l > 0.969, "{l}");
     }
 
     #[test]
