@@ -21,7 +21,8 @@ pub const SATURATED_UNDER: f64 = 0.02;
 /// `max_fill` sits this far under it, under `saturated`: a target filled this far is not taken
 /// for saturated.
 pub const FILL_UNDER: f64 = 0.025;
-/// Rise toward a higher reading by an eighth of the way; a lower one is taken at once. What a
+/// Rise toward a higher reading (two seconds running) by an eighth of the way; a lower one is
+/// taken at once. What a
 /// full port reads depends on its flows (in the packing lab 98% with eleven TCP flows on one
 /// port, 95-96% with four), and `saturated` must stay under the lowest of it: a full port
 /// reading under `saturated` is relieved by the paper's rule, which fills no target past the
@@ -49,17 +50,19 @@ impl Ceiling {
             .map(PortView::utilization)
             .filter(|u| u.is_finite() && *u >= cfg.saturated && *u <= 1.0)
             .fold(None, |m: Option<f64>, u| Some(m.map_or(u, |m| m.max(u))));
-        // A reading counts once the next second reads as much: a shaper's bucket or a burst of
-        // TCP can lift one second a percent or two over where the port tops out.
-        let (Some(now), Some(last)) = (top, std::mem::replace(&mut self.last, top)) else {
+        let last = std::mem::replace(&mut self.last, top);
+        let Some(now) = top else {
             return;
         };
-        let u = now.min(last);
-        self.level = Some(match self.level {
-            None => u,
-            Some(l) if u > l => l + RISE * (u - l),
-            Some(_) => u,
-        });
+        self.level = match (self.level, last) {
+            // Lower: at once, one second is enough.
+            (Some(l), _) if now < l => Some(now),
+            // Higher, or the first: once the next second reads as much (a shaper's bucket or a
+            // burst of TCP can lift one second a percent or two over where the port tops out).
+            (None, Some(last)) => Some(now.min(last)),
+            (Some(l), Some(last)) => Some(l + RISE * (now.min(last) - l).max(0.0)),
+            (level, None) => level,
+        };
     }
 
     /// The learned ceiling, if any.
@@ -129,6 +132,20 @@ mod tests {
         readings.extend(vec![&[0.97, 0.6][..]; 30]);
         let l = learned(&readings).level().unwrap();
         assert!(l > 0.969, "{l}");
+    }
+
+    #[test]
+    fn the_busiest_port_reading_saturated_or_more_always_counts_as_saturated() {
+        // However high the level was, one second of a lower full reading brings `saturated` in
+        // force to 2% under that reading at once: the port is relieved as a full one.
+        for now in [0.945, 0.96, 0.975] {
+            let last = [now, 0.5];
+            let mut readings: Vec<&[f64]> = vec![&[0.99, 0.5]; 5];
+            readings.push(&last);
+            let t = learned(&readings).tune(&PolicyConfig::default());
+            assert!(t.saturated <= now, "{now}: {t:?}");
+            assert!((t.saturated - (now - SATURATED_UNDER).max(0.94)).abs() < 1e-9);
+        }
     }
 
     #[test]
