@@ -22,12 +22,11 @@ pub const SATURATED_UNDER: f64 = 0.02;
 /// for saturated.
 pub const FILL_UNDER: f64 = 0.025;
 /// Rise toward a higher reading (two seconds running) by an eighth of the way; a lower one is
-/// taken at once. What a
-/// full port reads depends on its flows (in the packing lab 98% with eleven TCP flows on one
-/// port, 95-96% with four), and `saturated` must stay under the lowest of it: a full port
-/// reading under `saturated` is relieved by the paper's rule, which fills no target past the
-/// threshold, and the lab saw one sit for 7 s with three ports at 55-75% when the level was
-/// the highest reading, not the lowest.
+/// taken at once. What a full port reads depends on its flows (in the packing lab 98% with
+/// eleven TCP flows on one port, 95-96% with four), and `saturated` must stay under the lowest
+/// of it: a full port reading under `saturated` is relieved by the paper's rule, which fills no
+/// target past the threshold, and the lab saw one sit for 7 s with three ports at 55-75% when
+/// the level was the highest reading, not the lowest.
 const RISE: f64 = 0.125;
 
 /// The learned ceiling, as a utilization; none until a port has read `saturated` or more two
@@ -71,11 +70,14 @@ impl Ceiling {
     }
 
     /// `cfg` with `saturated` and `max_fill` raised to just under the ceiling; never lowered.
+    /// A `max_fill` at or under the threshold (the paper's rule alone, as configured) stays.
     pub fn tune(&self, cfg: &PolicyConfig) -> PolicyConfig {
         let mut tuned = cfg.clone();
         if let Some(l) = self.level {
             tuned.saturated = cfg.saturated.max(l - SATURATED_UNDER);
-            tuned.max_fill = cfg.max_fill.max(l - FILL_UNDER);
+            if cfg.max_fill > cfg.threshold {
+                tuned.max_fill = cfg.max_fill.max(l - FILL_UNDER);
+            }
         }
         tuned
     }
@@ -156,6 +158,17 @@ mod tests {
         assert!((learned(&readings).level().unwrap() - 0.97).abs() < 1e-9);
         // One second alone teaches nothing.
         assert_eq!(learned(&[&[0.97]]).level(), None);
+    }
+
+    #[test]
+    fn the_papers_rule_alone_stays_when_configured() {
+        let cfg = PolicyConfig {
+            max_fill: 0.8,
+            ..PolicyConfig::default()
+        };
+        let t = learned(&[&[0.97], &[0.97]]).tune(&cfg);
+        assert_eq!(t.max_fill, 0.8);
+        assert!(t.validate().is_ok());
     }
 
     #[test]
