@@ -141,7 +141,7 @@ const HEAD: &[Scalar] = &[
     Scalar {
         name: "rlbd_saturated_ratio",
         kind: "gauge",
-        help: "Utilization from which a port counts as saturated, in force (configured, or 1% under where full ports read).",
+        help: "Utilization from which a port counts as saturated, in force (configured, or 2% under where full ports read).",
         value: |r| r.saturated,
     },
     Scalar {

@@ -81,11 +81,11 @@ pub struct StatusReport {
     /// Seconds a moved client stays where it was put before it may move again.
     pub hold_down_secs: u64,
     /// Utilization from which a port counts as saturated, in force: the configured
-    /// `saturated`, raised to 1% under `saturation_ceiling` once that is learned.
+    /// `saturated`, raised to 2% under `saturation_ceiling` once that is learned.
     #[serde(default)]
     pub saturated: f64,
     /// How full a move off a saturated port may make its target, in force: the configured
-    /// `max_fill`, raised to 2% under `saturation_ceiling` once that is learned.
+    /// `max_fill`, raised to 2.5% under `saturation_ceiling` once that is learned.
     #[serde(default)]
     pub max_fill: f64,
     /// Where a full port reads, as a utilization, learned from the busiest port's readings at
