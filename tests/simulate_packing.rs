@@ -88,18 +88,12 @@ fn scenario_with(
 /// packing fares where full ports read higher or lower (issue 27: `saturated` and `max_fill`
 /// follow what full ports read).
 fn efficiency() -> f64 {
-    std::env::var("RLBD_STUDY_EFFICIENCY")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(EFFICIENCY)
+    env_f64("RLBD_STUDY_EFFICIENCY", EFFICIENCY)
 }
 
 /// How fast flows take up room (see `Elastic::growth`); `RLBD_STUDY_GROWTH` overrides.
 fn growth() -> f64 {
-    std::env::var("RLBD_STUDY_GROWTH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(GROWTH)
+    env_f64("RLBD_STUDY_GROWTH", GROWTH)
 }
 
 /// The lab's moved flows draw 90% of their demand within 1 s in about half the moves, within
@@ -459,10 +453,15 @@ fn env_list(key: &str, default: Vec<f64>) -> Vec<f64> {
 }
 
 fn study_unfairness() -> f64 {
-    std::env::var("RLBD_STUDY_UNFAIR")
+    env_f64("RLBD_STUDY_UNFAIR", UNFAIRNESS)
+}
+
+/// A study knob: `key`'s value as a number, or `default` when unset or not a number.
+fn env_f64(key: &str, default: f64) -> f64 {
+    std::env::var(key)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(UNFAIRNESS)
+        .unwrap_or(default)
 }
 
 /// Figures over many seeds per load level, like the lab's table (not a check).

@@ -175,25 +175,26 @@ impl Steerer {
         self.saturation.level()
     }
 
-    /// Learns from this second's ports where a full one reads; says when that moves the
-    /// `saturated` in force by half a percent or more.
-    fn learn_saturation(&mut self, ports: &[PortView], out: &mut Vec<Action>) {
+    /// Learns from this second's ports where a full one reads, and returns the policy in force
+    /// after it; says when that moves the `saturated` in force by half a percent or more.
+    fn learn_saturation(&mut self, ports: &[PortView], out: &mut Vec<Action>) -> PolicyConfig {
         self.saturation.observe(&self.cfg.policy, ports);
-        let (Some(level), tuned) = (self.saturation.level(), self.policy_in_force()) else {
-            return;
+        let tuned = self.policy_in_force();
+        let Some(level) = self.saturation.level() else {
+            return tuned;
         };
-        if (tuned.saturated - self.saturation_said).abs() < 0.005 {
-            return;
+        if (tuned.saturated - self.saturation_said).abs() >= 0.005 {
+            self.saturation_said = tuned.saturated;
+            let msg = format!(
+                "full ports read {:.1}% of their capacity: a port counts as saturated from \
+                 {:.1}%, and a move off one may fill its target up to {:.1}%",
+                level * 100.0,
+                tuned.saturated * 100.0,
+                tuned.max_fill * 100.0
+            );
+            log(out, Level::Info, msg);
         }
-        self.saturation_said = tuned.saturated;
-        let msg = format!(
-            "full ports read {:.1}% of their capacity: a port counts as saturated from {:.1}%, \
-             and a move off one may fill its target up to {:.1}%",
-            level * 100.0,
-            tuned.saturated * 100.0,
-            tuned.max_fill * 100.0
-        );
-        log(out, Level::Info, msg);
+        tuned
     }
 
     /// New settings (a reload); moves and counters are kept.

@@ -276,7 +276,7 @@ impl Steerer {
             }
         }));
         self.note_ports(now, ports);
-        self.learn_saturation(ports, out);
+        let in_force = self.learn_saturation(ports, out);
         let mut targets = std::mem::take(&mut self.scratch.ports);
         self.stable_targets_into(now, ports, &mut targets);
         let mut made = std::mem::take(&mut self.scratch.made);
@@ -284,7 +284,7 @@ impl Steerer {
         let moves = if self.cfg.rules_off.has(super::Rule::Rebalance) {
             Vec::new()
         } else {
-            policy::plan(&self.policy_in_force(), &targets, &views)
+            policy::plan(&in_force, &targets, &views)
         };
         let mut skip = false;
         for (i, mv) in moves.iter().enumerate() {
