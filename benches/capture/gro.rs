@@ -20,6 +20,9 @@
 //! the difference of receive CPU per GB with and without rlbd, in each round's pair, is shown
 //! beside it as a cross-check (noisier: two whole-path figures).
 //!
+//! What rlbd counted in each run is checked against the veth's receive counters (frames and
+//! bytes, as on the wire before GRO merged them): more than 1% apart fails the bench.
+//!
 //! `RLBD_BENCH_GRO=0` skips this part, `RLBD_BENCH_GRO=only` runs it without the flood and
 //! idle parts; `RLBD_BENCH_GRO_ROUNDS` (default 5) and `RLBD_BENCH_GRO_SECS` (seconds of
 //! sending per run, default 2) size it; `RLBD_BENCH_GRO_PERF=1` profiles every run too (the
@@ -48,6 +51,7 @@ use super::{kv, Res, ROLE_ARG, RX_CPU, TX_CPU};
 pub const MTUS: [u32; 2] = [1500, 9000];
 const PORT: u16 = 5201;
 const CHUNK: usize = 256 * 1024;
+const ETH_HDR: u64 = 14;
 
 static FIGURES: OnceLock<GroFigures> = OnceLock::new();
 
@@ -64,8 +68,12 @@ pub struct Run {
     pub rlbd: bool,
     pub bytes: u64,
     pub secs: f64,
-    /// Packets the server's veth received (before GRO: the wire's).
+    /// Packets and bytes the server's veth received (before GRO: the wire's).
     pub wire: u64,
+    pub wire_bytes: u64,
+    /// What rlbd counted over its run: frames (GRO packets counted as the frames merged into
+    /// them) and bytes (each with the headers it carried on the wire).
+    pub counted: Option<(u64, u64)>,
     pub napi_ns: u64,
     pub sink_ns: u64,
     pub daemon_ns: u64,
@@ -97,6 +105,16 @@ impl Run {
         let (under, all) = self.perf?;
         let daemon = self.daemon_ns as f64 / self.recv_ns().max(1) as f64;
         Some(100.0 * (under as f64 / all.max(1) as f64 + daemon))
+    }
+
+    /// How far rlbd's count is from the veth's receive counters, in % of frames and of bytes.
+    /// A veth receiving in its NAPI poll counts each frame's bytes without its Ethernet header
+    /// (1500 a frame at 1500 MTU where a NIC, and rlbd, count 1514): that is added back.
+    pub fn count_off_pct(&self) -> Option<(f64, f64)> {
+        let (frames, bytes) = self.counted?;
+        let off = |x: u64, of: u64| 100.0 * (x as f64 - of as f64) / of.max(1) as f64;
+        let wire_bytes = self.wire_bytes + ETH_HDR * self.wire;
+        Some((off(frames, self.wire), off(bytes, wire_bytes)))
     }
 
     pub fn gb(&self) -> f64 {
@@ -247,6 +265,7 @@ fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res
                 "recv-rlbd".into(),
                 format!("iface={}", lab.srv_if),
                 "sampling=ebpf-tc".into(),
+                "per-client=1".into(),
                 format!("cpu={RX_CPU}"),
             ],
         )?),
@@ -289,6 +308,8 @@ fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res
         bytes,
         secs: elapsed,
         wire: after.rx.1.saturating_sub(before.rx.1),
+        wire_bytes: after.rx.0.saturating_sub(before.rx.0),
+        counted: None,
         napi_ns: after.napi.saturating_sub(before.napi),
         sink_ns: after.sink.saturating_sub(before.sink),
         daemon_ns: after.daemon.saturating_sub(before.daemon),
@@ -298,13 +319,42 @@ fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res
         perf: profile.map(gro_perf::finish).transpose()?,
     };
     sink.finish()?;
+    let mut run = run;
     if let Some(d) = daemon {
-        d.finish()?;
+        run.counted = Some(counted(&d.finish()?)?);
     }
     if with_rlbd && run.ingress.1 == 0 {
         return Err("rlbd's programs ran no packet: no statistics?".into());
     }
     Ok(run)
+}
+
+/// From the receiver's `result` line: the frames it counted, and the bytes (the sum of its
+/// per-client estimates, `est=mac/bytes,...`).
+fn counted(result: &str) -> Res<(u64, u64)> {
+    let frames = kv(result.split_whitespace(), "counted").and_then(|v| v.parse().ok());
+    let bytes = kv(result.split_whitespace(), "est").map(|est| {
+        est.split(',')
+            .filter_map(|e| e.rsplit_once('/')?.1.parse::<u64>().ok())
+            .sum()
+    });
+    match (frames, bytes) {
+        (Some(f), Some(b)) => Ok((f, b)),
+        _ => Err(format!("rlbd's receiver reported no counts: {result}")),
+    }
+}
+
+/// Where rlbd's count of a run is further than 1% from the veth's receive counters (the kernel
+/// lab's bound for a NIC): which, and by how much.
+fn count_error(r: &Run) -> Option<String> {
+    let (frames, bytes) = r.counted?;
+    let (df, db) = r.count_off_pct()?;
+    (df.abs() > 1.0 || db.abs() > 1.0).then(|| {
+        format!(
+            "at {} MTU rlbd counted {frames} frames and {bytes} bytes where the veth received              {} and {} ({df:+.2}%, {db:+.2}%)",
+            r.mtu, r.wire, r.wire_bytes
+        )
+    })
 }
 
 fn env_num(key: &str, default: f64) -> f64 {
@@ -344,6 +394,9 @@ fn bench() -> Res<GroFigures> {
             for with_rlbd in order {
                 let run = one_run(&lab, &napi, mtu, with_rlbd, secs)?;
                 gro_report::print_run(round + 1, &run);
+                if let Some(e) = count_error(&run) {
+                    return Err(e);
+                }
                 runs.push(run);
             }
         }

@@ -55,6 +55,11 @@ pub fn print_run(round: usize, r: &Run) {
         if let Some(p) = r.perf_share_pct() {
             line += &format!(" (from the profile {p:.3}%)");
         }
+        if let Some((frames, bytes)) = r.count_off_pct() {
+            line += &format!(
+                "; counted {frames:+.2}% of the veth's packets, {bytes:+.2}% of its bytes"
+            );
+        }
     }
     println!("{line}");
 }
