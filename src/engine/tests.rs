@@ -137,13 +137,7 @@ impl Rig {
             };
             self.e.handle(self.now, input);
         }
-        let end = self.now + 1000;
-        while let Some(d) = self.e.next_deadline().filter(|d| *d < end) {
-            self.now = d.max(self.now);
-            self.e.handle(self.now, Input::Deadline);
-            self.drain();
-        }
-        self.now = end;
+        self.deadlines(1000);
         let second = Input::Second {
             counts: &[],
             whole: true,
@@ -152,6 +146,18 @@ impl Rig {
         };
         self.e.handle(self.now, second);
         self.drain();
+    }
+
+    /// The engine's deadlines over the next `ms`, each handled and its output drained; the
+    /// clock ends `ms` later.
+    fn deadlines(&mut self, ms: u64) {
+        let end = self.now + ms;
+        while let Some(d) = self.e.next_deadline().filter(|d| *d < end) {
+            self.now = d.max(self.now);
+            self.e.handle(self.now, Input::Deadline);
+            self.drain();
+        }
+        self.now = end;
     }
 
     /// Overload moves made so far, as (client MAC, target slave).
@@ -205,8 +211,14 @@ fn a_restart_with_the_state_file_reasserts_and_keeps_the_hold_down() {
     again.e.handle(again.now, input);
     again.drain();
     assert!(
+        again.sends.is_empty(),
+        "the update budgets start spent (the daemon before may have used them): {:?}",
+        again.sends
+    );
+    again.deadlines(1000);
+    assert!(
         again.moves_of(moved).iter().all(|p| *p == to) && !again.moves_of(moved).is_empty(),
-        "re-asserted on the same slave: {:?}",
+        "re-asserted on the same slave within a second: {:?}",
         again.sends
     );
     // Quiet seconds until the move's settling window (`settle`) is over: within it a move

@@ -39,6 +39,8 @@ pub struct Limiter {
     clients: HashMap<Mac, Bucket>,
     all: Bucket,
     max_clients: usize,
+    /// Set by [`start_empty`](Self::start_empty): every budget counts as spent at this time.
+    empty_from: Option<u64>,
 }
 
 impl Limiter {
@@ -53,6 +55,32 @@ impl Limiter {
                 at_ms: 0,
             },
             max_clients: max_clients.max(1),
+            empty_from: None,
+        }
+    }
+
+    /// Every budget, the shared one and each client's (also of clients first seen later),
+    /// counts as spent at `now_ms` and refills from there. For a daemon taking over from an
+    /// earlier one: what that one sent since it last wrote its state (up to a second's worth
+    /// of both budgets) is not known, and starting full would let the two together send twice
+    /// the budgets within a second.
+    pub fn start_empty(&mut self, now_ms: u64) {
+        self.empty_from = Some(now_ms);
+        self.all = Bucket {
+            tokens: 0.0,
+            at_ms: now_ms,
+        };
+        self.clients.clear();
+    }
+
+    /// A client's budget when it is first tracked at `now_ms`: full, or what it has earned
+    /// since [`start_empty`](Self::start_empty).
+    fn fresh(&self, now_ms: u64) -> f64 {
+        match self.empty_from {
+            Some(t0) => {
+                (now_ms.saturating_sub(t0) as f64 / 1000.0 * self.per_client).min(self.per_client)
+            }
+            None => self.per_client,
         }
     }
 
@@ -80,9 +108,9 @@ impl Limiter {
             // wire bounded.
             return Admit::Busy;
         }
-        let per = self.per_client;
+        let (per, fresh) = (self.per_client, self.fresh(now_ms));
         let bucket = self.clients.entry(client).or_insert(Bucket {
-            tokens: per,
+            tokens: fresh,
             at_ms: now_ms,
         });
         // The client's bucket is checked first so a suppressed client does not use the shared
@@ -120,7 +148,7 @@ impl Limiter {
     /// A client's budget as an earlier daemon left it (`tokens` at `now_ms`).
     pub fn restore(&mut self, client: Mac, tokens: f64, now_ms: u64) {
         if self.clients.len() < self.max_clients {
-            let tokens = tokens.clamp(0.0, self.per_client);
+            let tokens = tokens.clamp(0.0, self.per_client).min(self.fresh(now_ms));
             self.clients.insert(
                 client,
                 Bucket {
@@ -180,6 +208,35 @@ mod tests {
         assert_eq!(Limiter::new(2, 1, 100).spacing_ms(), 1000);
         assert_eq!(Limiter::new(8, 1000, 10).spacing_ms(), 1);
         assert_eq!(Limiter::new(8, 300, 10).spacing_ms(), 4);
+    }
+
+    #[test]
+    fn a_daemon_taking_over_starts_with_every_budget_spent() {
+        // What the one before sent in its last second is not known: across the take-over no
+        // second holds more than a full budget and a second's refill, of either budget.
+        let mut l = Limiter::new(4, 10, 100);
+        let (a, b) = (Mac(2, 0, 0, 0, 0, 1), Mac(2, 0, 0, 0, 0, 2));
+        l.restore(a, 4.0, 5_000);
+        l.start_empty(5_000);
+        l.restore(a, 4.0, 5_000);
+        assert_eq!(
+            l.admit(a, 5_000),
+            Admit::Client,
+            "a's restored budget counts as spent"
+        );
+        assert_eq!(l.admit(b, 5_000), Admit::Client, "so does a newcomer's");
+        // A quarter second later each client has earned one update, and the shared budget two.
+        assert_eq!(l.admit(a, 5_250), Admit::Yes);
+        assert_eq!(l.admit(b, 5_250), Admit::Yes);
+        let c = Mac(2, 0, 0, 0, 0, 3);
+        assert_eq!(l.admit(c, 5_250), Admit::Busy, "the shared two are spent");
+        let sent = (0..100u8)
+            .filter(|i| l.allow(Mac(2, 0, 0, 1, 0, *i), 6_000))
+            .count();
+        assert_eq!(
+            sent, 8,
+            "the half left and three quarters of a second at 10/s"
+        );
     }
 
     #[test]

@@ -83,8 +83,11 @@ impl Steerer {
 
     /// Takes over an earlier daemon's state: each move is kept (its hold-down runs from when it
     /// was made) and re-asserted now, since the client may have re-resolved the server while no
-    /// daemon watched. Moves onto ports that are not usable are left to the failover.
+    /// daemon watched. Moves onto ports that are not usable are left to the failover. The
+    /// update budgets start spent: the earlier daemon may have used them after it wrote the
+    /// state, so the re-assertions go out at the budgets' rate.
     pub fn import(&mut self, now: u64, state: SteerState, usable: impl Fn(PortId) -> bool) {
+        self.limiter.start_empty(now);
         for d in state.moves {
             let move_id = self.next_move_id;
             self.next_move_id += 1;
@@ -92,7 +95,8 @@ impl Steerer {
                 d.client,
                 Moved {
                     port: d.port,
-                    // Where it came from is not kept: a restored move is not settled again.
+                    // Where it came from is not kept: a restored move is not settled again
+                    // (`last_move` has none for it).
                     left: d.port,
                     claims: d.claims,
                     at_ms: d.at_ms.min(now),

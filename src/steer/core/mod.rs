@@ -90,12 +90,15 @@ impl Record<'_> {
             || self.refused_now(now)
     }
 
+    /// The port its move within the hold-down took it off, and why. None for a move taken over
+    /// from a state file, whose origin is not kept (`left` is its own port): with no port to
+    /// keep it from, it makes no second move within its hold-down.
     pub(super) fn last_move(&self, now: u64) -> Option<(PortId, Reason)> {
         if self.refused_now(now) {
             return None;
         }
         self.moved
-            .filter(|m| now.saturating_sub(m.at_ms) < self.hold_ms)
+            .filter(|m| now.saturating_sub(m.at_ms) < self.hold_ms && m.left != m.port)
             .map(|m| (m.left, m.reason))
     }
 
