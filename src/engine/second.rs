@@ -75,10 +75,16 @@ pub fn move_reason(ports: &PortTable, policy: &PolicyConfig, m: &Move) -> String
     let Some(p) = ports.list.get(m.from) else {
         return "overload".into();
     };
-    if m.reason == Reason::Room {
+    if m.reason == Reason::Room && m.gathers {
         return format!(
             "room: {} keeps its room in one piece for a client of a saturated port",
             p.name
+        );
+    }
+    if m.reason == Reason::Room {
+        let to = ports.list.get(m.to).map_or("?", |t| t.name.as_str());
+        return format!(
+            "room: exchanged for a larger client of the saturated {to}, which sheds the difference"
         );
     }
     format!(

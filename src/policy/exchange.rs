@@ -1,6 +1,12 @@
-//! Room gathered by an exchange (issue 27): where no single move between two ports with room
-//! leaves one of them room for a client of the saturated port, two clients of two such ports
-//! trade places in one round.
+//! Exchanges (issue 27): two clients of two ports trade places in one round, both updates sent
+//! together, where no single move serves.
+//!
+//! - **Room gathered** (`gather_by_exchange`): where no single move between two ports with room
+//!   leaves one of them room for a client of the saturated port, two clients of two such ports
+//!   trade places.
+//! - **Off a saturated port** (`exchange_off_saturated`): where nothing of it fits anywhere and
+//!   no room can be gathered, one of its clients trades places with a smaller client of a port
+//!   with room.
 //!
 //! At 92-95% of a bond's capacity the walk leaves every port with room a few Mbit/s short of
 //! the smallest client still on the saturated one, and the clients beside those rooms are too
@@ -131,4 +137,84 @@ pub(super) fn emptiest_after(
         .order
         .iter()
         .all(|&(_, q)| q == h || q == a || utilization(load(q), targets.capacity[q]) >= u)
+}
+
+/// Where nothing of a saturated port `h` fits anywhere, and no room can be gathered for it: a
+/// client `x` of `h` and a smaller client `y` of a port `d` with room trade places, so that `h`
+/// sheds their difference and `d` takes it under `max_fill`. The difference must be at least
+/// `min_gain` of `h`'s capacity, as any move must gain that much. What `x` draws on `h` is a
+/// lower bound of its demand, so `d` may end fuller than planned, as after a single move off
+/// `h` (the settling look that follows corrects that); `y` is on a port with room, so what it
+/// draws is its demand, and `h` sheds at least the difference whatever `x` wants. The largest
+/// difference that fits.
+///
+/// `xs`: the clients of `h` that may leave it (smaller than an elephant, not starved by TCP),
+/// free to move or held after one overload or room move; a held one goes as its final move of
+/// the hold-down (`Settle`), never back to the port it left; `y` likewise, never to `h` if it
+/// came from there. Returns whether it made one. O(n x |xs|), only in a round where nothing
+/// else moved off `h`.
+pub(super) fn exchange_off_saturated(
+    cfg: &PolicyConfig,
+    h: PortId,
+    xs: &[usize],
+    clients: &[ClientView],
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) -> bool {
+    let fill = cfg.max_fill.max(cfg.threshold);
+    let shed = cfg.min_gain * targets.capacity[h];
+    let open = |d: PortId| {
+        d != h
+            && !took[d]
+            && targets.order.iter().any(|&(_, q)| q == d)
+            && targets.util(d) < cfg.saturated
+    };
+    // (difference, x, y)
+    let mut best: Option<(f64, usize, usize)> = None;
+    for (y, cy) in clients.iter().enumerate() {
+        let d = cy.port;
+        let usable = cy.rate_bps.is_finite() && cy.rate_bps >= cfg.min_rate_bps();
+        if d >= targets.load.len() || !open(d) || !usable || !may_go(cy, h) {
+            continue;
+        }
+        if moves.iter().any(|m| m.client == y) {
+            continue;
+        }
+        let room = fill * targets.capacity[d] - targets.load[d];
+        for &x in xs.iter().filter(|&&x| may_go(&clients[x], d)) {
+            let delta = clients[x].rate_bps - cy.rate_bps;
+            if delta >= shed && delta <= room && best.is_none_or(|b| delta > b.0) {
+                best = Some((delta, x, y));
+            }
+        }
+    }
+    let Some((_, x, y)) = best else {
+        return false;
+    };
+    let d = clients[y].port;
+    let why = |c: usize, free: Reason| match clients[c].held {
+        true => Reason::Settle,
+        false => free,
+    };
+    let first = moves.len();
+    let (rx, ry) = (clients[x].rate_bps, clients[y].rate_bps);
+    shift(
+        why(x, Reason::Overload),
+        (h, d),
+        x,
+        rx,
+        targets,
+        took,
+        moves,
+    );
+    shift(why(y, Reason::Room), (d, h), y, ry, targets, took, moves);
+    moves[first].exchange = true;
+    true
+}
+
+/// Whether client `c` may go to `to` now: free to move, or held after one overload or room
+/// move that did not take it off `to` (its second and final move of the hold-down).
+fn may_go(c: &ClientView, to: PortId) -> bool {
+    !c.held || second_move_from(c).is_some_and(|left| left != to)
 }

@@ -28,11 +28,17 @@
 //!   back to the port it left), so the room is gathered while the bond is packed, not only once
 //!   the hold-down is over (issue 27). It waits while a move may still be settled: the room of a
 //!   port whose new client is still growing is not known yet.
+//! - **An exchange when nothing fits whole.** Where no room can be gathered either, a client of
+//!   the saturated port trades places with a smaller client of a port with room
+//!   (`exchange.rs`): the saturated port sheds their difference, the other takes it under
+//!   `max_fill`. A held client takes part as its final move, never back to the port it left
+//!   (most of the other ports' clients came off the saturated one and wait for their
+//!   hold-down to end).
 //!
 //! As in the paper, a single biggest flow never moves, and without one at least one client stays.
 
 use super::config::PolicyConfig;
-use super::exchange::emptiest_after;
+use super::exchange::{emptiest_after, exchange_off_saturated};
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::planner::{Targets, Walk};
 use super::settle::{second_move_from, settling};
@@ -98,6 +104,16 @@ pub(super) fn relieve_saturated(
         if gather_room(cfg, h, clients[c].rate_bps, clients, targets, took, moves) {
             return;
         }
+    }
+    // Nothing fits whole: a client of `h` traded for a smaller one of a port with room. Held
+    // clients of `h` too, as their final move: most of `h`'s clients came there by a move.
+    let may_trade = |c: usize| {
+        let (rate, c) = (clients[c].rate_bps, &clients[c]);
+        rate < elephant_rate && rate >= starved && (!c.held || second_move_from(c).is_some())
+    };
+    let xs: Vec<usize> = eligible.iter().copied().filter(|&c| may_trade(c)).collect();
+    if exchange_off_saturated(cfg, h, &xs, clients, targets, took, moves) {
+        return;
     }
     // Nothing fitted: the least-served client (the walk is largest first).
     if let Some(&c) = eligible.iter().rev().find(|&&c| movable(c)) {

@@ -6,13 +6,14 @@ use crate::host::Claim;
 use crate::policy::Move;
 
 /// Why a settling move is made, for its log line: the first half of an exchange or a move on
-/// (its move made `from` over-full), the second half (`partner`), or room gathered on `from`.
+/// (`from` is over-full), the second half (`partner`, a smaller client of a port with room
+/// going in the larger one's place), or room gathered on `from`.
 pub(super) fn settle_line(mv: &Move, partner: bool, ctx: &Ctx) -> String {
     let (from, to) = (ctx.port_name(mv.from), ctx.port_name(mv.to));
     if mv.gathers {
         format!("settle: {from} keeps its room in one piece for a client of a saturated port")
     } else if partner {
-        format!("settle: exchanged with the client whose move overfilled {to}")
+        format!("settle: exchanged for a larger client of the over-full {to}")
     } else if mv.exchange {
         format!("settle: {from} is over-full since this client's move; exchanged with a smaller client of {to}")
     } else {

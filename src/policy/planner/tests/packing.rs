@@ -209,14 +209,93 @@ fn room_is_not_gathered_with_held_clients_nor_when_one_move_cannot_make_enough()
     let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
     assert!(moves.iter().all(|m| m.reason != Reason::Room), "{moves:?}");
     // Two clients of 9.75 need rooms of 9.75: no single move of another port's client frees
-    // that much and leaves its new port under max_fill.
+    // that much and leaves its new port under max_fill. (One of them trades places instead.)
+    let moves = plan(&cfg(), &ports_from(&FOUR, &two_big(), &P0_HOT), &two_big());
+    assert!(moves.iter().all(|m| !m.gathers), "{moves:?}");
+}
+
+/// p0 saturated by two clients of 9.75 Mbit/s; the other ports as in `fragmented`, their rooms
+/// under max_fill (18.6) 3.5, 5.0 and 4.5 Mbit/s.
+fn two_big() -> Vec<ClientView> {
     let mut clients = fragmented();
     clients.remove(0);
     for c in clients.iter_mut().filter(|c| c.port == 0) {
         c.rate_bps = 9.75 * MBIT;
     }
+    clients
+}
+
+#[test]
+fn where_nothing_fits_whole_a_client_of_the_saturated_port_trades_places_with_a_smaller_one() {
+    // The largest difference that fits: 9.75 for p3's 5.3 (4.45 into p3's room of 4.5). p2's
+    // 4.6 would bring 5.15 into its 5.0; p1's 6.3 only 3.45.
+    let clients = two_big();
     let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
-    assert!(moves.iter().all(|m| m.reason != Reason::Room), "{moves:?}");
+    let got: Vec<_> = moves
+        .iter()
+        .map(|m| (m.client, m.from, m.to, m.reason, m.exchange))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, 0, 3, Reason::Overload, true),
+            (7, 3, 0, Reason::Room, false)
+        ],
+        "{moves:?}"
+    );
+    assert!(
+        (moves[1].to_util.1 - (19.5 - 4.45) / 20.0).abs() < 1e-9,
+        "{moves:?}"
+    );
+    // A difference under min_gain of p0 (1 Mbit/s) is not worth the two clients' moves.
+    let mut close = two_big();
+    for c in close.iter_mut().filter(|c| c.port != 0) {
+        c.rate_bps = c.rate_bps.max(9.0 * MBIT);
+    }
+    let ports = ports_from(
+        &[20.0 * MBIT, 40.0 * MBIT, 40.0 * MBIT, 40.0 * MBIT],
+        &close,
+        &P0_HOT,
+    );
+    assert!(
+        plan(&cfg(), &ports, &close).iter().all(|m| !m.exchange),
+        "{close:?}"
+    );
+}
+
+#[test]
+fn a_held_client_trades_places_as_its_final_move_never_back_where_it_came_from() {
+    // Every client of p1-p3 came there by one move off p0: none may go back in its place.
+    let since = cfg().settle + 1;
+    let mut clients = two_big();
+    for c in clients.iter_mut().filter(|c| c.port != 0) {
+        c.held = true;
+        c.since_move = Some(since);
+        c.last_move = Some((0, Reason::Overload));
+    }
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    assert!(moves.iter().all(|m| !m.exchange), "{moves:?}");
+    // Those of p3 came from p1: p3's 5.3 goes to p0 as its final move (settle).
+    for c in clients.iter_mut().filter(|c| c.port == 3) {
+        c.last_move = Some((1, Reason::Overload));
+    }
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    let got: Vec<_> = moves.iter().map(|m| (m.client, m.to, m.reason)).collect();
+    assert_eq!(got, vec![(0, 3, Reason::Overload), (7, 0, Reason::Settle)]);
+    // A held client of p0 goes as its final move too, not back to the port it left.
+    for c in clients.iter_mut().filter(|c| c.port == 0) {
+        c.held = true;
+        c.since_move = Some(since);
+        c.last_move = Some((3, Reason::Overload));
+    }
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    assert!(moves.iter().all(|m| m.to != 3 || m.from != 0), "{moves:?}");
+    for c in clients.iter_mut().filter(|c| c.port == 0) {
+        c.last_move = Some((2, Reason::Overload));
+    }
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    let got: Vec<_> = moves.iter().map(|m| (m.client, m.to, m.reason)).collect();
+    assert_eq!(got, vec![(0, 3, Reason::Settle), (7, 0, Reason::Settle)]);
 }
 
 #[test]
