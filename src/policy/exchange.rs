@@ -27,7 +27,7 @@ use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::packing::shift;
 use super::planner::Targets;
-use super::settle::second_move_from;
+use super::settle::{may_join, second_move_from};
 
 /// A client of a port with room that may trade places: its rate, its index, and the port its
 /// one move of the hold-down took it off (it may not go back there), if it is held.
@@ -175,14 +175,14 @@ pub(super) fn exchange_off_saturated(
     for (y, cy) in clients.iter().enumerate() {
         let d = cy.port;
         let usable = cy.rate_bps.is_finite() && cy.rate_bps >= cfg.min_rate_bps();
-        if d >= targets.load.len() || !open(d) || !usable || !may_go(cy, h) {
+        if d >= targets.load.len() || !open(d) || !usable || !may_join(cy, h) {
             continue;
         }
         if moves.iter().any(|m| m.client == y) {
             continue;
         }
         let room = fill * targets.capacity[d] - targets.load[d];
-        for &x in xs.iter().filter(|&&x| may_go(&clients[x], d)) {
+        for &x in xs.iter().filter(|&&x| may_join(&clients[x], d)) {
             let delta = clients[x].rate_bps - cy.rate_bps;
             if delta >= shed && delta <= room && best.is_none_or(|b| delta > b.0) {
                 best = Some((delta, x, y));
@@ -211,10 +211,4 @@ pub(super) fn exchange_off_saturated(
     shift(why(y, Reason::Room), (d, h), y, ry, targets, took, moves);
     moves[first].exchange = true;
     true
-}
-
-/// Whether client `c` may go to `to` now: free to move, or held after one overload or room
-/// move that did not take it off `to` (its second and final move of the hold-down).
-fn may_go(c: &ClientView, to: PortId) -> bool {
-    !c.held || second_move_from(c).is_some_and(|left| left != to)
 }

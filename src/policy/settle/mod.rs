@@ -43,7 +43,7 @@ const LEAST_SHED: f64 = 0.25;
 
 /// Whether `c` may go to `to` as the other half of an exchange: free to move, or held after one
 /// move (its second within the hold-down, then final) that did not take it off `to`.
-fn may_join(c: &ClientView, to: PortId) -> bool {
+pub(super) fn may_join(c: &ClientView, to: PortId) -> bool {
     !c.held || second_move_from(c).is_some_and(|left| left != to)
 }
 
