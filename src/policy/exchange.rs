@@ -151,8 +151,8 @@ pub(super) fn emptiest_after(
 /// `xs`: the clients of `h` that may leave it (smaller than an elephant, not starved by TCP),
 /// free to move or held after one overload or room move; a held one goes as its final move of
 /// the hold-down (`Settle`), never back to the port it left; `y` likewise, never to `h` if it
-/// came from there. Returns whether it made one. O(n x |xs|), only in a round where nothing
-/// else moved off `h`.
+/// came from there. Returns whether it made one. O(n log n) to sort the partners by port, then
+/// a bisection per client of `h` and port, only in a round where nothing else moved off `h`.
 pub(super) fn exchange_off_saturated(
     cfg: &PolicyConfig,
     h: PortId,
@@ -170,22 +170,30 @@ pub(super) fn exchange_off_saturated(
             && targets.order.iter().any(|&(_, q)| q == d)
             && targets.util(d) < cfg.saturated
     };
-    // (difference, x, y)
-    let mut best: Option<(f64, usize, usize)> = None;
+    // Who may take a client of `h`'s place, per port with room, smallest rate first.
+    let mut on: Vec<Vec<(f64, usize)>> = vec![Vec::new(); targets.load.len()];
     for (y, cy) in clients.iter().enumerate() {
         let d = cy.port;
         let usable = cy.rate_bps.is_finite() && cy.rate_bps >= cfg.min_rate_bps();
-        if d >= targets.load.len() || !open(d) || !usable || !may_join(cy, h) {
-            continue;
+        let free = !moves.iter().any(|m| m.client == y);
+        if d < on.len() && usable && free && open(d) && may_join(cy, h) {
+            on[d].push((cy.rate_bps, y));
         }
-        if moves.iter().any(|m| m.client == y) {
-            continue;
-        }
+    }
+    // (difference, x, y)
+    let mut best: Option<(f64, usize, usize)> = None;
+    for (d, ys) in on.iter_mut().enumerate().filter(|(_, ys)| !ys.is_empty()) {
+        ys.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let room = fill * targets.capacity[d] - targets.load[d];
         for &x in xs.iter().filter(|&&x| may_join(&clients[x], d)) {
-            let delta = clients[x].rate_bps - cy.rate_bps;
-            if delta >= shed && delta <= room && best.is_none_or(|b| delta > b.0) {
-                best = Some((delta, x, y));
+            let rx = clients[x].rate_bps;
+            // The smallest partner whose difference fits: the largest difference that does.
+            let i = ys.partition_point(|&(ry, _)| rx - ry > room);
+            let Some(&(ry, y)) = ys.get(i) else {
+                continue;
+            };
+            if rx - ry >= shed && best.is_none_or(|b| rx - ry > b.0) {
+                best = Some((rx - ry, x, y));
             }
         }
     }
