@@ -25,7 +25,7 @@
 
 use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
-use super::packing::shift;
+use super::packing::swap;
 use super::planner::Targets;
 use super::settle::{may_join, second_move_from};
 
@@ -85,12 +85,18 @@ pub(super) fn gather_by_exchange(
         }
     };
     let first = moves.len();
-    shift(why(x), (a, b), x, clients[x].rate_bps, targets, took, moves);
-    shift(why(z), (b, a), z, clients[z].rate_bps, targets, took, moves);
+    swap(
+        (why(x), why(z)),
+        (a, b),
+        (x, z),
+        clients,
+        targets,
+        took,
+        moves,
+    );
     for m in &mut moves[first..] {
         m.gathers = true;
     }
-    moves[first].exchange = true;
     true
 }
 
@@ -205,18 +211,7 @@ pub(super) fn exchange_off_saturated(
         true => Reason::Settle,
         false => free,
     };
-    let first = moves.len();
-    let (rx, ry) = (clients[x].rate_bps, clients[y].rate_bps);
-    shift(
-        why(x, Reason::Overload),
-        (h, d),
-        x,
-        rx,
-        targets,
-        took,
-        moves,
-    );
-    shift(why(y, Reason::Room), (d, h), y, ry, targets, took, moves);
-    moves[first].exchange = true;
+    let reasons = (why(x, Reason::Overload), why(y, Reason::Room));
+    swap(reasons, (h, d), (x, y), clients, targets, took, moves);
     true
 }

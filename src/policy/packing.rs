@@ -271,6 +271,30 @@ pub(super) fn shift(
     });
 }
 
+/// Records an exchange: client `x` of `a` and client `y` of `b` trade places, each with its
+/// reason, marked as the two halves of one exchange. Both log lines show each port before and
+/// after the whole exchange, not the moment between its halves that no client sees (the first
+/// half alone may overfill `b`; the pair never does).
+pub(super) fn swap(
+    (why_x, why_y): (Reason, Reason),
+    (a, b): (PortId, PortId),
+    (x, y): (usize, usize),
+    clients: &[ClientView],
+    targets: &mut Targets,
+    took: &mut [bool],
+    moves: &mut Vec<Move>,
+) {
+    let before = (targets.util(a), targets.util(b));
+    shift(why_x, (a, b), x, clients[x].rate_bps, targets, took, moves);
+    shift(why_y, (b, a), y, clients[y].rate_bps, targets, took, moves);
+    let after = (targets.util(a), targets.util(b));
+    let n = moves.len();
+    let (first, second) = moves[n - 2..].split_at_mut(1);
+    first[0].exchange = true;
+    (first[0].from_util, first[0].to_util) = ((before.0, after.0), (before.1, after.1));
+    (second[0].from_util, second[0].to_util) = ((before.1, after.1), (before.0, after.0));
+}
+
 /// The least-loaded port other than `h` that has room (is not saturated), is less loaded than
 /// `h` (the paper's rule 4), and has not taken a client of unknown demand this round.
 fn emptiest_free(

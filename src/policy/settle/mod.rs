@@ -20,7 +20,7 @@
 
 use super::config::PolicyConfig;
 use super::model::{ClientView, Move, PortId, PortView, Reason};
-use super::packing::shift;
+use super::packing::{shift, swap};
 use super::planner::{Targets, SETTLE_SECS};
 
 /// The port `c` left, if its last move may be corrected now: an overload or room move made
@@ -101,12 +101,8 @@ pub(super) fn settle(
         }
         let shed = LEAST_SHED * cfg.min_gain * targets.capacity[b];
         if let Some((y, d)) = partner(cfg, c, (b, shed), clients, &open, &room, moves) {
-            let ry = clients[y].rate_bps;
-            shift(Reason::Settle, (b, d), c, r, targets, took, moves);
-            if let Some(first) = moves.last_mut() {
-                first.exchange = true;
-            }
-            shift(Reason::Settle, (d, b), y, ry, targets, took, moves);
+            let reasons = (Reason::Settle, Reason::Settle);
+            swap(reasons, (b, d), (c, y), clients, targets, took, moves);
         }
     }
 }

@@ -395,13 +395,24 @@ proptest! {
         (ports, clients, _) in scenario()
     ) {
         // The paper's rule 3(b), except off a saturated port (issue 15): then up to max_fill,
-        // or when nothing fits there, one client up to the saturated port's own level.
+        // or when nothing fits there, one client up to the saturated port's own level. An
+        // exchange's halves are made together: the target is judged after both.
         let c = cfg();
         let mut load: Vec<f64> = ports.iter().map(|p| p.rx_bps).collect();
         let mut past_fill = std::collections::HashMap::new();
-        for m in plan(&c, &ports, &clients) {
+        let moves = plan(&c, &ports, &clients);
+        for (i, m) in moves.iter().enumerate() {
+            if i > 0 && moves[i - 1].exchange {
+                continue; // made with the first half
+            }
             load[m.from] -= m.rate_bps;
             load[m.to] += m.rate_bps;
+            if m.exchange {
+                let other = &moves[i + 1];
+                prop_assert_eq!((other.from, other.to), (m.to, m.from), "{:?}", moves);
+                load[other.from] -= other.rate_bps;
+                load[other.to] += other.rate_bps;
+            }
             if m.reason != Reason::Overload {
                 continue;
             }

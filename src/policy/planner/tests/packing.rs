@@ -243,8 +243,17 @@ fn where_nothing_fits_whole_a_client_of_the_saturated_port_trades_places_with_a_
         ],
         "{moves:?}"
     );
+    // Both log lines show p0 and p3 before and after the whole exchange, never p3 holding
+    // both clients between the halves.
+    let p3 = ports_from(&FOUR, &clients, &P0_HOT)[3].utilization();
+    let (p0, p3) = ((19.5 / 20.0, (19.5 - 4.45) / 20.0), (p3, p3 + 4.45 / 20.0));
+    let near = |a: (f64, f64), b: (f64, f64)| (a.0 - b.0).abs() < 1e-9 && (a.1 - b.1).abs() < 1e-9;
     assert!(
-        (moves[1].to_util.1 - (19.5 - 4.45) / 20.0).abs() < 1e-9,
+        near(moves[0].from_util, p0) && near(moves[0].to_util, p3),
+        "{moves:?}"
+    );
+    assert!(
+        near(moves[1].from_util, p3) && near(moves[1].to_util, p0),
         "{moves:?}"
     );
     // A difference under min_gain of p0 (1 Mbit/s) is not worth the two clients' moves.
