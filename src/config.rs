@@ -95,8 +95,49 @@ pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
 /// (full key, what is wrong).
 type FieldError = (String, String);
 
+/// Why `name` can never be a Linux interface's name, as the kernel's `dev_valid_name` judges
+/// it: empty, longer than 15 bytes, `.` or `..`, or holding `/`, `:` or whitespace. The name
+/// also becomes a path (`/etc/rlbd/NAME.toml`, `/run/rlbd/NAME.sock`), so this is checked before
+/// any file is opened, and a typo is a configuration error (exit 78), not a missing link.
+pub fn interface_name_error(name: &str) -> Option<String> {
+    let why = if name.is_empty() {
+        "an empty interface name"
+    } else if name.len() > 15 {
+        "longer than an interface name may be (15 bytes)"
+    } else if name == "." || name == ".." {
+        "not an interface name"
+    } else if name.contains(['/', ':']) || name.chars().any(char::is_whitespace) {
+        "not an interface name (no '/', ':' or whitespace)"
+    } else {
+        return None;
+    };
+    Some(format!("{name:?} is {why}"))
+}
+
+/// The bond or ports as `key` (`bond`, `ports`, `--bond`) gives them, checked as interface
+/// names.
+fn validate_target(key: &str, target: &Target) -> Result<(), FieldError> {
+    let names = match target {
+        Target::Bond(b) => std::slice::from_ref(b),
+        Target::Ports(p) => p.as_slice(),
+    };
+    match names.iter().find_map(|n| interface_name_error(n)) {
+        Some(why) => Err((key.to_string(), why)),
+        None => Ok(()),
+    }
+}
+
 fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
+    if let Some(b) = &f.bond {
+        validate_target("bond", &Target::Bond(b.clone()))?;
+    }
+    if let Some(p) = &f.ports {
+        validate_target("ports", &Target::Ports(p.clone()))?;
+    }
     for (name, mbit) in &f.capacity {
+        if let Some(why) = interface_name_error(name) {
+            return Err((format!("capacity.{name}"), why));
+        }
         if !(mbit.is_finite() && *mbit > 0.0) {
             return Err((
                 format!("capacity.{name}"),
@@ -145,6 +186,13 @@ pub fn load_file(
     path: Option<&Path>,
     target: Option<&Target>,
 ) -> Result<(FileConfig, Option<PathBuf>), ConfigError> {
+    if let Some(t) = target {
+        let key = match t {
+            Target::Bond(_) => "--bond",
+            Target::Ports(_) => "--ports",
+        };
+        validate_target(key, t).map_err(|(key, why)| ConfigError::key(key, why))?;
+    }
     let (candidates, explicit) = match path {
         Some(p) => (vec![p.to_path_buf()], true),
         None => (default_paths(target), false),
@@ -174,8 +222,11 @@ fn parse_capacity(arg: &str) -> Result<(String, f64), ConfigError> {
     };
     let (name, mbit) = arg.split_once('=').ok_or_else(bad)?;
     let mbit: f64 = mbit.trim().parse().map_err(|_| bad())?;
-    if name.is_empty() || !(mbit.is_finite() && mbit > 0.0) {
+    if !(mbit.is_finite() && mbit > 0.0) {
         return Err(bad());
+    }
+    if let Some(why) = interface_name_error(name) {
+        return Err(ConfigError::key("--capacity", why));
     }
     Ok((name.to_string(), mbit))
 }

@@ -359,3 +359,33 @@ fn effective_settings_round_trip_as_toml() {
     assert_eq!(again.bond.as_deref(), Some("bond0"));
     assert_eq!(again.policy, s.policy);
 }
+
+#[test]
+fn a_name_no_interface_can_have_is_a_configuration_error_naming_its_key_and_line() {
+    for (text, key, line) in [
+        ("bond = \"bond0/x\"\n", "bond", ":1"),
+        ("\nports = [\"eth0\", \"eth 1\"]\n", "ports", ":2"),
+        ("bond = \"averyveryverylong\"\n", "bond", ":1"),
+        ("[capacity]\n\"..\" = 1000\n", "capacity...", ":2"),
+        ("bond = \"\"\n", "bond", ":1"),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(line), "{text:?}: {e}");
+    }
+    // The kernel's own rules: VLANs, dots, dashes and 15 bytes are fine.
+    for name in ["bond0.100", "enp1s0f0-1", "abcdefghijklmno", "@x"] {
+        assert_eq!(interface_name_error(name), None, "{name}");
+    }
+    for (target, key) in [
+        (Target::Bond("../../etc/x".into()), "--bond"),
+        (
+            Target::Ports(vec!["eth0".into(), "eth1:0".into()]),
+            "--ports",
+        ),
+    ] {
+        let e = load_file(None, Some(&target)).unwrap_err().to_string();
+        assert!(e.contains(key), "{e}");
+    }
+    let e = parse_capacity("eth0/x=1000").unwrap_err().to_string();
+    assert!(e.contains("--capacity") && e.contains("eth0/x"), "{e}");
+}
