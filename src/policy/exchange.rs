@@ -27,7 +27,7 @@ use super::config::PolicyConfig;
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::packing::swap;
 use super::planner::Targets;
-use super::settle::{may_join, second_move_from};
+use super::settle::{may_join, reason_for, second_move_from};
 
 /// A client of a port with room that may trade places: its rate, its index, and the port its
 /// one move of the hold-down took it off (it may not go back there), if it is held.
@@ -77,13 +77,7 @@ pub(super) fn gather_by_exchange(
     let Some((_, x, z, a, b)) = best else {
         return false;
     };
-    let why = |c: usize| {
-        if clients[c].held {
-            Reason::Settle
-        } else {
-            Reason::Room
-        }
-    };
+    let why = |c: usize| reason_for(&clients[c], Reason::Room);
     let first = moves.len();
     swap(
         (why(x), why(z)),
@@ -207,11 +201,10 @@ pub(super) fn exchange_off_saturated(
         return false;
     };
     let d = clients[y].port;
-    let why = |c: usize, free: Reason| match clients[c].held {
-        true => Reason::Settle,
-        false => free,
-    };
-    let reasons = (why(x, Reason::Overload), why(y, Reason::Room));
+    let reasons = (
+        reason_for(&clients[x], Reason::Overload),
+        reason_for(&clients[y], Reason::Room),
+    );
     swap(reasons, (h, d), (x, y), clients, targets, took, moves);
     true
 }

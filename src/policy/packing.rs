@@ -41,7 +41,7 @@ use super::config::PolicyConfig;
 use super::exchange::{emptiest_after, exchange_off_saturated};
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::planner::{Targets, Walk};
-use super::settle::{second_move_from, settling};
+use super::settle::{reason_for, second_move_from, settling};
 
 /// Under this part of its port's mean share a client counts as starved by TCP.
 const STARVED_SHARE: f64 = 0.25;
@@ -230,11 +230,7 @@ fn gather_room(
             cfg, args, clients, &ports, targets, took, moves,
         );
     };
-    let why = if clients[x].held {
-        Reason::Settle
-    } else {
-        Reason::Room
-    };
+    let why = reason_for(&clients[x], Reason::Room);
     shift(why, (a, b), x, r, targets, took, moves);
     if let Some(m) = moves.last_mut() {
         m.gathers = true;

@@ -56,6 +56,16 @@ pub(super) fn second_move_from(c: &ClientView) -> Option<PortId> {
     }
 }
 
+/// Why `c` moves in a step taken for `free`: a held client's move is its second and final one
+/// of the hold-down, a correction (`Settle`), whatever the step.
+pub(super) fn reason_for(c: &ClientView, free: Reason) -> Reason {
+    if c.held {
+        Reason::Settle
+    } else {
+        free
+    }
+}
+
 /// Corrects the moves that overfilled their target: each settling client on a saturated port
 /// moves on, or is exchanged, as the module says. Ports that take part take nothing else this
 /// round (`took`).
