@@ -45,6 +45,13 @@ cargo fmt --check
 cargo clippy --all-targets -- -D warnings
 
 step "unit, property and namespace integration tests"
+# The property tests draw their cases from one seed per commit, printed: a red run is the same
+# run again with that seed, and each commit explores cases of its own. Set PROPTEST_RNG_SEED to
+# choose one; outside a git checkout the cases are random.
+if [ -z "${PROPTEST_RNG_SEED:-}" ] && head=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+  export PROPTEST_RNG_SEED=$((16#$head))
+fi
+echo "property tests: PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-random}"
 # One test thread: the namespace labs measure throughput and must not share the two cores.
 # Every integration test but the simulation (tests/*.rs; tests/sim runs in its own step).
 itests=()
