@@ -35,9 +35,9 @@ pub fn find_socket(
         }
     };
     match name {
-        Some(n) if n.is_empty() || n.contains('/') => {
-            Err(Failure::other(format!("{n:?} is not a bond or port name")))
-        }
+        Some(n) if crate::config::interface_name_error(n).is_some() => Err(Failure::other(
+            format!("{n:?} is not a bond or port name"),
+        )),
         Some(n) => {
             let p = dir.join(format!("{n}.sock"));
             if p.exists() {
