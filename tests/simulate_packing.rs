@@ -20,8 +20,12 @@
 //! knobs;
 //! `RLBD_STUDY_LOADS=0.92,0.95` and `RLBD_STUDY_SEEDS=0,1,2` pick the runs;
 //! `RLBD_STUDY_UNDER` lists the runs under 97% with their final placement, `RLBD_STUDY_TRACE`
-//! prints each second with moves, `RLBD_STUDY_WORST` the worst run's log and
-//! `RLBD_STUDY_FAULTS` the invariant faults.
+//! prints each second with moves, `RLBD_STUDY_WORST` the worst run's log,
+//! `RLBD_STUDY_FAULTS` the invariant faults and `RLBD_STUDY_REACH` (with `RLBD_STUDY_UNDER`)
+//! whether moves the rules allow could mend each run under 97% at 12 and 20 s, knowing every
+//! demand (`packing_reach`).
+
+mod packing_reach;
 
 use proptest::prelude::*;
 use rlbd::policy::Reason;
@@ -46,6 +50,8 @@ struct Outcome {
     /// settling correction, a client back on a slave it left.
     faults: Vec<String>,
     log: String,
+    /// With `RLBD_STUDY_REACH`: what could mend the run at 12 and 20 s (`packing_reach`).
+    reach: String,
 }
 
 /// The namespace lab's ports read about 97% of their cap when saturated.
@@ -152,6 +158,11 @@ fn evaluate(json: &str) -> Outcome {
         ticks.last().unwrap().2,
         ticks.iter().map(|t| t.1).collect::<Vec<_>>()
     );
+    let reach = if std::env::var("RLBD_STUDY_REACH").is_ok() {
+        reach(&caps, &ticks, s.config.hold_down)
+    } else {
+        String::new()
+    };
     let at31 = &ticks[31.min(ticks.len() - 1)].2;
     let placed_share = ideal::delivered(&caps, &demands, at31) / best_delivered;
     Outcome {
@@ -161,7 +172,28 @@ fn evaluate(json: &str) -> Outcome {
         moves: moves_log.len(),
         faults,
         log,
+        reach,
     }
+}
+
+/// At 12 and 20 s: the fewest moves (up to four) the rules allow that would leave every slave
+/// under what it delivers, knowing every demand, or that there are none.
+fn reach(caps: &[f64], ticks: &[Tick], hold: u64) -> String {
+    const MOST: usize = 4;
+    let placements: Vec<(u64, Vec<usize>)> = ticks.iter().map(|t| (t.0, t.2.clone())).collect();
+    let at = |t: u64| {
+        let demands = &ticks
+            .iter()
+            .find(|w| w.0 == t)
+            .map_or(&ticks[0].3, |w| &w.3);
+        match packing_reach::mend(caps, demands, &placements, t, hold, MOST) {
+            Some(steps) if steps.is_empty() => format!("{t} s: none needed"),
+            Some(steps) if steps.len() == 1 => format!("{t} s: 1 move {steps:?}"),
+            Some(steps) => format!("{t} s: {} moves {steps:?}", steps.len()),
+            None => format!("{t} s: none within {MOST} moves"),
+        }
+    };
+    format!("{}; {}", at(START + 11), at(START + 19))
 }
 
 /// Runs the scenario, keeping each second's figures and every move (`RLBD_STUDY_TRACE` prints
@@ -506,6 +538,9 @@ fn study() {
                     load * 100.0,
                     o.share * 100.0
                 );
+                if !o.reach.is_empty() {
+                    println!("    mend: {}", o.reach);
+                }
             }
             if o.share < worst.0 {
                 worst = (o.share, format!("seed {seed}\n{}", o.log));
