@@ -26,8 +26,9 @@
 //!   the saturated port next round. Those are mostly clients moved off it before, still held:
 //!   one of them may take this as its second and final move of the hold-down (`Settle`, never
 //!   back to the port it left), so the room is gathered while the bond is packed, not only once
-//!   the hold-down is over (issue 27). It waits while a move may still be settled: the room of a
-//!   port whose new client is still growing is not known yet.
+//!   the hold-down is over (issue 27). It waits while a moved client may still be growing into
+//!   its port (the room there is not known yet) and while a settling correction is due (its
+//!   port saturated), not for the whole settling window.
 //! - **An exchange when nothing fits whole.** Where no room can be gathered either, a client of
 //!   the saturated port trades places with a smaller client of a port with room
 //!   (`exchange.rs`): the saturated port sheds their difference, the other takes it under
@@ -42,6 +43,11 @@ use super::exchange::{emptiest_after, exchange_off_saturated};
 use super::model::{utilization, ClientView, Move, PortId, Reason};
 use super::planner::{Targets, Walk};
 use super::settle::{reason_for, second_move_from, settling};
+
+/// A client moved this many seconds ago or less may still be growing into its new port: the
+/// lab's moved flows draw 90% of their demand within 2 s of their move in nine moves of ten;
+/// this allows twice that.
+const GROWING_SECS: u64 = 4;
 
 /// Under this part of its port's mean share a client counts as starved by TCP.
 const STARVED_SHARE: f64 = 0.25;
@@ -176,8 +182,16 @@ fn gather_room(
     moves: &mut Vec<Move>,
 ) -> bool {
     // A client moved a moment ago may still be growing into its port's room: that room is not
-    // known yet, and gathering into it may take what a settling correction needs.
-    if clients.iter().any(|c| settling(cfg, c).is_some()) {
+    // known yet. One whose move overfilled its port is due a settling correction, which the
+    // room may be needed for. Past both, waiting out the settling window only delays the bond
+    // (in the study at 95% load, 11 to 10 runs of 200 under 97% of the best; 24 to 23 of 400
+    // on seeds 200-599).
+    let waits = |c: &ClientView| {
+        settling(cfg, c).is_some()
+            && (c.since_move.is_some_and(|s| s <= GROWING_SECS)
+                || (c.port < targets.load.len() && targets.util(c.port) >= cfg.saturated))
+    };
+    if clients.iter().any(waits) {
         return false;
     }
     let fill = cfg.max_fill.max(cfg.threshold);
