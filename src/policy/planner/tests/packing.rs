@@ -322,11 +322,19 @@ fn a_held_client_gathers_room_as_its_final_move_never_back_where_it_came_from() 
     let held = |clients: &mut [ClientView], left: PortId, why: Reason| {
         held_since(clients, left, why, since)
     };
-    // While their moves may still be settled, their ports' room is not known yet: no gathering.
+    // While their moves are fresh they may still be growing: their ports' room is not known
+    // yet, no gathering. Past that (5 s, still within the settling window), with none of their
+    // ports over-full, waiting for the window's end would only delay the bond.
     let mut clients = fragmented();
     held_since(&mut clients, 0, Reason::Overload, SETTLE_SECS);
     let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
     assert!(moves.iter().all(|m| !m.gathers), "{moves:?}");
+    assert!(5 < cfg().settle);
+    let mut clients = fragmented();
+    held_since(&mut clients, 0, Reason::Overload, 5);
+    let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
+    let got: Vec<_> = moves.iter().map(|m| (m.client, m.gathers)).collect();
+    assert_eq!(got, vec![(9, true)], "{moves:?}");
     let mut clients = fragmented();
     held(&mut clients, 0, Reason::Overload);
     let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
