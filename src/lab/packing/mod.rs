@@ -20,6 +20,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use std::time::Instant;
@@ -197,6 +198,15 @@ pub fn run(cfg: &BenchConfig, out: &mut dyn Write) -> LabResult<Vec<RunResult>> 
                     max_moves_per_client: per_client,
                 };
                 let _ = writeln!(out, "{}", run_line(&result));
+                if result.share < cfg.goal {
+                    let status = std::fs::read_to_string(log.with_extension("status"));
+                    let _ = write!(
+                        out,
+                        "    under the goal; rlbd status {:.0} s into the run:\n{}",
+                        cfg.run_secs - 1.0,
+                        snapshot_lines(&status.unwrap_or_default())
+                    );
+                }
                 results.push(result);
                 lab.check_stop()?;
             }
@@ -298,13 +308,48 @@ fn with_rlbd(lab: &Lab, cfg: &BenchConfig, dev: &Path, log: &Path) -> LabResult<
     if let Some(st) = daemon.try_wait().map_err(|e| format!("wait: {e}"))? {
         return Err(format!("rlbd run exited before the traffic started ({st})"));
     }
+    let mut snapshot = status_snapshot(lab, exe, log, cfg.run_secs - 1.0)?;
     let t = traffic(lab, cfg, dev, cfg.run_secs);
+    let _ = lab.stop_child(&mut snapshot, Duration::from_secs(1));
     let status = lab.stop_child(&mut daemon, Duration::from_secs(3))?;
     let t = t?;
     if !status.success() {
         return Err(format!("rlbd run ended with {status}"));
     }
     Ok(t)
+}
+
+/// `rlbd status --all` of the running daemon `at` seconds into the traffic, into
+/// `<log>.status`: where each client was and what it read near the run's end, which tells a
+/// run short of its goal by a starved flow (a client reading next to nothing on a port with
+/// room) from one rlbd left over-full.
+fn status_snapshot(lab: &Lab, exe: &Path, log: &Path, at: f64) -> LabResult<Child> {
+    let path = log.with_extension("status");
+    let out = std::fs::File::create(&path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let exe = exe.to_string_lossy();
+    // The daemon on `--ports` is named after its first port.
+    let script = format!("sleep {at:.1}; exec \"$0\" status {} --all", lab.ports()[0]);
+    lab.spawn_with(
+        "srv",
+        &["sh", "-c", &script, &exe],
+        Stdio::from(out),
+        Stdio::from(err),
+    )
+}
+
+/// The lines of a status snapshot worth printing under a run short of its goal: the ports'
+/// and the clients' tables, indented.
+pub fn snapshot_lines(status: &str) -> String {
+    status
+        .lines()
+        .skip_while(|l| !l.starts_with("PORT"))
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("TOTALS"))
+        .map(|l| format!("      {l}\n"))
+        .collect()
 }
 
 /// Moves in a daemon log: (all of them, the most any one client had).

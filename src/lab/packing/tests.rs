@@ -115,3 +115,25 @@ fn table_has_median_and_worst() {
     );
     assert!(row.contains("7, 8"), "{t}");
 }
+
+#[test]
+fn a_snapshot_under_the_goal_shows_the_ports_and_the_clients() {
+    let status = "rlbd 0.1.0 on ports of p0 (up 14 s)\n\
+                  overloaded: over 80% in 2 of the last 3 seconds\n\
+                  \n\
+                  PORT  MAC  STATE\n\
+                  p0    02:00:c6:12:01:00  up\n\
+                  \n\
+                  CLIENTS: 2 tracked\n\
+                  IP           MAC  PORT  RATE\n\
+                  198.18.0.18  02:00:c6:12:00:08  p0  0.1 Mbit/s\n\
+                  \n\
+                  TOTALS: moves 7\n";
+    let lines = snapshot_lines(status);
+    assert_eq!(
+        lines,
+        "      PORT  MAC  STATE\n      p0    02:00:c6:12:01:00  up\n      CLIENTS: 2 tracked\n      \
+         IP           MAC  PORT  RATE\n      198.18.0.18  02:00:c6:12:00:08  p0  0.1 Mbit/s\n"
+    );
+    assert_eq!(snapshot_lines(""), "");
+}
