@@ -202,8 +202,9 @@ pub fn run(cfg: &BenchConfig, out: &mut dyn Write) -> LabResult<Vec<RunResult>> 
                     let status = std::fs::read_to_string(log.with_extension("status"));
                     let _ = write!(
                         out,
-                        "    under the goal; rlbd status {:.0} s into the run:\n{}",
+                        "    under the goal; rlbd status about {:.0} s into the run (each second's in {}):\n{}",
                         cfg.run_secs - 1.0,
+                        log.with_extension("status").display(),
                         snapshot_lines(&status.unwrap_or_default())
                     );
                 }
@@ -319,11 +320,11 @@ fn with_rlbd(lab: &Lab, cfg: &BenchConfig, dev: &Path, log: &Path) -> LabResult<
     Ok(t)
 }
 
-/// `rlbd status --all` of the running daemon `at` seconds into the traffic, into
-/// `<log>.status`: where each client was and what it read near the run's end, which tells a
-/// run short of its goal by a starved flow (a client reading next to nothing on a port with
-/// room) from one rlbd left over-full.
-fn status_snapshot(lab: &Lab, exe: &Path, log: &Path, at: f64) -> LabResult<Child> {
+/// `rlbd status --all` of the running daemon every second of the traffic up to `last` seconds
+/// into it, into `<log>.status`: where each client was and what it read, second by second,
+/// which tells a run short of its goal by a starved flow (a client reading next to nothing on a
+/// port with room) from one rlbd left over-full, and shows what the planner saw while it waited.
+fn status_snapshot(lab: &Lab, exe: &Path, log: &Path, last: f64) -> LabResult<Child> {
     let path = log.with_extension("status");
     let out = std::fs::File::create(&path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
@@ -332,7 +333,11 @@ fn status_snapshot(lab: &Lab, exe: &Path, log: &Path, at: f64) -> LabResult<Chil
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let exe = exe.to_string_lossy();
     // The daemon on `--ports` is named after its first port.
-    let script = format!("sleep {at:.1}; exec \"$0\" status {} --all", lab.ports()[0]);
+    let script = format!(
+        "for i in $(seq {}); do sleep 1; \"$0\" status {} --all; done",
+        last.floor().max(1.0),
+        lab.ports()[0]
+    );
     lab.spawn_with(
         "srv",
         &["sh", "-c", &script, &exe],
@@ -341,11 +346,11 @@ fn status_snapshot(lab: &Lab, exe: &Path, log: &Path, at: f64) -> LabResult<Chil
     )
 }
 
-/// The lines of a status snapshot worth printing under a run short of its goal: the ports'
-/// and the clients' tables, indented.
+/// The lines of the last status in a `.status` file worth printing under a run short of its
+/// goal: the ports' and the clients' tables, indented.
 pub fn snapshot_lines(status: &str) -> String {
-    status
-        .lines()
+    let last = status.rfind("\nrlbd ").map_or(status, |i| &status[i + 1..]);
+    last.lines()
         .skip_while(|l| !l.starts_with("PORT"))
         .filter(|l| !l.trim().is_empty() && !l.starts_with("TOTALS"))
         .map(|l| format!("      {l}\n"))

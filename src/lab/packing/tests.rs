@@ -118,7 +118,11 @@ fn table_has_median_and_worst() {
 
 #[test]
 fn a_snapshot_under_the_goal_shows_the_ports_and_the_clients() {
-    let status = "rlbd 0.1.0 on ports of p0 (up 14 s)\n\
+    let status = "rlbd 0.1.0 on ports of p0 (up 13 s)\n\
+                  \n\
+                  PORT  MAC  STATE\n\
+                  p0    02:00:c6:12:01:00  down\n\
+                  rlbd 0.1.0 on ports of p0 (up 14 s)\n\
                   overloaded: over 80% in 2 of the last 3 seconds\n\
                   \n\
                   PORT  MAC  STATE\n\
