@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use rlbd::lab::netns::{Lab, LabResult};
 
 pub mod daemon;
+pub mod neigh;
 
 /// Prints a line to stderr (shown live with --nocapture) and stdout (kept in the test's output).
 macro_rules! say {
@@ -154,4 +155,9 @@ impl Checks {
             self.0.push(what);
         }
     }
+}
+
+/// c1 and c3 on p0 at full rate: p0 is overloaded and one of them should move.
+pub fn overload(lab: &Lab, secs: f64) -> LabResult<Vec<rlbd::lab::scenario::Source>> {
+    rlbd::lab::scenario::start_sources(lab, lab_exe(), &["c1", "c3"], secs)
 }
