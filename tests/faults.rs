@@ -19,7 +19,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::daemon::{cpu_rss, lab_test, signal, start, status, stop, tmp, Daemon};
+use common::daemon::{cpu_rss, finish, lab_test, signal, start, status, stop, tmp, Daemon};
 use common::neigh::{batch, neigh_lines};
 use common::{lab_exe, overload};
 use rlbd::lab::netns::{Lab, LabResult, PORTS};
@@ -178,11 +178,7 @@ fn ring_overflow_is_counted_and_no_move_is_made_on_its_seconds() {
         if moved.is_none() {
             failures.push("no move within 8 s once the drops stopped".into());
         }
-        for s in &mut sources {
-            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
-        }
-        stop(lab, &mut d);
-        let _ = std::fs::copy(&d.log, log);
+        finish(lab, &mut d, &mut sources, log);
         Ok(failures)
     });
 }
@@ -251,11 +247,7 @@ fn control_socket_abuse_leaves_timers_on_time_and_memory_bounded() {
         if rss1.max(rss2) > rss0 + 4096 {
             failures.push(format!("RSS grew from {rss0} to {} KiB", rss1.max(rss2)));
         }
-        for s in &mut sources {
-            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
-        }
-        stop(lab, &mut d);
-        let _ = std::fs::copy(&d.log, log);
+        finish(lab, &mut d, &mut sources, log);
         Ok(failures)
     });
 }

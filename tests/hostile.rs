@@ -17,7 +17,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::daemon::{lab_test, lab_test_with, start, status, stop, Daemon};
+use common::daemon::{finish, lab_test, lab_test_with, start, status, Daemon};
 use common::{client_mac, lab_exe, raw, rawsend};
 use rlbd::lab::netns::{client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6};
 use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
@@ -56,11 +56,7 @@ fn a_host_claiming_our_address_gets_one_warning_per_episode_and_no_storm() {
                 "a claim 0 s later counted as a new episode ({again})"
             ));
         }
-        for s in &mut sources {
-            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
-        }
-        stop(lab, &mut d);
-        let _ = std::fs::copy(&d.log, log);
+        finish(lab, &mut d, &mut sources, log);
         Ok(failures)
     });
 }
@@ -203,8 +199,7 @@ fn macs_the_neighbour_table_does_not_confirm_are_never_steered() {
         for c in &mut senders {
             let _ = lab.stop_child(c, Duration::from_millis(500));
         }
-        stop(lab, &mut d);
-        let _ = std::fs::copy(&d.log, log);
+        finish(lab, &mut d, &mut [], log);
         Ok(failures)
     });
 }

@@ -18,7 +18,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::daemon::{cpu_rss, lab_test, lab_test_with, signal, start, status, stop, tmp};
+use common::daemon::{cpu_rss, finish, lab_test, lab_test_with, signal, start, status, tmp};
 use common::neigh::{batch, neigh_lines};
 use common::{client_mac, lab_exe, overload, raw};
 use rlbd::lab::netns::{
@@ -86,11 +86,7 @@ fn refused_sends_are_counted_retried_and_never_spin() {
         if on_p1.is_none() {
             failures.push("no client on p1 within 12 s after the sends succeed again".into());
         }
-        for s in &mut sources {
-            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
-        }
-        stop(lab, &mut d);
-        let _ = std::fs::copy(&d.log, log);
+        finish(lab, &mut d, &mut sources, log);
         Ok(failures)
     });
 }
@@ -201,11 +197,7 @@ fn sends_on_a_port_that_just_went_down_are_not_retried_and_the_client_fails_over
         if back.is_none() {
             failures.push(format!("{} not back on p0 within 6 s", m.client));
         }
-        for s in &mut sources {
-            let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
-        }
-        stop(lab, &mut d);
-        let _ = std::fs::copy(&d.log, log);
+        finish(lab, &mut d, &mut sources, log);
         Ok(failures)
     });
 }
@@ -347,7 +339,6 @@ fn answered_case(lab: &Lab, log: &Path, v6: bool) -> LabResult<Vec<String>> {
         failures.push(format!("c3, never answered, was moved to {c3:?}"));
     }
     lab.set_port(PORTS[0], true)?;
-    stop(lab, &mut d);
-    let _ = std::fs::copy(&d.log, log);
+    finish(lab, &mut d, &mut [], log);
     Ok(failures)
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::{exe, root_or_skip};
 use rlbd::lab::netns::{Lab, LabResult};
+use rlbd::lab::scenario::Source;
 use rlbd::status::StatusReport;
 
 pub const CAP: u32 = 100;
@@ -111,6 +112,16 @@ pub fn signal(pid: u32, sig: i32) {
 pub fn stop(lab: &Lab, d: &mut Daemon) {
     signal(d.child.id(), libc::SIGCONT);
     let _ = lab.stop_child(&mut d.child, Duration::from_secs(3));
+}
+
+/// The end of a scenario: its traffic `sources` and the daemon stopped, the daemon's log kept
+/// at `log` (shown with the failures).
+pub fn finish(lab: &Lab, d: &mut Daemon, sources: &mut [Source], log: &Path) {
+    for s in sources {
+        let _ = lab.stop_child(&mut s.child, Duration::from_millis(500));
+    }
+    stop(lab, d);
+    let _ = std::fs::copy(&d.log, log);
 }
 
 /// Runs one lab scenario and concludes it (teardown checked, failures with the daemon's log).
