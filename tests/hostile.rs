@@ -18,9 +18,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::daemon::{finish, lab_test, lab_test_with, start, status, Daemon};
-use common::{client_mac, lab_exe, raw, rawsend};
+use common::{client_mac, lab_exe, overload, raw, rawsend};
 use rlbd::lab::netns::{client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6};
-use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
+use rlbd::lab::scenario::{start_sink, watch_move};
 
 const PER_CLIENT_PER_SEC: u64 = rlbd::config::DEFAULT_PER_CLIENT_PER_SEC as u64;
 
@@ -30,7 +30,7 @@ fn a_host_claiming_our_address_gets_one_warning_per_episode_and_no_storm() {
         let mut failures = Vec::new();
         let mut d = start(lab, "claim", &[], &[])?;
         let _sink = start_sink(lab, lab_exe())?;
-        let mut sources = start_sources(lab, lab_exe(), &["c1", "c3"], 25.0)?;
+        let mut sources = overload(lab, 25.0)?;
         let moved = watch_move(
             lab,
             &["c1", "c3"],

@@ -8,9 +8,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::daemon::{lab_test, signal, start, status, stop, tmp, Daemon};
-use common::lab_exe;
+use common::{lab_exe, overload};
 use rlbd::lab::netns::{Lab, LabResult, PORTS};
-use rlbd::lab::scenario::{start_sink, start_sources, watch_move};
+use rlbd::lab::scenario::{start_sink, watch_move};
 
 #[test]
 fn a_daemon_killed_and_started_again_keeps_its_moves_and_their_hold_downs() {
@@ -22,7 +22,7 @@ fn a_daemon_killed_and_started_again_keeps_its_moves_and_their_hold_downs() {
         let args = ["--state-file", state_s.as_str()];
         let mut d = start(lab, "restart-1", &[], &args)?;
         let _sink = start_sink(lab, lab_exe())?;
-        let mut sources = start_sources(lab, lab_exe(), &["c1", "c3"], 40.0)?;
+        let mut sources = overload(lab, 40.0)?;
         let until = Instant::now() + Duration::from_secs(12);
         let Some(mv) = watch_move(lab, &["c1", "c3"], PORTS[0], until, || true)? else {
             for s in &mut sources {
