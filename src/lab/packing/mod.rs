@@ -199,13 +199,14 @@ pub fn run(cfg: &BenchConfig, out: &mut dyn Write) -> LabResult<Vec<RunResult>> 
                 };
                 let _ = writeln!(out, "{}", run_line(&result));
                 if result.share < cfg.goal {
-                    let status = std::fs::read_to_string(log.with_extension("status"));
+                    let path = log.with_extension("status");
+                    let status = std::fs::read_to_string(&path).unwrap_or_default();
                     let _ = write!(
                         out,
                         "    under the goal; rlbd status about {:.0} s into the run (each second's in {}):\n{}",
                         cfg.run_secs - 1.0,
-                        log.with_extension("status").display(),
-                        snapshot_lines(&status.unwrap_or_default())
+                        path.display(),
+                        snapshot_lines(&status)
                     );
                 }
                 results.push(result);
