@@ -121,14 +121,7 @@ pub fn finish_sources(
 /// Starts `EXE run --ports p0,p1,.. --capacity p0=CAP .. -v` over every port of the lab in the
 /// server namespace, its stdout and stderr appended to `log`.
 pub fn start_daemon(lab: &Lab, exe: &Path, log: &Path, extra: &[&str]) -> LabResult<Child> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| format!("cannot open daemon log {}: {e}", log.display()))?;
-    let file2 = file
-        .try_clone()
-        .map_err(|e| format!("cannot open daemon log: {e}"))?;
+    let (file, file2) = output_to(log, true)?;
     let exe = exe.to_string_lossy();
     let ports = lab.ports().join(",");
     let caps: Vec<String> = lab
@@ -141,7 +134,22 @@ pub fn start_daemon(lab: &Lab, exe: &Path, log: &Path, extra: &[&str]) -> LabRes
         args.extend(["--capacity", c.as_str()]);
     }
     args.extend_from_slice(extra);
-    lab.spawn_with("srv", &args, Stdio::from(file), Stdio::from(file2))
+    lab.spawn_with("srv", &args, file, file2)
+}
+
+/// A process's stdout and stderr, both into the file at `path`: appended to, or made anew.
+pub fn output_to(path: &Path, append: bool) -> LabResult<(Stdio, Stdio)> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let twin = file
+        .try_clone()
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    Ok((Stdio::from(file), Stdio::from(twin)))
 }
 
 /// The last `lines` lines of a file (for reports).

@@ -20,14 +20,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use std::time::Instant;
 
 use super::devsample::DevSampler;
 use super::netns::{Lab, LabOptions, LabResult};
-use super::scenario::{finish_sources, start_daemon, start_sink, start_sources, tail};
+use super::scenario::{finish_sources, output_to, start_daemon, start_sink, start_sources, tail};
 use crate::simulate::generate::{demands, DemandSpec};
 use crate::simulate::ideal;
 
@@ -326,12 +326,7 @@ fn with_rlbd(lab: &Lab, cfg: &BenchConfig, dev: &Path, log: &Path) -> LabResult<
 /// which tells a run short of its goal by a starved flow (a client reading next to nothing on a
 /// port with room) from one rlbd left over-full, and shows what the planner saw while it waited.
 fn status_snapshot(lab: &Lab, exe: &Path, log: &Path, last: f64) -> LabResult<Child> {
-    let path = log.with_extension("status");
-    let out = std::fs::File::create(&path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let (out, err) = output_to(&log.with_extension("status"), false)?;
     let exe = exe.to_string_lossy();
     // The daemon on `--ports` is named after its first port.
     let script = format!(
@@ -339,12 +334,7 @@ fn status_snapshot(lab: &Lab, exe: &Path, log: &Path, last: f64) -> LabResult<Ch
         last.floor().max(1.0),
         lab.ports()[0]
     );
-    lab.spawn_with(
-        "srv",
-        &["sh", "-c", &script, &exe],
-        Stdio::from(out),
-        Stdio::from(err),
-    )
+    lab.spawn_with("srv", &["sh", "-c", &script, &exe], out, err)
 }
 
 /// The lines of the last status in a `.status` file worth printing under a run short of its
