@@ -409,9 +409,43 @@ fn sampled() -> Result<(), String> {
         "{frames} of {SENT}"
     );
     assert_eq!(bytes, frames * len);
+    in_step_with_the_ratio(&peer, &mut cap);
     cap.set_sampling(1).unwrap();
     assert_eq!(counts_of(&peer, &mut cap, 50), (50, 50 * len));
     Ok(())
+}
+
+/// A sender whose frames come exactly every 8th, at 1 in 8: kept as often as any other frame,
+/// not never nor every time as a fixed period in step with it would keep them.
+fn in_step_with_the_ratio(peer: &CaptureSocket, cap: &mut CaptureSocket) {
+    let second = Mac(2, 0, 0, 0, 0x5e, 8);
+    let theirs =
+        crate::capture::frame::tests::ipv4_frame(second, CAP_MAC, CLIENT_IP, SERVER_IP, false, 300);
+    const ROUNDS: u64 = 1600;
+    for _ in 0..ROUNDS {
+        peer.send(&theirs).unwrap();
+        for _ in 0..7 {
+            peer.send(&to_us()).unwrap();
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let mut counts = Vec::new();
+    cap.read_counts(&mut counts).unwrap();
+    let of = |mac: Mac| -> u64 {
+        let mine = counts.iter().filter(|d| d.key.client.mac == mac);
+        mine.map(|d| d.frames).sum()
+    };
+    // 200 of theirs kept on average, a standard deviation of 13: 105 frames either way.
+    let (got, rest) = (of(second), of(CLIENT));
+    assert!(
+        (ROUNDS * 7 / 10..=ROUNDS * 13 / 10).contains(&got),
+        "{got} of {ROUNDS} frames in step with the ratio"
+    );
+    assert!(
+        (ROUNDS * 7 * 85 / 100..=ROUNDS * 7 * 115 / 100).contains(&rest),
+        "{rest} of {}",
+        ROUNDS * 7
+    );
 }
 
 /// As the packaged unit's user (no CAP_SYS_ADMIN, no CAP_PERFMON): the programs attach both
