@@ -25,6 +25,7 @@ use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rlbd::capture::ebpf::{Delta, EntryKey};
 use rlbd::capture::{parse, ClientTable, Frame, Mac};
 
+mod baselines;
 mod gro;
 mod gro_lab;
 mod gro_perf;
