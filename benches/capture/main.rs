@@ -110,31 +110,31 @@ fn bench(c: &mut Criterion) {
     c.bench_function("parse ipv4 (96-byte capture)", |b| {
         b.iter(|| parse(black_box(&f)))
     });
+    parse_and_account(c);
+    let order = shuffled(65_536);
+    kernel_counts(c, &order);
+    slot_reading(c);
+    roll_over(c, &order);
+}
 
+/// The daemon's per-frame work on captured frames: hits, round robins through a table too small
+/// for its sources (every frame a miss that evicts) or just big enough, and new clients only.
+fn parse_and_account(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse + account");
-    for &(cap, clients) in &[(4096usize, 1000u32), (65_536, 50_000)] {
-        let frames: Vec<Vec<u8>> = (0..clients).map(|i| frame(mac(i))).collect();
-        let mut t = ClientTable::new(cap, 60);
-        let mut i = 0usize;
-        g.bench_with_input(
-            BenchmarkId::new("hit", format!("{cap}/{clients}")),
-            &cap,
-            |b, _| {
-                b.iter(|| {
-                    account_frame(&mut t, &frames[i % frames.len()], 0);
-                    i += 1;
-                })
-            },
-        );
-    }
     // The namespace benchmark's churn cases without the ring: 10,000 sources in turn through
-    // the default table (every frame a miss that evicts), and 65,536 in a table of 65,536.
-    for &(cap, clients) in &[(ClientTable::DEFAULT_CAPACITY, 10_000u32), (65_536, 65_536)] {
+    // the default table, and 65,536 in a table of 65,536.
+    let cases = [
+        ("hit", 4096usize, 1000u32),
+        ("hit", 65_536, 50_000),
+        ("round robin", ClientTable::DEFAULT_CAPACITY, 10_000),
+        ("round robin", 65_536, 65_536),
+    ];
+    for (what, cap, clients) in cases {
         let frames: Vec<Vec<u8>> = (0..clients).map(|i| frame(mac(i))).collect();
         let mut t = ClientTable::new(cap, 60);
         let mut i = 0usize;
         g.bench_with_input(
-            BenchmarkId::new("round robin", format!("{cap}/{clients}")),
+            BenchmarkId::new(what, format!("{cap}/{clients}")),
             &cap,
             |b, _| {
                 b.iter(|| {
@@ -162,12 +162,11 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+}
 
-    // Counting in the kernel: once a second every client's count since the last reading, in
-    // the maps' order (their hash's, unrelated to the table's), from two ports, fed the way the
-    // daemon feeds them. One iteration is a whole second's reading; criterion's time per
-    // element is the cost per client.
-    let mut order: Vec<u32> = (0..65_536).collect();
+/// 0..n in an order unrelated to the table's (a fixed shuffle: the same every run).
+fn shuffled(n: u32) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..n).collect();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     for i in (1..order.len()).rev() {
         x ^= x << 13;
@@ -175,6 +174,14 @@ fn bench(c: &mut Criterion) {
         x ^= x << 17;
         order.swap(i, (x % (i as u64 + 1)) as usize);
     }
+    order
+}
+
+/// Counting in the kernel: once a second every client's count since the last reading, in the
+/// maps' order (`order`: their hash's, unrelated to the table's), from two ports, fed the way
+/// the daemon feeds them. One iteration is a whole second's reading; criterion's time per
+/// element is the cost per client.
+fn kernel_counts(c: &mut Criterion, order: &[u32]) {
     let counts: Vec<(usize, Delta)> = order
         .iter()
         .map(|&i| {
@@ -203,11 +210,11 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+}
 
-    slot_reading(c);
-
-    // Clients that came in one order (their slots') and were last seen in another (the
-    // kernel's counts come in its hash's order): the list's order is unrelated to the slots'.
+/// The table's roll-over with 65,536 live clients that came in one order (their slots') and
+/// were last seen in another (`order`: the kernel's counts come in its hash's order).
+fn roll_over(c: &mut Criterion, order: &[u32]) {
     let mut t = ClientTable::new(65_536, 1 << 40);
     for (tick, i) in (0..65_536)
         .map(|i| (0, i))
