@@ -217,6 +217,21 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
             ebpf_targets(x, hook);
         }
     }
+    print_for_scale(runs);
+    print_accuracy_targets(runs);
+    print_table_targets(runs);
+    if let Some(i) = idle {
+        i.print_targets();
+    }
+    super::model::print(&[
+        25_000,
+        rlbd::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC,
+        400_000,
+    ]);
+}
+
+/// The floors the rows are read against: the tap that drops every data frame, the bare tc hook.
+fn print_for_scale(runs: &[Run]) {
     if let Some(k) = find(runs, "(k)") {
         println!(
             "  for scale: the tap alone, every data frame dropped by the filter: kernel {:.0} \
@@ -232,6 +247,11 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
             z.kernel_ns().unwrap_or(f64::NAN)
         );
     }
+}
+
+/// The per-client rate error, counted in the kernel (`(y)`), sampled as the daemon samples
+/// (the tc rows, `print_sampling_targets`) and sampled from captured frames (`(e)`).
+fn print_accuracy_targets(runs: &[Run]) {
     if let Some(y) = find(runs, "(y)") {
         match accuracy(y) {
             Some((p95, n)) => println!(
@@ -254,6 +274,10 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
             None => println!("  per-client rate error: no estimates from the accuracy run"),
         }
     }
+}
+
+/// The daemon's table under churn, against the naive receiver, and its memory.
+fn print_table_targets(runs: &[Run]) {
     let churn: Vec<&Run> = runs
         .iter()
         .filter(|r| ["(c)", "(x)", "(f)"].iter().any(|p| r.label.starts_with(p)))
@@ -285,14 +309,6 @@ pub fn print_targets(runs: &[Run], idle: Option<&IdleFigures>) {
             verdict(rss < 20 * 1024)
         );
     }
-    if let Some(i) = idle {
-        i.print_targets();
-    }
-    super::model::print(&[
-        25_000,
-        rlbd::capture::sampling::DEFAULT_MAX_FRAMES_PER_SEC,
-        400_000,
-    ]);
 }
 
 /// The mode the daemon uses by default on this machine: counting in the kernel when an eBPF
