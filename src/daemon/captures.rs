@@ -138,7 +138,7 @@ impl Captures {
         at_ms: u64,
         rx_packets: u64,
     ) {
-        if self.counts_at_tc(i) {
+        if self.counts_in_kernel(i) {
             return;
         }
         let n = self
@@ -151,8 +151,8 @@ impl Captures {
     /// Tells port `i`'s sampler how many frames a drain handed over, so that a surge raises the
     /// ratio before the next counter reading.
     pub fn sample_from_drained(&mut self, ports: &PortTable, i: usize, at_ms: u64, frames: usize) {
-        // At the tc hooks only ARP and ND are handed over: no measure of the data's rate.
-        if self.counts_at_tc(i) {
+        // Counting in the kernel, only ARP and ND are handed over: no measure of the data's rate.
+        if self.counts_in_kernel(i) {
             return;
         }
         let n = self
@@ -171,11 +171,9 @@ impl Captures {
         }
     }
 
-    /// A new ratio for port `i`: its capture filter's, or its tc program's (a socket filter
-    /// counts every frame).
+    /// A new ratio for port `i`: its capture filter's, or its counting program's.
     fn apply_sampling(&self, ports: &PortTable, i: usize, one_in: Option<u32>) {
-        let sampled = |c: &&CaptureSocket| c.kernel_hook() != Some("socket");
-        let (Some(n), Some(c)) = (one_in, self.get(i).filter(sampled)) else {
+        let (Some(n), Some(c)) = (one_in, self.get(i)) else {
             return;
         };
         let name = ports.list.get(i).map_or("?", |p| p.name.as_str());
@@ -191,8 +189,8 @@ impl Captures {
         }
     }
 
-    /// Once a second: each port's sampling into `out` (by index), the ports counting at their
-    /// tc hooks first fed to their samplers the packets the hook saw, and a new ratio applied.
+    /// Once a second: each port's sampling into `out` (by index), the ports counting in the
+    /// kernel first fed to their samplers the packets their program saw, and a new ratio applied.
     pub fn sample_from_hooks(
         &mut self,
         ports: &PortTable,
@@ -203,7 +201,7 @@ impl Captures {
         for i in 0..ports.list.len() {
             let seen = self
                 .get(i)
-                .filter(|_| self.counts_at_tc(i))
+                .filter(|_| self.counts_in_kernel(i))
                 .and_then(CaptureSocket::hook_packets);
             if let Some(pk) = seen {
                 let n = self
@@ -219,10 +217,11 @@ impl Captures {
         }
     }
 
-    /// Whether port `i` counts at its tc hooks: its ratio is then chosen from the packets the
-    /// hook saw, not from the port's counter or the frames drained.
-    fn counts_at_tc(&self, i: usize) -> bool {
-        self.hook(i) == Some("tc")
+    /// Whether port `i` counts in the kernel (at its tc hooks or in a socket filter): its ratio
+    /// is then chosen from the packets its program saw, not from the port's counter or the
+    /// frames drained.
+    fn counts_in_kernel(&self, i: usize) -> bool {
+        self.hook(i).is_some()
     }
 
     /// Port `i`'s sampling ratio: one IPv4/IPv6 frame in this many is counted (1 without a

@@ -153,8 +153,8 @@ pub enum SendTag {
 }
 
 /// A port's sampling as the shell reads it each second: one IPv4/IPv6 packet in `one_in`
-/// counted, and the packets its counting hook has seen (after GRO; `None` where it does not
-/// count at a tc hook).
+/// counted, and the packets its counting program has seen (after GRO; `None` where it does not
+/// count in the kernel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortSampling {
     pub one_in: u32,

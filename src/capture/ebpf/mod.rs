@@ -10,6 +10,7 @@
 //! before 5.11 enough RLIMIT_MEMLOCK for the map. Whoever cannot get it counts with the classic
 //! filter and the ring instead (the caller decides).
 
+pub mod draw;
 mod hash;
 pub mod insn;
 pub mod map;
@@ -57,8 +58,8 @@ pub enum Hook {
     Tc { snap_len: u32 },
 }
 
-/// What a program is built for: the hook, and at tc the ring buffer's descriptor, its
-/// lost-frame counter's and the sampling ratio's.
+/// What a program is built for: the hook, the sampling ratio's descriptor, and at tc the ring
+/// buffer's and its lost-frame counter's.
 #[derive(Debug, Clone, Copy)]
 struct Target {
     hook: Hook,
@@ -68,12 +69,12 @@ struct Target {
 }
 
 impl Target {
-    fn new(hook: Hook, ring: Option<&RingBuf>, ratio: Option<&OwnedFd>) -> Target {
+    fn new(hook: Hook, ring: Option<&RingBuf>, ratio: &OwnedFd) -> Target {
         Target {
             hook,
             ring: ring.map_or(-1, |r| r.fd().as_raw_fd()),
             lost: ring.map_or(-1, |r| r.lost_fd().as_raw_fd()),
-            ratio: ratio.map_or(-1, AsRawFd::as_raw_fd),
+            ratio: ratio.as_raw_fd(),
         }
     }
 
@@ -94,8 +95,8 @@ pub struct KernelCounter {
     tc: Option<tc::TcAttached>,
     egress: Option<OwnedFd>,
     ring: Option<RingBuf>,
-    /// At the tc hooks: the sampling ratio the program reads (log2 N), and N.
-    ratio: Option<OwnedFd>,
+    /// The sampling ratio the program reads (log2 N), and N.
+    ratio: OwnedFd,
     one_in: std::cell::Cell<u32>,
     hook: Hook,
     map: OwnedFd,
@@ -172,8 +173,8 @@ impl KernelCounter {
     /// of a port whose other host MACs are `host_macs`. `name` (the port's) names both in
     /// `bpftool` listings. At the tc hook, [`attach_tc`](Self::attach_tc) attaches it.
     pub fn new(host_macs: &[Mac], hook: Hook, max_entries: u32, name: &str) -> io::Result<Self> {
-        let (ring, ratio) = (ring_for(hook, name)?, ratio_for(hook, name)?);
-        let target = Target::new(hook, ring.as_ref(), ratio.as_ref());
+        let (ring, ratio) = (ring_for(hook, name)?, ratio_for(name)?);
+        let target = Target::new(hook, ring.as_ref(), &ratio);
         // The slot table where the kernel has it (and takes its program); else the hash.
         let e = match slot_table(host_macs, target, max_entries, name) {
             Ok((map, prog, store, mem, n)) => {
@@ -207,8 +208,8 @@ impl KernelCounter {
         name: &str,
     ) -> io::Result<Self> {
         let cpus = cpus()?;
-        let (ring, ratio) = (ring_for(hook, name)?, ratio_for(hook, name)?);
-        let target = Target::new(hook, ring.as_ref(), ratio.as_ref());
+        let (ring, ratio) = (ring_for(hook, name)?, ratio_for(name)?);
+        let target = Target::new(hook, ring.as_ref(), &ratio);
         let map = sys::map_create(
             sys::BPF_MAP_TYPE_LRU_PERCPU_HASH,
             KEY_SIZE as u32,
@@ -243,7 +244,7 @@ impl KernelCounter {
     /// Loads the program again for a new set of host MACs (same map, counts kept). At the tc
     /// hook the filter takes it at once; a socket filter's caller attaches it.
     pub fn reprogram(&mut self, host_macs: &[Mac], name: &str) -> io::Result<()> {
-        let target = Target::new(self.hook, self.ring.as_ref(), self.ratio.as_ref());
+        let target = Target::new(self.hook, self.ring.as_ref(), &self.ratio);
         let prog = load(&self.map, host_macs, target, name, self.store)?;
         if let Some(f) = &self.tc {
             f.replace(prog.as_fd(), &format!("rlbd_{name}"))?;
@@ -268,7 +269,7 @@ impl KernelCounter {
                 "not a tc counting program",
             ));
         };
-        let r = Target::new(self.hook, Some(ring), None).ring(snap_len);
+        let r = Target::new(self.hook, Some(ring), &self.ratio).ring(snap_len);
         let insns = tc_program::watching_program(r)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let name = format!("rlbd_{port}");
@@ -281,44 +282,35 @@ impl KernelCounter {
         Ok(())
     }
 
-    /// At the tc hooks: counts one IPv4/IPv6 data frame in `one_in` (a power of two up to
-    /// 2^[`MAX_SHIFT`](tc_program::MAX_SHIFT); 1: every frame), each kept one for `one_in`
-    /// frames and bytes, from the next frame on: one map write, the program stays. A socket
-    /// filter counts every frame (`Unsupported` for any other ratio).
+    /// Counts one IPv4/IPv6 data frame in `one_in` (a power of two up to
+    /// 2^[`MAX_SHIFT`](draw::MAX_SHIFT); 1: every frame), each kept one for `one_in` frames and
+    /// bytes, from the next frame on: one map write, the program stays (at the tc hooks and in a
+    /// socket filter alike).
     pub fn set_sampling(&self, one_in: u32) -> io::Result<()> {
         let shift = one_in.trailing_zeros();
-        if !one_in.is_power_of_two() || shift > tc_program::MAX_SHIFT {
+        if !one_in.is_power_of_two() || shift > draw::MAX_SHIFT {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "sampling ratio {one_in} is not a power of two in 1..={}",
-                    1u32 << tc_program::MAX_SHIFT
+                    1u32 << draw::MAX_SHIFT
                 ),
             ));
         }
-        let Some(ratio) = &self.ratio else {
-            return match one_in {
-                1 => Ok(()),
-                _ => Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "counting in a socket filter: every frame is counted, none sampled",
-                )),
-            };
-        };
-        let mut value = ratio_values(ratio.as_fd())?;
+        let mut value = ratio_values(self.ratio.as_fd())?;
         set_ratio(&mut value, u64::from(shift));
-        sys::update(ratio.as_fd(), &0u32.to_ne_bytes(), &value)
+        sys::update(self.ratio.as_fd(), &0u32.to_ne_bytes(), &value)
             .map_err(|e| io::Error::new(e.kind(), format!("setting the sampling ratio: {e}")))?;
         self.one_in.set(one_in);
         Ok(())
     }
 
-    /// At the tc hooks: the packets the ingress hook handed the program since it was made, all
-    /// CPUs together (what the sampling ratio is chosen from).
+    /// The packets the hook (the tc ingress hook, or the socket) handed the program since it was
+    /// made, all CPUs together (what the sampling ratio is chosen from).
     pub fn hook_packets(&self) -> Option<u64> {
-        let v = ratio_values(self.ratio.as_ref()?.as_fd()).ok()?;
-        let at = tc_program::RATIO_SEEN;
-        let seen = v.chunks_exact(tc_program::RATIO_VALUE).map(|c| {
+        let v = ratio_values(self.ratio.as_fd()).ok()?;
+        let at = draw::RATIO_SEEN;
+        let seen = v.chunks_exact(draw::RATIO_VALUE).map(|c| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&c[at..at + 8]);
             u64::from_ne_bytes(b)
@@ -409,24 +401,24 @@ fn ring_for(hook: Hook, name: &str) -> io::Result<Option<RingBuf>> {
     }
 }
 
-/// At the tc hooks, the sampling ratio's one-entry per-CPU array (log2 N, 0 at first: every
-/// frame; and each CPU's generator).
-fn ratio_for(hook: Hook, name: &str) -> io::Result<Option<OwnedFd>> {
-    let (kind, value) = (
+/// The sampling ratio's one-entry per-CPU array (log2 N, 0 at first: every frame; and each
+/// CPU's generator), which both programs read.
+fn ratio_for(name: &str) -> io::Result<OwnedFd> {
+    let value = draw::RATIO_VALUE as u32;
+    sys::map_create(
         sys::BPF_MAP_TYPE_PERCPU_ARRAY,
-        tc_program::RATIO_VALUE as u32,
-    );
-    match hook {
-        Hook::Tc { .. } => sys::map_create(kind, 4, value, 1, 0, &format!("rlbd_{name}"))
-            .map(Some)
-            .map_err(|e| io::Error::new(e.kind(), format!("creating the sampling ratio: {e}"))),
-        Hook::Socket { .. } => Ok(None),
-    }
+        4,
+        value,
+        1,
+        0,
+        &format!("rlbd_{name}"),
+    )
+    .map_err(|e| io::Error::new(e.kind(), format!("creating the sampling ratio: {e}")))
 }
 
 /// The ratio map's whole value, every possible CPU's.
 fn ratio_values(ratio: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
-    let mut v = vec![0u8; cpus()? * tc_program::RATIO_VALUE];
+    let mut v = vec![0u8; cpus()? * draw::RATIO_VALUE];
     sys::lookup(ratio, &0u32.to_ne_bytes(), &mut v)?;
     Ok(v)
 }
@@ -436,7 +428,7 @@ fn ratio_values(ratio: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
 fn set_ratio(value: &mut [u8], shift: u64) {
     use std::hash::BuildHasher;
     let seeds = std::collections::hash_map::RandomState::new();
-    for (cpu, v) in value.chunks_exact_mut(tc_program::RATIO_VALUE).enumerate() {
+    for (cpu, v) in value.chunks_exact_mut(draw::RATIO_VALUE).enumerate() {
         v[..8].copy_from_slice(&shift.to_ne_bytes());
         v[8..16].copy_from_slice(&(seeds.hash_one(cpu) | 1).to_ne_bytes());
     }
@@ -452,7 +444,7 @@ fn load(
     let fd = map.as_raw_fd();
     let (insns, prog_type) = match target.hook {
         Hook::Socket { snap_len } => (
-            program::counting_program(host_macs, snap_len, fd, store),
+            program::counting_program(host_macs, snap_len, fd, store, target.ratio),
             sys::BPF_PROG_TYPE_SOCKET_FILTER,
         ),
         Hook::Tc { snap_len } => (

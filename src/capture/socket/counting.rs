@@ -103,8 +103,8 @@ impl CaptureSocket {
         self.counter.as_ref()?.run_stats().ok()
     }
 
-    /// Counting at the tc hooks: the packets the ingress hook has seen (after GRO), from
-    /// which the sampling ratio is chosen.
+    /// Counting in the kernel: the packets the counting program has seen (at the tc hook, after
+    /// GRO), from which the sampling ratio is chosen.
     pub fn hook_packets(&self) -> Option<u64> {
         self.counter.as_ref()?.hook_packets()
     }

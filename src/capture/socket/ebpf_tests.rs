@@ -68,8 +68,8 @@ fn lab(hash: bool) -> Result<(CaptureSocket, CaptureSocket), String> {
         cap.kernel_hook_fallback()
     );
     assert_eq!(cap.sampling(), 1);
-    // A socket filter counts every frame; the tc program samples (tc_tests.rs).
-    assert_eq!(cap.set_sampling(4).is_ok(), !hash);
+    // Both programs sample (the tc program: tc_tests.rs; the socket filter: below).
+    assert!(cap.set_sampling(4).is_ok());
     assert!(cap.set_sampling(1).is_ok());
     assert_eq!(cap.sampling(), 1);
     // The classic filter's MAC set is kept, not attached.
@@ -199,6 +199,72 @@ fn deltas_and_program_swap(
     let c = counts(cap);
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!(c[0].2, 3);
+}
+
+/// The socket filter samples as the tc program does: one data frame in N kept and counted for
+/// N (frames and bytes), every ARP frame still in the ring, the packets the socket saw counted
+/// for choosing N, and back to exact at once.
+fn sampled_in_a_socket_filter() -> Result<(), String> {
+    let (mut cap, peer) = lab(true)?;
+    assert_eq!(cap.kernel_hook(), Some("socket"));
+    cap.set_sampling(8).unwrap();
+    assert_eq!(cap.sampling(), 8);
+    let (to_us, req) = (to_us(), arp_request(false));
+    // Not a multiple of 8: counted exactly, the frames would not be one.
+    const SENT: u64 = 8001;
+    const ARPS: usize = SENT.div_ceil(80) as usize;
+    for i in 0..SENT {
+        peer.send(&to_us).unwrap();
+        if i % 80 == 0 {
+            peer.send(&req).unwrap();
+        }
+    }
+    let got = collect(
+        &mut cap,
+        ARPS,
+        usize::MAX,
+        Duration::from_secs(2),
+        Duration::from_millis(200),
+    );
+    let arps = got
+        .iter()
+        .filter(|(_, d)| matches!(parse(d), Some(Frame::Arp { .. })));
+    assert_eq!(arps.count(), ARPS, "ARP is never sampled");
+    assert_eq!(got.len(), ARPS, "only ARP reaches the ring");
+    let seen = cap.hook_packets().unwrap();
+    assert!(
+        seen >= SENT + ARPS as u64,
+        "the socket's program saw {seen}"
+    );
+    let c = counts(&mut cap);
+    let (frames, bytes) = c.iter().fold((0, 0), |(f, b), x| (f + x.2, b + x.3));
+    // 1000 kept on average, a standard deviation of 30: 5 of them either way.
+    assert_eq!(frames % 8, 0, "{frames}");
+    assert!(
+        (SENT * 85 / 100..=SENT * 115 / 100).contains(&frames),
+        "{frames} of {SENT}"
+    );
+    assert_eq!(bytes, frames * to_us.len() as u64);
+    cap.set_sampling(1).unwrap();
+    for _ in 0..50 {
+        peer.send(&to_us).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let c = counts(&mut cap);
+    assert_eq!(c.iter().map(|x| x.2).sum::<u64>(), 50);
+    Ok(())
+}
+
+#[test]
+fn live_ebpf_socket_filter_samples() {
+    if !crate::test_support::root_or_skip("live_ebpf_socket_filter_samples") {
+        return;
+    }
+    match std::thread::spawn(sampled_in_a_socket_filter).join() {
+        Ok(Ok(())) => {}
+        Ok(Err(reason)) => crate::test_support::skip("live_ebpf_socket_filter_samples", &reason),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
 #[test]

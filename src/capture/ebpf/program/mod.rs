@@ -1,6 +1,7 @@
 //! The counting program: an eBPF socket filter for a port's capture socket that counts every
-//! IPv4/IPv6 data frame into a per-CPU map and drops it before anything is copied, and passes
-//! ARP and Neighbor Discovery to the ring as the classic filter does (`filter.rs`).
+//! IPv4/IPv6 data frame (one in N on a busy port: `draw.rs`) into the counting map and drops it
+//! before anything is copied, and passes ARP and Neighbor Discovery to the ring as the classic
+//! filter does (`filter.rs`).
 //!
 //! Acceptance, the same as the classic filter followed by the daemon's checks:
 //! - a tag the driver took out (`vlan_present`) gives the VLAN when its TPID is 802.1Q; any other
@@ -15,6 +16,7 @@
 //!
 //! A frame too short for a field it needs is dropped (`LD_ABS` ends the program with 0).
 
+use super::draw::{draw, scale, unsampled, unsampled_ipv4};
 use super::insn::{Alu, Asm, Cond, Helper, Insn, Label, Reg, Size};
 use super::map::{KEY_SIZE, VALUE_SIZE};
 use super::slots::{PROBES, SLOT_BYTES, SLOT_FRAMES, SLOT_SRC};
@@ -26,6 +28,8 @@ pub(super) const SKB_PKT_TYPE: i16 = 4;
 pub(super) const SKB_VLAN_PRESENT: i16 = 20;
 pub(super) const SKB_VLAN_TCI: i16 = 24;
 pub(super) const SKB_VLAN_PROTO: i16 = 28;
+/// The ethertype as the stack read it (big-endian; behind any tag the driver took out).
+pub(super) const SKB_PROTOCOL: i16 = 16;
 
 pub(super) const PACKET_HOST: i32 = 0;
 pub(super) const PACKET_OUTGOING: i32 = 4;
@@ -64,6 +68,11 @@ const IDX_KEY: i16 = if cfg!(target_endian = "big") {
 pub(super) const SEGS: i16 = -64;
 pub(super) const WIRE: i16 = -72;
 
+/// `x`, a big-endian 16-bit field, as a direct packet load (or `skb->protocol`) reads it.
+pub(super) fn wire16(x: i32) -> i32 {
+    i32::from(u16::from_ne_bytes((x as u16).to_be_bytes()))
+}
+
 /// Where the program counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Store {
@@ -77,14 +86,16 @@ pub enum Store {
 /// Most host MACs (besides the port's own) one program tests: 4 instructions each, twice.
 pub const MAX_HOST_MACS: usize = 64;
 
-/// Builds the program for a port whose map is `map_fd`; `host_macs` are the server's MACs other
-/// than the port's own whose frames count too (a macvlan's, a bridge's). ARP and ND frames are
-/// passed truncated to `snap_len`.
+/// Builds the program for a port whose map is `map_fd` and whose sampling ratio is in
+/// `ratio_fd` (`draw.rs`); `host_macs` are the server's MACs other than the port's own whose
+/// frames count too (a macvlan's, a bridge's). ARP and ND frames are passed truncated to
+/// `snap_len`; a data frame the draw does not keep is dropped uncounted.
 pub fn counting_program(
     host_macs: &[Mac],
     snap_len: u32,
     map_fd: i32,
     store: Store,
+    ratio_fd: i32,
 ) -> Result<Vec<Insn>, String> {
     if host_macs.len() > MAX_HOST_MACS {
         return Err(format!(
@@ -102,10 +113,15 @@ pub fn counting_program(
     debug_assert_eq!(VALUE_SIZE, 32);
     let mut a = Asm::new();
     let l = Labels::new(&mut a);
+    // R6 = context (LD_ABS needs it there).
+    a.mov(Reg::R6, Reg::R1);
+    draw(&mut a, ratio_fd);
+    unsampled_ipv4(&mut a, l.drop);
     vlan_and_ethertype(&mut a, &l);
     ipv6_key(&mut a, &l, host_macs);
     ipv4_key(&mut a, &l, host_macs);
     key_source(&mut a, &l);
+    scale(&mut a);
     match store {
         Store::Hash => count_hash(&mut a, l.drop, map_fd),
         Store::Slots { slots, mul } => count_slots(&mut a, l.drop, map_fd, slots, mul),
@@ -136,13 +152,13 @@ impl Labels {
     }
 }
 
-/// R6 = context (LD_ABS needs it there), R7 = the tag's length in the frame (0 or 4), R8 =
-/// VLAN, R9 = whether the driver took a tag out; then dispatch on the EtherType: ARP passes,
-/// IPv4 goes to `v4`, IPv6 falls through, anything else drops.
+/// R7 = the tag's length in the frame (0 or 4), R8 = VLAN, R9 = whether the driver took a tag
+/// out; then dispatch on the EtherType: ARP passes, IPv4 goes to `v4`, IPv6 falls through,
+/// anything else drops. R6 = context.
 fn vlan_and_ethertype(a: &mut Asm, l: &Labels) {
     use Reg::*;
     let (untagged, inner, dispatch) = (a.label(), a.label(), a.label());
-    a.mov(R6, R1).mov_imm(R7, 0).mov_imm(R8, 0);
+    a.mov_imm(R7, 0).mov_imm(R8, 0);
     a.ldx(Size::W, R9, R6, SKB_VLAN_PRESENT);
     a.jmp_imm(Cond::Eq, R9, 0, untagged);
     a.ldx(Size::W, R0, R6, SKB_VLAN_PROTO);
@@ -184,6 +200,7 @@ fn ipv6_key(a: &mut Asm, l: &Labels, host_macs: &[Mac]) {
     a.jmp_imm(Cond::Eq, R0, ND_NS, l.pass);
     a.jmp_imm(Cond::Eq, R0, ND_NA, l.pass);
     a.bind(v6data);
+    unsampled(a, l.drop);
     host_check(a, host_macs, v6key, l.drop);
     a.bind(v6key);
     a.mov_imm(R9, 6);
@@ -198,6 +215,7 @@ fn ipv4_key(a: &mut Asm, l: &Labels, host_macs: &[Mac]) {
     use Reg::*;
     let v4key = a.label();
     a.bind(l.v4);
+    unsampled(a, l.drop);
     a.ld_ind(Size::B, R7, ETH_HDR);
     a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 4);
     a.jmp_imm(Cond::Ne, R1, 4, l.drop);

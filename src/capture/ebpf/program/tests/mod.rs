@@ -11,7 +11,7 @@ use crate::capture::frame::tests::ipv4_frame;
 use crate::client::ClientKey;
 
 mod vm;
-use vm::{run, stores, Map, Skb, MAP_FD};
+use vm::{run, stores, Map, Skb, MAP_FD, RATIO_FD};
 
 const SNAP: u32 = 96;
 
@@ -65,7 +65,7 @@ fn arp() -> Vec<u8> {
 }
 
 fn prog(host_macs: &[Mac], store: Store) -> Vec<Insn> {
-    counting_program(host_macs, SNAP, MAP_FD, store).unwrap()
+    counting_program(host_macs, SNAP, MAP_FD, store, RATIO_FD).unwrap()
 }
 
 fn key(vlan: u16, dst: IpAddr) -> EntryKey {
@@ -120,6 +120,43 @@ fn arp_and_neighbor_discovery_reach_the_ring_uncounted_in(store: Store) {
         }
     }
     assert!(m.counts().is_empty());
+}
+
+#[test]
+fn sampled_one_data_frame_in_n_counts_for_n_and_never_arp() {
+    for s in stores() {
+        sampled_in(s);
+    }
+}
+
+/// At 1 in 8: IPv4 and IPv6 data kept one in 8 on average, each kept frame counted for 8
+/// (frames and bytes), every frame dropped from the socket; ARP and ND always passed; the
+/// packets seen counted for the daemon's choice of N.
+fn sampled_in(store: Store) {
+    let p = prog(&[], store);
+    let mut m = Map::new(store);
+    m.sample(3, 0x9e37_79b9_7f4a_7c15);
+    // Not a multiple of 8: counted exactly, the frames would not be one.
+    const SENT: u64 = 4001;
+    let (f4, f6) = (v4(PORT), v6(6, 0));
+    for i in 0..SENT {
+        assert_eq!(run(&p, &host(f4.clone()), &mut m), 0);
+        assert_eq!(run(&p, &host(f6.clone()), &mut m), 0);
+        if i % 100 == 0 {
+            assert_eq!(run(&p, &host(arp()), &mut m), u64::from(SNAP));
+            assert_eq!(run(&p, &host(v6(58, 136)), &mut m), u64::from(SNAP));
+        }
+    }
+    assert!(m.seen() >= 2 * SENT + 82, "{}", m.seen());
+    let c = m.counts();
+    assert_eq!(c.len(), 2, "{c:?}");
+    for (k, frames, bytes, _) in c {
+        let len = if k.dst.is_ipv4() { f4.len() } else { f6.len() } as u64;
+        // 500 kept on average, a standard deviation of 21: 4 of them either way.
+        assert_eq!(frames % 8, 0, "{frames}");
+        assert!((3400..=4600).contains(&frames), "{frames} of {SENT}");
+        assert_eq!(bytes, frames * len);
+    }
 }
 
 #[test]
@@ -285,8 +322,15 @@ fn the_program_stays_within_the_kernel_limits_in(store: Store) {
     };
     assert_eq!(run(&p, &skb, &mut m), 0);
     assert_eq!(m.counts().len(), 1);
-    assert!(counting_program(&vec![PORT; MAX_HOST_MACS + 1], SNAP, MAP_FD, store).is_err());
-    assert!(counting_program(&[], u32::MAX, MAP_FD, store).is_err());
+    assert!(counting_program(
+        &vec![PORT; MAX_HOST_MACS + 1],
+        SNAP,
+        MAP_FD,
+        store,
+        RATIO_FD
+    )
+    .is_err());
+    assert!(counting_program(&[], u32::MAX, MAP_FD, store, RATIO_FD).is_err());
 }
 
 #[test]

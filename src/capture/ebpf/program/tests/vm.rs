@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use super::super::super::draw::{RATIO_SEEN, RATIO_VALUE};
 use super::super::super::insn::*;
 use super::super::super::map::{
     addr, decode_key, sum_values, EntryKey, RawKey, KEY_SIZE, VALUE_SIZE,
@@ -12,6 +13,8 @@ use super::super::super::slots::SLOT_SIZE;
 use super::super::Store;
 
 pub const MAP_FD: i32 = 42;
+/// The sampling ratio's map (`draw.rs`): one entry, this CPU's value.
+pub const RATIO_FD: i32 = 45;
 
 /// What the kernel hands a socket filter: the frame as taps see it and a few `__sk_buff`
 /// fields.
@@ -28,7 +31,9 @@ enum V {
     Ctx,
     Stack(i64),
     Value(usize, i64),
-    Map,
+    /// Into the ratio map's value (this CPU's).
+    Ratio(i64),
+    Map(i32),
 }
 
 impl V {
@@ -46,6 +51,8 @@ pub struct Map {
     keys: Vec<RawKey>,
     values: Vec<Vec<u8>>,
     index: HashMap<RawKey, usize>,
+    /// The ratio map's value: log2 N, the generator, the packets seen (`draw.rs`).
+    ratio: Vec<u8>,
 }
 
 /// Both stores, the slot table small enough that probe runs meet.
@@ -70,7 +77,19 @@ impl Map {
             keys: Vec::new(),
             values,
             index: HashMap::new(),
+            ratio: vec![0; RATIO_VALUE],
         }
+    }
+
+    /// Counts one data frame in 2^`shift` from now on, the generator seeded with `seed`.
+    pub fn sample(&mut self, shift: u64, seed: u64) {
+        self.ratio[..8].copy_from_slice(&shift.to_ne_bytes());
+        self.ratio[8..16].copy_from_slice(&(seed | 1).to_ne_bytes());
+    }
+
+    /// The packets the program saw, as the daemon reads them.
+    pub fn seen(&self) -> u64 {
+        ne(&self.ratio[RATIO_SEEN..RATIO_SEEN + 8])
     }
 
     pub fn counts(&self) -> Vec<(EntryKey, u64, u64, Option<IpAddr>)> {
@@ -119,6 +138,8 @@ fn ctx_field(skb: &Skb, off: i64) -> u64 {
         20 => u64::from(skb.vlan.is_some()),
         24 => u64::from(skb.vlan.map_or(0, |v| v.0)),
         28 => u64::from(skb.vlan.map_or(0, |v| v.1.to_be())),
+        // The ethertype behind any tag taken out, as the stack keeps it (big-endian).
+        16 => u64::from(u16::from_ne_bytes([skb.data[12], skb.data[13]])),
         _ => panic!("context field {off} read"),
     }
 }
@@ -197,6 +218,8 @@ impl Vm<'_> {
             (0xb0, _, v) => v,
             (0x00, V::Stack(o), V::Scalar(k)) => V::Stack(o + k as i64),
             (0x00, V::Value(e, o), V::Scalar(k)) => V::Value(e, o + k as i64),
+            (0x10, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_sub(b)),
+            (0x60, V::Scalar(a), V::Scalar(b)) => V::Scalar(a << b),
             (0x00, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_add(b)),
             (0x20, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_mul(b)),
             (0xa0, V::Scalar(a), V::Scalar(b)) => V::Scalar(a ^ b),
@@ -229,8 +252,9 @@ impl Vm<'_> {
         let mode = i.code & 0xe0;
         if mode != MODE_ABS && mode != MODE_IND {
             assert_eq!(i.code, CLASS_LD | MODE_IMM | 0x18);
-            assert_eq!((i.src(), i.imm), (PSEUDO_MAP_FD, MAP_FD));
-            self.r[usize::from(i.dst())] = V::Map;
+            assert_eq!(i.src(), PSEUDO_MAP_FD);
+            assert!([MAP_FD, RATIO_FD].contains(&i.imm), "map {}", i.imm);
+            self.r[usize::from(i.dst())] = V::Map(i.imm);
             return Flow::Skip(1);
         }
         let base = if mode == MODE_IND {
@@ -261,6 +285,10 @@ impl Vm<'_> {
             V::Value(e, o) => {
                 let at = (o + off) as usize;
                 ne(&map.values[e][at..at + size])
+            }
+            V::Ratio(o) => {
+                let at = (o + off) as usize;
+                ne(&map.ratio[at..at + size])
             }
             other => panic!("load through {other:?}"),
         });
@@ -298,6 +326,10 @@ impl Vm<'_> {
                 let at = (o + off) as usize;
                 map.values[e][at..at + size].copy_from_slice(bytes);
             }
+            V::Ratio(o) => {
+                let at = (o + off) as usize;
+                map.ratio[at..at + size].copy_from_slice(bytes);
+            }
             other => panic!("store through {other:?}"),
         }
         Flow::Next
@@ -320,7 +352,7 @@ impl Vm<'_> {
         let (dst, src) = (usize::from(i.dst()), usize::from(i.src()));
         let mut a = match self.r[dst] {
             V::Scalar(x) => x,
-            V::Value(..) => 1,
+            V::Value(..) | V::Ratio(..) => 1,
             other => panic!("compare {other:?}"),
         };
         let mut b = if i.code & SRC_X != 0 {
@@ -337,6 +369,7 @@ impl Vm<'_> {
             0x50 => a != b,
             0xa0 => a < b,
             0x30 => a >= b,
+            0x20 => a > b,
             _ => panic!("jump op {op:x}"),
         };
         if taken {
@@ -381,8 +414,13 @@ fn call(h: i32, r: &[V; 11], stack: &mut [u8; 512], skb: &Skb, map: &mut Map) ->
                 }
             }
         }
+        1 if r[1] == V::Map(RATIO_FD) => {
+            let at = stack_at(r[2]);
+            assert_eq!(ne(&stack[at..at + 4]), 0, "the ratio map has one entry");
+            V::Ratio(0)
+        }
         1 if matches!(map.store, Store::Slots { .. }) => {
-            assert_eq!(r[1], V::Map);
+            assert_eq!(r[1], V::Map(MAP_FD));
             let at = stack_at(r[2]);
             let i = ne(&stack[at..at + 4]) as usize;
             if i < map.values.len() {
@@ -392,7 +430,7 @@ fn call(h: i32, r: &[V; 11], stack: &mut [u8; 512], skb: &Skb, map: &mut Map) ->
             }
         }
         1 | 2 => {
-            assert_eq!(r[1], V::Map);
+            assert_eq!(r[1], V::Map(MAP_FD));
             assert_eq!(map.store, Store::Hash);
             let at = stack_at(r[2]);
             let mut k: RawKey = [0; KEY_SIZE];
