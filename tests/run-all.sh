@@ -92,12 +92,14 @@ fi
 if [ "${SKIP_KERNEL_LAB:-0}" != 1 ]; then
   step "real bonding driver in QEMU guests (${PLAN:-${SCENARIOS:+scenarios $SCENARIOS on }kernels ${KERNELS:-of the default plan}})"
   tests/kernel-lab/run.sh
-  # Sampled as a busy port is (counted 1 in 2-4 at the lab's rates): the same decisions, at the
-  # tc hooks on 6.12 and in the socket filter on 5.10 (the packaged unit's there). Only with the
-  # default plan (a PLAN, KERNELS or SCENARIOS of one's own runs what it says).
+  # Sampled as a busy port is (counted 1 in 4 and more at the lab's rates): the same decisions,
+  # at the tc hooks on 6.12 and in the socket filter on 5.10 (the packaged unit's there, whose
+  # socket sees about 1,000 packets a second: a lower limit). Only with the default plan (a
+  # PLAN, KERNELS or SCENARIOS of one's own runs what it says).
   if [ -z "${PLAN:-}${KERNELS:-}${SCENARIOS:-}" ]; then
-    step "real bonding driver, counting sampled (max_frames_per_sec = 1000: 1 in 2-4 here)"
-    SAMPLE=1000 PLAN="6.12:flat,two-addresses,bridge 5.10:flat" tests/kernel-lab/run.sh
+    step "real bonding driver, counting sampled (max_frames_per_sec = 1000 on 6.12, 250 on 5.10)"
+    SAMPLE=1000 PLAN="6.12:flat,two-addresses,bridge" tests/kernel-lab/run.sh
+    SAMPLE=250 PLAN="5.10:flat" tests/kernel-lab/run.sh
   fi
 fi
 

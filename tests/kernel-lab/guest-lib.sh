@@ -582,6 +582,12 @@ steer_stop() {
     if [ "$SAMPLE" -gt 0 ]; then
         _most=$(sed -n 's/.*counting one frame in \([0-9]*\) in the kernel.*/\1/p' /tmp/rlbd.log | sort -n | tail -n1)
         echo "KLAB-RATIO $SC (sampled): max_frames_per_sec $SAMPLE, counted at most 1 in ${_most:-1}"
+        # A sampled run whose ports were never sampled showed nothing: say so as a failure.
+        if grep -q "counting every frame in the kernel" /tmp/rlbd.log; then
+            [ "${_most:-1}" -ge 2 ]
+            verdict $? sampled "rlbd counted the slaves sampled, as on a busy port" \
+                "max_frames_per_sec $SAMPLE: at most 1 in ${_most:-1}"
+        fi
     fi
     n=$(wc -l </tmp/rlbd.log)
     echo "--- rlbd log ($n lines; the last ${RLBD_LOG_LINES:-60}) ---"
