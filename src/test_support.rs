@@ -13,6 +13,20 @@ pub fn skip(test: &str, reason: &str) {
     eprintln!("skipping {test}: {reason}");
 }
 
+/// Runs the root test `test` (`f`) in a thread of its own, so that the network namespace it
+/// enters does not leak into other tests' threads: skipped without root, or when `f` says why
+/// it could not run; its panics are the test's.
+pub fn in_own_thread(test: &str, f: impl FnOnce() -> Result<(), String> + Send + 'static) {
+    if !root_or_skip(test) {
+        return;
+    }
+    match std::thread::spawn(f).join() {
+        Ok(Ok(())) => {}
+        Ok(Err(reason)) => skip(test, &reason),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 /// True when running as root; otherwise [`skip`]s `test`.
 pub fn root_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.

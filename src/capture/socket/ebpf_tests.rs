@@ -10,6 +10,7 @@ use crate::capture::ebpf::Delta;
 use crate::capture::frame::tests::ipv4_frame;
 use crate::capture::frame::{parse, Frame};
 use crate::client::ClientKey;
+use crate::test_support::in_own_thread;
 
 use super::tests::lab::*;
 
@@ -257,26 +258,15 @@ fn sampled_in_a_socket_filter() -> Result<(), String> {
 
 #[test]
 fn live_ebpf_socket_filter_samples() {
-    if !crate::test_support::root_or_skip("live_ebpf_socket_filter_samples") {
-        return;
-    }
-    match std::thread::spawn(sampled_in_a_socket_filter).join() {
-        Ok(Ok(())) => {}
-        Ok(Err(reason)) => crate::test_support::skip("live_ebpf_socket_filter_samples", &reason),
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    in_own_thread(
+        "live_ebpf_socket_filter_samples",
+        sampled_in_a_socket_filter,
+    );
 }
 
 #[test]
 fn live_ebpf_counting() {
-    if !crate::test_support::root_or_skip("live_ebpf_counting") {
-        return;
-    }
     for hash in [false, true] {
-        match std::thread::spawn(move || live(hash)).join() {
-            Ok(Ok(())) => {}
-            Ok(Err(reason)) => crate::test_support::skip("live_ebpf_counting", &reason),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        in_own_thread("live_ebpf_counting", move || live(hash));
     }
 }

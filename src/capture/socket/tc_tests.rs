@@ -494,16 +494,7 @@ fn ring_full() -> Result<(), String> {
     Ok(())
 }
 
-fn run(name: &str, f: fn() -> Result<(), String>) {
-    if !crate::test_support::root_or_skip(name) {
-        return;
-    }
-    match std::thread::spawn(f).join() {
-        Ok(Ok(())) => {}
-        Ok(Err(reason)) => crate::test_support::skip(name, &reason),
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
-}
+use crate::test_support::in_own_thread as run;
 
 #[test]
 fn live_tc_hooks_count_and_hand_over_arp() {

@@ -304,15 +304,7 @@ fn overflow(lab: &mut Lab) {
 /// captured on the other.
 #[test]
 fn live_veth_capture() {
-    if !crate::test_support::root_or_skip("live_veth_capture") {
-        return;
-    }
-    // A thread of its own: the namespace change must not leak into other tests' threads.
-    match std::thread::spawn(live).join() {
-        Ok(Ok(())) => {}
-        Ok(Err(reason)) => crate::test_support::skip("live_veth_capture", &reason),
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    crate::test_support::in_own_thread("live_veth_capture", live);
 }
 
 /// Sampling: one IPv4 frame in N kept (with weight N), every ARP frame kept; frames kept before
