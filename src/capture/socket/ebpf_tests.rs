@@ -210,19 +210,13 @@ fn sampled_in_a_socket_filter() -> Result<(), String> {
     assert_eq!(cap.kernel_hook(), Some("socket"));
     cap.set_sampling(8).unwrap();
     assert_eq!(cap.sampling(), 8);
-    let (to_us, req) = (to_us(), arp_request(false));
+    let to_us = to_us();
     // Not a multiple of 8: counted exactly, the frames would not be one.
     const SENT: u64 = 8001;
-    const ARPS: usize = SENT.div_ceil(80) as usize;
-    for i in 0..SENT {
-        peer.send(&to_us).unwrap();
-        if i % 80 == 0 {
-            peer.send(&req).unwrap();
-        }
-    }
+    let arps_sent = data_with_arp(&peer, &to_us, SENT);
     let got = collect(
         &mut cap,
-        ARPS,
+        arps_sent,
         usize::MAX,
         Duration::from_secs(2),
         Duration::from_millis(200),
@@ -230,22 +224,14 @@ fn sampled_in_a_socket_filter() -> Result<(), String> {
     let arps = got
         .iter()
         .filter(|(_, d)| matches!(parse(d), Some(Frame::Arp { .. })));
-    assert_eq!(arps.count(), ARPS, "ARP is never sampled");
-    assert_eq!(got.len(), ARPS, "only ARP reaches the ring");
+    assert_eq!(arps.count(), arps_sent, "ARP is never sampled");
+    assert_eq!(got.len(), arps_sent, "only ARP reaches the ring");
     let seen = cap.hook_packets().unwrap();
     assert!(
-        seen >= SENT + ARPS as u64,
+        seen >= SENT + arps_sent as u64,
         "the socket's program saw {seen}"
     );
-    let c = counts(&mut cap);
-    let (frames, bytes) = c.iter().fold((0, 0), |(f, b), x| (f + x.2, b + x.3));
-    // 1000 kept on average, a standard deviation of 30: 5 of them either way.
-    assert_eq!(frames % 8, 0, "{frames}");
-    assert!(
-        (SENT * 85 / 100..=SENT * 115 / 100).contains(&frames),
-        "{frames} of {SENT}"
-    );
-    assert_eq!(bytes, frames * to_us.len() as u64);
+    assert_counted_one_in(&mut cap, 8, SENT, to_us.len() as u64);
     cap.set_sampling(1).unwrap();
     for _ in 0..50 {
         peer.send(&to_us).unwrap();
