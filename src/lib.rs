@@ -17,6 +17,7 @@ pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod exit;
+pub mod guests;
 pub mod host;
 pub mod lab;
 pub mod logging;

@@ -55,6 +55,38 @@ pub fn learning_frame(port_mac: Mac) -> [u8; MIN_FRAME] {
     buf
 }
 
+/// EtherType of RARP (RFC 903).
+const ETHERTYPE_RARP: u16 = 0x8035;
+
+/// The frame that tells the switches a guest's MAC now sits behind this port: a broadcast RARP
+/// request ("reverse request", opcode 3) from the guest's MAC, as VMware's and QEMU's
+/// announcements send. Broadcast, so every switch of the LAN learns it (a frame to the MAC
+/// itself, as [`learning_frame`], updates only the first switch); RARP, so no host changes an
+/// ARP cache on it (it carries no address); the copies the switch floods back to the bond's
+/// other ports are dropped there as reflections of a local guest.
+pub fn guest_announcement(guest: Mac) -> [u8; MIN_FRAME] {
+    let mut buf = [0u8; MIN_FRAME];
+    {
+        let mut eth =
+            MutableEthernetPacket::new(&mut buf[..]).expect("60 bytes hold an Ethernet header");
+        eth.set_destination(Mac::broadcast());
+        eth.set_source(guest);
+        eth.set_ethertype(EtherType(ETHERTYPE_RARP));
+    }
+    let mut arp = MutableArpPacket::new(&mut buf[ETH_HDR..ETH_HDR + ARP_LEN])
+        .expect("28 bytes hold an ARP body");
+    arp.set_hardware_type(ArpHardwareTypes::Ethernet);
+    arp.set_protocol_type(EtherTypes::Ipv4);
+    arp.set_hw_addr_len(6);
+    arp.set_proto_addr_len(4);
+    arp.set_operation(pnet_packet::arp::ArpOperation(3));
+    arp.set_sender_hw_addr(guest);
+    arp.set_sender_proto_addr(Ipv4Addr::UNSPECIFIED);
+    arp.set_target_hw_addr(guest);
+    arp.set_target_proto_addr(Ipv4Addr::UNSPECIFIED);
+    buf
+}
+
 /// TPID of an 802.1Q tag.
 const TPID_8021Q: [u8; 2] = [0x81, 0x00];
 
@@ -80,6 +112,21 @@ pub fn tagged(frame: &[u8], vlan: u16) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guest_announcement_is_a_broadcast_rarp_from_the_guest() {
+        let guest = Mac(2, 0, 0, 0, 0, 0x51);
+        let f = guest_announcement(guest);
+        assert_eq!(&f[0..6], &[0xff; 6]);
+        assert_eq!(&f[6..12], &guest.octets());
+        assert_eq!(&f[12..14], &[0x80, 0x35]);
+        assert_eq!(&f[20..22], &[0, 3], "opcode: reverse request");
+        assert_eq!(&f[22..28], &guest.octets());
+        assert_eq!(&f[32..38], &guest.octets());
+        assert_eq!(&f[28..32], &[0; 4]);
+        let t = tagged(&f, 100);
+        assert_eq!(&t[12..18], &[0x81, 0x00, 0x00, 100, 0x80, 0x35]);
+    }
 
     #[test]
     fn a_tag_goes_after_the_addresses_and_the_frame_stays_parseable() {

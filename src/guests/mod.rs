@@ -1,0 +1,512 @@
+//! Guests behind the bond: the VMs and containers of a hypervisor host, on a bridge whose port is
+//! the bond, each with a MAC of its own. balance-alb does nothing for them (their frames leave
+//! through the active slave, or with a slave's MAC written over theirs, so the switch learns every
+//! guest on one slave and sends every byte for every guest there: docs/labs.md). rlbd places each
+//! guest (its MAC on its VLAN) on a slave: its frames leave through that slave unchanged (the
+//! bond's egress program redirects them), so the switch learns it there, and its received bytes
+//! are counted per slave and balanced by the same planner, with the same rules, as clients.
+//!
+//! Pure: the engine hands in the bridge's FDB, the second's counts and the ports; the table
+//! answers with [`GuestAction`]s (pin, unpin, announce, log). Times are the engine's ms.
+
+mod config;
+mod place;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use log::Level;
+
+use crate::client::ClientKey;
+use crate::policy::model::PortId;
+use crate::policy::{self, ClientView, PolicyConfig, PortView, Reason};
+pub use config::{parse_mac, GuestsConfig};
+
+/// A guest that has sent nothing for this long is announced again where it is pinned, so a
+/// switch whose table aged it out (300 s is usual) learns it before it floods its frames.
+pub const ANNOUNCE_IDLE_MS: u64 = 60_000;
+
+/// One entry of a bridge's forwarding database, as the guests table wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdbFact {
+    /// The MAC on its VLAN (0: untagged).
+    pub key: ClientKey,
+    /// The bridge port it sits behind (a guest's tap or veth, or the bond: the switch's side).
+    pub bridge_port: u32,
+    /// The bridge.
+    pub bridge: u32,
+    /// Learned from the guest's frames (or by an external learner), not one of the host's own
+    /// local or static entries.
+    pub learned: bool,
+    /// The entry went away (aged out, the port removed, deleted).
+    pub removed: bool,
+}
+
+/// One guest's counts of one second on one port, as the kernel's programs have them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestCount {
+    pub key: ClientKey,
+    pub port: PortId,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// Frames from the guest's own MAC that arrived from the switch on the very port it is
+    /// pinned to: the MAC is now elsewhere on the LAN (the guest migrated away).
+    pub seen_from_switch: u64,
+}
+
+/// What the table asks the engine to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GuestAction {
+    /// Send `key`'s frames out of `port` (the egress program's map), accept its frames there
+    /// only, and announce it there (a learning frame from its MAC). `reason`: why it moved
+    /// (`None`: its first placement).
+    Pin {
+        key: ClientKey,
+        port: PortId,
+        reason: Option<Reason>,
+    },
+    /// Leave `key` to the kernel again.
+    Unpin {
+        key: ClientKey,
+    },
+    /// Announce `key` on `port` again (the switch may have aged it out).
+    Announce {
+        key: ClientKey,
+        port: PortId,
+    },
+    Log(Level, String),
+}
+
+/// One guest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guest {
+    pub key: ClientKey,
+    /// The bridge port it sits behind, and the bridge.
+    pub bridge_port: u32,
+    pub bridge: u32,
+    /// The slave it is pinned to (`None`: no port could take it yet).
+    pub port: Option<PortId>,
+    /// Received and transmitted, bit/s, in the last second.
+    pub rx_bps: f64,
+    pub tx_bps: f64,
+    /// When rlbd last moved it, and from where and why.
+    pub moved_ms: Option<u64>,
+    pub last_move: Option<(PortId, Reason)>,
+    pub moves: u64,
+    /// Pinned by the configuration (`[guests] pin`): never moved by the balancing rules.
+    pub pinned: bool,
+    last_tx_ms: u64,
+    last_announce_ms: u64,
+}
+
+/// Moves made, by reason, and guests released, for the metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GuestTotals {
+    pub placed: u64,
+    pub overload: u64,
+    pub failover: u64,
+    pub room: u64,
+    pub settle: u64,
+    pub released: u64,
+}
+
+/// The guests table: see the module's documentation.
+#[derive(Debug, Default)]
+pub struct Guests {
+    cfg: GuestsConfig,
+    hold_down_ms: u64,
+    /// The bond's ifindex, and the bridges over it whose guests are balanced (ifindex, name).
+    bond: Option<u32>,
+    bridges: Vec<(u32, String)>,
+    /// The ports' names, by index (pins name their port).
+    names: Vec<String>,
+    /// Why guests are not balanced on this host although enabled (balance-tlb).
+    refused: Option<String>,
+    list: BTreeMap<ClientKey, Guest>,
+    pub totals: GuestTotals,
+}
+
+impl Guests {
+    pub fn new(cfg: GuestsConfig, hold_down_secs: u64) -> Guests {
+        Guests {
+            cfg,
+            hold_down_ms: hold_down_secs.saturating_mul(1000),
+            ..Guests::default()
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.cfg.enabled && self.refused.is_none()
+    }
+
+    pub fn config(&self) -> &GuestsConfig {
+        &self.cfg
+    }
+
+    /// Why guests are not balanced although `[guests] enabled` is set.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
+    }
+
+    /// New settings (a reload): guests now excluded are released, pins applied at the next
+    /// second.
+    pub fn reconfigure(
+        &mut self,
+        cfg: GuestsConfig,
+        hold_down_secs: u64,
+        out: &mut Vec<GuestAction>,
+    ) {
+        self.hold_down_ms = hold_down_secs.saturating_mul(1000);
+        self.cfg = cfg;
+        if !self.cfg.enabled {
+            self.release_all("guests switched off", out);
+            return;
+        }
+        let gone: Vec<ClientKey> = self
+            .list
+            .keys()
+            .filter(|k| self.cfg.excludes(k.mac))
+            .copied()
+            .collect();
+        for key in gone {
+            self.release(key, "excluded by the configuration", out);
+        }
+        for g in self.list.values_mut() {
+            g.pinned = self.cfg.pinned_to(g.key.mac).is_some();
+        }
+    }
+
+    /// The bond and the bridges over it, from the links; `tlb`: the bond is in balance-tlb,
+    /// whose inactive slaves drop every unicast frame (guests cannot be received there).
+    pub fn set_topology(
+        &mut self,
+        (bond, bridges, names): (Option<u32>, Vec<(u32, String)>, Vec<String>),
+        tlb: bool,
+        out: &mut Vec<GuestAction>,
+    ) {
+        self.names = names;
+        self.refused = (self.cfg.enabled && tlb).then(|| {
+            "the bond is in balance-tlb, whose inactive slaves drop unicast frames: guests \
+             cannot be received on them (use balance-alb, or set [guests] enabled = false)"
+                .to_string()
+        });
+        self.bond = bond;
+        self.bridges = bridges
+            .into_iter()
+            .filter(|(_, name)| self.cfg.covers_bridge(name))
+            .collect();
+        let gone: Vec<ClientKey> = self
+            .list
+            .values()
+            .filter(|g| !self.enabled() || !self.bridges.iter().any(|b| b.0 == g.bridge))
+            .map(|g| g.key)
+            .collect();
+        for key in gone {
+            self.release(key, "its bridge is no longer over the bond", out);
+        }
+    }
+
+    /// An FDB entry: a guest appears, moves between bridge ports, leaves (its entry gone, or
+    /// its MAC now behind the bond: on the switch's side).
+    pub fn on_fdb(
+        &mut self,
+        now: u64,
+        f: &FdbFact,
+        ports: &[PortView],
+        out: &mut Vec<GuestAction>,
+    ) {
+        if !self.enabled() || !self.bridges.iter().any(|b| b.0 == f.bridge) {
+            return;
+        }
+        if Some(f.bridge_port) == self.bond {
+            if !f.removed && self.list.contains_key(&f.key) {
+                self.release(
+                    f.key,
+                    "its MAC is now behind the bond (it left the host)",
+                    out,
+                );
+            }
+            return;
+        }
+        if !f.learned || self.cfg.excludes(f.key.mac) {
+            return;
+        }
+        if f.removed {
+            if self
+                .list
+                .get(&f.key)
+                .is_some_and(|g| g.bridge_port == f.bridge_port)
+            {
+                self.release(f.key, "it left the bridge", out);
+            }
+            return;
+        }
+        if let Some(g) = self.list.get_mut(&f.key) {
+            g.bridge_port = f.bridge_port;
+            return;
+        }
+        let pinned = self.cfg.pinned_to(f.key.mac).is_some();
+        self.list.insert(
+            f.key,
+            Guest {
+                key: f.key,
+                bridge_port: f.bridge_port,
+                bridge: f.bridge,
+                port: None,
+                rx_bps: 0.0,
+                tx_bps: 0.0,
+                moved_ms: None,
+                last_move: None,
+                moves: 0,
+                pinned,
+                last_tx_ms: now,
+                last_announce_ms: now,
+            },
+        );
+        self.place_unplaced(now, ports, out);
+    }
+
+    /// A second's counts: every guest's rates (0 for one not counted); a guest seen from the
+    /// switch on its own port is released.
+    pub fn on_counts(&mut self, now: u64, counts: &[GuestCount], out: &mut Vec<GuestAction>) {
+        for g in self.list.values_mut() {
+            g.rx_bps = 0.0;
+            g.tx_bps = 0.0;
+        }
+        let mut away = Vec::new();
+        for c in counts {
+            let Some(g) = self.list.get_mut(&c.key) else {
+                continue;
+            };
+            g.rx_bps += c.rx_bytes as f64 * 8.0;
+            g.tx_bps += c.tx_bytes as f64 * 8.0;
+            if c.tx_bytes > 0 {
+                g.last_tx_ms = now;
+            }
+            if c.seen_from_switch > 0 && Some(c.port) == g.port {
+                away.push(c.key);
+            }
+        }
+        for key in away {
+            self.release(
+                key,
+                "its MAC arrived from the switch on its own port (it left the host)",
+                out,
+            );
+        }
+    }
+
+    /// The second's balancing: guests on a port that is down go at once; pinned guests go back
+    /// to their port; the rest as the planner decides, by the clients' rules (K of W over the
+    /// threshold, hold-down, settle, room, exchange, the largest flow left alone).
+    pub fn rebalance(
+        &mut self,
+        now: u64,
+        cfg: &PolicyConfig,
+        ports: &[PortView],
+        out: &mut Vec<GuestAction>,
+    ) {
+        if !self.enabled() {
+            return;
+        }
+        self.place_unplaced(now, ports, out);
+        let keys: Vec<ClientKey> = self
+            .list
+            .values()
+            .filter(|g| g.port.is_some_and(|p| p < ports.len()))
+            .map(|g| g.key)
+            .collect();
+        let views: Vec<ClientView> = keys.iter().map(|k| self.view(&self.list[k], now)).collect();
+        for m in policy::plan(cfg, ports, &views) {
+            self.moved(now, keys[m.client], m.to, m.reason, out);
+        }
+        self.pins_home(now, ports, out);
+        self.announce_idle(now, out);
+    }
+
+    /// Ports went down: their guests move to live ports at once (not waiting for the second).
+    pub fn fail_over(&mut self, now: u64, ports: &[PortView], out: &mut Vec<GuestAction>) {
+        if !self.enabled() {
+            return;
+        }
+        let keys: Vec<ClientKey> = self
+            .list
+            .values()
+            .filter(|g| g.port.is_some_and(|p| ports.get(p).is_none_or(|v| !v.up)))
+            .map(|g| g.key)
+            .collect();
+        for key in keys {
+            let to = place::least_loaded(ports, self.guests_per_port(ports.len()).as_slice());
+            if let Some(to) = to {
+                self.moved(now, key, to, Reason::Failover, out);
+            } else if let Some(g) = self.list.get_mut(&key) {
+                // No live port: it waits, unpinned, for one to come up.
+                g.port = None;
+                out.push(GuestAction::Unpin { key });
+            }
+        }
+        self.place_unplaced(now, ports, out);
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Guest> {
+        self.list.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// How many guests are pinned to each port.
+    pub fn guests_per_port(&self, ports: usize) -> Vec<usize> {
+        let mut n = vec![0; ports];
+        for p in self.list.values().filter_map(|g| g.port) {
+            if let Some(c) = n.get_mut(p) {
+                *c += 1;
+            }
+        }
+        n
+    }
+
+    /// Every guest's received bit/s by the port it is pinned to (what the planner weighs).
+    pub fn rx_per_port(&self, ports: usize) -> Vec<f64> {
+        let mut r = vec![0.0; ports];
+        for g in self.list.values() {
+            if let Some(x) = g.port.and_then(|p| r.get_mut(p)) {
+                *x += g.rx_bps;
+            }
+        }
+        r
+    }
+
+    /// The planner's view of `g`: a pinned guest is held (its load is fixed).
+    fn view(&self, g: &Guest, now: u64) -> ClientView {
+        let held_until = g.moved_ms.map_or(0, |m| m + self.hold_down_ms);
+        let held = now < held_until;
+        ClientView {
+            port: g.port.unwrap_or(usize::MAX),
+            rate_bps: g.rx_bps,
+            held: held || g.pinned,
+            since_move: g.moved_ms.map(|m| now.saturating_sub(m) / 1000),
+            last_move: g.last_move.filter(|_| held),
+        }
+    }
+
+    fn moved(
+        &mut self,
+        now: u64,
+        key: ClientKey,
+        to: PortId,
+        reason: Reason,
+        out: &mut Vec<GuestAction>,
+    ) {
+        let Some(g) = self.list.get_mut(&key) else {
+            return;
+        };
+        let from = g.port;
+        if from == Some(to) {
+            return;
+        }
+        g.port = Some(to);
+        g.moved_ms = Some(now);
+        g.last_move = from.map(|f| (f, reason));
+        g.moves += 1;
+        g.last_announce_ms = now;
+        let t = &mut self.totals;
+        *match reason {
+            Reason::Overload => &mut t.overload,
+            Reason::Failover => &mut t.failover,
+            Reason::Room => &mut t.room,
+            Reason::Settle => &mut t.settle,
+            Reason::Placement => &mut t.placed,
+        } += 1;
+        out.push(GuestAction::Pin {
+            key,
+            port: to,
+            reason: Some(reason),
+        });
+    }
+
+    /// Guests with no port yet go to the port with the fewest guests (their rates are not known
+    /// yet: by count, as the driver's round-robin would), or to the port they are pinned to.
+    fn place_unplaced(&mut self, now: u64, ports: &[PortView], out: &mut Vec<GuestAction>) {
+        let new: Vec<ClientKey> = self
+            .list
+            .values()
+            .filter(|g| g.port.is_none())
+            .map(|g| g.key)
+            .collect();
+        for key in new {
+            let per_port = self.guests_per_port(ports.len());
+            let pin = self
+                .cfg
+                .pinned_to(key.mac)
+                .and_then(|n| self.names.iter().position(|x| x == n));
+            let to = pin
+                .filter(|p| ports.get(*p).is_some_and(|v| v.up))
+                .or_else(|| place::least_loaded(ports, &per_port));
+            let (Some(to), Some(g)) = (to, self.list.get_mut(&key)) else {
+                continue;
+            };
+            g.port = Some(to);
+            g.last_announce_ms = now;
+            self.totals.placed += 1;
+            out.push(GuestAction::Pin {
+                key,
+                port: to,
+                reason: None,
+            });
+        }
+    }
+
+    /// A pinned guest that failed over goes back to its port once it is up again.
+    fn pins_home(&mut self, now: u64, ports: &[PortView], out: &mut Vec<GuestAction>) {
+        let home: Vec<(ClientKey, PortId)> = self
+            .list
+            .values()
+            .filter(|g| g.pinned)
+            .filter_map(|g| {
+                let p = self
+                    .names
+                    .iter()
+                    .position(|n| Some(n.as_str()) == self.cfg.pinned_to(g.key.mac))?;
+                (ports.get(p).is_some_and(|v| v.up) && g.port != Some(p)).then_some((g.key, p))
+            })
+            .collect();
+        for (key, p) in home {
+            self.moved(now, key, p, Reason::Placement, out);
+        }
+    }
+
+    fn announce_idle(&mut self, now: u64, out: &mut Vec<GuestAction>) {
+        for g in self.list.values_mut() {
+            let quiet = now.saturating_sub(g.last_tx_ms.max(g.last_announce_ms));
+            if let (Some(port), true) = (g.port, quiet >= ANNOUNCE_IDLE_MS) {
+                g.last_announce_ms = now;
+                out.push(GuestAction::Announce { key: g.key, port });
+            }
+        }
+    }
+
+    fn release(&mut self, key: ClientKey, why: &str, out: &mut Vec<GuestAction>) {
+        if self.list.remove(&key).is_some() {
+            self.totals.released += 1;
+            out.push(GuestAction::Unpin { key });
+            out.push(GuestAction::Log(
+                Level::Info,
+                format!("guest {key} released: {why}"),
+            ));
+        }
+    }
+
+    fn release_all(&mut self, why: &str, out: &mut Vec<GuestAction>) {
+        let keys: Vec<ClientKey> = self.list.keys().copied().collect();
+        for key in keys {
+            self.release(key, why, out);
+        }
+    }
+}
