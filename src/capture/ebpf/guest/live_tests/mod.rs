@@ -402,3 +402,28 @@ fn operators_filter_kept() -> Result<(), String> {
 fn an_operators_filter_at_the_guest_priority_is_never_touched() {
     in_own_thread("guest operator's filter", operators_filter_kept);
 }
+
+/// The programs as the packaged unit loads them: without CAP_SYS_ADMIN nor CAP_PERFMON
+/// (see `unprivileged_tests.rs`), for whom the verifier is stricter.
+fn load_unprivileged() -> Result<(), String> {
+    use crate::capture::ebpf::unprivileged_tests::{drop_effective, CAP_PERFMON, CAP_SYS_ADMIN};
+    drop_effective(&[CAP_SYS_ADMIN, CAP_PERFMON]).map_err(|e| format!("capset: {e}"))?;
+    let maps = GuestMaps::new(1024).map_err(|e| e.to_string())?;
+    maps.load_egress("bond0").map_err(|e| e.to_string())?;
+    for slot in [0, MAX_PORTS - 1] {
+        maps.load_ingress("eth1", 7, slot)
+            .map_err(|e| e.to_string())?;
+    }
+    maps.pin(GUEST, 0, 7).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+#[test]
+fn the_guest_programs_load_without_sys_admin_or_perfmon() {
+    if !crate::test_support::root_or_skip("guest programs unprivileged") {
+        return;
+    }
+    if let Err(e) = std::thread::spawn(load_unprivileged).join().unwrap() {
+        panic!("{}", &e[e.len().saturating_sub(3000)..]);
+    }
+}
