@@ -343,6 +343,7 @@ impl Daemon {
             .map(NlEvent::Link)
             .chain(snap.addrs.into_iter().map(NlEvent::Addr))
             .chain(snap.neighbours.into_iter().map(NlEvent::Neigh))
+            .chain(snap.fdb.into_iter().map(NlEvent::Fdb))
             .collect();
         self.engine.handle(monotonic_ms(), Input::Netlink(&events));
         // A shape rlbd cannot steer is a configuration to change, not a reason to run half

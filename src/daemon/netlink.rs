@@ -62,6 +62,7 @@ impl NetlinkReader {
             RouteSocket::request_links,
             RouteSocket::request_addresses,
             RouteSocket::request_neighbours,
+            RouteSocket::request_fdb,
         ] {
             if let Err(e) = r(&mut self.sock) {
                 warn!("netlink re-dump: {e}");

@@ -1,10 +1,11 @@
 //! What the kernel tells us, as typed events: the decoding of one rtnetlink message of the
-//! route family (links, neighbours, addresses) into an [`NlEvent`].
+//! route family (links, neighbours, bridge FDB entries, addresses) into an [`NlEvent`].
 
 use log::debug;
 use netlink_packet_core::{DecodeError, NetlinkBuffer, NLMSG_OVERRUN};
 
 use super::addr::{parse_addr, AddrEntry};
+use super::fdb::{is_fdb, parse_fdb, FdbEntry};
 use super::link::{parse_link, LinkInfo, LinkMsg};
 use super::neigh::{parse_neigh, NeighEntry};
 
@@ -22,6 +23,15 @@ pub enum NlEvent {
     /// and the dump (`request_neighbours`) cover IPv4 and IPv6 neighbours.
     Neigh(NeighEntry),
     NeighRemoved(NeighEntry),
+    /// AF_BRIDGE RTM_NEWNEIGH: a bridge FDB entry (or a device's own, `self`) appeared or
+    /// changed: learned, moved to another port (same [`FdbEntry::key`], new `ifindex`, and no
+    /// `FdbRemoved` for the old port), or changed kind. Also one entry of the FDB dump
+    /// (`request_fdb`). Refreshing a learned entry (every frame from the MAC) is not notified.
+    Fdb(FdbEntry),
+    /// AF_BRIDGE RTM_DELNEIGH: aged out, deleted (`bridge fdb del`, flush), or gone with its
+    /// port or bridge. A device's own entries go with the device without one: forget them
+    /// on `LinkRemoved`.
+    FdbRemoved(FdbEntry),
     Addr(AddrEntry),
     AddrRemoved(AddrEntry),
     /// The oldest outstanding dump request is complete. Dumps run one at a time in request
@@ -53,6 +63,15 @@ pub(super) fn route_event(msg_type: u16, payload: &[u8]) -> Option<NlEvent> {
             Ok(LinkMsg::Ignored) => None,
             Err(e) => {
                 debug!("skipping undecodable link message (type {msg_type}): {e}");
+                None
+            }
+        },
+        RTM_NEWNEIGH | RTM_DELNEIGH if is_fdb(payload) => match parse_fdb(payload) {
+            Ok(Some(e)) if msg_type == RTM_NEWNEIGH => Some(NlEvent::Fdb(e)),
+            Ok(Some(e)) => Some(NlEvent::FdbRemoved(e)),
+            Ok(None) => None,
+            Err(e) => {
+                debug!("skipping undecodable fdb message (type {msg_type}): {e}");
                 None
             }
         },

@@ -1,4 +1,4 @@
-//! The rtnetlink edge: typed link, neighbour and address events from the kernel, plus the
+//! The rtnetlink edge: typed link, neighbour, bridge FDB and address events from the kernel, plus the
 //! few sysfs/procfs values the daemon reads at start-up. No policy lives here.
 //!
 //! Typical use: [`RouteSocket::open`], [`RouteSocket::snapshot`] once, register
@@ -8,6 +8,7 @@
 
 mod addr;
 mod event;
+mod fdb;
 mod link;
 mod neigh;
 mod rawfd;
@@ -22,6 +23,7 @@ mod netns_tests;
 
 pub use addr::AddrEntry;
 pub use event::decode_datagram;
+pub use fdb::{FdbEntry, FdbKey, FdbKind};
 pub use link::{counter_delta, BondInfo, BondMode, LinkInfo, Mac, VlanInfo};
 pub use neigh::NeighEntry;
 pub use socket::{NlEvent, RouteSocket, Snapshot};

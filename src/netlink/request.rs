@@ -17,6 +17,8 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 pub(super) enum DumpKind {
     Links,
     Neighbours,
+    /// The bridge forwarding databases, with every device's own (`self`) entries.
+    Fdb,
     Addresses,
 }
 
@@ -25,6 +27,7 @@ impl fmt::Display for DumpKind {
         f.write_str(match self {
             DumpKind::Links => "RTM_GETLINK",
             DumpKind::Neighbours => "RTM_GETNEIGH",
+            DumpKind::Fdb => "RTM_GETNEIGH (AF_BRIDGE)",
             DumpKind::Addresses => "RTM_GETADDR",
         })
     }
@@ -58,6 +61,13 @@ pub(super) fn dump_request(dump: Dump) -> Vec<u8> {
             // AF_UNSPEC: one dump covering the ARP and the IPv6 neighbour tables.
             let mut msg = NeighbourMessage::default();
             msg.header.family = AddressFamily::Unspec;
+            RouteNetlinkMessage::GetNeighbour(msg)
+        }
+        DumpKind::Fdb => {
+            // AF_BRIDGE goes to the kernel's FDB dump (rtnl_fdb_dump), which AF_UNSPEC does
+            // not reach; a bare ndmsg asks for every bridge and every device.
+            let mut msg = NeighbourMessage::default();
+            msg.header.family = AddressFamily::Bridge;
             RouteNetlinkMessage::GetNeighbour(msg)
         }
         // AF_UNSPEC: one dump covering IPv4 and IPv6.

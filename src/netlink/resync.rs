@@ -1,6 +1,6 @@
 //! Resynchronisation after lost notifications: a dump reports what exists, never what stopped
 //! existing while the kernel was dropping our notifications (ENOBUFS). So the socket keeps the
-//! keys of every link, address and neighbour it has reported, and when a dump of one kind
+//! keys of every link, address, neighbour and FDB entry it has reported, and when a dump of one kind
 //! completes it reports as removed each key of that kind that neither the dump nor a
 //! notification received since the dump was sent has mentioned. The consumer's view then equals
 //! the kernel's, without having to know which events came from which dump.
@@ -12,6 +12,7 @@ use std::net::IpAddr;
 
 use super::addr::AddrEntry;
 use super::event::NlEvent;
+use super::fdb::{FdbEntry, FdbKey};
 use super::neigh::NeighEntry;
 use super::request::DumpKind;
 
@@ -23,6 +24,7 @@ struct Seen {
     links: HashSet<u32>,
     addrs: HashSet<AddrEntry>,
     neigh: HashSet<NeighKey>,
+    fdb: HashSet<FdbKey>,
 }
 
 /// The keys reported so far, and the sweeps in progress (at most one per kind).
@@ -31,6 +33,7 @@ pub(super) struct Mirror {
     links: HashMap<u32, String>,
     addrs: HashSet<AddrEntry>,
     neigh: HashMap<NeighKey, NeighEntry>,
+    fdb: HashMap<FdbKey, FdbEntry>,
     sweeps: Vec<(DumpKind, Seen)>,
 }
 
@@ -50,6 +53,9 @@ impl Mirror {
                 // and neighbours; the consumer forgets them with the link, and so do we.
                 self.addrs.retain(|a| a.ifindex != *index);
                 self.neigh.retain(|(i, _), _| i != index);
+                // A device's own entries go with it unannounced; a bridge's with the bridge.
+                self.fdb
+                    .retain(|k, e| e.ifindex != *index && k.table != *index);
             }
             NlEvent::Addr(a) => {
                 self.addrs.insert(*a);
@@ -69,6 +75,16 @@ impl Mirror {
             }
             NlEvent::NeighRemoved(n) => {
                 self.neigh.remove(&(n.ifindex, n.ip));
+            }
+            NlEvent::Fdb(e) => {
+                let key = e.key();
+                self.fdb.insert(key, *e);
+                self.mark(DumpKind::Fdb, |s| {
+                    s.fdb.insert(key);
+                });
+            }
+            NlEvent::FdbRemoved(e) => {
+                self.fdb.remove(&e.key());
             }
             NlEvent::DumpDone | NlEvent::Overrun => {}
         }
@@ -130,6 +146,14 @@ impl Mirror {
                         .map(|(_, n)| NlEvent::NeighRemoved(n.clone())),
                 );
             }
+            DumpKind::Fdb => {
+                gone.extend(
+                    self.fdb
+                        .iter()
+                        .filter(|(k, _)| !seen.fdb.contains(k))
+                        .map(|(_, e)| NlEvent::FdbRemoved(*e)),
+                );
+            }
         }
         for ev in &gone {
             self.observe(ev);
@@ -141,6 +165,12 @@ impl Mirror {
     #[cfg(test)]
     pub fn neighbours(&self) -> usize {
         self.neigh.len()
+    }
+
+    /// FDB entries reported and not removed (for tests).
+    #[cfg(test)]
+    pub fn fdb_entries(&self) -> usize {
+        self.fdb.len()
     }
 }
 
@@ -221,6 +251,60 @@ mod tests {
         );
         m.begin(DumpKind::Addresses);
         assert_eq!(m.finish(DumpKind::Addresses), vec![NlEvent::AddrRemoved(a)]);
+    }
+
+    fn fdb(port: u32, last: u8) -> FdbEntry {
+        FdbEntry {
+            ifindex: port,
+            master: Some(9),
+            mac: crate::Mac(0x52, 0x54, 0, 0, 0, last),
+            vlan: 0,
+            kind: crate::netlink::FdbKind::Learned,
+            ext_learned: false,
+            own: false,
+            state: libc::NUD_REACHABLE,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn fdb_entries_missed_while_overrun_are_removed_and_moves_are_not() {
+        let mut m = Mirror::default();
+        for i in 1..=3 {
+            m.observe(&NlEvent::Fdb(fdb(2, i)));
+        }
+        m.begin(DumpKind::Fdb);
+        // :01 moved to port 3 (same key), :02 aged out unheard, :03 is still there.
+        m.observe(&NlEvent::Fdb(fdb(3, 1)));
+        m.observe(&NlEvent::Fdb(fdb(2, 3)));
+        assert!(m.finish(DumpKind::Neighbours).is_empty(), "another kind");
+        assert_eq!(
+            m.finish(DumpKind::Fdb),
+            vec![NlEvent::FdbRemoved(fdb(2, 2))]
+        );
+        assert_eq!(m.fdb_entries(), 2);
+        // A removal names the entry's last port; the key finds it wherever it was learned.
+        m.observe(&NlEvent::FdbRemoved(fdb(3, 1)));
+        assert_eq!(m.fdb_entries(), 1);
+    }
+
+    #[test]
+    fn a_removed_bridge_or_port_takes_its_fdb_entries_along() {
+        let mut m = Mirror::default();
+        m.observe(&NlEvent::Fdb(fdb(2, 1)));
+        m.observe(&NlEvent::Fdb(fdb(3, 2)));
+        m.observe(&NlEvent::LinkRemoved {
+            index: 2,
+            name: "p2".into(),
+        });
+        assert_eq!(m.fdb_entries(), 1);
+        m.observe(&NlEvent::LinkRemoved {
+            index: 9,
+            name: "br".into(),
+        });
+        assert_eq!(m.fdb_entries(), 0);
+        m.begin(DumpKind::Fdb);
+        assert!(m.finish(DumpKind::Fdb).is_empty());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! filter and the ring instead (the caller decides).
 
 pub mod draw;
+pub mod guest;
 mod hash;
 pub mod insn;
 pub mod map;

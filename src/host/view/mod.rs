@@ -179,6 +179,8 @@ impl HostView {
             NlEvent::AddrRemoved(a) => {
                 self.addrs.remove(&(a.ifindex, a.network));
             }
+            // guests: taken by the guests table (issue 38)
+            NlEvent::Fdb(_) | NlEvent::FdbRemoved(_) => {}
             NlEvent::DumpDone | NlEvent::Overrun => {}
         }
         if applied.links {

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::netlink::{addr::AddrEntry, link::LinkInfo, neigh::NeighEntry, request::Dump};
+use crate::netlink::{
+    addr::AddrEntry, fdb::FdbEntry, link::LinkInfo, neigh::NeighEntry, request::Dump,
+};
 
 /// Everything the kernel knows at start-up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -11,6 +13,8 @@ pub struct Snapshot {
     pub links: Vec<LinkInfo>,
     pub addrs: Vec<AddrEntry>,
     pub neighbours: Vec<NeighEntry>,
+    /// The bridges' forwarding databases and the devices' own (`self`) entries.
+    pub fdb: Vec<FdbEntry>,
 }
 
 #[derive(Debug, Clone, Copy)]

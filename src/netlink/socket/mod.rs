@@ -27,7 +27,7 @@ fn context(what: impl fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
     move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// An rtnetlink socket subscribed to link, neighbour and address changes.
+/// An rtnetlink socket subscribed to link, neighbour (bridge FDB included) and address changes.
 ///
 /// The kernel runs one dump per socket at a time (a second request fails with EBUSY), so
 /// requests made while a dump is in progress are queued and sent when it completes.
@@ -71,8 +71,8 @@ impl fmt::Debug for RouteSocket {
 }
 
 impl RouteSocket {
-    /// Opens a nonblocking socket subscribed to RTNLGRP_LINK, RTNLGRP_NEIGH,
-    /// RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR.
+    /// Opens a nonblocking socket subscribed to RTNLGRP_LINK, RTNLGRP_NEIGH (which carries the
+    /// bridge FDB's changes too), RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR.
     pub fn open() -> io::Result<Self> {
         let mut socket =
             Socket::new(NETLINK_ROUTE).map_err(context("creating NETLINK_ROUTE socket"))?;
@@ -161,6 +161,14 @@ impl RouteSocket {
         self.request(DumpKind::Neighbours, true).map(drop)
     }
 
+    /// Requests a dump of the bridge forwarding databases (RTM_GETNEIGH, AF_BRIDGE): every
+    /// bridge's entries and every device's own (`self`) ones, as `Fdb` events followed by one
+    /// `DumpDone`, interleaved with any notifications. A separate dump from
+    /// [`request_neighbours`](Self::request_neighbours), which never lists them.
+    pub fn request_fdb(&mut self) -> io::Result<()> {
+        self.request(DumpKind::Fdb, true).map(drop)
+    }
+
     /// Requests a dump of all IPv4 and IPv6 addresses.
     pub fn request_addresses(&mut self) -> io::Result<()> {
         self.request(DumpKind::Addresses, true).map(drop)
@@ -186,12 +194,17 @@ impl RouteSocket {
         self.pump(budget, &mut |_, event| out.push(event))
     }
 
-    /// Blocking: dumps links, addresses and neighbours and returns them. Notifications that
+    /// Blocking: dumps links, addresses, neighbours and the bridge FDB and returns them. Notifications that
     /// arrive meanwhile are kept for the next [`read_batch`](Self::read_batch), so a caller
     /// that applies them after the snapshot misses nothing.
     pub fn snapshot(&mut self) -> io::Result<Snapshot> {
-        let mut wanted = Vec::with_capacity(3);
-        for kind in [DumpKind::Links, DumpKind::Addresses, DumpKind::Neighbours] {
+        let mut wanted = Vec::with_capacity(4);
+        for kind in [
+            DumpKind::Links,
+            DumpKind::Addresses,
+            DumpKind::Neighbours,
+            DumpKind::Fdb,
+        ] {
             wanted.push(self.request(kind, false)?);
         }
         let mut snapshot = Snapshot::default();
@@ -207,6 +220,7 @@ impl RouteSocket {
                         NlEvent::Link(link) => snapshot.links.push(link),
                         NlEvent::Addr(addr) => snapshot.addrs.push(addr),
                         NlEvent::Neigh(neigh) => snapshot.neighbours.push(neigh),
+                        NlEvent::Fdb(entry) => snapshot.fdb.push(entry),
                         other => debug!("unexpected event in a dump reply: {other:?}"),
                     },
                     (_, event) => aside.push(event),

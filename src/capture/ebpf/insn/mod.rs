@@ -111,6 +111,10 @@ pub enum Helper {
     MapLookupElem = 1,
     MapUpdateElem = 2,
     GetPrandomU32 = 7,
+    /// `bpf_skb_vlan_push(skb, proto, tci)`: the tag into `vlan_tci` (the guests' live tests).
+    SkbVlanPush = 18,
+    /// `bpf_redirect(ifindex, flags)`: out of `ifindex` (flags 0) once the program returns.
+    Redirect = 23,
     SkbLoadBytes = 26,
     SkbPullData = 39,
     RingbufReserve = 131,

@@ -301,6 +301,7 @@ pub(crate) fn classify(filters: &[TcMessage]) -> AtPrio {
     at
 }
 
+pub mod hook;
 mod nl;
 #[cfg(test)]
 use nl::take;
