@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::guests::GuestsConfig;
 use crate::policy::PolicyConfig;
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/rlbd/rlbd.toml";
@@ -39,6 +40,8 @@ pub struct FileConfig {
     pub capture: CaptureConfig,
     #[serde(default)]
     pub observability: ObservabilityConfig,
+    #[serde(default)]
+    pub guests: GuestsConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +61,7 @@ pub struct Settings {
     pub steering: SteeringConfig,
     pub capture: CaptureConfig,
     pub observability: ObservabilityConfig,
+    pub guests: GuestsConfig,
     pub config_path: Option<PathBuf>,
 }
 
@@ -164,6 +168,7 @@ fn validate_sections(f: &FileConfig) -> Result<(), FieldError> {
     section("steering", f.steering.validate())?;
     section("capture", f.capture.validate())?;
     section("observability", f.observability.validate())?;
+    section("guests", f.guests.validate())?;
     Ok(())
 }
 
@@ -316,6 +321,7 @@ pub fn resolve(
         steering: file.steering,
         capture: file.capture,
         observability: file.observability,
+        guests: file.guests,
         config_path,
     })
 }
@@ -369,6 +375,7 @@ impl Settings {
             steering: self.steering.clone(),
             capture: self.capture.clone(),
             observability: self.observability.clone(),
+            guests: self.guests.clone(),
         };
         toml::to_string(&f).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
     }

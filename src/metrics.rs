@@ -117,6 +117,12 @@ const PORT_FAMILIES: &[PortFamily] = &[
         help: "Tracked clients whose latest frame arrived on the port.",
         value: |p| Some(p.clients as f64),
     },
+    PortFamily {
+        name: "rlbd_port_guests",
+        kind: "gauge",
+        help: "Guests behind the bond ([guests]) pinned to the port.",
+        value: |p| Some(p.guests as f64),
+    },
 ];
 
 const HEAD: &[Scalar] = &[
@@ -322,8 +328,28 @@ pub fn render(r: &StatusReport) -> String {
             n as f64,
         );
     }
+    guest_moves(o, r);
     scalars(o, r, TAIL);
     out
+}
+
+/// Guests placed, moved by reason and released ([guests]).
+fn guest_moves(o: &mut String, r: &StatusReport) {
+    let name = "rlbd_guest_moves_total";
+    let help = "Guests behind the bond pinned to a port, by reason (placement: a first \
+                placement or a pinned guest brought back; released: left to the kernel).";
+    family(o, name, "counter", help);
+    let t = &r.guest_totals;
+    for (reason, n) in [
+        ("placement", t.placed),
+        ("overload", t.overload),
+        ("failover", t.failover),
+        ("room", t.room),
+        ("settle", t.settle),
+        ("released", t.released),
+    ] {
+        sample(o, &r.name, name, &[("reason", reason)], n as f64);
+    }
 }
 
 fn bool01(b: bool) -> f64 {
@@ -391,6 +417,7 @@ pub(crate) mod tests {
             no_move: None,
             uncounted_frames: 0,
             counted_bytes: 0,
+            guests: 0,
         };
         StatusReport {
             schema: SCHEMA_VERSION,
@@ -432,6 +459,11 @@ pub(crate) mod tests {
                 table_capacity: 4096,
                 ..Default::default()
             },
+            guests: Vec::new(),
+            guest_totals: crate::guests::GuestTotals {
+                overload: 2,
+                ..Default::default()
+            },
         }
     }
 
@@ -440,6 +472,10 @@ pub(crate) mod tests {
         let text = render(&sample_report());
         let bond = r#"bond="we\"ird\\na\nme""#;
         assert!(text.contains("# TYPE rlbd_moves_total counter\n"));
+        assert!(text.contains(&format!(
+            "rlbd_guest_moves_total{{{bond},reason=\"overload\"}} 2\n"
+        )));
+        assert!(text.contains(&format!("rlbd_port_guests{{{bond},port=\"p0\"}} 0\n")));
         assert!(text.contains(&format!(
             "rlbd_moves_total{{{bond},reason=\"overload\"}} 1\n"
         )));

@@ -99,6 +99,13 @@ pub struct StatusReport {
     pub clients: Vec<ClientStatus>,
     /// Counters since start, and the client table's size.
     pub totals: Totals,
+    /// The guests behind the bond rlbd balances (`[guests]`), busiest first. Absent in older
+    /// reports.
+    #[serde(default)]
+    pub guests: Vec<crate::guests::GuestStatus>,
+    /// Guests placed, moved by reason and released since start. Absent in older reports.
+    #[serde(default)]
+    pub guest_totals: crate::guests::GuestTotals,
 }
 
 /// One port (bond slave, or plain port in ports mode).
@@ -162,6 +169,9 @@ pub struct PortStatus {
     /// reports.
     #[serde(default)]
     pub counted_bytes: u64,
+    /// Guests pinned to this port (`[guests]`). Absent in older reports.
+    #[serde(default)]
+    pub guests: usize,
 }
 
 fn exact() -> u32 {

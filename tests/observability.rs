@@ -69,6 +69,7 @@ fn synthetic_report() -> StatusReport {
         no_move: None,
         uncounted_frames: 3,
         counted_bytes: 0,
+        guests: 0,
     };
     StatusReport {
         schema: SCHEMA_VERSION,
@@ -123,6 +124,8 @@ fn synthetic_report() -> StatusReport {
             table_expirations: 12,
             ..Totals::default()
         },
+        guests: Vec::new(),
+        guest_totals: Default::default(),
     }
 }
 

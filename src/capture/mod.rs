@@ -8,6 +8,7 @@
 pub mod ebpf;
 pub mod filter;
 pub mod frame;
+pub mod promisc;
 mod ring;
 pub mod sampling;
 mod setup;

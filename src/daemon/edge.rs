@@ -4,6 +4,7 @@
 use mio::Poll;
 
 use super::captures::Captures;
+use super::guests::GuestIo;
 use super::netlink::NetlinkReader;
 use super::state_file::StateFile;
 use super::{monotonic_ms, setup};
@@ -15,6 +16,7 @@ pub struct Edge {
     pub nl: NetlinkReader,
     pub captures: Captures,
     pub state: StateFile,
+    pub guests: GuestIo,
 }
 
 impl Edge {
@@ -43,8 +45,13 @@ impl Edge {
                 let error = self.open_capture(engine, port).err();
                 let error = error.map(|e| e.to_string());
                 self.opened(engine, port, error);
+                self.guests
+                    .port_opened(engine.ports(), port, &self.captures);
             }
-            Output::CloseCapture { port } => self.captures.close(port, self.poll.registry()),
+            Output::CloseCapture { port } => {
+                self.guests.port_closed(port);
+                self.captures.close(port, self.poll.registry());
+            }
             Output::Refilter => self.captures.refilter(engine.ports()),
             Output::HostMacs(macs) => self.captures.set_host_macs(engine.ports(), macs),
             Output::RequestCounters { ifindex } => self.nl.request_counters(ifindex),
@@ -53,6 +60,9 @@ impl Edge {
             // Only asked for by a request, which takes it out itself.
             Output::Status(_) => {}
             Output::Persist(p) => self.state.write(&p),
+            Output::GuestPath { on } => self.guests.set(on, engine.ports(), &self.captures),
+            Output::PinGuest { key, port, ifindex } => self.guests.pin(key, port, ifindex),
+            Output::UnpinGuest { key } => self.guests.unpin(key),
         }
     }
 
@@ -90,6 +100,8 @@ impl Edge {
                 )
             })?;
             self.opened(engine, port, None);
+            self.guests
+                .port_opened(engine.ports(), port, &self.captures);
             if engine.ports().list[port].capacity_bps <= 0.0 {
                 return Err(Failure::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
             }

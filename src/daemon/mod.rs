@@ -11,6 +11,7 @@ mod captures;
 mod control;
 mod counting;
 mod edge;
+mod guests;
 mod netlink;
 mod reload;
 mod report;
@@ -228,6 +229,8 @@ impl Daemon {
         }
         let now = Instant::now();
         if now >= self.next_second {
+            self.edge.guests.second(monotonic_ms(), &mut self.engine);
+            self.route();
             let (counting, captures) = (&mut self.counting, &mut self.edge.captures);
             counting.second(monotonic_ms(), captures, &mut self.engine);
             self.route();

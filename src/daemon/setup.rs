@@ -178,6 +178,7 @@ pub fn build(
         nl: NetlinkReader::new(nl),
         captures,
         state: StateFile::new(state_path(state, &target)),
+        guests: Default::default(),
     };
     let mut d = Daemon {
         reload,

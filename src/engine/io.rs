@@ -10,6 +10,7 @@ use crate::capture::ebpf::Delta;
 use crate::capture::Frame;
 use crate::client::ClientKey;
 use crate::config::Settings;
+use crate::guests::GuestCount;
 use crate::netlink::NlEvent;
 use crate::status::StatusReport;
 
@@ -68,6 +69,9 @@ pub enum Input<'a> {
     /// The state an earlier daemon left in `file` (a restart): its moves re-asserted, their
     /// hold-downs kept.
     Restore { state: Box<Persisted>, file: String },
+    /// A second's counts of the guests behind the bond (their programs' maps), before
+    /// [`Input::Second`].
+    GuestCounts(&'a [GuestCount]),
     /// The status, for the control socket (`top`: the busiest clients only; `Some(0)`: no
     /// client list, as the metrics want it).
     StatusQuery { top: Option<usize> },
@@ -110,6 +114,18 @@ pub enum Output {
     Status(Box<StatusReport>),
     /// The durable state changed: write it to the state file (at most once a second).
     Persist(Box<Persisted>),
+    /// Balance guests (`on`) or stop (`off`): the bond's egress program that sends each pinned
+    /// guest's frames out of its port, each port's ingress program for the guests' frames, and
+    /// the ports promiscuous (a non-active slave's filter holds only the bond's MACs).
+    GuestPath { on: bool },
+    /// Send guest `key`'s frames out of port `port` (`ifindex`) and accept them there only.
+    PinGuest {
+        key: ClientKey,
+        port: usize,
+        ifindex: u32,
+    },
+    /// Leave guest `key`'s frames to the kernel again.
+    UnpinGuest { key: ClientKey },
 }
 
 /// What a log record is about, so the shell (and tests) can tell records apart without reading
@@ -134,6 +150,8 @@ pub enum Topic {
     Restore,
     /// Everything else the steering core says.
     Steer,
+    /// A guest behind the bond placed, moved or released.
+    Guest,
 }
 
 /// What a frame the engine asked to send was for; it comes back with the frame's outcome.
@@ -150,6 +168,8 @@ pub enum SendTag {
     },
     /// A frame that keeps the switch's MAC table pointing at `port` (plain ports).
     Learning { port: usize },
+    /// A guest's announcement (RARP from its MAC) out of the port it is pinned to.
+    Announce { port: usize, guest: ClientKey },
 }
 
 /// A port's sampling as the shell reads it each second: one IPv4/IPv6 packet in `one_in`

@@ -12,6 +12,7 @@
 //! Times are milliseconds on the shell's monotonic clock (since the daemon started).
 
 mod frames;
+mod guests;
 mod io;
 mod lan;
 mod outbox;
@@ -27,6 +28,7 @@ use log::Level;
 use crate::capture::ebpf::Delta;
 use crate::capture::{ClientTable, Frame};
 use crate::config::{Settings, Target};
+use crate::guests::{GuestAction, Guests};
 use crate::host::PortTable;
 use crate::netlink::NlEvent;
 use crate::policy::Move;
@@ -79,6 +81,11 @@ pub struct Engine {
     started_ms: u64,
     /// Rules switched off (only by the simulation's mutation runs).
     rules_off: RulesOff,
+    /// The guests behind the bond, and their table's actions waiting to become outputs.
+    guests: Guests,
+    guest_actions: Vec<GuestAction>,
+    /// Whether the shell was told to balance guests ([`Output::GuestPath`]).
+    guest_path: bool,
 }
 
 impl Engine {
@@ -105,6 +112,9 @@ impl Engine {
             bufs: second::Buffers::default(),
             started_ms: now,
             rules_off: RulesOff::default(),
+            guests: Guests::new(settings.guests.clone(), settings.policy.hold_down),
+            guest_actions: Vec::new(),
+            guest_path: false,
             settings,
         }
     }
@@ -161,6 +171,7 @@ impl Engine {
             Input::Deadline => self.on_deadline(now),
             Input::Reload { settings, why } => self.reload(*settings, why),
             Input::Restore { state, file } => self.restore(now, *state, &file),
+            Input::GuestCounts(counts) => self.on_guest_counts(now, counts),
             Input::StatusQuery { top } => {
                 let r = report::status(self, now, top);
                 self.out.push(Output::Status(Box::new(r)));
@@ -246,6 +257,8 @@ impl Engine {
 
     fn on_netlink(&mut self, now: u64, events: &[NlEvent]) {
         let changes = self.lan.apply(now, events, &mut self.out);
+        self.guests_topology();
+        self.on_fdb(now, events);
         let ctx = self.lan.ctx();
         for p in changes.macs {
             self.steer
@@ -253,6 +266,7 @@ impl Engine {
         }
         if !changes.down.is_empty() || changes.up {
             self.fail_over(now, &changes.down);
+            self.fail_over_guests(now);
         }
         self.carry_out();
     }
@@ -354,7 +368,9 @@ impl Engine {
         };
         let parts = (&b.ports[..], &b.snaps[..], steer.made());
         second::explain_no_move(&mut self.lan.ports, parts, &facts, &mut self.out);
+        let client_moves = !steer.made().is_empty();
         self.carry_out();
+        self.rebalance_guests(now, client_moves);
     }
 
     /// An ARP or ND frame seen on a port: a foreign claim of the server's address is warned
@@ -438,6 +454,11 @@ impl Engine {
         };
         self.steer
             .reconfigure(steer_config(&self.settings, self.rules_off));
+        let hold = self.settings.policy.hold_down;
+        let guests = self.settings.guests.clone();
+        self.guests
+            .reconfigure(guests, hold, &mut self.guest_actions);
+        self.guests_topology();
         let from = self
             .settings
             .config_path

@@ -75,6 +75,7 @@ fn port_statuses(e: &Engine) -> Vec<PortStatus> {
             no_move: p.no_move.clone(),
             uncounted_frames: 0,
             counted_bytes: p.counted_bytes_at_reading(),
+            guests: 0,
         })
         .collect()
 }
@@ -180,6 +181,8 @@ fn report(e: &Engine, now_ms: u64, clients: Vec<ClientStatus>) -> StatusReport {
         ports: port_statuses(e),
         clients,
         totals: totals(e),
+        guests: Vec::new(),
+        guest_totals: e.guests.totals,
     }
 }
 
@@ -191,5 +194,20 @@ pub fn status(e: &Engine, now_ms: u64, top: Option<usize>) -> StatusReport {
     } else {
         client_list(e, now_ms, top)
     };
-    report(e, now_ms, clients)
+    let mut r = report(e, now_ms, clients);
+    if top != Some(0) {
+        let links = e.lan.host.links();
+        let name = |i: u32| {
+            links
+                .get(&i)
+                .map_or_else(|| i.to_string(), |l| l.name.clone())
+        };
+        let ports: Vec<String> = e.lan.ports.list.iter().map(|p| p.name.clone()).collect();
+        r.guests = e.guests.statuses(now_ms, &ports, &name);
+    }
+    let per_port = e.guests.guests_per_port(r.ports.len());
+    for (p, n) in r.ports.iter_mut().zip(per_port) {
+        p.guests = n;
+    }
+    r
 }

@@ -70,6 +70,17 @@ impl Sender {
                 let text = format!("port {}: learning frame not sent: {e}", lan.port_name(port));
                 out.log(Level::Debug, Topic::Send, text);
             }
+            if let (SendTag::Announce { port, guest }, Err(errno)) = (tag, result) {
+                let e = errno.map_or_else(
+                    || "the port has no socket".to_string(),
+                    |n| std::io::Error::from_raw_os_error(n).to_string(),
+                );
+                let text = format!(
+                    "port {}: guest {guest}'s announcement not sent: {e}",
+                    lan.port_name(port)
+                );
+                out.log(Level::Warn, Topic::Send, text);
+            }
             return None;
         };
         let errno = match result {

@@ -27,6 +27,7 @@ fn settings() -> Settings {
         steering: Default::default(),
         capture: Default::default(),
         observability: Default::default(),
+        guests: Default::default(),
         config_path: None,
     }
 }

@@ -11,6 +11,7 @@
 
 mod config;
 mod place;
+mod status;
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +23,7 @@ use crate::client::ClientKey;
 use crate::policy::model::PortId;
 use crate::policy::{self, ClientView, PolicyConfig, PortView, Reason};
 pub use config::{parse_mac, GuestsConfig};
+pub use status::{GuestMove, GuestStatus, GuestTotals};
 
 /// A guest that has sent nothing for this long is announced again where it is pinned, so a
 /// switch whose table aged it out (300 s is usual) learns it before it floods its frames.
@@ -98,17 +100,6 @@ pub struct Guest {
     pub pinned: bool,
     last_tx_ms: u64,
     last_announce_ms: u64,
-}
-
-/// Moves made, by reason, and guests released, for the metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GuestTotals {
-    pub placed: u64,
-    pub overload: u64,
-    pub failover: u64,
-    pub room: u64,
-    pub settle: u64,
-    pub released: u64,
 }
 
 /// The guests table: see the module's documentation.
@@ -347,6 +338,47 @@ impl Guests {
             }
         }
         self.place_unplaced(now, ports, out);
+    }
+
+    /// Every guest for the status, busiest first (ties by MAC); `name` names an ifindex.
+    pub fn statuses(
+        &self,
+        now: u64,
+        ports: &[String],
+        name: &dyn Fn(u32) -> String,
+    ) -> Vec<GuestStatus> {
+        let port = |p: Option<PortId>| {
+            p.and_then(|p| ports.get(p))
+                .map_or_else(|| "-".into(), Clone::clone)
+        };
+        let mut v: Vec<GuestStatus> = self
+            .list
+            .values()
+            .map(|g| GuestStatus {
+                mac: crate::client::mac_text(g.key.mac),
+                vlan: g.key.vlan,
+                bridge_port: name(g.bridge_port),
+                port: port(g.port),
+                rx_bps: g.rx_bps,
+                tx_bps: g.tx_bps,
+                pinned: g.pinned,
+                moved: g.last_move.zip(g.moved_ms).map(|((from, reason), at)| {
+                    let ago = now.saturating_sub(at) / 1000;
+                    GuestMove {
+                        from: port(Some(from)),
+                        secs_ago: ago,
+                        reason,
+                        hold_down_left_secs: (self.hold_down_ms / 1000).saturating_sub(ago),
+                    }
+                }),
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            b.rx_bps
+                .total_cmp(&a.rx_bps)
+                .then_with(|| a.mac.cmp(&b.mac))
+        });
+        v
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Guest> {

@@ -121,7 +121,54 @@ pub fn render_text(r: &StatusReport, top: Option<usize>) -> String {
     let mut out = header(r);
     out.push_str(&ports_table(r));
     out.push_str(&clients_table(r, top));
+    out.push_str(&guests_table(r));
     out.push_str(&totals_line(r));
+    out
+}
+
+/// The guests behind the bond, when rlbd balances any (`[guests]`): nothing otherwise, so a
+/// host without guests reads as before.
+pub(super) fn guests_table(r: &StatusReport) -> String {
+    if r.guests.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\nGUESTS: {}\n", r.guests.len());
+    let mut rows = vec![["MAC", "VLAN", "BRIDGE PORT", "PORT", "RX", "TX", "MOVED"]
+        .map(String::from)
+        .to_vec()];
+    for g in &r.guests {
+        let moved = match (&g.moved, g.pinned) {
+            (Some(m), _) => {
+                let mut s = format!(
+                    "from {} {} ago ({})",
+                    m.from,
+                    duration(m.secs_ago),
+                    m.reason.as_str()
+                );
+                if m.hold_down_left_secs > 0 {
+                    let _ = write!(s, ", held {} more", duration(m.hold_down_left_secs));
+                }
+                s
+            }
+            (None, true) => "pinned".into(),
+            (None, false) => "-".into(),
+        };
+        let vlan = if g.vlan == 0 {
+            "-".into()
+        } else {
+            g.vlan.to_string()
+        };
+        rows.push(vec![
+            g.mac.clone(),
+            vlan,
+            g.bridge_port.clone(),
+            g.port.clone(),
+            rate(g.rx_bps),
+            rate(g.tx_bps),
+            moved,
+        ]);
+    }
+    out.push_str(&table(&rows, &[4, 5]));
     out
 }
 

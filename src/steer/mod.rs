@@ -14,7 +14,7 @@ pub use self::core::{
     Action, ClientSnap, Counters, Ctx, DurableMove, LogKind, Moved, PortId, PortInfo, Rule,
     RulesOff, SendOutcome, SteerConfig, SteerState, Steerer,
 };
-pub use arp::{learning_frame, steering_update, tagged};
+pub use arp::{guest_announcement, learning_frame, steering_update, tagged};
 pub use limiter::Limiter;
 pub use nd::neighbor_advertisement;
 pub use watch::{at_risk, nd_at_risk, ArpSeen, NdSeen, Risk};

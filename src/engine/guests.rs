@@ -1,0 +1,147 @@
+//! The guests table inside the engine: what it is told (the bond and the bridges over it, the
+//! bridge FDB, the second's counts, ports failing) and its actions turned into outputs.
+
+use log::Level;
+
+use super::io::{Output, SendTag, Topic};
+use super::Engine;
+use crate::client::ClientKey;
+use crate::guests::{FdbFact, GuestAction, GuestCount};
+use crate::netlink::{BondMode, FdbKind, NlEvent};
+use crate::steer::{guest_announcement, tagged};
+
+impl Engine {
+    /// The guests table's view of the host: the bond, the bridges it is a port of, the ports'
+    /// names; and whether the guest path should be on (guests enabled and a bridge to serve).
+    pub(super) fn guests_topology(&mut self) {
+        if !self.settings.guests.enabled && !self.guest_path {
+            return;
+        }
+        let ports = &self.lan.ports;
+        let links = self.lan.host.links();
+        let bond = ports.bond_index;
+        let bridges: Vec<(u32, String)> = bond
+            .and_then(|b| links.get(&b))
+            .and_then(|b| b.master)
+            .and_then(|m| links.get(&m))
+            .filter(|br| br.kind.as_deref() == Some("bridge"))
+            .map(|br| vec![(br.index, br.name.clone())])
+            .unwrap_or_default();
+        let names = ports.list.iter().map(|p| p.name.clone()).collect();
+        let tlb = ports.bond_mode == Some(BondMode::BalanceTlb);
+        let refused_before = self.guests.refused().is_some();
+        self.guests
+            .set_topology((bond, bridges.clone(), names), tlb, &mut self.guest_actions);
+        if let (Some(why), false) = (self.guests.refused(), refused_before) {
+            let text = format!("guests are not balanced: {why}");
+            self.out.log(Level::Error, Topic::Guest, text);
+        }
+        let on = self.guests.enabled() && !bridges.is_empty() && bond.is_some();
+        if on != self.guest_path {
+            self.guest_path = on;
+            self.out.push(Output::GuestPath { on });
+            let text = match bridges.first() {
+                Some((_, br)) if on => {
+                    format!("guests: balancing the guests of {br} over the bond")
+                }
+                _ => {
+                    "guests: not balancing guests (no bridge over the bond, or switched off)".into()
+                }
+            };
+            self.out.log(Level::Info, Topic::Guest, text);
+        }
+        self.carry_out_guests();
+    }
+
+    /// The bridge FDB entries of a netlink batch (a bridge's table only: a device's own
+    /// address list says nothing of where a MAC is).
+    pub(super) fn on_fdb(&mut self, now: u64, events: &[NlEvent]) {
+        if !self.guest_path {
+            return;
+        }
+        self.lan.ports.views_into(&mut self.bufs.ports);
+        for ev in events {
+            let (e, removed) = match ev {
+                NlEvent::Fdb(e) => (e, false),
+                NlEvent::FdbRemoved(e) => (e, true),
+                _ => continue,
+            };
+            let Some(bridge) = e.master.filter(|_| !e.own) else {
+                continue;
+            };
+            let fact = FdbFact {
+                key: ClientKey::new(e.mac, e.vlan),
+                bridge_port: e.ifindex,
+                bridge,
+                learned: e.kind == FdbKind::Learned || e.ext_learned,
+                removed,
+            };
+            self.guests
+                .on_fdb(now, &fact, &self.bufs.ports, &mut self.guest_actions);
+        }
+        self.carry_out_guests();
+    }
+
+    pub(super) fn on_guest_counts(&mut self, now: u64, counts: &[GuestCount]) {
+        self.guests.on_counts(now, counts, &mut self.guest_actions);
+        self.carry_out_guests();
+    }
+
+    /// The second's balancing of guests, after the clients': only when no client moved this
+    /// second (the ports' next reading shows what a client move left).
+    pub(super) fn rebalance_guests(&mut self, now: u64, client_moves: bool) {
+        if !self.guest_path || client_moves {
+            return;
+        }
+        let policy = &self.settings.policy;
+        self.guests
+            .rebalance(now, policy, &self.bufs.ports, &mut self.guest_actions);
+        self.carry_out_guests();
+    }
+
+    pub(super) fn fail_over_guests(&mut self, now: u64) {
+        if !self.guest_path {
+            return;
+        }
+        self.lan.ports.views_into(&mut self.bufs.ports);
+        self.guests
+            .fail_over(now, &self.bufs.ports, &mut self.guest_actions);
+        self.carry_out_guests();
+    }
+
+    /// The guests table's actions as outputs: a pin is the program's map entry and, at once,
+    /// the guest's announcement out of its new port.
+    pub(super) fn carry_out_guests(&mut self) {
+        for a in std::mem::take(&mut self.guest_actions) {
+            match a {
+                GuestAction::Pin { key, port, reason } => {
+                    let Some(p) = self.lan.ports.list.get(port) else {
+                        continue;
+                    };
+                    let (ifindex, name) = (p.ifindex, p.name.clone());
+                    self.out.push(Output::PinGuest { key, port, ifindex });
+                    self.announce(key, port);
+                    let text = match reason {
+                        None => format!("guest {key}: placed on {name}"),
+                        Some(r) => format!("guest {key}: moved to {name} ({})", r.as_str()),
+                    };
+                    let level = if reason.is_some() {
+                        Level::Info
+                    } else {
+                        Level::Debug
+                    };
+                    self.out.log(level, Topic::Guest, text);
+                }
+                GuestAction::Unpin { key } => self.out.push(Output::UnpinGuest { key }),
+                GuestAction::Announce { key, port } => self.announce(key, port),
+                GuestAction::Log(level, text) => self.out.log(level, Topic::Guest, text),
+            }
+        }
+    }
+
+    fn announce(&mut self, guest: ClientKey, port: usize) {
+        let frame = tagged(&guest_announcement(guest.mac), guest.vlan);
+        let tag = SendTag::Announce { port, guest };
+        self.out.push(Output::Send { port, tag, frame });
+    }
+}
