@@ -295,8 +295,8 @@ impl World {
                 });
             }
         }
-        for p in 0..2 {
-            self.rx[p] += (carried[p] / 8.0) as u64;
+        for (rx, c) in self.rx.iter_mut().zip(carried) {
+            *rx += (c / 8.0) as u64;
         }
         self.util.push([carried[0] / CAP, carried[1] / CAP]);
         self.input(Input::GuestCounts(&counts));
