@@ -21,7 +21,7 @@ fn the_guest_priority_is_free_ours_or_someone_elses() {
     // The counting filter, at its own priority, is not the guests' business (nor the
     // reverse: `classify` ignores the guest priority).
     let counting = filter(PRIO, HANDLE, "bpf", Some("rlbd_eth1"));
-    assert_eq!(at_guest_prio(&[counting.clone()]), AtPrio::Free);
+    assert_eq!(at_guest_prio(std::slice::from_ref(&counting)), AtPrio::Free);
     let ours = [
         filter(GUEST_PRIO, 0, "bpf", None),
         filter(GUEST_PRIO, GUEST_HANDLE, "bpf", Some("rlbdg_eth1")),
