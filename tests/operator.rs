@@ -87,6 +87,31 @@ fn under_systemd_log_lines_carry_priority_and_no_timestamp() {
     );
 }
 
+#[test]
+fn an_escaped_bond_name_is_refused_with_78_and_the_enable_line() {
+    // What `rlbd@bond\x2dsan` would run were the unit to pass %i instead of %I.
+    for cmd in [
+        &["run", "--config", "/dev/null", "--bond", r"bond\x2dsan"][..],
+        &["check-config", "--bond", r"bond\x2dsan"],
+    ] {
+        let (code, out, err) = rlbd(cmd);
+        say!("rlbd {}: exit {code:?}: {err}", cmd.join(" "));
+        assert_eq!(code, Some(78), "{out}{err}");
+        assert!(
+            err.contains(r#"bond name "bond\x2dsan" looks escaped"#),
+            "{err}"
+        );
+        assert!(
+            err.contains(r#"systemctl enable "rlbd@$(systemd-escape bond-san)""#),
+            "{err}"
+        );
+    }
+    // The plain name goes on to look for the bond (69: it does not exist here).
+    let (code, _, err) = rlbd(&["run", "--config", "/dev/null", "--bond", "rlbd-no-san"]);
+    assert_eq!(code, Some(69), "{err}");
+    assert!(err.contains("bond rlbd-no-san does not exist"), "{err}");
+}
+
 /// The daemon under test, killed (and its namespace with it) however the test ends.
 struct Daemon(Child);
 

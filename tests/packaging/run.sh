@@ -234,7 +234,10 @@ check "unit: runs as the package's user and group rlbd" bash -c "grep -qx 'User=
 check "unit: no DynamicUser= (operators reach /run/rlbd)" bash -c "! grep -q '^DynamicUser=yes' '$unit'"
 check "unit: enabled instances start when their bond appears" \
   bash -c "grep -qx 'WantedBy=sys-subsystem-net-devices-%i.device' '$unit' && grep -qx 'After=sys-subsystem-net-devices-%i.device' '$unit'"
-check "unit: ExecStart runs /usr/sbin/rlbd run --bond" grep -qE '^ExecStart=.*/usr/sbin/rlbd run --bond' "$unit"
+# %i (escaped: bond\x2dsan) names the device unit; rlbd gets the bond's own name, %I (bond-san).
+check "unit: ExecStart runs /usr/sbin/rlbd run --bond %I (unescaped)" grep -qx 'ExecStart=/usr/sbin/rlbd run --bond %I' "$unit"
+check "unit: ExecReload runs /usr/sbin/rlbd reload %I (unescaped)" grep -qx 'ExecReload=/usr/sbin/rlbd reload %I' "$unit"
+check "unit: no %i passed to rlbd" bash -c "! grep -E '^Exec.*%i' '$unit'"
 # verify loads the template as instance rlbd@i, needs no running systemd, checks the ExecStart
 # binaries and the man pages of Documentation= (installed above).
 if systemd-analyze verify "$unit" >"$tmp/verify.out" 2>&1 && [ ! -s "$tmp/verify.out" ]; then
@@ -243,6 +246,18 @@ else
   cat "$tmp/verify.out"
   bad "systemd-analyze verify $unit"
 fi
+# The instance of a bond named bond-san is rlbd@bond\x2dsan (systemd-escape): verify loads it
+# beside a link to the template and, at debug level, prints the unit as it expanded it.
+mkdir -p "$tmp/units"
+ln -s "$unit" "$tmp/units/rlbd@.service"
+SYSTEMD_LOG_LEVEL=debug systemd-analyze verify "$tmp/units/rlbd@bond\x2dsan.service" >"$tmp/san.out" 2>&1 || true
+grep -E 'Command Line: /usr/sbin/rlbd|sys-subsystem-net-devices-bond' "$tmp/san.out" || true
+check "unit rlbd@bond\\x2dsan runs rlbd run --bond bond-san" grep -qF 'Command Line: /usr/sbin/rlbd run --bond bond-san' "$tmp/san.out"
+check "unit rlbd@bond\\x2dsan reloads with rlbd reload bond-san" grep -qF 'Command Line: /usr/sbin/rlbd reload bond-san' "$tmp/san.out"
+check "unit rlbd@bond\\x2dsan starts after sys-subsystem-net-devices-bond\\x2dsan.device" \
+  grep -qF 'After: sys-subsystem-net-devices-bond\x2dsan.device' "$tmp/san.out"
+check "rlbd run --bond 'bond\\x2dsan' exits 78 with the enable line" bash -c \
+  "out=\$(/usr/sbin/rlbd run --bond 'bond\\x2dsan' --config /dev/null 2>&1); [ \$? = 78 ] && [[ \$out == *'systemctl enable \"rlbd@\$(systemd-escape bond-san)\"'* ]]"
 systemd-analyze security --offline=yes --no-pager "$unit" >"$tmp/security.out" 2>&1 || true
 grep -E '^✗|Overall' "$tmp/security.out" || cat "$tmp/security.out"
 score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$tmp/security.out")
