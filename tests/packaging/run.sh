@@ -331,7 +331,13 @@ check "missing bond: exit 69 (got $rc)" test "$rc" = 69
 ip netns del "$netns"
 
 step "remove the .deb (dpkg -r): only the conffile stays"
+# What a daemon that died leaves in the runtime directory: its last metrics and its state.
+mkdir -p /run/rlbd
+echo 'rlbd_uptime_seconds{bond="rlbd-pkg-x"} 5' >/run/rlbd/rlbd-pkg-x.prom
+echo '{}' >/run/rlbd/rlbd-pkg-x.state
 check "dpkg -r" dpkg -r rlbd
+check "remove drops a metrics file a dead daemon left in /run/rlbd" test ! -e /run/rlbd/rlbd-pkg-x.prom
+check "remove keeps the state files in /run/rlbd" test -f /run/rlbd/rlbd-pkg-x.state
 for f in "${deb_files[@]}"; do
   if [ "$f" = /etc/rlbd/rlbd.toml ]; then
     check "conffile $f kept" test -f "$f"
@@ -343,6 +349,7 @@ check "/usr/share/doc/rlbd removed" test ! -e /usr/share/doc/rlbd
 check "dpkg status: config-files" test "$(dpkg-query -W -f='${Status}' rlbd)" = "deinstall ok config-files"
 check "dpkg -P" dpkg -P rlbd
 check "purged /etc/rlbd" test ! -e /etc/rlbd
+check "purged /run/rlbd (what dead daemons left)" test ! -e /run/rlbd
 # Debian's practice: a system user outlives its package (files may still belong to it).
 check "purge keeps the user and group rlbd" getent group rlbd
 
@@ -365,6 +372,8 @@ check "rpm: %post reloads systemd" grep -q 'daemon-reload' <(sed -n '/^postinsta
 check "rpm: %post makes the user rlbd" grep -q 'systemd-sysusers rlbd.conf' <(sed -n '/^postinstall/,/^[a-z]* scriptlet/p' "$tmp/rpm.scripts")
 check "rpm: %preun stops the instances" grep -q "systemctl stop 'rlbd@\*.service'" "$tmp/rpm.scripts"
 check "rpm: %postun present" grep -q '^postuninstall scriptlet' "$tmp/rpm.scripts"
+check "rpm: %postun on erase removes /run/rlbd (metrics and state files left)" \
+  grep -qx '	rm -rf /run/rlbd' <(sed -n '/^postuninstall/,$p' "$tmp/rpm.scripts")
 check "rpm: version $version" test "$(rpm -qp --qf '%{VERSION}' "$rpm_file")" = "$version"
 
 step "lintian"
