@@ -41,6 +41,8 @@ command -v mandoc >/dev/null || need+=(mandoc)
 command -v man >/dev/null || need+=(man-db) # systemd-analyze verify checks Documentation=man:
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v rpm >/dev/null || need+=(rpm)
+command -v rpm2cpio >/dev/null || need+=(rpm2cpio) # to read files out of the .rpm
+command -v cpio >/dev/null || need+=(cpio)
 command -v lintian >/dev/null || need+=(lintian)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v ip >/dev/null || need+=(iproute2)
@@ -162,7 +164,8 @@ expected_deb=(/usr/sbin/rlbd "$unit_dir/rlbd@.service" /usr/share/man/man8/rlbd.
   /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/vendor-completions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
-  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
+  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml
+  /usr/share/doc/rlbd/LICENSE-MIT /usr/share/doc/rlbd/LICENSE-APACHE)
 for f in "${expected_deb[@]}"; do
   check "deb contains $f" grep -qxF -- "$f" <(printf '%s\n' "${deb_files[@]}")
 done
@@ -190,6 +193,9 @@ check "man finds rlbd(8)" man -w 8 rlbd
 check "man finds rlbd.toml(5)" man -w 5 rlbd.toml
 check "installed /etc/rlbd/rlbd.toml is valid" /usr/sbin/rlbd check-config /etc/rlbd/rlbd.toml
 check "installed unit is systemd/rlbd@.service" cmp -s "$unit_dir/rlbd@.service" systemd/rlbd@.service
+for l in LICENSE-MIT LICENSE-APACHE; do
+  check "installed /usr/share/doc/rlbd/$l is the source's $l" cmp -s "/usr/share/doc/rlbd/$l" "$l"
+done
 check "installed monitoring files are packaging/monitoring's" \
   cmp -s /usr/share/rlbd/rlbd-rules.yml packaging/monitoring/rlbd-rules.yml
 check "postinst made the system group rlbd (operators)" getent group rlbd
@@ -361,7 +367,8 @@ expected_rpm=(/usr/sbin/rlbd /usr/lib/systemd/system/rlbd@.service /usr/share/ma
   /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/site-functions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
-  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
+  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml
+  /usr/share/licenses/rlbd /usr/share/licenses/rlbd/LICENSE-MIT /usr/share/licenses/rlbd/LICENSE-APACHE)
 for f in "${expected_rpm[@]}"; do
   check "rpm contains $f" grep -qxF -- "$f" "$tmp/rpm.list"
 done
@@ -375,6 +382,17 @@ check "rpm: %postun present" grep -q '^postuninstall scriptlet' "$tmp/rpm.script
 check "rpm: %postun on erase removes /run/rlbd (metrics and state files left)" \
   grep -qx '	rm -rf /run/rlbd' <(sed -n '/^postuninstall/,$p' "$tmp/rpm.scripts")
 check "rpm: version $version" test "$(rpm -qp --qf '%{VERSION}' "$rpm_file")" = "$version"
+check "rpm: the licenses are %license files" test "$(rpm -qp --licensefiles "$rpm_file" | tr '\n' ' ')" = \
+  "/usr/share/licenses/rlbd/LICENSE-APACHE /usr/share/licenses/rlbd/LICENSE-MIT "
+# Built here for this machine: the package's architecture is this machine's, not a fixed one.
+rpm_arch=$(rpm -qp --qf '%{ARCH}' "$rpm_file")
+check "rpm: architecture $rpm_arch is the build's ($(uname -m))" test "$rpm_arch" = "$(uname -m)"
+check "rpm: the spec has no fixed BuildArch" grep -qx 'BuildArch: *%{rlbd_arch}' packaging/rpm/rlbd.spec
+mkdir -p "$tmp/rpm-root"
+(cd "$tmp/rpm-root" && rpm2cpio "$OLDPWD/$rpm_file" | cpio -idm --quiet './usr/share/licenses/*')
+for l in LICENSE-MIT LICENSE-APACHE; do
+  check "rpm's /usr/share/licenses/rlbd/$l is the source's $l" cmp -s "$tmp/rpm-root/usr/share/licenses/rlbd/$l" "$l"
+done
 
 step "lintian"
 # Fails on errors (E:); warnings are printed. Debian 12's lintian predates aliased-location.
