@@ -145,6 +145,16 @@ pub struct DemoArgs {
     pub chart: Option<PathBuf>,
 }
 
+/// The exit code of a command line clap did not accept: 64 (EX_USAGE) for a mistake, where
+/// clap exits 2, and 0 for `--help` and `--version`, which clap reports the same way.
+pub fn parse_exit_code(e: &clap::Error) -> u8 {
+    if e.use_stderr() {
+        crate::exit::EX_USAGE
+    } else {
+        0
+    }
+}
+
 /// When `name` looks escaped by systemd (`\x2d` for `-`: the form a unit instance takes, as in
 /// `rlbd@bond\x2dsan`), the message that says so and how to enable the instance; `None` for a
 /// plain name. The unit passes the bond's own name (`%I`); an escaped one here means it was
@@ -187,6 +197,35 @@ pub fn systemd_unescape(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn code_of(args: &[&str]) -> u8 {
+        match <Cli as clap::Parser>::try_parse_from(args) {
+            Ok(_) => panic!("{args:?} parsed"),
+            Err(e) => parse_exit_code(&e),
+        }
+    }
+
+    #[test]
+    fn command_line_mistakes_are_64_help_and_version_0() {
+        for mistake in [
+            &["rlbd"][..],
+            &["rlbd", "nosuchcommand"],
+            &["rlbd", "run", "--nosuchoption"],
+            &["rlbd", "status", "--top", "many"],
+            &["rlbd", "run", "--bond", "b0", "--ports", "eth0"],
+            &["rlbd", "simulate"],
+        ] {
+            assert_eq!(code_of(mistake), 64, "{mistake:?}");
+        }
+        for asked in [
+            &["rlbd", "--help"][..],
+            &["rlbd", "--version"],
+            &["rlbd", "run", "--help"],
+            &["rlbd", "help", "status"],
+        ] {
+            assert_eq!(code_of(asked), 0, "{asked:?}");
+        }
+    }
 
     #[test]
     fn escaped_names_are_decoded() {

@@ -84,7 +84,14 @@ fn check_config(file: Option<std::path::PathBuf>, bond: Option<String>) -> ExitC
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and --version to stdout, a mistake with its usage to stderr.
+            let _ = e.print();
+            return ExitCode::from(rlbd::cli::parse_exit_code(&e));
+        }
+    };
     match cli.command {
         Command::Run(args) => run(args),
         Command::CheckConfig { file, bond } => check_config(file, bond),

@@ -112,6 +112,36 @@ fn an_escaped_bond_name_is_refused_with_78_and_the_enable_line() {
     assert!(err.contains("bond rlbd-no-san does not exist"), "{err}");
 }
 
+#[test]
+fn command_line_mistakes_exit_64_and_say_what_is_wrong() {
+    for mistake in [
+        &[][..],
+        &["run", "--no-such-option"],
+        &["status", "--top", "many"],
+        &["run", "--bond", "b0", "--ports", "eth0"],
+    ] {
+        let (code, out, err) = rlbd(mistake);
+        say!("rlbd {}: exit {code:?}", mistake.join(" "));
+        assert_eq!(code, Some(64), "{mistake:?}: {out}{err}");
+        assert!(out.is_empty(), "{mistake:?}: nothing on stdout: {out}");
+        // The usage, or what is wrong and where to read more.
+        assert!(
+            err.contains("Usage: rlbd") || (err.starts_with("error: ") && err.contains("--help")),
+            "{mistake:?}: {err}"
+        );
+    }
+    for asked in [&["--help"][..], &["run", "--help"], &["--version"]] {
+        let (code, out, err) = rlbd(asked);
+        assert_eq!(code, Some(0), "{asked:?}: {err}");
+        assert!(
+            out.starts_with("Usage: rlbd")
+                || out.starts_with("rlbd ")
+                || out.contains("\nUsage: rlbd"),
+            "{asked:?}: {out}"
+        );
+    }
+}
+
 /// The daemon under test, killed (and its namespace with it) however the test ends.
 struct Daemon(Child);
 

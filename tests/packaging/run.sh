@@ -228,7 +228,7 @@ check "fish completion completes the command rlbd" grep -q '^complete -c rlbd ' 
 step "the unit: systemd-analyze verify (offline) and security"
 unit=$unit_dir/rlbd@.service
 check "unit: Type=notify" grep -qx 'Type=notify' "$unit"
-check "unit: RestartPreventExitStatus=78" grep -qx 'RestartPreventExitStatus=78' "$unit"
+check "unit: RestartPreventExitStatus=64 78" grep -qx 'RestartPreventExitStatus=64 78' "$unit"
 check "unit: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
 check "unit: WatchdogSec= set" grep -qE '^WatchdogSec=[1-9]' "$unit"
 check "unit: PrivateNetwork= not set" bash -c "! grep -q '^PrivateNetwork' '$unit'"
