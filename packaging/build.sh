@@ -64,6 +64,19 @@ say "rpm"
 # reads every file relative to the build directory, the source tree.
 strip --strip-unneeded -o target/packaging/rlbd target/release/rlbd
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+# The package's architecture is the binary's: the toolchain's host (cargo builds for it above),
+# in rpm's words.
+host=$(rustc -vV | sed -n 's/^host: //p')
+case "${host%%-*}" in
+  x86_64 | aarch64 | i686 | s390x | ppc64le) arch=${host%%-*} ;;
+  powerpc64le) arch=ppc64le ;;
+  riscv64gc) arch=riscv64 ;;
+  armv7) arch=armv7hl ;;
+  *)
+    say "no rpm architecture known for the toolchain's host $host"
+    exit 1
+    ;;
+esac
 rm -rf target/rpm
 rpmbuild -bb --quiet \
   --define "_builddir $PWD" \
@@ -72,8 +85,9 @@ rpmbuild -bb --quiet \
   --define "_build_name_fmt %%{NAME}-%%{VERSION}-%%{RELEASE}.%%{ARCH}.rpm" \
   --define "_buildhost localhost" \
   --define "rlbd_version $version" \
+  --define "rlbd_arch $arch" \
   packaging/rpm/rlbd.spec >&2
-rpm_file=target/rpm/rlbd-$version-1.x86_64.rpm
+rpm_file=target/rpm/rlbd-$version-1.$arch.rpm
 
 echo "$deb"
 echo "$rpm_file"

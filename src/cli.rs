@@ -144,3 +144,122 @@ pub struct DemoArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<PathBuf>,
 }
+
+/// The exit code of a command line clap did not accept: 64 (EX_USAGE) for a mistake, where
+/// clap exits 2, and 0 for `--help` and `--version`, which clap reports the same way.
+pub fn parse_exit_code(e: &clap::Error) -> u8 {
+    if e.use_stderr() {
+        crate::exit::EX_USAGE
+    } else {
+        0
+    }
+}
+
+/// When `name` looks escaped by systemd (`\x2d` for `-`: the form a unit instance takes, as in
+/// `rlbd@bond\x2dsan`), the message that says so and how to enable the instance; `None` for a
+/// plain name. The unit passes the bond's own name (`%I`); an escaped one here means it was
+/// typed or passed as `%i`, and would name an interface that does not exist.
+pub fn escaped_name_error(name: &str) -> Option<String> {
+    let plain = systemd_unescape(name)?;
+    Some(format!(
+        "bond name \"{name}\" looks escaped by systemd-escape; rlbd wants the bond's own name \
+         (\"{plain}\"). Under systemd, enable the instance with \
+         systemctl enable \"rlbd@$(systemd-escape {plain})\": the unit passes the name unescaped"
+    ))
+}
+
+/// `name` with its `\xNN` escapes decoded, when it has any.
+pub fn systemd_unescape(name: &str) -> Option<String> {
+    let b = name.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut found = false;
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 2..i + 4)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (b[i], b.get(i + 1), hex) {
+            (b'\\', Some(b'x'), Some(byte)) => {
+                out.push(byte);
+                found = true;
+                i += 4;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    found.then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(args: &[&str]) -> u8 {
+        match <Cli as clap::Parser>::try_parse_from(args) {
+            Ok(_) => panic!("{args:?} parsed"),
+            Err(e) => parse_exit_code(&e),
+        }
+    }
+
+    #[test]
+    fn command_line_mistakes_are_64_help_and_version_0() {
+        for mistake in [
+            &["rlbd"][..],
+            &["rlbd", "nosuchcommand"],
+            &["rlbd", "run", "--nosuchoption"],
+            &["rlbd", "status", "--top", "many"],
+            &["rlbd", "run", "--bond", "b0", "--ports", "eth0"],
+            &["rlbd", "simulate"],
+        ] {
+            assert_eq!(code_of(mistake), 64, "{mistake:?}");
+        }
+        for asked in [
+            &["rlbd", "--help"][..],
+            &["rlbd", "--version"],
+            &["rlbd", "run", "--help"],
+            &["rlbd", "help", "status"],
+        ] {
+            assert_eq!(code_of(asked), 0, "{asked:?}");
+        }
+    }
+
+    #[test]
+    fn escaped_names_are_decoded() {
+        assert_eq!(
+            systemd_unescape(r"bond\x2dsan").as_deref(),
+            Some("bond-san")
+        );
+        assert_eq!(systemd_unescape(r"a\x2db\x2dc").as_deref(), Some("a-b-c"));
+        assert_eq!(systemd_unescape(r"bond\x5fx").as_deref(), Some("bond_x"));
+        assert_eq!(systemd_unescape(r"bond\x2D1").as_deref(), Some("bond-1"));
+    }
+
+    #[test]
+    fn plain_names_and_near_misses_are_not_escaped() {
+        let near = [r"bond\x2", r"bond\xzz", r"bond\x+1", r"b\y2d", r"\x"];
+        for name in ["bond0", "bond-san", "bond_x"].into_iter().chain(near) {
+            assert_eq!(systemd_unescape(name), None, "{name}");
+            assert_eq!(escaped_name_error(name), None, "{name}");
+        }
+        // Any \xNN is an escape, even one that does not decode to UTF-8.
+        assert_eq!(systemd_unescape(r"b\xff").as_deref(), Some("b\u{fffd}"));
+    }
+
+    #[test]
+    fn the_error_names_the_bond_and_the_enable_command() {
+        let e = escaped_name_error(r"bond\x2dsan").unwrap();
+        assert!(
+            e.contains(r#"bond name "bond\x2dsan" looks escaped"#),
+            "{e}"
+        );
+        assert!(e.contains(r#"("bond-san")"#), "{e}");
+        assert!(
+            e.contains(r#"systemctl enable "rlbd@$(systemd-escape bond-san)""#),
+            "{e}"
+        );
+    }
+}

@@ -1,6 +1,9 @@
 //! Process exit codes (sysexits.h), one place for every command. systemd's unit keys on them:
-//! `RestartPreventExitStatus=78` keeps a configuration error from becoming a restart loop.
+//! `RestartPreventExitStatus=64 78` keeps a command-line or configuration error from becoming a
+//! restart loop.
 
+/// The command line is wrong (an unknown option, a missing or malformed argument).
+pub const EX_USAGE: u8 = 64;
 /// The input data (a scenario file) is at fault.
 pub const EX_DATAERR: u8 = 65;
 /// Something needed is missing (the bond, an interface, a daemon to ask); it may appear later.

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use rlbd::cli::{Cli, Command, RunArgs};
+use rlbd::cli::{escaped_name_error, Cli, Command, RunArgs};
 use rlbd::config::{self, Target};
 use rlbd::daemon::Daemon;
 use rlbd::exit::{EX_CONFIG, EX_DATAERR};
@@ -15,6 +15,9 @@ fn fail(what: &str, e: impl std::fmt::Display, code: u8) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    if let Some(e) = args.bond.as_deref().and_then(escaped_name_error) {
+        return fail("run", e, EX_CONFIG);
+    }
     let target = match (args.bond.clone(), args.ports.is_empty()) {
         (Some(b), _) => Some(Target::Bond(b)),
         (None, false) => Some(Target::Ports(args.ports.clone())),
@@ -57,6 +60,9 @@ fn run(args: RunArgs) -> ExitCode {
 
 /// `bond`: the file `rlbd run --bond NAME` would read, chosen the same way.
 fn check_config(file: Option<std::path::PathBuf>, bond: Option<String>) -> ExitCode {
+    if let Some(e) = bond.as_deref().and_then(escaped_name_error) {
+        return fail("check-config", e, EX_CONFIG);
+    }
     let knobs = config::Overrides {
         config: file,
         ..Default::default()
@@ -78,7 +84,14 @@ fn check_config(file: Option<std::path::PathBuf>, bond: Option<String>) -> ExitC
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and --version to stdout, a mistake with its usage to stderr.
+            let _ = e.print();
+            return ExitCode::from(rlbd::cli::parse_exit_code(&e));
+        }
+    };
     match cli.command {
         Command::Run(args) => run(args),
         Command::CheckConfig { file, bond } => check_config(file, bond),

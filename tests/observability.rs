@@ -423,6 +423,11 @@ fn scenario(lab: &Lab, dir: &Path, log: &Path) -> LabResult<Vec<String>> {
         !sock.exists(),
         "the control socket is removed on exit".into(),
     );
+    // A stop on purpose leaves no metrics for the RlbdDown alert to find stale.
+    c.check(
+        !prom.exists(),
+        "the metrics file is removed on a clean exit".into(),
+    );
     Ok(c.0)
 }
 

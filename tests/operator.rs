@@ -87,6 +87,61 @@ fn under_systemd_log_lines_carry_priority_and_no_timestamp() {
     );
 }
 
+#[test]
+fn an_escaped_bond_name_is_refused_with_78_and_the_enable_line() {
+    // What `rlbd@bond\x2dsan` would run were the unit to pass %i instead of %I.
+    for cmd in [
+        &["run", "--config", "/dev/null", "--bond", r"bond\x2dsan"][..],
+        &["check-config", "--bond", r"bond\x2dsan"],
+    ] {
+        let (code, out, err) = rlbd(cmd);
+        say!("rlbd {}: exit {code:?}: {err}", cmd.join(" "));
+        assert_eq!(code, Some(78), "{out}{err}");
+        assert!(
+            err.contains(r#"bond name "bond\x2dsan" looks escaped"#),
+            "{err}"
+        );
+        assert!(
+            err.contains(r#"systemctl enable "rlbd@$(systemd-escape bond-san)""#),
+            "{err}"
+        );
+    }
+    // The plain name goes on to look for the bond (69: it does not exist here).
+    let (code, _, err) = rlbd(&["run", "--config", "/dev/null", "--bond", "rlbd-no-san"]);
+    assert_eq!(code, Some(69), "{err}");
+    assert!(err.contains("bond rlbd-no-san does not exist"), "{err}");
+}
+
+#[test]
+fn command_line_mistakes_exit_64_and_say_what_is_wrong() {
+    for mistake in [
+        &[][..],
+        &["run", "--no-such-option"],
+        &["status", "--top", "many"],
+        &["run", "--bond", "b0", "--ports", "eth0"],
+    ] {
+        let (code, out, err) = rlbd(mistake);
+        say!("rlbd {}: exit {code:?}", mistake.join(" "));
+        assert_eq!(code, Some(64), "{mistake:?}: {out}{err}");
+        assert!(out.is_empty(), "{mistake:?}: nothing on stdout: {out}");
+        // The usage, or what is wrong and where to read more.
+        assert!(
+            err.contains("Usage: rlbd") || (err.starts_with("error: ") && err.contains("--help")),
+            "{mistake:?}: {err}"
+        );
+    }
+    for asked in [&["--help"][..], &["run", "--help"], &["--version"]] {
+        let (code, out, err) = rlbd(asked);
+        assert_eq!(code, Some(0), "{asked:?}: {err}");
+        assert!(
+            out.starts_with("Usage: rlbd")
+                || out.starts_with("rlbd ")
+                || out.contains("\nUsage: rlbd"),
+            "{asked:?}: {out}"
+        );
+    }
+}
+
 /// The daemon under test, killed (and its namespace with it) however the test ends.
 struct Daemon(Child);
 
@@ -95,6 +150,33 @@ impl Drop for Daemon {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// `rlbd run` with `args` (split on spaces) on two veth ports in a network namespace of its own
+/// (gone with the daemon), its stderr into `log`; returns once it is running.
+fn start_on_veths(args: &str, log: &std::path::Path) -> Daemon {
+    let script = format!(
+        "ip link add a0 type veth peer name a1; ip link set a0 up; ip link set a1 up; \
+         ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; \
+         sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=0\n\
+         exec {} run --ports a0,a1 --capacity a0=100 --capacity a1=100 {args}",
+        exe().display(),
+    );
+    let daemon = Daemon(
+        Command::new("unshare")
+            .args(["--net", "sh", "-ec", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("unshare"),
+    );
+    assert!(
+        wait_for_log(log, "ports: a0 a1", 10),
+        "the daemon did not start:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    daemon
 }
 
 /// `rlbd ARGS`: exit code, stdout, stderr.
@@ -119,28 +201,12 @@ fn rlbd_reload_applies_a_good_file_and_refuses_a_bad_one_with_78() {
         dir.join("rlbd.sock"),
     );
     std::fs::write(&cfg, "[policy]\nthreshold = 0.8\n").unwrap();
-    let script = format!(
-        "ip link add a0 type veth peer name a1; ip link set a0 up; ip link set a1 up; \
-         ip addr add 198.18.1.1/24 dev a0; ip addr add 198.18.1.1/24 dev a1; \
-         sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.a0.rp_filter=0 net.ipv4.conf.a1.rp_filter=0\n\
-         exec {} run --config {} --ports a0,a1 --capacity a0=100 --capacity a1=100 --control-socket {}",
-        exe().display(),
+    let args = format!(
+        "--config {} --control-socket {}",
         cfg.display(),
         sock.display()
     );
-    let mut daemon = Daemon(
-        Command::new("unshare")
-            .args(["--net", "sh", "-ec", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("unshare"),
-    );
-    assert!(
-        wait_for_log(&log, "ports: a0 a1", 10),
-        "the daemon did not start"
-    );
+    let mut daemon = start_on_veths(&args, &log);
     let sock_s = sock.to_string_lossy().into_owned();
     let threshold = || {
         let (code, json, err) = rlbd(&["status", "--json", "--socket", &sock_s]);
@@ -183,5 +249,54 @@ fn rlbd_reload_applies_a_good_file_and_refuses_a_bad_one_with_78() {
     drop(daemon);
     let (code, _, err) = rlbd(&["reload", "--socket", &sock_s]);
     assert_eq!(code, Some(69), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_clean_stop_removes_the_metrics_file() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("operator-stop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, sock, prom) = (
+        dir.join("rlbd.log"),
+        dir.join("rlbd.sock"),
+        dir.join("rlbd.prom"),
+    );
+    let args = format!(
+        "--config /dev/null --control-socket {} --metrics-file {} --metrics-interval 1",
+        sock.display(),
+        prom.display()
+    );
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let mut daemon = start_on_veths(&args, &log);
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !prom.exists() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let text = std::fs::read_to_string(&prom).unwrap_or_default();
+        assert!(
+            text.contains("rlbd_uptime_seconds"),
+            "the metrics file is written: {text:?}"
+        );
+        // SAFETY: kill(2) on the daemon this test started (unshare and sh exec'd into it).
+        unsafe { libc::kill(daemon.0.id() as i32, sig) };
+        let status = daemon.0.wait().expect("wait");
+        let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+        say!("{name}: {status}; metrics file left: {}", prom.exists());
+        assert!(status.success(), "{name}: a clean exit: {status}\n{stderr}");
+        assert!(!prom.exists(), "{name}: the metrics file is removed");
+        assert!(!sock.exists(), "{name}: the control socket is removed");
+        let dot: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(dot.is_empty(), "{name}: no temporary file left: {dot:?}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

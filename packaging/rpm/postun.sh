@@ -1,5 +1,6 @@
 # rlbd %postun ($1: 0 on erase, 1 on upgrade): make systemd forget the removed unit; on erase
-# also drop the instances' enable links and the runtime directory.
+# also drop the instances' enable links and the runtime directory (the metrics files a daemon
+# that died left there, and the state files; one stopped cleanly removed its metrics file).
 if [ "$1" = 0 ]; then
 	rm -f /etc/systemd/system/*.wants/rlbd@*.service
 	rm -rf /run/rlbd

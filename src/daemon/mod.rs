@@ -116,6 +116,7 @@ impl Daemon {
                 match ev.token() {
                     SIGNALS => {
                         if self.on_signals(&mut signals) {
+                            control.remove_metrics_file();
                             return Ok(());
                         }
                     }

@@ -41,6 +41,8 @@ command -v mandoc >/dev/null || need+=(mandoc)
 command -v man >/dev/null || need+=(man-db) # systemd-analyze verify checks Documentation=man:
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v rpm >/dev/null || need+=(rpm)
+command -v rpm2cpio >/dev/null || need+=(rpm2cpio) # to read files out of the .rpm
+command -v cpio >/dev/null || need+=(cpio)
 command -v lintian >/dev/null || need+=(lintian)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v ip >/dev/null || need+=(iproute2)
@@ -162,7 +164,8 @@ expected_deb=(/usr/sbin/rlbd "$unit_dir/rlbd@.service" /usr/share/man/man8/rlbd.
   /usr/share/doc/rlbd/changelog.Debian.gz /usr/share/doc/rlbd/README.md /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/vendor-completions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
-  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
+  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml
+  /usr/share/doc/rlbd/LICENSE-MIT /usr/share/doc/rlbd/LICENSE-APACHE)
 for f in "${expected_deb[@]}"; do
   check "deb contains $f" grep -qxF -- "$f" <(printf '%s\n' "${deb_files[@]}")
 done
@@ -190,6 +193,9 @@ check "man finds rlbd(8)" man -w 8 rlbd
 check "man finds rlbd.toml(5)" man -w 5 rlbd.toml
 check "installed /etc/rlbd/rlbd.toml is valid" /usr/sbin/rlbd check-config /etc/rlbd/rlbd.toml
 check "installed unit is systemd/rlbd@.service" cmp -s "$unit_dir/rlbd@.service" systemd/rlbd@.service
+for l in LICENSE-MIT LICENSE-APACHE; do
+  check "installed /usr/share/doc/rlbd/$l is the source's $l" cmp -s "/usr/share/doc/rlbd/$l" "$l"
+done
 check "installed monitoring files are packaging/monitoring's" \
   cmp -s /usr/share/rlbd/rlbd-rules.yml packaging/monitoring/rlbd-rules.yml
 check "postinst made the system group rlbd (operators)" getent group rlbd
@@ -222,7 +228,7 @@ check "fish completion completes the command rlbd" grep -q '^complete -c rlbd ' 
 step "the unit: systemd-analyze verify (offline) and security"
 unit=$unit_dir/rlbd@.service
 check "unit: Type=notify" grep -qx 'Type=notify' "$unit"
-check "unit: RestartPreventExitStatus=78" grep -qx 'RestartPreventExitStatus=78' "$unit"
+check "unit: RestartPreventExitStatus=64 78" grep -qx 'RestartPreventExitStatus=64 78' "$unit"
 check "unit: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
 check "unit: WatchdogSec= set" grep -qE '^WatchdogSec=[1-9]' "$unit"
 check "unit: PrivateNetwork= not set" bash -c "! grep -q '^PrivateNetwork' '$unit'"
@@ -234,7 +240,10 @@ check "unit: runs as the package's user and group rlbd" bash -c "grep -qx 'User=
 check "unit: no DynamicUser= (operators reach /run/rlbd)" bash -c "! grep -q '^DynamicUser=yes' '$unit'"
 check "unit: enabled instances start when their bond appears" \
   bash -c "grep -qx 'WantedBy=sys-subsystem-net-devices-%i.device' '$unit' && grep -qx 'After=sys-subsystem-net-devices-%i.device' '$unit'"
-check "unit: ExecStart runs /usr/sbin/rlbd run --bond" grep -qE '^ExecStart=.*/usr/sbin/rlbd run --bond' "$unit"
+# %i (escaped: bond\x2dsan) names the device unit; rlbd gets the bond's own name, %I (bond-san).
+check "unit: ExecStart runs /usr/sbin/rlbd run --bond %I (unescaped)" grep -qx 'ExecStart=/usr/sbin/rlbd run --bond %I' "$unit"
+check "unit: ExecReload runs /usr/sbin/rlbd reload %I (unescaped)" grep -qx 'ExecReload=/usr/sbin/rlbd reload %I' "$unit"
+check "unit: no %i passed to rlbd" bash -c "! grep -E '^Exec.*%i' '$unit'"
 # verify loads the template as instance rlbd@i, needs no running systemd, checks the ExecStart
 # binaries and the man pages of Documentation= (installed above).
 if systemd-analyze verify "$unit" >"$tmp/verify.out" 2>&1 && [ ! -s "$tmp/verify.out" ]; then
@@ -243,6 +252,18 @@ else
   cat "$tmp/verify.out"
   bad "systemd-analyze verify $unit"
 fi
+# The instance of a bond named bond-san is rlbd@bond\x2dsan (systemd-escape): verify loads it
+# beside a link to the template and, at debug level, prints the unit as it expanded it.
+mkdir -p "$tmp/units"
+ln -s "$unit" "$tmp/units/rlbd@.service"
+SYSTEMD_LOG_LEVEL=debug systemd-analyze verify "$tmp/units/rlbd@bond\x2dsan.service" >"$tmp/san.out" 2>&1 || true
+grep -E 'Command Line: /usr/sbin/rlbd|sys-subsystem-net-devices-bond' "$tmp/san.out" || true
+check "unit rlbd@bond\\x2dsan runs rlbd run --bond bond-san" grep -qF 'Command Line: /usr/sbin/rlbd run --bond bond-san' "$tmp/san.out"
+check "unit rlbd@bond\\x2dsan reloads with rlbd reload bond-san" grep -qF 'Command Line: /usr/sbin/rlbd reload bond-san' "$tmp/san.out"
+check "unit rlbd@bond\\x2dsan starts after sys-subsystem-net-devices-bond\\x2dsan.device" \
+  grep -qF 'After: sys-subsystem-net-devices-bond\x2dsan.device' "$tmp/san.out"
+check "rlbd run --bond 'bond\\x2dsan' exits 78 with the enable line" bash -c \
+  "out=\$(/usr/sbin/rlbd run --bond 'bond\\x2dsan' --config /dev/null 2>&1); [ \$? = 78 ] && [[ \$out == *'systemctl enable \"rlbd@\$(systemd-escape bond-san)\"'* ]]"
 systemd-analyze security --offline=yes --no-pager "$unit" >"$tmp/security.out" 2>&1 || true
 grep -E '^✗|Overall' "$tmp/security.out" || cat "$tmp/security.out"
 score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$tmp/security.out")
@@ -316,7 +337,13 @@ check "missing bond: exit 69 (got $rc)" test "$rc" = 69
 ip netns del "$netns"
 
 step "remove the .deb (dpkg -r): only the conffile stays"
+# What a daemon that died leaves in the runtime directory: its last metrics and its state.
+mkdir -p /run/rlbd
+echo 'rlbd_uptime_seconds{bond="rlbd-pkg-x"} 5' >/run/rlbd/rlbd-pkg-x.prom
+echo '{}' >/run/rlbd/rlbd-pkg-x.state
 check "dpkg -r" dpkg -r rlbd
+check "remove drops a metrics file a dead daemon left in /run/rlbd" test ! -e /run/rlbd/rlbd-pkg-x.prom
+check "remove keeps the state files in /run/rlbd" test -f /run/rlbd/rlbd-pkg-x.state
 for f in "${deb_files[@]}"; do
   if [ "$f" = /etc/rlbd/rlbd.toml ]; then
     check "conffile $f kept" test -f "$f"
@@ -328,6 +355,7 @@ check "/usr/share/doc/rlbd removed" test ! -e /usr/share/doc/rlbd
 check "dpkg status: config-files" test "$(dpkg-query -W -f='${Status}' rlbd)" = "deinstall ok config-files"
 check "dpkg -P" dpkg -P rlbd
 check "purged /etc/rlbd" test ! -e /etc/rlbd
+check "purged /run/rlbd (what dead daemons left)" test ! -e /run/rlbd
 # Debian's practice: a system user outlives its package (files may still belong to it).
 check "purge keeps the user and group rlbd" getent group rlbd
 
@@ -339,7 +367,8 @@ expected_rpm=(/usr/sbin/rlbd /usr/lib/systemd/system/rlbd@.service /usr/share/ma
   /usr/share/doc/rlbd/operations.md
   /usr/lib/sysusers.d/rlbd.conf /usr/share/bash-completion/completions/rlbd
   /usr/share/zsh/site-functions/_rlbd /usr/share/fish/vendor_completions.d/rlbd.fish
-  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml)
+  /usr/share/rlbd/rlbd-dashboard.json /usr/share/rlbd/rlbd-rules.yml
+  /usr/share/licenses/rlbd /usr/share/licenses/rlbd/LICENSE-MIT /usr/share/licenses/rlbd/LICENSE-APACHE)
 for f in "${expected_rpm[@]}"; do
   check "rpm contains $f" grep -qxF -- "$f" "$tmp/rpm.list"
 done
@@ -350,7 +379,20 @@ check "rpm: %post reloads systemd" grep -q 'daemon-reload' <(sed -n '/^postinsta
 check "rpm: %post makes the user rlbd" grep -q 'systemd-sysusers rlbd.conf' <(sed -n '/^postinstall/,/^[a-z]* scriptlet/p' "$tmp/rpm.scripts")
 check "rpm: %preun stops the instances" grep -q "systemctl stop 'rlbd@\*.service'" "$tmp/rpm.scripts"
 check "rpm: %postun present" grep -q '^postuninstall scriptlet' "$tmp/rpm.scripts"
+check "rpm: %postun on erase removes /run/rlbd (metrics and state files left)" \
+  grep -qx '	rm -rf /run/rlbd' <(sed -n '/^postuninstall/,$p' "$tmp/rpm.scripts")
 check "rpm: version $version" test "$(rpm -qp --qf '%{VERSION}' "$rpm_file")" = "$version"
+check "rpm: the licenses are %license files" test "$(rpm -qp --licensefiles "$rpm_file" | tr '\n' ' ')" = \
+  "/usr/share/licenses/rlbd/LICENSE-APACHE /usr/share/licenses/rlbd/LICENSE-MIT "
+# Built here for this machine: the package's architecture is this machine's, not a fixed one.
+rpm_arch=$(rpm -qp --qf '%{ARCH}' "$rpm_file")
+check "rpm: architecture $rpm_arch is the build's ($(uname -m))" test "$rpm_arch" = "$(uname -m)"
+check "rpm: the spec has no fixed BuildArch" grep -qx 'BuildArch: *%{rlbd_arch}' packaging/rpm/rlbd.spec
+mkdir -p "$tmp/rpm-root"
+(cd "$tmp/rpm-root" && rpm2cpio "$OLDPWD/$rpm_file" | cpio -idm --quiet './usr/share/licenses/*')
+for l in LICENSE-MIT LICENSE-APACHE; do
+  check "rpm's /usr/share/licenses/rlbd/$l is the source's $l" cmp -s "$tmp/rpm-root/usr/share/licenses/rlbd/$l" "$l"
+done
 
 step "lintian"
 # Fails on errors (E:); warnings are printed. Debian 12's lintian predates aliased-location.

@@ -163,6 +163,8 @@ pub struct Control {
     conns: Vec<Option<Conn>>,
     next_metrics: Instant,
     metrics_failing: bool,
+    /// The metrics file last written, removed on a clean stop.
+    metrics_written: Option<PathBuf>,
     /// The bond or first port, for the default socket path.
     name: String,
     path_change_warned: bool,
@@ -209,6 +211,7 @@ impl Control {
             conns: (0..MAX_CONNS).map(|_| None).collect(),
             next_metrics: Instant::now() + FIRST_METRICS,
             metrics_failing: false,
+            metrics_written: None,
             name: name.to_string(),
             path_change_warned: false,
         }
@@ -389,7 +392,11 @@ impl Control {
             self.warn_if_moved(cfg);
             if let Some(path) = &cfg.metrics_file_for(&self.name) {
                 let text = status.metrics();
-                match write_atomically(path, text.as_bytes()) {
+                let written = write_atomically(path, text.as_bytes());
+                if written.is_ok() {
+                    self.metrics_written = Some(path.clone());
+                }
+                match written {
                     Ok(()) if self.metrics_failing => {
                         info!("metrics file {}: written again", path.display());
                         self.metrics_failing = false;
@@ -407,6 +414,20 @@ impl Control {
 }
 
 impl Control {
+    /// A clean stop (SIGTERM, SIGINT): the metrics file goes, so that a stop on purpose does not
+    /// read as a daemon that died (the RlbdDown alert sees its values stop changing). Any other
+    /// exit leaves the file, for that alert to fire.
+    pub fn remove_metrics_file(&mut self) {
+        let Some(path) = self.metrics_written.take() else {
+            return;
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => debug!("metrics file {} removed", path.display()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => warn!("metrics file {}: cannot remove: {e}", path.display()),
+        }
+    }
+
     /// A reload (SIGHUP) cannot move the socket; says so once.
     fn warn_if_moved(&mut self, cfg: &ObservabilityConfig) {
         if self.path_change_warned || self.bound.is_none() {

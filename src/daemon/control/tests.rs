@@ -317,3 +317,28 @@ fn metrics_file_is_replaced_whole_on_the_timer() {
     assert!(control.metrics_failing);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_clean_stop_removes_the_metrics_file_it_wrote_and_nothing_else() {
+    let dir = tmpdir("metrics-stop");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rlbd.prom");
+    let poll = Poll::new().unwrap();
+    let cfg = ObservabilityConfig {
+        metrics_file: Some(file.clone()),
+        ..Default::default()
+    };
+    // Not written yet (stopped within FIRST_METRICS): a file there is not this daemon's.
+    std::fs::write(&file, "someone else's\n").unwrap();
+    let mut control = Control::new("bond0");
+    control.remove_metrics_file();
+    assert!(file.exists());
+    let t0 = Instant::now();
+    control.on_timer(t0 + FIRST_METRICS, poll.registry(), &cfg, &mut || report(1));
+    assert!(moved(&std::fs::read_to_string(&file).unwrap(), 1));
+    control.remove_metrics_file();
+    assert!(!file.exists());
+    // Twice, or after someone removed it: nothing to say.
+    control.remove_metrics_file();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -34,7 +34,9 @@ pub struct FdbEntry {
     /// `self`), not an entry of its bridge's table.
     pub own: bool,
     /// The raw `ndm_state` (NUD_* bits) and `ndm_flags` (NTF_* bits), for what the fields above
-    /// leave out (NTF_STICKY, NTF_OFFLOADED...).
+    /// leave out (NTF_STICKY, NTF_OFFLOADED...). A `self` entry's notification echoes the state
+    /// its adder asked for (`bridge fdb add ... self permanent`: NOARP|PERMANENT) where the
+    /// dump says PERMANENT: compare entries by [`key`](Self::key) and `kind`, not whole.
     pub state: u16,
     pub flags: u8,
 }

@@ -7,13 +7,13 @@
 //!
 //! IFLA_LINKINFO is decoded by hand, never by the crate: its nest holds per-kind data for every
 //! link type the kernel has (bareudp, geneve, ...), which the crate parses whole, and some of
-//! those parsers panic on a short value (the fuzzer found one in bareudp's). rlbd reads three
-//! fields of two kinds from it.
+//! those parsers panic on a short value (the fuzzer found one in bareudp's). rlbd reads a few
+//! fields of three kinds (bond, VLAN, bridge) from it.
 
 use log::debug;
 use netlink_packet_core::{
-    parse_string, parse_u8, DecodeError, NlaBuffer, NlasIterator, ParseableParametrized,
-    NLA_HEADER_SIZE,
+    parse_string, parse_u16, parse_u32, parse_u8, DecodeError, NlaBuffer, NlasIterator,
+    ParseableParametrized, NLA_HEADER_SIZE,
 };
 pub use netlink_packet_route::link::BondMode;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkHeader, State};
@@ -33,9 +33,11 @@ pub struct LinkInfo {
     /// Carrier present: operstate UP, or IFF_LOWER_UP when the driver reports no operstate
     /// (operstate UNKNOWN).
     pub oper_up: bool,
-    /// IFLA_MASTER: the ifindex of the bond (or bridge, VRF...) this device is enslaved to.
+    /// IFLA_MASTER: the ifindex of the bond (or bridge, VRF...) this device is enslaved to: a
+    /// bridge port's bridge, a bond slave's bond.
     pub master: Option<u32>,
-    /// IFLA_INFO_KIND, e.g. "bond", "veth", "bridge". `None` for plain hardware NICs.
+    /// IFLA_INFO_KIND, e.g. "bond", "bridge", "veth", "macvlan", "tun" (tap devices too),
+    /// "vlan", "vxlan", "openvswitch". `None` for plain hardware NICs.
     pub kind: Option<String>,
     /// From IFLA_STATS64. The kernel sends these with every RTM_NEWLINK, dumps included.
     pub rx_bytes: Option<u64>,
@@ -46,6 +48,8 @@ pub struct LinkInfo {
     pub parent: Option<u32>,
     /// Present when `kind` is "vlan": its tag and protocol.
     pub vlan: Option<VlanInfo>,
+    /// Present when `kind` is "bridge" and the kernel sent IFLA_INFO_DATA.
+    pub bridge: Option<BridgeInfo>,
 }
 
 impl LinkInfo {
@@ -69,6 +73,19 @@ pub struct VlanInfo {
     pub id: u16,
     /// 802.1ad (QinQ, TPID 0x88a8) rather than 802.1Q.
     pub ad: bool,
+}
+
+/// A bridge's IFLA_INFO_DATA, what its FDB entries mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeInfo {
+    /// IFLA_BR_VLAN_FILTERING: the FDB is keyed by VLAN too (entries carry NDA_VLAN).
+    pub vlan_filtering: bool,
+    /// IFLA_BR_VLAN_DEFAULT_PVID: the VLAN a new port's untagged frames are given (1 unless
+    /// changed; 0 for none).
+    pub default_pvid: Option<u16>,
+    /// IFLA_BR_AGEING_TIME in hundredths of a second (clock_t): how long a learned entry lives
+    /// without a frame from its MAC (300 s by default).
+    pub ageing_time_cs: Option<u32>,
 }
 
 /// Bond master settings from IFLA_INFO_DATA of a "bond" link.
@@ -117,6 +134,10 @@ const IFLA_BOND_ALL_SLAVES_ACTIVE: u16 = 17;
 const IFLA_VLAN_ID: u16 = 1;
 const IFLA_VLAN_PROTOCOL: u16 = 5;
 const ETH_P_8021AD: u16 = 0x88a8;
+
+const IFLA_BR_AGEING_TIME: u16 = 4;
+const IFLA_BR_VLAN_FILTERING: u16 = 7;
+const IFLA_BR_VLAN_DEFAULT_PVID: u16 = 39;
 
 pub(crate) fn mac_from_slice(bytes: &[u8]) -> Option<Mac> {
     <[u8; 6]>::try_from(bytes).ok().map(Mac::from)
@@ -202,6 +223,7 @@ fn apply_link_info(info: &mut LinkInfo, nest: &[u8]) {
     match (kind.as_deref(), data) {
         (Some("bond"), Some(data)) => info.bond = bond_info(data),
         (Some("vlan"), Some(data)) => info.vlan = vlan_info(data),
+        (Some("bridge"), Some(data)) => info.bridge = bridge_info(data),
         _ => {}
     }
     info.kind = kind;
@@ -246,6 +268,27 @@ fn vlan_info(data: &[u8]) -> Option<VlanInfo> {
         }
     }
     Some(VlanInfo { id: id?, ad })
+}
+
+fn bridge_info(data: &[u8]) -> Option<BridgeInfo> {
+    let mut vlan_filtering = None;
+    let mut default_pvid = None;
+    let mut ageing_time_cs = None;
+    for nla in NlasIterator::new(data).map_while(Result::ok) {
+        let v = nla.value();
+        match nla.kind() {
+            IFLA_BR_VLAN_FILTERING => vlan_filtering = parse_u8(v).ok().map(|b| b != 0),
+            IFLA_BR_VLAN_DEFAULT_PVID => default_pvid = parse_u16(v).ok(),
+            IFLA_BR_AGEING_TIME => ageing_time_cs = parse_u32(v).ok(),
+            _ => {}
+        }
+    }
+    // Every kernel with IFLA_INFO_DATA for bridges (4.0 on) sends vlan_filtering.
+    Some(BridgeInfo {
+        vlan_filtering: vlan_filtering?,
+        default_pvid,
+        ageing_time_cs,
+    })
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 use super::*;
 use netlink_packet_core::Emitable;
 use netlink_packet_route::link::{
-    BondAllPortActive, BondPortState, InfoBond, InfoBondPort, InfoData, InfoKind, InfoPortData,
-    InfoPortKind, InfoVlan, LinkInfo as NlLinkInfo, LinkMessage, Stats64, VlanProtocol,
+    BondAllPortActive, BondPortState, InfoBond, InfoBondPort, InfoBridge, InfoData, InfoKind,
+    InfoPortData, InfoPortKind, InfoVlan, LinkInfo as NlLinkInfo, LinkMessage, Stats64,
+    VlanProtocol,
 };
 
 fn emit(msg: &LinkMessage) -> Vec<u8> {
@@ -351,4 +352,69 @@ fn vlan_data_decoded_by_hand() {
     let mut info = LinkInfo::default();
     apply_link_info(&mut info, &nest);
     assert_eq!(info.vlan, None);
+}
+
+#[test]
+fn a_bridge_says_whether_it_filters_vlans() {
+    for filtering in [false, true] {
+        let mut msg = LinkMessage::default();
+        msg.header.index = 20;
+        msg.attributes = vec![
+            LinkAttribute::IfName("br0".into()),
+            LinkAttribute::LinkInfo(vec![
+                NlLinkInfo::Kind(InfoKind::Bridge),
+                NlLinkInfo::Data(InfoData::Bridge(vec![
+                    InfoBridge::AgeingTime(30_000),
+                    InfoBridge::VlanFiltering(filtering),
+                    InfoBridge::VlanDefaultPvid(1),
+                    InfoBridge::GroupAddr([1, 0x80, 0xc2, 0, 0, 0]),
+                ])),
+            ]),
+        ];
+        let info = parse_ok(&emit(&msg));
+        assert_eq!(info.kind.as_deref(), Some("bridge"));
+        assert_eq!(
+            info.bridge,
+            Some(BridgeInfo {
+                vlan_filtering: filtering,
+                default_pvid: Some(1),
+                ageing_time_cs: Some(30_000),
+            })
+        );
+    }
+    // Without vlan_filtering nothing is claimed; another kind's data never fills it.
+    let mut data = Vec::new();
+    nla(&mut data, IFLA_BR_VLAN_DEFAULT_PVID, &[1]);
+    for kind in [&b"bridge\0"[..], b"bond\0"] {
+        let mut nest = Vec::new();
+        nla(&mut nest, IFLA_INFO_KIND, kind);
+        nla(&mut nest, IFLA_INFO_DATA, &data);
+        let mut info = LinkInfo::default();
+        apply_link_info(&mut info, &nest);
+        assert_eq!(info.bridge, None);
+    }
+}
+
+#[test]
+fn guests_devices_name_their_kind_and_master() {
+    for (kind, name) in [
+        (InfoKind::Veth, "veth"),
+        (InfoKind::Tun, "tun"),
+        (InfoKind::MacVlan, "macvlan"),
+        (InfoKind::MacVtap, "macvtap"),
+        (InfoKind::Vlan, "vlan"),
+        (InfoKind::Bond, "bond"),
+    ] {
+        let mut msg = LinkMessage::default();
+        msg.header.index = 30;
+        msg.attributes = vec![
+            LinkAttribute::IfName("vnet0".into()),
+            LinkAttribute::Controller(20),
+            LinkAttribute::LinkInfo(vec![NlLinkInfo::Kind(kind)]),
+        ];
+        let info = parse_ok(&emit(&msg));
+        assert_eq!(info.kind.as_deref(), Some(name));
+        assert_eq!(info.master, Some(20));
+        assert_eq!(info.bridge, None);
+    }
 }

@@ -427,3 +427,31 @@ fn the_guest_programs_load_without_sys_admin_or_perfmon() {
         panic!("{}", &e[e.len().saturating_sub(3000)..]);
     }
 }
+
+/// A guest filter a killed rlbd left is replaced in place, or removed with a link in its place.
+fn stale_filter_goes() -> Result<(), String> {
+    netns()?;
+    veth("bond0", "bpeer");
+    let maps = GuestMaps::new(4).unwrap();
+    let prog = maps.load_egress("bond0").unwrap();
+    let (i, name) = (ifindex("bond0"), prog_name("bond0"));
+    let attach = |links| HookAttached::attach("bond0", i, Hook::Egress, prog.as_fd(), &name, links);
+    // Killed: nothing removes its filter.
+    std::mem::forget(attach(false).unwrap());
+    let again = attach(false).unwrap();
+    let f = run("tc", "filter show dev bond0 egress")?;
+    let ours = f.lines().filter(|l| l.contains("handle 0x1be rlbdg_bond0"));
+    assert_eq!(ours.count(), 1, "{f}");
+    std::mem::forget(again);
+    let link = attach(true).unwrap();
+    assert_eq!(link.how(), "tcx");
+    assert_eq!(run("tc", "filter show dev bond0 egress")?.trim(), "");
+    assert!(!run("tc", "qdisc show dev bond0")?.contains("clsact"));
+    drop(link);
+    nothing_left("bond0")
+}
+
+#[test]
+fn a_stale_guest_filter_is_replaced_or_removed() {
+    in_own_thread("stale guest filter", stale_filter_goes);
+}

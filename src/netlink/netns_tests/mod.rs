@@ -78,7 +78,16 @@ impl Watcher {
     /// Reads events until one matches `pred` (returned) or `WAIT` passes (panics, naming
     /// `what`). Small batches exercise the resume-within-a-datagram path.
     fn expect(&mut self, what: &str, pred: impl Fn(&NlEvent) -> bool) -> NlEvent {
-        let deadline = Instant::now() + WAIT;
+        match self.wait_for(WAIT, &pred) {
+            Some(ev) => ev,
+            None => panic!("timed out waiting for {what}; saw {:#?}", self.seen),
+        }
+    }
+
+    /// Reads events until one matches `pred` (returned, with those before it dropped) or
+    /// `within` passes (`None`, everything read kept in `seen`).
+    fn wait_for(&mut self, within: Duration, pred: impl Fn(&NlEvent) -> bool) -> Option<NlEvent> {
+        let deadline = Instant::now() + within;
         let mut checked = 0;
         loop {
             let more = self.sock.read_batch(3, &mut self.seen).expect("read_batch");
@@ -87,18 +96,16 @@ impl Watcher {
                 // Later expectations must match later events only.
                 let pos = self.seen.iter().rposition(|e| *e == ev).unwrap();
                 self.seen.drain(..=pos);
-                return ev;
+                return Some(ev);
             }
             checked = self.seen.len();
             if more {
                 continue;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "timed out waiting for {what}; saw {:#?}",
-                self.seen
-            );
+            if left.is_zero() {
+                return None;
+            }
             self.poll.poll(&mut self.events, Some(left)).unwrap();
         }
     }
@@ -464,3 +471,5 @@ fn overflow_is_reported_as_overrun() {
         assert_eq!(ours, 200);
     });
 }
+
+mod bridge_fdb;

@@ -65,7 +65,10 @@ impl HookAttached {
     ) -> io::Result<HookAttached> {
         if links {
             match tcx_link_last(prog, ifindex, hook) {
-                Ok(l) => return Ok(HookAttached::Link(l)),
+                Ok(l) => {
+                    remove_stale_filter(dev, ifindex, hook);
+                    return Ok(HookAttached::Link(l));
+                }
                 Err(e) => debug!("{dev}: no tcx link at {} ({e}): cls_bpf", hook.name()),
             }
         }
@@ -125,6 +128,30 @@ fn tcx_link_last(prog: BorrowedFd<'_>, ifindex: u32, hook: Hook) -> io::Result<O
     let fd = libc::c_int::try_from(rc).map_err(|_| io::Error::other("bpf(2): no descriptor"))?;
     // SAFETY: a successful BPF_LINK_CREATE returns a new descriptor nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A guest filter a killed rlbd left at `hook` still acts on its orphaned pins: with a link
+/// in its place it goes, with the qdisc if nothing else uses it. Someone else's stays.
+fn remove_stale_filter(dev: &str, ifindex: u32, hook: Hook) {
+    let Ok(nl) = Nl::new() else { return };
+    match nl.filters(ifindex, hook.parent()) {
+        Ok(f) if at_guest_prio(&f) == AtPrio::Ours => {}
+        _ => return,
+    }
+    warn!("{dev}: removing the guest tc filter a previous rlbd left");
+    let m = guest_filter_msg(ifindex, hook);
+    if let Err(e) = nl.exchange(RouteNetlinkMessage::DelTrafficFilter(m), NLM_F_ACK) {
+        warn!("{dev}: removing the guest tc filter a previous rlbd left: {e}");
+    } else if no_filters(&nl, ifindex) {
+        let _ = nl.del_clsact(ifindex);
+    }
+}
+
+/// Whether neither hook of `ifindex` holds a filter.
+fn no_filters(nl: &Nl, ifindex: u32) -> bool {
+    [INGRESS, EGRESS]
+        .iter()
+        .all(|p| nl.filters(ifindex, *p).is_ok_and(|f| f.is_empty()))
 }
 
 /// rlbd's filter at [`GUEST_PRIO`] of one hook; removed on drop.
@@ -206,10 +233,7 @@ impl Drop for HookFilter {
             }
             _ => debug!("{}: guest tc filter removed", self.dev),
         }
-        let empty = [INGRESS, EGRESS]
-            .iter()
-            .all(|p| nl.filters(self.ifindex, *p).is_ok_and(|f| f.is_empty()));
-        if self.own_qdisc && empty {
+        if self.own_qdisc && no_filters(&nl, self.ifindex) {
             if let Err(e) = nl.del_clsact(self.ifindex) {
                 warn!("{}: removing the clsact qdisc rlbd made: {e}", self.dev);
             }
@@ -249,3 +273,6 @@ pub(crate) fn at_guest_prio(filters: &[TcMessage]) -> AtPrio {
     }
     at
 }
+
+#[cfg(test)]
+mod tests;
