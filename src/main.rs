@@ -77,7 +77,19 @@ fn check_config(file: Option<std::path::PathBuf>, bond: Option<String>) -> ExitC
                 ),
             }
             print!("{}", s.to_toml());
-            ExitCode::SUCCESS
+            // With a bond: the live bond, as `run` would see it at start.
+            match rlbd::daemon::check_live(&s) {
+                Ok(lines) => {
+                    for l in lines {
+                        println!("# {l}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    let code = e.code;
+                    fail("check-config", e, code)
+                }
+            }
         }
         Err(e) => fail("check-config", e, EX_CONFIG),
     }

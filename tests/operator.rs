@@ -300,3 +300,61 @@ fn a_clean_stop_removes_the_metrics_file() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A namespace of this test's own, removed when dropped (also when the test fails).
+struct Netns(String);
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn check_config_with_a_bond_looks_at_the_live_link() {
+    if !root_or_skip() {
+        return;
+    }
+    let ns = Netns(format!("rlbd-cc-{}", std::process::id()));
+    let ip = |args: &[&str]| {
+        let ok = Command::new("ip")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip {}", args.join(" "));
+    };
+    ip(&["netns", "add", &ns.0]);
+    ip(&[
+        "-n",
+        &ns.0,
+        "link",
+        "add",
+        "bondish",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "bondish-p",
+    ]);
+    let check = |bond: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.0])
+            .arg(exe())
+            .args(["check-config", "--bond", bond])
+            .output()
+            .expect("rlbd in the namespace");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), err)
+    };
+    // A link that is not a bond: what to change, 78.
+    let (code, err) = check("bondish");
+    say!("check-config --bond bondish: exit {code:?}: {err}");
+    assert_eq!(code, Some(78), "{err}");
+    assert!(
+        err.contains("bondish is not a bond (its kind is veth)"),
+        "{err}"
+    );
+    // No such link: 69, as `run` says.
+    let (code, err) = check("rlbd-nobond");
+    assert_eq!(code, Some(69), "{err}");
+    assert!(err.contains("bond rlbd-nobond does not exist"), "{err}");
+}

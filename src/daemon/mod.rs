@@ -12,11 +12,14 @@ mod control;
 mod counting;
 mod edge;
 mod guests;
+mod inspect;
 mod netlink;
 mod reload;
 mod report;
 mod setup;
 mod state_file;
+
+pub use inspect::check_live;
 
 use std::time::{Duration, Instant};
 
@@ -356,6 +359,9 @@ impl Daemon {
             return Err(Failure::config(format!(
                 "interface {name} on the bond cannot be steered: {why}"
             )));
+        }
+        if let Some(why) = self.engine.guests_refused() {
+            return Err(Failure::config(format!("[guests] enabled: {why}")));
         }
         self.edge.route_start(&mut self.engine)?;
         // At boot the bond's device appears before the network manager enslaves its slaves

@@ -42,7 +42,7 @@ pub fn sd_notify(state: &str) {
     }
 }
 
-fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<BondMode, Failure> {
+pub(super) fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<BondMode, Failure> {
     let Some(link) = snap.links.iter().find(|l| l.name == name) else {
         return Err(Failure::unavailable(format!(
             "bond {name} does not exist (ip link show {name})"

@@ -213,6 +213,12 @@ impl Engine {
         self.lan.unsupported()
     }
 
+    /// Why `[guests]` cannot be served on this bond (balance-tlb), if so: at start a
+    /// configuration error.
+    pub fn guests_refused(&self) -> Option<&str> {
+        self.guests.refused()
+    }
+
     /// The server's interfaces on the bond, for the start-up line.
     pub fn shape(&self) -> Vec<String> {
         self.lan.shape()
