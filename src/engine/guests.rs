@@ -112,7 +112,12 @@ impl Engine {
     /// The guests table's actions as outputs: a pin is the program's map entry and, at once,
     /// the guest's announcement out of its new port.
     pub(super) fn carry_out_guests(&mut self) {
-        for a in std::mem::take(&mut self.guest_actions) {
+        let actions = std::mem::take(&mut self.guest_actions);
+        // A guest placed, moved or released is durable state (the state file's pins).
+        self.durable.dirty |= actions
+            .iter()
+            .any(|a| matches!(a, GuestAction::Pin { .. } | GuestAction::Unpin { .. }));
+        for a in actions {
             match a {
                 GuestAction::Pin { key, port, reason } => {
                     let Some(p) = self.lan.ports.list.get(port) else {

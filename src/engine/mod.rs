@@ -319,7 +319,7 @@ impl Engine {
         // one while it holds moves or answers (a sixth of it, at most every 10 s).
         let every = (self.settings.policy.hold_down / 6).clamp(1, 10);
         let moved = self.steer.moved_count();
-        let kept = moved > 0 || self.steer.answered_count() > 0;
+        let kept = moved > 0 || self.steer.answered_count() > 0 || !self.guests.is_empty();
         self.durable.dirty |= moved != before || (self.schedule.tick % every == 0 && kept);
         self.durable.dirty |= self.steer.take_durable_changed();
         self.carry_out();
@@ -492,7 +492,8 @@ impl Engine {
             // a deadline that never passes, and the loop would spin).
             self.durable.dirty = false;
         } else if self.durable.due(now) {
-            let p = persist::to_file(self.steer.export(now), &self.lan, now);
+            let mut p = persist::to_file(self.steer.export(now), &self.lan, now);
+            p.guests = persist::guests_to_file(self.guests.export(), &self.lan);
             self.out.push(Output::Persist(Box::new(p)));
         }
     }
@@ -517,9 +518,15 @@ impl Engine {
         let usable: Vec<bool> = self.lan.ports.list.iter().map(|p| p.usable()).collect();
         self.steer
             .import(now, state, |p| usable.get(p).copied().unwrap_or(false));
+        let pins = persist::guests_from_file(&p, &self.lan);
+        let guests = pins.len();
+        self.lan.ports.views_into(&mut self.bufs.ports);
+        self.guests
+            .import(pins, &self.bufs.ports, &mut self.guest_actions);
+        self.carry_out_guests();
         let text = format!(
             "state file {file}: {moves} moves taken over (re-asserted, their hold-downs kept), \
-             {answered} answered clients; written {} ms ago",
+             {answered} answered clients, {guests} guests' pins; written {} ms ago",
             now - p.written_ms
         );
         self.out.log(Level::Info, Topic::Restore, text);

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::lan::Lan;
 use crate::client::{mac_text, ClientKey};
 use crate::config::Target;
+use crate::guests::GuestPin;
 use crate::host::Claim;
 use crate::policy::Reason;
 use crate::steer::{DurableMove, SteerState};
@@ -31,6 +32,25 @@ pub struct Persisted {
     pub refused: Vec<PersistedRefusal>,
     pub answered: Vec<PersistedAnswer>,
     pub budgets: Vec<PersistedBudget>,
+    /// The guests' pins (`[guests]`). Absent when there are none, so a host without guests
+    /// writes the file an earlier release reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guests: Vec<PersistedGuest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersistedGuest {
+    pub mac: String,
+    pub vlan: u16,
+    pub port: String,
+    /// Its last move: when, from which port, why.
+    #[serde(default)]
+    pub moved_ms: Option<u64>,
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub reason: Option<Reason>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,7 +189,42 @@ pub fn to_file(s: SteerState, lan: &Lan, now: u64) -> Persisted {
                 tokens,
             })
             .collect(),
+        guests: Vec::new(),
     }
+}
+
+/// The guests' pins as the file holds them: ports by name.
+pub fn guests_to_file(pins: Vec<GuestPin>, lan: &Lan) -> Vec<PersistedGuest> {
+    let name = |p: usize| lan.ports.list.get(p).map(|p| p.name.clone());
+    pins.into_iter()
+        .filter_map(|g| {
+            Some(PersistedGuest {
+                mac: mac_text(g.key.mac),
+                vlan: g.key.vlan,
+                port: name(g.port)?,
+                moved_ms: g.moved_ms,
+                from: g.last_move.and_then(|(p, _)| name(p)),
+                reason: g.last_move.map(|(_, r)| r),
+            })
+        })
+        .collect()
+}
+
+/// The file's guests' pins: ports by this daemon's numbers (what names no port now is dropped).
+pub fn guests_from_file(p: &Persisted, lan: &Lan) -> Vec<GuestPin> {
+    let port = |name: &str| lan.ports.list.iter().position(|p| p.name == name);
+    p.guests
+        .iter()
+        .filter_map(|g| {
+            let from = g.from.as_deref().and_then(port);
+            Some(GuestPin {
+                key: key(&g.mac, g.vlan)?,
+                port: port(&g.port)?,
+                moved_ms: g.moved_ms,
+                last_move: from.zip(g.reason),
+            })
+        })
+        .collect()
 }
 
 /// Why an earlier daemon's state does not belong to this one (`target`, at `now`, with a

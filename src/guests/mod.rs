@@ -80,6 +80,15 @@ pub enum GuestAction {
     Log(Level, String),
 }
 
+/// Where a guest is pinned and its last move, as the state file keeps them across a restart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GuestPin {
+    pub key: ClientKey,
+    pub port: PortId,
+    pub moved_ms: Option<u64>,
+    pub last_move: Option<(PortId, Reason)>,
+}
+
 /// One guest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guest {
@@ -115,6 +124,8 @@ pub struct Guests {
     /// Why guests are not balanced on this host although enabled (balance-tlb).
     refused: Option<String>,
     list: BTreeMap<ClientKey, Guest>,
+    /// Pins an earlier daemon left (the state file), for guests not learned yet.
+    remembered: BTreeMap<ClientKey, GuestPin>,
     pub totals: GuestTotals,
 }
 
@@ -340,6 +351,44 @@ impl Guests {
         self.place_unplaced(now, ports, out);
     }
 
+    /// Every placed guest's pin and last move, for the state file.
+    pub fn export(&self) -> Vec<GuestPin> {
+        self.list
+            .values()
+            .filter_map(|g| {
+                Some(GuestPin {
+                    key: g.key,
+                    port: g.port?,
+                    moved_ms: g.moved_ms,
+                    last_move: g.last_move,
+                })
+            })
+            .collect()
+    }
+
+    /// An earlier daemon's pins (a restart): a guest already learned goes back to its port
+    /// (its hold-down kept), one not learned yet will when it is.
+    pub fn import(&mut self, pins: Vec<GuestPin>, ports: &[PortView], out: &mut Vec<GuestAction>) {
+        for pin in pins {
+            let Some(g) = self.list.get_mut(&pin.key) else {
+                self.remembered.insert(pin.key, pin);
+                continue;
+            };
+            if !ports.get(pin.port).is_some_and(|v| v.up) {
+                continue;
+            }
+            (g.moved_ms, g.last_move) = (pin.moved_ms, pin.last_move);
+            if g.port != Some(pin.port) {
+                g.port = Some(pin.port);
+                out.push(GuestAction::Pin {
+                    key: pin.key,
+                    port: pin.port,
+                    reason: None,
+                });
+            }
+        }
+    }
+
     /// Every guest for the status, busiest first (ties by MAC); `name` names an ifindex.
     pub fn statuses(
         &self,
@@ -478,12 +527,18 @@ impl Guests {
                 .cfg
                 .pinned_to(key.mac)
                 .and_then(|n| self.names.iter().position(|x| x == n));
+            let usable = |p: &PortId| ports.get(*p).is_some_and(|v| v.up);
+            let before = self.remembered.remove(&key).filter(|r| usable(&r.port));
             let to = pin
-                .filter(|p| ports.get(*p).is_some_and(|v| v.up))
+                .filter(usable)
+                .or(before.map(|r| r.port))
                 .or_else(|| place::least_loaded(ports, &per_port));
             let (Some(to), Some(g)) = (to, self.list.get_mut(&key)) else {
                 continue;
             };
+            if let Some(r) = before.filter(|r| r.port == to) {
+                (g.moved_ms, g.last_move) = (r.moved_ms, r.last_move);
+            }
             g.port = Some(to);
             g.last_announce_ms = now;
             self.totals.placed += 1;

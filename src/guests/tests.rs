@@ -323,3 +323,41 @@ fn the_configuration_refuses_a_guest_both_pinned_and_excluded_and_bad_macs() {
     cfg.exclude = vec!["nonsense".into()];
     assert!(cfg.validate().unwrap_err().1.contains("not a MAC"));
 }
+
+#[test]
+fn a_restart_puts_guests_back_where_they_were_with_their_hold_down() {
+    let (mut g, mut out) = heavy_on_port_0();
+    let cfg = PolicyConfig::default();
+    g.rebalance(10_200, &cfg, &[port(28.8e6, true), port(0.0, false)], &mut out);
+    let moved = pins(&out)[0].0;
+    let before = g.export();
+    assert_eq!(before.len(), 4);
+    // A new daemon: the pins come back before the FDB is dumped for some, after for others.
+    let (mut h, mut out) = table(enabled());
+    let ports = [port(0.0, false), port(0.0, false)];
+    h.on_fdb(11_000, &fact(guest(3), 103), &ports, &mut out);
+    h.import(before.clone(), &ports, &mut out);
+    for n in [0u8, 1, 2] {
+        h.on_fdb(11_000, &fact(guest(n), 100 + u32::from(n)), &ports, &mut out);
+    }
+    let mut after = h.export();
+    let mut want = before;
+    after.sort_by_key(|p| p.key);
+    want.sort_by_key(|p| p.key);
+    assert_eq!(after, want);
+    // The moved guest is still held: port 1 overloaded does not send it back.
+    out.clear();
+    let counts: Vec<GuestCount> = [0u8, 2]
+        .iter()
+        .map(|&n| GuestCount {
+            key: guest(n),
+            port: want.iter().find(|p| p.key == guest(n)).unwrap().port,
+            rx_bytes: 14_400_000 / 8,
+            tx_bytes: 0,
+            seen_from_switch: 0,
+        })
+        .collect();
+    h.on_counts(12_000, &counts, &mut out);
+    h.rebalance(12_200, &cfg, &[port(0.0, false), port(28.8e6, true)], &mut out);
+    assert!(pins(&out).iter().all(|p| p.0 != moved), "{out:?}");
+}
