@@ -12,6 +12,7 @@ use crate::capture::ebpf::tc::hook::{Hook, HookAttached, GUEST_PRIO};
 use crate::capture::ebpf::{Hook as CountHook, KernelCounter};
 use crate::test_support::in_own_thread;
 
+mod bond;
 mod sock;
 use sock::{ifindex, Sock};
 
