@@ -13,6 +13,7 @@ use crate::capture::ebpf::{Hook as CountHook, KernelCounter};
 use crate::test_support::in_own_thread;
 
 mod bond;
+mod cost;
 mod sock;
 use sock::{ifindex, Sock};
 
