@@ -1,5 +1,5 @@
-//! The rtnetlink edge: typed link, neighbour, bridge FDB and address events from the kernel, plus the
-//! few sysfs/procfs values the daemon reads at start-up. No policy lives here.
+//! The rtnetlink edge: typed link, neighbour, bridge FDB and address events from the kernel,
+//! plus the few sysfs/procfs values the daemon reads at start-up. No policy lives here.
 //!
 //! Typical use: [`RouteSocket::open`], [`RouteSocket::snapshot`] once, register
 //! [`RouteSocket::socket_mut`] with `mio`, then [`RouteSocket::read_batch`] on readiness and

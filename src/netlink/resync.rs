@@ -1,7 +1,7 @@
 //! Resynchronisation after lost notifications: a dump reports what exists, never what stopped
 //! existing while the kernel was dropping our notifications (ENOBUFS). So the socket keeps the
-//! keys of every link, address, neighbour and FDB entry it has reported, and when a dump of one kind
-//! completes it reports as removed each key of that kind that neither the dump nor a
+//! keys of every link, address, neighbour and FDB entry it has reported, and when a dump of one
+//! kind completes it reports as removed each key of that kind that neither the dump nor a
 //! notification received since the dump was sent has mentioned. The consumer's view then equals
 //! the kernel's, without having to know which events came from which dump.
 //!

@@ -194,9 +194,10 @@ impl RouteSocket {
         self.pump(budget, &mut |_, event| out.push(event))
     }
 
-    /// Blocking: dumps links, addresses, neighbours and the bridge FDB and returns them. Notifications that
-    /// arrive meanwhile are kept for the next [`read_batch`](Self::read_batch), so a caller
-    /// that applies them after the snapshot misses nothing.
+    /// Blocking: dumps links, addresses, neighbours and the bridge FDB and returns them.
+    /// Notifications that arrive meanwhile are kept for the next
+    /// [`read_batch`](Self::read_batch), so a caller that applies them after the snapshot
+    /// misses nothing.
     pub fn snapshot(&mut self) -> io::Result<Snapshot> {
         let mut wanted = Vec::with_capacity(4);
         for kind in [
