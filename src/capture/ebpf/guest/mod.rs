@@ -229,6 +229,12 @@ impl GuestMaps {
     /// go on). A guest new to the maps takes a free counter slot, zeroed first.
     pub fn pin(&self, mac: Mac, vlan: u16, ifindex: u32) -> io::Result<()> {
         let g = GuestKey::new(mac, vlan);
+        // The programs' VLAN is 12 bits; ifindex 0 names no device (a redirect there drops).
+        if vlan > 0x0fff || ifindex == 0 || i32::try_from(ifindex).is_err() {
+            let what = format!("ifindex {ifindex}: a VLAN up to 4095 and a device expected");
+            let e = io::Error::new(io::ErrorKind::InvalidInput, what);
+            return Err(guest_err(&g, "pinning it", e));
+        }
         let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
         let slot = match book.taken.get(&g) {
             Some(&(slot, _)) => slot,

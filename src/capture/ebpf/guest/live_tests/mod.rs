@@ -173,6 +173,11 @@ fn egress_redirects(links: bool) -> Result<(), String> {
     maps.pin(GUEST, 0, sb).unwrap();
     maps.pin(GUEST, 5, sb).unwrap();
     assert_eq!(maps.pinned_to(GUEST, 5).unwrap(), Some(sb));
+    for (vlan, ifindex) in [(4096, sb), (0, 0)] {
+        let e = maps.pin(STRANGER, vlan, ifindex).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+    assert_eq!(maps.pinned_to(STRANGER, 0).unwrap(), None);
     let on_bond = Sock::open("bond0");
     let (sbp, bp) = (Sock::open("sbpeer"), Sock::open("bpeer"));
     let cases = [
