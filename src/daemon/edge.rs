@@ -14,9 +14,11 @@ use crate::exit::Failure;
 pub struct Edge {
     pub poll: Poll,
     pub nl: NetlinkReader,
+    /// Before the captures: fields drop in order, and a port's guest program must come off
+    /// before its counting one (whose attachment may have made the clsact qdisc).
+    pub guests: GuestIo,
     pub captures: Captures,
     pub state: StateFile,
-    pub guests: GuestIo,
 }
 
 impl Edge {

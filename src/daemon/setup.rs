@@ -176,9 +176,9 @@ pub fn build(
     let edge = Edge {
         poll,
         nl: NetlinkReader::new(nl),
+        guests: Default::default(),
         captures,
         state: StateFile::new(state_path(state, &target)),
-        guests: Default::default(),
     };
     let mut d = Daemon {
         reload,
