@@ -11,7 +11,8 @@
 #
 # The host kernel may have no bonding driver, so this boots Debian's own kernels under QEMU (TCG),
 # one boot per kernel, each with an initramfs holding busybox, the host's iproute2, the needed
-# modules, rlbd, rlbd-lab (traffic) and klab-arp (klab-arp.c: crafted and sniffed ARP), and runs
+# modules, rlbd, rlbd-lab (traffic), klab-arp (klab-arp.c: crafted and sniffed ARP) and
+# klab-frames (klab-frames.c: frames counted by guest, rewritten and duplicated), and runs
 # guest-test.sh inside it: each of that kernel's scenarios on a fresh balance-alb bond with two veth
 # slaves behind a bridge whose server-facing ports are capped with tc tbf (guest-test.sh describes
 # the scenarios and their checks). All traffic stays inside the guest; the only network used is
@@ -22,7 +23,10 @@
 #   6.1   bookworm's
 #   6.12  bookworm-backports' (trixie's series; .ko.xz modules, decompressed when unpacked)
 # Scenarios (names as words): flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq
-#   (guest-test.sh describes each), with veth slaves; SCENARIO@NIC runs a scenario with slaves
+#   (guest-test.sh describes each), with veth slaves; guests guests-vlan: four guests (namespaces)
+#   behind a bridge over the bond, measured with the kernel alone (guest-guests.sh; not in the
+#   default PLAN: `PLAN="6.12:guests,guests-vlan 6.1:guests" tests/kernel-lab/run.sh`; each
+#   prints a "guests: kernel-alone=..." line, collected at the end of the run); SCENARIO@NIC runs a scenario with slaves
 #   that are QEMU-emulated NICs instead (NIC: igb, virtio, e1000e; all: flat@igb vlan@igb
 #   two-addresses@igb flat@virtio flat@e1000e): each slave is wired (a QEMU hub) to a
 #   virtio-net NIC of the same guest that is the switch's port, so every frame a client sends
@@ -63,6 +67,8 @@
 #   STANDIN=0        1: a stand-in sends the moves instead of rlbd (guest-lib.sh), to prove a
 #                    scenario measures what it should; its results say STAND-IN, not rlbd
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
+#   GUESTS_DAEMON=0  1: the guests scenarios also start rlbd with "[guests] enabled = true" (the
+#                    daemon does not support that section yet: its check fails until it does)
 #   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT (or 97% of
 #                    the lab's ceiling in that scenario when the lab carried less) within 10 s
 #   BASE_SECONDS=3   traffic seconds per stage without steering
@@ -86,6 +92,8 @@ REPO=$(cd "$HERE/../.." && pwd)
 CACHE="$HERE/cache"
 ALL_KERNELS="5.10 6.1 6.12"
 ALL_SCENARIOS="flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq"
+# guests behind a bridge over the bond (guest-guests.sh): veth slaves only
+GUEST_SCENARIOS="guests guests-vlan"
 NIC_SCENARIOS="flat@igb vlan@igb two-addresses@igb flat@virtio flat@e1000e"
 ALL_NICS="igb virtio e1000e"
 # Per NIC: QEMU's device, and its PCI slots (decimal) "slave0,slave1,switch0,switch1": the
@@ -100,8 +108,9 @@ declare -A NIC_MODULE=([igb]=igb [virtio]=virtio_net [e1000e]=e1000e)
 DEFAULT_PLAN="6.12:flat,vlan,two-vlans,two-addresses,bridge,macvlan,ipvlan,qinq,two-addresses@igb 6.1:flat 5.10:flat,bridge"
 PLAN=${PLAN:-$DEFAULT_PLAN}
 SCENARIOS=${SCENARIOS:-}
-[ "$SCENARIOS" = all ] && SCENARIOS="$ALL_SCENARIOS $NIC_SCENARIOS"
+[ "$SCENARIOS" = all ] && SCENARIOS="$ALL_SCENARIOS $NIC_SCENARIOS $GUEST_SCENARIOS"
 STANDIN=${STANDIN:-0}
+GUESTS_DAEMON=${GUESTS_DAEMON:-0}
 CAP_MBIT=${CAP_MBIT:-30}
 TOTAL_X=${TOTAL_X:-1.9}
 BASE_SECONDS=${BASE_SECONDS:-3}
@@ -133,7 +142,7 @@ known_scenario() { # $1: a scenario, or SCENARIO@NIC
         known "scenario of $1 (PLAN, SCENARIOS)" "${1%@*}" "${ALL_SCENARIOS% qinq}"
         known "NIC of $1 (PLAN, SCENARIOS)" "${1#*@}" "$ALL_NICS"
         ;;
-    *) known "scenario (PLAN, SCENARIOS)" "$1" "$ALL_SCENARIOS" ;;
+    *) known "scenario (PLAN, SCENARIOS)" "$1" "$ALL_SCENARIOS $GUEST_SCENARIOS" ;;
     esac
 }
 nics_of() { # $1: scenarios; prints the NICs they use, once each
@@ -150,7 +159,7 @@ for e in $PLAN; do
     known "PLAN kernel" "$k" "$ALL_KERNELS"
     [ "$e" != "$k" ] || die "PLAN: '$e' names no scenarios (kernel:scenario,scenario... or kernel:all)"
     v=${e#*:}
-    [ "$v" = all ] && v="$ALL_SCENARIOS $NIC_SCENARIOS"
+    [ "$v" = all ] && v="$ALL_SCENARIOS $NIC_SCENARIOS $GUEST_SCENARIOS"
     SC_OF[$k]=${v//,/ }
     plan_kernels="$plan_kernels $k"
 done
@@ -170,6 +179,7 @@ for k in $KERNELS; do
     for s in ${SC_OF[$k]}; do known_scenario "$s"; done
 done
 case "$STANDIN" in 0 | 1) ;; *) die "STANDIN must be 0 or 1" ;; esac
+case "$GUESTS_DAEMON" in 0 | 1) ;; *) die "GUESTS_DAEMON must be 0 or 1" ;; esac
 # a scenario takes 15-70 s of guest time under TCG (per kernel: 90 + 150 s per scenario);
 # generous, so only a hang hits it
 TIMEOUT_SET=${TIMEOUT:-}
@@ -199,13 +209,16 @@ fi
 RLBD_LAB_BIN="$(dirname "$RLBD_BIN")/rlbd-lab"
 [ -x "$RLBD_LAB_BIN" ] || die "no $RLBD_LAB_BIN (the labs' traffic tooling) beside $RLBD_BIN"
 KARP_BIN="$CACHE/klab-arp"
-if [ ! -x "$KARP_BIN" ] || [ "$HERE/klab-arp.c" -nt "$KARP_BIN" ]; then
-    command -v gcc >/dev/null || die "no gcc to build $HERE/klab-arp.c"
-    gcc -static -O2 -Wall -Wextra -Werror -o "$KARP_BIN" "$HERE/klab-arp.c" ||
-        die "gcc -static klab-arp.c failed (static glibc: libc6-dev)"
-fi
+KFRAMES_BIN="$CACHE/klab-frames"
+for tool in klab-arp klab-frames; do
+    if [ ! -x "$CACHE/$tool" ] || [ "$HERE/$tool.c" -nt "$CACHE/$tool" ]; then
+        command -v gcc >/dev/null || die "no gcc to build $HERE/$tool.c"
+        gcc -static -O2 -Wall -Wextra -Werror -o "$CACHE/$tool" "$HERE/$tool.c" ||
+            die "gcc -static $tool.c failed (static glibc: libc6-dev)"
+    fi
+done
 T_BUILD_END=$(elapsed "$T_BUILD")
-log "built: $RLBD_BIN, $RLBD_LAB_BIN, $KARP_BIN (${T_BUILD_END}s)"
+log "built: $RLBD_BIN, $RLBD_LAB_BIN, $KARP_BIN, $KFRAMES_BIN (${T_BUILD_END}s)"
 
 # ---------------------------------------------------------------------------------------------
 # 3. One boot per kernel
@@ -262,6 +275,7 @@ build_initramfs() {
     copy_with_libs "$src" /usr/bin/setpriv
     copy_with_libs "$RLBD_LAB_BIN" /usr/bin/rlbd-lab
     install -m 0755 "$KARP_BIN" "$ROOT/usr/bin/klab-arp"
+    install -m 0755 "$KFRAMES_BIN" "$ROOT/usr/bin/klab-frames"
 
     # modules, dependencies first (from modules.dep); bonding without a default bond0
     local -A seen=()
@@ -305,6 +319,7 @@ NIC_SLOTS="${slots# }"
 CAP_MBIT=$CAP_MBIT
 SCENARIOS="${SC_OF[$K]}"
 STANDIN=$STANDIN
+GUESTS_DAEMON=$GUESTS_DAEMON
 TOTAL_X=$TOTAL_X
 BASE_SECONDS=$BASE_SECONDS
 HOLD_SECONDS=$HOLD_SECONDS
@@ -313,7 +328,7 @@ SAMPLE=$SAMPLE
 KVER=$KVER
 EOF2
     install -m 0755 "$HERE/guest-test.sh" "$ROOT/klab/guest-test.sh"
-    install -m 0644 "$HERE/guest-lib.sh" "$HERE/guest-flat.sh" "$ROOT/klab/"
+    install -m 0644 "$HERE/guest-lib.sh" "$HERE/guest-flat.sh" "$HERE/guest-guests.sh" "$ROOT/klab/"
     cat >"$ROOT/init" <<'EOF2'
 #!/bin/busybox sh
 export PATH=/bin:/usr/bin:/usr/sbin:/sbin
@@ -327,7 +342,7 @@ while read -r mod args; do
     insmod "$mod" $args || echo "KLAB: insmod $mod failed"
 done </etc/lab/modules
 . /etc/lab/env
-export NIC_SLOTS CAP_MBIT SCENARIOS STANDIN TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE SAMPLE
+export NIC_SLOTS CAP_MBIT SCENARIOS STANDIN GUESTS_DAEMON TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE SAMPLE
 sh /klab/guest-test.sh
 rc=$?
 if [ "$rc" = 0 ]; then
@@ -507,7 +522,7 @@ done
     echo "  arrive: sl1 frame rate / moved client's payload rate (>= 0.95: all of it on sl1); failover: s until the moved client receives again"
     echo "  count_%: NIC scenarios, |rlbd's counted bytes - the NIC's receive counter| per slave, %: over the window (<= 1) / the worst second"
     echo "  (two-vlans: one figure per VLAN stage, 100/200; facts: macvlan: the moved client's Mbit/s per rp_filter setting; qinq: rlbd's exit status)"
-    for s in $ALL_SCENARIOS $NIC_SCENARIOS; do
+    for s in $ALL_SCENARIOS $NIC_SCENARIOS $GUEST_SCENARIOS; do
         for K in $KERNELS; do
             case " ${SC_OF[$K]} " in *" $s "*) ;; *) continue ;; esac
             line=$(grep -a "^KLAB-SUMMARY scenario=$s " "$CACHE/$K/console.log" 2>/dev/null | tail -n1 || true)
@@ -535,6 +550,14 @@ for K in $KERNELS; do
     FAIL) [ "$rc" = 0 ] && rc=1 ;;
     *) rc=2 ;;
     esac
+done
+# the guests scenarios' one line each, per kernel
+for K in $KERNELS; do
+    for s in $GUEST_SCENARIOS; do
+        case " ${SC_OF[$K]} " in *" $s "*) ;; *) continue ;; esac
+        line=$(awk -v s="$s" '$0 ~ "KLAB-SCENARIO " s " begin" { on = 1 } on && /^guests: / { l = $0 } $0 ~ "KLAB-SCENARIO " s " end" { on = 0 } END { print l }' "$CACHE/$K/console.log" 2>/dev/null)
+        log "$K $s: ${line:-guests: no line (the scenario did not finish)}"
+    done
 done
 for K in $KERNELS; do
     grep -a '^LAB: ' "$CACHE/$K/console.log" 2>/dev/null | sed "s/^/[run.sh] the emulator, not rlbd, on $K: /" || true
