@@ -18,10 +18,12 @@
 #   failover  the active slave's switch-side port goes down with c1..c4 -> g1..g4 running: per
 #             guest, the first 0.25 s interval it receives 3000 bytes again (or never, 10 s);
 #             then the port comes back (failback) and each client pings its guest again
-# Counted from the mixed phase to the end: klab-frames on the switch's p0 and p1 (frames whose IP
-# source is a guest's but whose Ethernet source is not the guest's MAC: rewritten by the bond)
-# and in each guest (frames delivered twice: duplicates); `bridge monitor fdb` on the server's
-# br0 for the whole scenario (a guest MAC learned on bond0: a flap).
+# Counted by klab-frames: on the switch's p0 and p1 during the mixed phase (both slaves up),
+# frames whose IP source is a guest's but whose Ethernet source is not the guest's MAC
+# (rewritten by the bond); in each guest from the mixed phase to the end (failover and failback
+# too), frames delivered twice (duplicates). `bridge monitor fdb` on the server's br0 for the
+# whole scenario: a guest MAC learned on bond0 is a flap (the monitor proves it was listening
+# from before the first guest's frame to the end by a static entry it must report at each end).
 # One line for the integrator, with the daemon off:
 #   guests: kernel-alone=X.XXx rlbd=n/a move_s=n/a rewritten_frames=N duplicates=N fdb_flaps=N failover_s=S released=n/a
 
@@ -60,6 +62,22 @@ sw_fdb() {
     echo
 }
 
+# A static entry on bond0 added and removed until `bridge monitor fdb` reports it (5 s at most;
+# the monitor may not have subscribed yet when the first is added): true once it has, which shows
+# the monitor listening (and its output written) from then on.
+fdbmon_probe() { # $1: MAC, $2: VLAN id or empty
+    _n=0
+    while [ $_n -lt 10 ]; do
+        srv $BRIDGE fdb add "$1" dev bond0 master static ${2:+vlan $2} || return 1
+        sleep 0.25
+        srv $BRIDGE fdb del "$1" dev bond0 master ${2:+vlan $2}
+        sleep 0.25
+        grep -qi "$1 dev bond0" /tmp/fdbmon.log && return 0
+        _n=$((_n + 1))
+    done
+    return 1
+}
+
 guests_topology() { # $1: VLAN id of the guests and clients, or empty
     base_topology || return 1
     _vf=0
@@ -70,6 +88,10 @@ guests_topology() { # $1: VLAN id of the guests and clients, or empty
         srv $BRIDGE vlan add dev bond0 vid "$1" || return 1
         srv $BRIDGE vlan del dev bond0 vid 1
     fi
+    # listening before any guest's interface is up
+    $IP netns exec srv $BRIDGE monitor fdb >/tmp/fdbmon.log 2>&1 &
+    G_PIDS="$!"
+    fdbmon_probe 02:00:00:00:0f:01 "$1" || say "bridge monitor fdb reported no probe entry within 5 s"
     for i in 0 1; do
         srv $TC qdisc replace dev sl$i root tbf rate "${CAP}mbit" burst 64kb latency 50ms || return 1
     done
@@ -93,8 +115,6 @@ guests_topology() { # $1: VLAN id of the guests and clients, or empty
     say "br0 $(srv cat /sys/class/net/br0/address) vlan_filtering $(srv cat /sys/class/net/br0/bridge/vlan_filtering) (bond0 $(srv cat /sys/class/net/bond0/address)); guests g1..g4 $(gip 1)..$(gip 4)${1:+ on VLAN $1}"
     [ -n "$1" ] && say "br0 VLANs: $(srv $BRIDGE vlan show | tr -s ' \n\t' ' ')"
     client_net "" "$GNET" "$1" || return 1
-    $IP netns exec srv $BRIDGE monitor fdb >/tmp/fdbmon.log 2>&1 &
-    G_PIDS="$!"
     for i in 1 2 3 4; do
         $IP netns exec g$i $LAB_SINK --listen "0.0.0.0:$PORT" >/tmp/sink-g$i.log 2>&1 &
         G_PIDS="$G_PIDS $!"
@@ -104,6 +124,8 @@ guests_topology() { # $1: VLAN id of the guests and clients, or empty
 }
 
 guests_stop() { # ends what the scenario started beyond guest-lib's (the counters print on TERM)
+    [ -n "$G_SWSNIFF" ] && kill $G_SWSNIFF 2>/dev/null && wait $G_SWSNIFF 2>/dev/null
+    G_SWSNIFF=""
     [ -n "$G_SNIFF" ] && kill $G_SNIFF 2>/dev/null && wait $G_SNIFF 2>/dev/null
     G_SNIFF=""
     [ -n "$G_PIDS" ] && kill $G_PIDS 2>/dev/null && wait $G_PIDS 2>/dev/null
@@ -188,7 +210,7 @@ guests_mixed() {
     _list=""
     for i in 1 2 3 4; do _list="$_list${_list:+,}$(gip $i)=$(gmac $i)"; done
     $IP netns exec sw $KFRAMES 600 "$_list" p0 p1 >/tmp/frames-sw 2>&1 &
-    G_SNIFF="$!"
+    G_SWSNIFF=$!
     for i in 1 2 3 4; do
         $IP netns exec g$i $KFRAMES 600 "$(gip $i)=$(gmac $i)" eth0 >/tmp/frames-g$i 2>&1 &
         G_SNIFF="$G_SNIFF $!"
@@ -201,6 +223,8 @@ guests_mixed() {
     done
     wait $_pp $_gs
     _gs=""
+    kill $G_SWSNIFF 2>/dev/null && wait $G_SWSNIFF 2>/dev/null
+    G_SWSNIFF=""
     FDB_MIXED=$(sw_fdb)
     say "switch FDB (mixed): $FDB_MIXED"
     say "pings c -> g (mixed): $(for i in 1 2 3 4; do printf 'g%s: %s; ' $i "$(tail -n 2 /tmp/ping-c$i | head -n 1)"; done)"
@@ -272,22 +296,25 @@ guests_failover() {
 guests_counts() {
     [ -n "$G_SNIFF" ] && kill $G_SNIFF 2>/dev/null && wait $G_SNIFF 2>/dev/null
     G_SNIFF=""
+    fdbmon_probe 02:00:00:00:0f:02 "$GVLAN"
+    _mon=$?
     kill $G_PIDS 2>/dev/null && wait $G_PIDS 2>/dev/null
     G_PIDS=""
     # named as at setup: alb gives the new active slave the bond's MAC at a failover
     _names="$SETUP_MAC0=bond0/sl0 $SETUP_MAC1=sl1"
-    echo "  frames at the switch whose IP source is a guest's (own MAC / another, by switch port; another by"
+    echo "  mixed phase: frames at the switch whose IP source is a guest's (own MAC / another, by switch port; another by"
     echo "  whose it was at setup: bond0/sl0 = the bond's and the first active slave's, sl1 = the other slave's):"
     awk -v names="$_names" 'BEGIN { n = split(names, a, " "); for (i = 1; i <= n; i++) { split(a[i], kv, "="); nm[kv[1]] = kv[2] } }
         $1 == "FRAMES" && $3 ~ /^from=/ { s = "    " $2 " " $3 " " $4 " " $5; for (i = 6; i <= NF; i++) { split($i, kv, "="); s = s " " (kv[1] in nm ? nm[kv[1]] "(" kv[1] ")" : kv[1]) "=" kv[2] } print s }
-        $1 == "FRAMES" && $3 ~ /^dropped=/ { print "    " $2 " " $3 " (not counted: the socket was full)" }' /tmp/frames-sw
+        $1 == "FRAMES" && $3 ~ /^dropped=/ { print "    " $2 " " $3 " (frames the counter could not queue)" }' /tmp/frames-sw
     REWRITTEN=$(awk '$1 == "FRAMES" && $3 ~ /^from=/ { split($5, kv, "="); n += kv[2] } END { print n + 0 }' /tmp/frames-sw)
-    _from_all=$(awk '$1 == "FRAMES" && $3 ~ /^from=/ { split($4, o, "="); split($5, x, "="); t[$3] += o[2] + x[2] }
-        END { n = 0; for (k in t) if (t[k] > 0) n++; print n }' /tmp/frames-sw)
+    set -- $(awk '$1 == "FRAMES" && $3 ~ /^from=/ { split($4, o, "="); split($5, x, "="); t[$3] += o[2] + x[2]; all += o[2] + x[2] }
+        END { n = 0; for (k in t) if (t[k] > 0) n++; print n, all + 0 }' /tmp/frames-sw)
+    _from_all=$1 _frames=$2
     _ports=$(grep -c '^FRAMES p[01] dropped=' /tmp/frames-sw)
     [ "$_ports" = 2 ] && [ "$_from_all" = 4 ]
     verdict $? frames "measured: the switch's p0 and p1 counted frames from every guest" \
-        "$_from_all of 4 guests seen, $REWRITTEN rewritten (Ethernet source not the guest's MAC)$([ "$_ports" = 2 ] || echo "; klab-frames: $(head -n 2 /tmp/frames-sw | tr '\n' ' ')")"
+        "$_from_all of 4 guests seen; of their $_frames frames, $REWRITTEN rewritten (Ethernet source not the guest's MAC)$([ "$_ports" = 2 ] || echo "; klab-frames: $(head -n 2 /tmp/frames-sw | tr '\n' ' ')")"
     DUPS=0
     _got=0
     _per=""
@@ -298,6 +325,7 @@ guests_counts() {
         DUPS=$((DUPS + ${2:-0}))
         _per="$_per g$i: ${1:-?} frames, ${2:-?} twice (${3:-?} not queued);"
     done
+    cat /tmp/frames-g1 /tmp/frames-g2 /tmp/frames-g3 /tmp/frames-g4 | grep '^DUP ' | sed 's/^/  /'
     [ "$_got" = 4 ]
     verdict $? dups "measured: every guest counted the frames delivered to it" "$_per ping DUP!: $PING_DUP mixed, $PING_DUP2 after failback"
     FLAPS=0
@@ -307,15 +335,15 @@ guests_counts() {
         FLAPS=$((FLAPS + _n))
         _fl="$_fl g$i:$_n"
     done
-    [ -s /tmp/fdbmon.log ]
-    verdict $? flaps "measured: bridge monitor fdb on br0 recorded events" \
+    [ "$_mon" = 0 ] && grep -qi '02:00:00:00:0f:01 dev bond0' /tmp/fdbmon.log
+    verdict $? flaps "measured: bridge monitor fdb on br0 listened from setup to the end (a probe entry seen at each end)" \
         "$(wc -l </tmp/fdbmon.log) events; guest MACs learned on bond0:$_fl"
     say "br0 FDB of the guests now: $(srv $BRIDGE fdb show br br0 | grep -i '02:00:00:00:03:0' | grep -v permanent | tr '\n' ';')"
 }
 
 run_guests() { # $1: guests | guests-vlan
     SC=$1
-    SC_CHECKS=0 SC_FAILS=0 G_PIDS="" G_SNIFF="" RLBD_PID="" EXTRA_MACS=""
+    SC_CHECKS=0 SC_FAILS=0 G_PIDS="" G_SNIFF="" G_SWSNIFF="" RLBD_PID="" EXTRA_MACS=""
     KA_X=n/a KA_SL0="" KA_SL1="" D_X=n/a D_MOVE=n/a REWRITTEN=n/a DUPS=n/a FLAPS=n/a FAIL_WORST=n/a PING_DUP=0 PING_DUP2=0
     FDB_MIXED="" FDB_CUT0="" FDB_CUT1="" FDB_BACK=""
     GNET=198.18.0 GVLAN=""

@@ -12,11 +12,14 @@
  *             with another (each other MAC and its count, at most 4): a frame the bond rewrote
  *         FRAMES <iface> to=<ip> frames=<n> dup=<n>
  *             frames whose IP destination is the guest's, and how many of them repeated a frame
- *             already counted on any of the interfaces within the last second: the same IP
- *             source, destination, identification, length and first 8 bytes past the IP header
- *             (ports and sequence for TCP, identifier and sequence for ICMP echo). A sender's
- *             retransmission carries a new IP identification (Linux counts it per packet), so
- *             what repeats is one frame delivered twice.
+ *             already counted on any of the interfaces within the last second: the same first
+ *             KEY_LEN bytes of the IP packet but its TTL and checksum (for TCP: addresses, length,
+ *             IP identification, ports, sequence and acknowledgement numbers, flags, window and
+ *             the timestamp option; for ICMP echo: identifier, sequence and its timestamp). A
+ *             sender's retransmission differs (a new IP identification where the sender counts
+ *             them, a new TCP timestamp), so what repeats is one frame delivered twice.
+ *         DUP <iface> <uptime> <src> > <dst> id=<n> len=<n>
+ *             each of the first 20 duplicates, as it is seen
  *         FRAMES <iface> dropped=<n>
  *             frames the socket could not queue (the counts are short by as many)
  *       Only the first 96 bytes of a frame are copied (a socket filter), so bulk TCP costs one
@@ -43,6 +46,7 @@
 #define MAX_GUESTS 16
 #define MAX_OTHER 4
 #define SLOTS (1u << 16)
+#define KEY_LEN 60
 
 struct other {
     unsigned char mac[6];
@@ -58,7 +62,7 @@ struct guest {
     char name[16];
 };
 struct seen { /* a frame to a guest, for the duplicate test */
-    unsigned char key[20];
+    unsigned char key[KEY_LEN];
     double at;
 };
 
@@ -130,17 +134,19 @@ static void count_other(struct per_if *c, const unsigned char *mac)
 static int repeated(const unsigned char *key)
 {
     uint32_t h = 2166136261u;
-    for (int i = 0; i < 20; i++)
+    for (int i = 0; i < KEY_LEN; i++)
         h = (h ^ key[i]) * 16777619u;
     struct seen *s = &table[h & (SLOTS - 1)];
     double t = now();
-    int dup = s->at > 0 && t - s->at < 1.0 && memcmp(s->key, key, 20) == 0;
-    memcpy(s->key, key, 20);
+    int dup = s->at > 0 && t - s->at < 1.0 && memcmp(s->key, key, KEY_LEN) == 0;
+    memcpy(s->key, key, KEY_LEN);
     s->at = t;
     return dup;
 }
 
-static void take(int ifi, const unsigned char *f, size_t n)
+static unsigned long dups_shown;
+
+static void take(const char *ifname, int ifi, const unsigned char *f, size_t n)
 {
     size_t o = 12;
     if (n < 14)
@@ -152,7 +158,6 @@ static void take(int ifi, const unsigned char *f, size_t n)
     if (type != 0x0800 || n < o + 20)
         return;
     const unsigned char *ip = f + o;
-    size_t ihl = (size_t)(ip[0] & 15) * 4;
     int from = guest_of(ip + 12), to = guest_of(ip + 16);
     if (from >= 0) {
         struct per_if *c = &counts[ifi][from];
@@ -162,14 +167,22 @@ static void take(int ifi, const unsigned char *f, size_t n)
             count_other(c, f + 6);
     }
     if (to >= 0) {
-        unsigned char key[20] = {0};
-        memcpy(key, ip + 12, 8);     /* source, destination */
-        memcpy(key + 8, ip + 2, 4);  /* total length, identification */
-        if (n >= o + ihl + 8)
-            memcpy(key + 12, ip + ihl, 8);
+        unsigned char key[KEY_LEN] = {0};
+        memcpy(key, ip, n - o < KEY_LEN ? n - o : KEY_LEN);
+        key[8] = 0;              /* TTL */
+        key[10] = key[11] = 0;   /* header checksum */
         counts[ifi][to].to++;
-        if (repeated(key))
+        if (repeated(key)) {
             counts[ifi][to].dup++;
+            if (dups_shown++ < 20) {
+                char a[16], b[16];
+                inet_ntop(AF_INET, ip + 12, a, sizeof a);
+                inet_ntop(AF_INET, ip + 16, b, sizeof b);
+                printf("DUP %s %.2f %s > %s id=%u len=%u\n", ifname, now(), a, b, (unsigned)(ip[4] << 8 | ip[5]),
+                       (unsigned)(ip[2] << 8 | ip[3]));
+                fflush(stdout);
+            }
+        }
     }
 }
 
@@ -209,7 +222,7 @@ static int open_on(const char *ifname)
 }
 
 /* every frame queued on fd */
-static void drain(int ifi, int fd)
+static void drain(const char *ifname, int ifi, int fd)
 {
     enum { BATCH = 32 };
     static unsigned char buf[BATCH][128];
@@ -231,7 +244,7 @@ static void drain(int ifi, int fd)
             return;
         for (int i = 0; i < r; i++)
             if (from[i].sll_pkttype != PACKET_OUTGOING)
-                take(ifi, buf[i], m[i].msg_len < sizeof buf[i] ? m[i].msg_len : sizeof buf[i]);
+                take(ifname, ifi, buf[i], m[i].msg_len < sizeof buf[i] ? m[i].msg_len : sizeof buf[i]);
     }
 }
 
@@ -290,7 +303,7 @@ int main(int argc, char **argv)
             return 1;
         for (int i = 0; r > 0 && i < nif; i++)
             if (pfd[i].revents & POLLIN)
-                drain(i, pfd[i].fd);
+                drain(argv[3 + i], i, pfd[i].fd);
     }
     report(argv + 3, pfd, nif);
     return 0;
