@@ -22,8 +22,10 @@
  *             each of the first 20 duplicates, as it is seen
  *         FRAMES <iface> dropped=<n>
  *             frames the socket could not queue (the counts are short by as many)
- *       Only the first 96 bytes of a frame are copied (a socket filter), so bulk TCP costs one
- *       small copy per frame.
+ *       Only the first 96 bytes of a packet are copied (a socket filter), so bulk TCP costs one
+ *       small copy per packet. Counts are of wire frames: a TCP packet not yet cut into frames
+ *       (GSO, which veths, bridges and the bond pass whole) counts as the frames of a 1500-byte
+ *       MTU its length makes.
  */
 #define _GNU_SOURCE /* recvmmsg */
 #include <arpa/inet.h>
@@ -114,17 +116,17 @@ static int guest_of(const unsigned char *ip)
     return -1;
 }
 
-static void count_other(struct per_if *c, const unsigned char *mac)
+static void count_other(struct per_if *c, const unsigned char *mac, unsigned long segs)
 {
-    c->other++;
+    c->other += segs;
     for (int i = 0; i < MAX_OTHER; i++) {
         if (c->macs[i].n && memcmp(c->macs[i].mac, mac, 6) == 0) {
-            c->macs[i].n++;
+            c->macs[i].n += segs;
             return;
         }
         if (!c->macs[i].n) {
             memcpy(c->macs[i].mac, mac, 6);
-            c->macs[i].n = 1;
+            c->macs[i].n = segs;
             return;
         }
     }
@@ -146,7 +148,23 @@ static int repeated(const unsigned char *key)
 
 static unsigned long dups_shown;
 
-static void take(const char *ifname, int ifi, const unsigned char *f, size_t n)
+/* The wire frames a packet stands for: a TCP packet that the sender's stack has not cut into
+ * frames yet (GSO: veths, bridges and the bond pass it whole) is as many frames of a 1500-byte MTU
+ * as its payload needs; anything else is one. wire: the packet's length, n: the bytes copied. */
+static unsigned long segments(const unsigned char *ip, size_t n, size_t wire)
+{
+    size_t ihl = (size_t)(ip[0] & 15) * 4;
+    if (ip[9] != 6 || n < ihl + 13)
+        return 1;
+    size_t thl = (size_t)(ip[ihl + 12] >> 4) * 4;
+    if (wire <= 1500 || wire < ihl + thl)
+        return 1;
+    size_t mss = 1500 - ihl - thl, payload = wire - ihl - thl;
+    return (unsigned long)((payload + mss - 1) / mss);
+}
+
+/* f: the frame's first n bytes, wire: its whole length */
+static void take(const char *ifname, int ifi, const unsigned char *f, size_t n, size_t wire)
 {
     size_t o = 12;
     if (n < 14)
@@ -158,22 +176,23 @@ static void take(const char *ifname, int ifi, const unsigned char *f, size_t n)
     if (type != 0x0800 || n < o + 20)
         return;
     const unsigned char *ip = f + o;
+    unsigned long segs = segments(ip, n - o, wire - o);
     int from = guest_of(ip + 12), to = guest_of(ip + 16);
     if (from >= 0) {
         struct per_if *c = &counts[ifi][from];
         if (memcmp(f + 6, guests[from].mac, 6) == 0)
-            c->own++;
+            c->own += segs;
         else
-            count_other(c, f + 6);
+            count_other(c, f + 6, segs);
     }
     if (to >= 0) {
         unsigned char key[KEY_LEN] = {0};
         memcpy(key, ip, n - o < KEY_LEN ? n - o : KEY_LEN);
         key[8] = 0;              /* TTL */
         key[10] = key[11] = 0;   /* header checksum */
-        counts[ifi][to].to++;
+        counts[ifi][to].to += segs;
         if (repeated(key)) {
-            counts[ifi][to].dup++;
+            counts[ifi][to].dup += segs;
             if (dups_shown++ < 20) {
                 char a[16], b[16];
                 inet_ntop(AF_INET, ip + 12, a, sizeof a);
@@ -209,8 +228,10 @@ static int open_on(const char *ifname)
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(ETH_P_ALL);
     sll.sll_ifindex = (int)idx;
-    int big = 16 << 20;
+    int big = 64 << 20;
+    int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0 ||
+        setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof one) < 0 ||
         bind(fd, (struct sockaddr *)&sll, sizeof sll) < 0) {
         fprintf(stderr, "klab-frames: %s: filter or bind: %s\n", ifname, strerror(errno));
         return -1;
@@ -226,6 +247,10 @@ static void drain(const char *ifname, int ifi, int fd)
 {
     enum { BATCH = 32 };
     static unsigned char buf[BATCH][128];
+    static union {
+        char c[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+        struct cmsghdr align;
+    } ctl[BATCH];
     struct mmsghdr m[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_ll from[BATCH];
@@ -238,13 +263,22 @@ static void drain(const char *ifname, int ifi, int fd)
             m[i].msg_hdr.msg_iovlen = 1;
             m[i].msg_hdr.msg_name = &from[i];
             m[i].msg_hdr.msg_namelen = sizeof from[i];
+            m[i].msg_hdr.msg_control = ctl[i].c;
+            m[i].msg_hdr.msg_controllen = sizeof ctl[i].c;
         }
         int r = recvmmsg(fd, m, BATCH, MSG_DONTWAIT, NULL);
         if (r <= 0)
             return;
-        for (int i = 0; i < r; i++)
-            if (from[i].sll_pkttype != PACKET_OUTGOING)
-                take(ifname, ifi, buf[i], m[i].msg_len < sizeof buf[i] ? m[i].msg_len : sizeof buf[i]);
+        for (int i = 0; i < r; i++) {
+            if (from[i].sll_pkttype == PACKET_OUTGOING)
+                continue;
+            /* the packet's whole length (the filter cut what was queued to 96 bytes) */
+            size_t n = m[i].msg_len, wire = n;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&m[i].msg_hdr); c; c = CMSG_NXTHDR(&m[i].msg_hdr, c))
+                if (c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_AUXDATA)
+                    wire = ((struct tpacket_auxdata *)CMSG_DATA(c))->tp_len;
+            take(ifname, ifi, buf[i], n, wire);
+        }
     }
 }
 
