@@ -224,11 +224,13 @@ log "built: $RLBD_BIN, $RLBD_LAB_BIN, $KARP_BIN, $KFRAMES_BIN (${T_BUILD_END}s)"
 # 3. One boot per kernel
 # ---------------------------------------------------------------------------------------------
 QPID=""
+SCHED_PID=""
 PIDFILE=""
 cleanup() {
     local rc=$? p
     trap - EXIT INT TERM HUP
     [ -n "$QPID" ] && kill "$QPID" 2>/dev/null || true
+    [ -n "$SCHED_PID" ] && kill "$SCHED_PID" 2>/dev/null || true
     if [ -n "$PIDFILE" ] && [ -s "$PIDFILE" ]; then
         p=$(cat "$PIDFILE" 2>/dev/null || true)
         if [ -n "$p" ] && grep -q qemu "/proc/$p/comm" 2>/dev/null; then
@@ -363,8 +365,50 @@ stream_console() { # $1: pid to follow
     tail -n +1 -s 0.2 -F --pid="$1" "$RAW" 2>/dev/null | strip_console | while IFS= read -r line; do
         case "$line" in "KLAB-SAMPLE "*) continue ;; esac # for the chart only (console.log has them)
         printf '[%s] %s\n' "$K" "$line"
-        case "$line" in *"KLAB: init started"*) now >"$KCACHE/t_init" ;; esac
+        case "$line" in
+        *"KLAB: init started"*) now >"$KCACHE/t_init" ;;
+        "KLAB-SCENARIO "*" begin "* | "KLAB-SCENARIO "*" end "*) echo "$line $(now)" >>"$KCACHE/scwin" ;;
+        esac
     done
+}
+
+# The emulator's own share of the host's CPUs, which the guest cannot see (under TCG its clock
+# is the host's, and a starved emulator only shows as a slow guest): once a second, the time
+# qemu's threads ran and the time they waited for a CPU (schedstat), "host_time run_ns wait_ns".
+sched_sampler() { # $1: qemu's pidfile
+    local p="" r w a b f
+    while :; do
+        [ -z "$p" ] && [ -s "$1" ] && p=$(cat "$1" 2>/dev/null)
+        if [ -n "$p" ]; then
+            [ -d "/proc/$p" ] || break
+            r=0 w=0
+            for f in /proc/"$p"/task/*/schedstat; do
+                if read -r a b _ <"$f" 2>/dev/null; then r=$((r + a)) w=$((w + b)); fi
+            done
+            echo "$(now) $r $w"
+        fi
+        sleep 1
+    done
+}
+# Per scenario of this boot: the share of the time qemu wanted a CPU that it waited for one.
+# At LAB_WAIT_PCT or more the scenario's figures are the starved emulator's: a "LAB:" line says
+# so (printed with the guests' own at the end), whatever its checks said.
+LAB_WAIT_PCT=${LAB_WAIT_PCT:-25}
+sched_report() {
+    [ -s "$KCACHE/scwin" ] && [ -s "$KCACHE/sched.log" ] || return 0
+    awk -v k="$K" -v lim="$LAB_WAIT_PCT" -v out="$KCACHE/host-lab.txt" '
+        NR == FNR { t[NR] = $1; r[NR] = $2; w[NR] = $3; n = NR; next }
+        $3 == "begin" { b[$2] = $NF; next }
+        $3 == "end" && ($2 in b) {
+            i0 = 0; i1 = 0
+            for (i = 1; i <= n; i++) { if (!i0 && t[i] >= b[$2]) i0 = i; if (t[i] <= $NF) i1 = i }
+            if (!i0 || i1 <= i0) next
+            dr = r[i1] - r[i0]; dw = w[i1] - w[i0]
+            pct = (dr + dw > 0) ? 100 * dw / (dr + dw) : 0
+            printf "emulator during %s on %s: ran %.1f s of CPU, waited %.1f s for one (%.0f%% of the time it wanted one)\n", $2, k, dr / 1e9, dw / 1e9, pct
+            if (pct >= lim)
+                printf "LAB: %s: the emulator waited for a host CPU %.0f%% of the time it wanted one (>= %d%%; other work on the host): its figures carry the starved emulator, not the kernel alone\n", $2, pct, lim >> out
+        }' "$KCACHE/sched.log" "$KCACHE/scwin"
 }
 
 # qemu_nics NICS: per NIC, its two slaves, each wired to a virtio-net NIC (the switch's port) at
@@ -399,7 +443,7 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
         -kernel "$VMLINUZ" -initrd "$CPIO" -append 'console=ttyS0 quiet panic=-1' -pidfile "$PIDFILE")
     qemu+=($(qemu_nics "$(nics_of "${SC_OF[$K]}")"))
     [ "$accel" = kvm ] && qemu+=(-cpu host)
-    rm -f "$RAW" "$PIDFILE" "$KCACHE/t_init"
+    rm -f "$RAW" "$PIDFILE" "$KCACHE/t_init" "$KCACHE/scwin" "$KCACHE/sched.log" "$KCACHE/host-lab.txt"
     : >"$RAW"
     log "booting Linux $KVER ($accel, timeout ${TIMEOUT}s; host load average $(cut -d' ' -f1-3 /proc/loadavg)): ${qemu[*]}"
     T_BOOT=$(now)
@@ -407,6 +451,8 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     QPID=$!
     stream_console "$QPID" &
     local spid=$!
+    sched_sampler "$PIDFILE" >"$KCACHE/sched.log" 2>/dev/null &
+    SCHED_PID=$!
     if [ "$probe" -gt 0 ]; then
         for ((i = 0; i < probe * 5; i++)); do
             [ -e "$KCACHE/t_init" ] && break
@@ -415,9 +461,9 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
         done
         if [ ! -e "$KCACHE/t_init" ]; then
             log "$accel did not reach /init within ${probe}s (qemu failed or too slow); stopping it"
-            kill "$QPID" 2>/dev/null || true
+            kill "$QPID" "$SCHED_PID" 2>/dev/null || true
             wait "$QPID" 2>/dev/null || true
-            wait "$spid" 2>/dev/null || true
+            wait "$spid" "$SCHED_PID" 2>/dev/null || true
             QPID=""
             QRC=255
             return 1
@@ -427,6 +473,8 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     wait "$QPID" || QRC=$?
     QPID=""
     wait "$spid" 2>/dev/null || true
+    kill "$SCHED_PID" 2>/dev/null || true
+    wait "$SCHED_PID" 2>/dev/null || true
     return 0
 }
 
@@ -497,6 +545,7 @@ for K in $KERNELS; do
     *) die "ACCEL must be auto, tcg or kvm" ;;
     esac
     strip_console <"$RAW" >"$CONSOLE"
+    sched_report | while IFS= read -r l; do log "$l"; done
     T_INIT="n/a"
     [ -e "$KCACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$KCACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
     [ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
@@ -561,6 +610,7 @@ for K in $KERNELS; do
 done
 for K in $KERNELS; do
     grep -a '^LAB: ' "$CACHE/$K/console.log" 2>/dev/null | sed "s/^/[run.sh] the emulator, not rlbd, on $K: /" || true
+    sed "s/^/[run.sh] the emulator, on $K: /" "$CACHE/$K/host-lab.txt" 2>/dev/null || true
 done
 [ "$STANDIN" = 1 ] && log "STAND-IN MODE: rlbd was not tested"
 log "RESULT: $([ $rc = 0 ] && echo PASS || echo FAIL) ($(for K in $KERNELS; do printf '%s: %s; ' "$K" "${SC_OF[$K]}"; done | sed 's/; $//'))"
