@@ -374,23 +374,27 @@ stream_console() { # $1: pid to follow
 
 # The emulator's own share of the host's CPUs, which the guest cannot see (under TCG its clock
 # is the host's, and a starved emulator only shows as a slow guest): once a second, the time
-# qemu's threads ran and the time they waited for a CPU (schedstat), "host_time run_ns wait_ns".
+# qemu's vCPU threads ("CPU N/TCG") ran and the time they waited for a host CPU (schedstat),
+# "host_time run_ns wait_ns".
 sched_sampler() { # $1: qemu's pidfile
-    local p="" r w a b f
+    local p="" r w a b d c
     while :; do
         [ -z "$p" ] && [ -s "$1" ] && p=$(cat "$1" 2>/dev/null)
         if [ -n "$p" ]; then
             [ -d "/proc/$p" ] || break
             r=0 w=0
-            for f in /proc/"$p"/task/*/schedstat; do
-                if read -r a b _ <"$f" 2>/dev/null; then r=$((r + a)) w=$((w + b)); fi
+            for d in /proc/"$p"/task/*; do
+                c=$(cat "$d/comm" 2>/dev/null) || continue
+                case "$c" in "CPU "*) ;; *) continue ;; esac
+                if read -r a b _ <"$d/schedstat" 2>/dev/null; then r=$((r + a)) w=$((w + b)); fi
             done
             echo "$(now) $r $w"
         fi
         sleep 1
     done
 }
-# Per scenario of this boot: the share of the time qemu wanted a CPU that it waited for one.
+# Per scenario of this boot: the share of the time the guest's vCPUs had work that they waited
+# for a host CPU (the guest then runs that much slower than the clock its figures are read on).
 # At LAB_WAIT_PCT or more the scenario's figures are the starved emulator's: a "LAB:" line says
 # so (printed with the guests' own at the end), whatever its checks said.
 LAB_WAIT_PCT=${LAB_WAIT_PCT:-25}
@@ -405,9 +409,9 @@ sched_report() {
             if (!i0 || i1 <= i0) next
             dr = r[i1] - r[i0]; dw = w[i1] - w[i0]
             pct = (dr + dw > 0) ? 100 * dw / (dr + dw) : 0
-            printf "emulator during %s on %s: ran %.1f s of CPU, waited %.1f s for one (%.0f%% of the time it wanted one)\n", $2, k, dr / 1e9, dw / 1e9, pct
+            printf "emulator during %s on %s: its vCPUs ran %.1f s, waited %.1f s for a host CPU (%.0f%% of the time they had work)\n", $2, k, dr / 1e9, dw / 1e9, pct
             if (pct >= lim)
-                printf "LAB: %s: the emulator waited for a host CPU %.0f%% of the time it wanted one (>= %d%%; other work on the host): its figures carry the starved emulator, not the kernel alone\n", $2, pct, lim >> out
+                printf "LAB: %s: the guest'"'"'s vCPUs waited for a host CPU %.0f%% of the time they had work (>= %d%%; other work on the host): its timings carry the starved emulator\n", $2, pct, lim >> out
         }' "$KCACHE/sched.log" "$KCACHE/scwin"
 }
 
