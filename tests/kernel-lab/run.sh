@@ -443,7 +443,8 @@ qemu_nics() {
 
 boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     local accel=$1 probe=$2 i
-    local qemu=(qemu-system-x86_64 -accel "$accel" -smp 2 -m 1024 -nographic -nic none -no-reboot
+    # debug-threads: the vCPU threads are named "CPU N/TCG" (sched_sampler finds them so)
+    local qemu=(qemu-system-x86_64 -name klab,debug-threads=on -accel "$accel" -smp 2 -m 1024 -nographic -nic none -no-reboot
         -kernel "$VMLINUZ" -initrd "$CPIO" -append 'console=ttyS0 quiet panic=-1' -pidfile "$PIDFILE")
     qemu+=($(qemu_nics "$(nics_of "${SC_OF[$K]}")"))
     [ "$accel" = kvm ] && qemu+=(-cpu host)
