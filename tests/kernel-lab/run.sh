@@ -77,6 +77,9 @@
 #   SAMPLE=0         N > 0: rlbd runs with [capture] max_frames_per_sec = N (100: the lab's
 #                    slaves are counted 1 in 8-32), to show the same decisions sampled
 #   TIMEOUT          seconds a guest may run before qemu is killed (default from the scenarios)
+#   LAB_WAIT_PCT=25  a scenario during which the guest's vCPU threads waited for a host CPU this
+#                    share of the time they had work, or more (schedstat; printed per scenario),
+#                    gets a "LAB:" line: its timings carry a starved emulator
 #   TCG_PROBE=60     seconds a TCG boot may take to reach /init before it is killed and retried
 #   BOOT_TRIES=3     TCG boots tried (a boot that hangs before /init is retried)
 #   RLBD_BIN=PATH    use this rlbd binary instead of building one with cargo (rlbd-lab, the test
