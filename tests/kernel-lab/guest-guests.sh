@@ -172,8 +172,8 @@ guests_heavy() {
         "sl0 $KA_SL0, sl1 $KA_SL1 Mbit/s; g1 $KA_G1, g2 $KA_G2 Mbit/s = ${KA_X}x cap; CPUs ${KA_BUSY}% busy"
 }
 
-# GUESTS_DAEMON=1: rlbd with [guests] enabled = true (not supported by the daemon yet: a refusal
-# is a failed check, and the kernel-alone figures still come). With the pair running, followed up
+# GUESTS_DAEMON=1: rlbd with [guests] enabled = true (a daemon without that section refuses it:
+# a failed check, and the kernel-alone figures still come). With the pair running, followed up
 # to 10 s: move_s, the first second sl1 carries 0.3x cap; rlbd=, the best 2 s window of g1 + g2.
 guests_daemon() {
     printf '[guests]\nenabled = true\n' >/tmp/rlbd-guests.toml

@@ -22,7 +22,7 @@
 #                  on br0, the guests' receive after the active slave's switch port fails. Its
 #                  checks say each measurement was made, not that anything balanced; it prints
 #                  one "guests: kernel-alone=..." line. GUESTS_DAEMON=1 adds rlbd with a [guests]
-#                  section (which the daemon does not support yet)
+#                  section, and checks of what it achieves
 #   guests-vlan    the same with a VLAN-aware br0 (vlan_filtering 1): the guests untagged members
 #                  of VLAN 100, bond0 a tagged one, the clients on eth0.100 (198.18.100.0/24)
 # Each scenario's checks: the driver's placement; without steering the pair gets one slave's
