@@ -15,6 +15,16 @@
 #   qinq           198.18.30.1 on bond0.300, an 802.1ad VLAN over bond0; c1..c4 on their 802.1ad
 #                  eth0.300. rlbd must refuse it at start (exit 78, a message naming bond0.300 and
 #                  802.1ad); only the stand-in runs the stages
+#   guests         no address of the server's: br0 over bond0 with four guests g1..g4 (namespaces
+#                  on veths into br0, 198.18.0.31-34, MACs 02:00:00:00:03:0N); c1 -> g1 and
+#                  c2 -> g2 heavy; measured with the kernel alone (guest-guests.sh): each slave's
+#                  receive share, the frames the bond rewrote, the switch's FDB, duplicates, flaps
+#                  on br0, the guests' receive after the active slave's switch port fails. Its
+#                  checks say each measurement was made, not that anything balanced; it prints
+#                  one "guests: kernel-alone=..." line. GUESTS_DAEMON=1 adds rlbd with a [guests]
+#                  section, and checks of what it achieves
+#   guests-vlan    the same with a VLAN-aware br0 (vlan_filtering 1): the guests untagged members
+#                  of VLAN 100, bond0 a tagged one, the clients on eth0.100 (198.18.100.0/24)
 # Each scenario's checks: the driver's placement; without steering the pair gets one slave's
 # capacity; with steering (rlbd, or the stand-in when STANDIN=1) a client of the pair is on sl1
 # for every address it uses within 5 s of the traffic's start; the pair then reaches TOTAL_X times
@@ -29,6 +39,7 @@
 HERE=$(dirname "$0")
 . "$HERE/guest-lib.sh"
 . "$HERE/guest-flat.sh"
+. "$HERE/guest-guests.sh"
 
 # ---- scenarios: topology, placement, stages ----------------------------------------------------
 # A scenario sets STAGES and, per stage S: S_PAIR (the heavy pair), S_NET (the clients' /24),
@@ -682,6 +693,7 @@ done
 for sc in $SCENARIOS; do
     case "$sc" in
     flat | vlan | two-vlans | two-addresses | bridge | macvlan | ipvlan | qinq) NIC=""; run_scenario "$sc" ;;
+    guests | guests-vlan) NIC=""; run_guests "$sc" ;;
     *@igb | *@virtio | *@e1000e)
         NIC=${sc#*@}
         run_scenario "$sc"

@@ -11,7 +11,8 @@
 #
 # The host kernel may have no bonding driver, so this boots Debian's own kernels under QEMU (TCG),
 # one boot per kernel, each with an initramfs holding busybox, the host's iproute2, the needed
-# modules, rlbd, rlbd-lab (traffic) and klab-arp (klab-arp.c: crafted and sniffed ARP), and runs
+# modules, rlbd, rlbd-lab (traffic), klab-arp (klab-arp.c: crafted and sniffed ARP) and
+# klab-frames (klab-frames.c: frames counted by guest, rewritten and duplicated), and runs
 # guest-test.sh inside it: each of that kernel's scenarios on a fresh balance-alb bond with two veth
 # slaves behind a bridge whose server-facing ports are capped with tc tbf (guest-test.sh describes
 # the scenarios and their checks). All traffic stays inside the guest; the only network used is
@@ -22,7 +23,10 @@
 #   6.1   bookworm's
 #   6.12  bookworm-backports' (trixie's series; .ko.xz modules, decompressed when unpacked)
 # Scenarios (names as words): flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq
-#   (guest-test.sh describes each), with veth slaves; SCENARIO@NIC runs a scenario with slaves
+#   (guest-test.sh describes each), with veth slaves; guests guests-vlan: four guests (namespaces)
+#   behind a bridge over the bond, measured with the kernel alone (guest-guests.sh; not in the
+#   default PLAN: `PLAN="6.12:guests,guests-vlan 6.1:guests" tests/kernel-lab/run.sh`; each
+#   prints a "guests: kernel-alone=..." line, collected at the end of the run); SCENARIO@NIC runs a scenario with slaves
 #   that are QEMU-emulated NICs instead (NIC: igb, virtio, e1000e; all: flat@igb vlan@igb
 #   two-addresses@igb flat@virtio flat@e1000e): each slave is wired (a QEMU hub) to a
 #   virtio-net NIC of the same guest that is the switch's port, so every frame a client sends
@@ -63,6 +67,9 @@
 #   STANDIN=0        1: a stand-in sends the moves instead of rlbd (guest-lib.sh), to prove a
 #                    scenario measures what it should; its results say STAND-IN, not rlbd
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
+#   GUESTS_DAEMON=0  1: the guests scenarios also start rlbd with "[guests] enabled = true" and
+#                    judge its figures (guest-guests.sh); an rlbd without that section refuses it
+#                    and the scenario's daemon check fails
 #   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT (or 97% of
 #                    the lab's ceiling in that scenario when the lab carried less) within 10 s
 #   BASE_SECONDS=3   traffic seconds per stage without steering
@@ -71,6 +78,9 @@
 #   SAMPLE=0         N > 0: rlbd runs with [capture] max_frames_per_sec = N (100: the lab's
 #                    slaves are counted 1 in 8-32), to show the same decisions sampled
 #   TIMEOUT          seconds a guest may run before qemu is killed (default from the scenarios)
+#   LAB_WAIT_PCT=25  a scenario during which the guest's vCPU threads waited for a host CPU this
+#                    share of the time they had work, or more (schedstat; printed per scenario),
+#                    gets a "LAB:" line: its timings carry a starved emulator
 #   TCG_PROBE=60     seconds a TCG boot may take to reach /init before it is killed and retried
 #   BOOT_TRIES=3     TCG boots tried (a boot that hangs before /init is retried)
 #   RLBD_BIN=PATH    use this rlbd binary instead of building one with cargo (rlbd-lab, the test
@@ -86,6 +96,8 @@ REPO=$(cd "$HERE/../.." && pwd)
 CACHE="$HERE/cache"
 ALL_KERNELS="5.10 6.1 6.12"
 ALL_SCENARIOS="flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq"
+# guests behind a bridge over the bond (guest-guests.sh): veth slaves only
+GUEST_SCENARIOS="guests guests-vlan"
 NIC_SCENARIOS="flat@igb vlan@igb two-addresses@igb flat@virtio flat@e1000e"
 ALL_NICS="igb virtio e1000e"
 # Per NIC: QEMU's device, and its PCI slots (decimal) "slave0,slave1,switch0,switch1": the
@@ -100,8 +112,9 @@ declare -A NIC_MODULE=([igb]=igb [virtio]=virtio_net [e1000e]=e1000e)
 DEFAULT_PLAN="6.12:flat,vlan,two-vlans,two-addresses,bridge,macvlan,ipvlan,qinq,two-addresses@igb 6.1:flat 5.10:flat,bridge"
 PLAN=${PLAN:-$DEFAULT_PLAN}
 SCENARIOS=${SCENARIOS:-}
-[ "$SCENARIOS" = all ] && SCENARIOS="$ALL_SCENARIOS $NIC_SCENARIOS"
+[ "$SCENARIOS" = all ] && SCENARIOS="$ALL_SCENARIOS $NIC_SCENARIOS $GUEST_SCENARIOS"
 STANDIN=${STANDIN:-0}
+GUESTS_DAEMON=${GUESTS_DAEMON:-0}
 CAP_MBIT=${CAP_MBIT:-30}
 TOTAL_X=${TOTAL_X:-1.9}
 BASE_SECONDS=${BASE_SECONDS:-3}
@@ -133,7 +146,7 @@ known_scenario() { # $1: a scenario, or SCENARIO@NIC
         known "scenario of $1 (PLAN, SCENARIOS)" "${1%@*}" "${ALL_SCENARIOS% qinq}"
         known "NIC of $1 (PLAN, SCENARIOS)" "${1#*@}" "$ALL_NICS"
         ;;
-    *) known "scenario (PLAN, SCENARIOS)" "$1" "$ALL_SCENARIOS" ;;
+    *) known "scenario (PLAN, SCENARIOS)" "$1" "$ALL_SCENARIOS $GUEST_SCENARIOS" ;;
     esac
 }
 nics_of() { # $1: scenarios; prints the NICs they use, once each
@@ -150,7 +163,7 @@ for e in $PLAN; do
     known "PLAN kernel" "$k" "$ALL_KERNELS"
     [ "$e" != "$k" ] || die "PLAN: '$e' names no scenarios (kernel:scenario,scenario... or kernel:all)"
     v=${e#*:}
-    [ "$v" = all ] && v="$ALL_SCENARIOS $NIC_SCENARIOS"
+    [ "$v" = all ] && v="$ALL_SCENARIOS $NIC_SCENARIOS $GUEST_SCENARIOS"
     SC_OF[$k]=${v//,/ }
     plan_kernels="$plan_kernels $k"
 done
@@ -170,6 +183,7 @@ for k in $KERNELS; do
     for s in ${SC_OF[$k]}; do known_scenario "$s"; done
 done
 case "$STANDIN" in 0 | 1) ;; *) die "STANDIN must be 0 or 1" ;; esac
+case "$GUESTS_DAEMON" in 0 | 1) ;; *) die "GUESTS_DAEMON must be 0 or 1" ;; esac
 # a scenario takes 15-70 s of guest time under TCG (per kernel: 90 + 150 s per scenario);
 # generous, so only a hang hits it
 TIMEOUT_SET=${TIMEOUT:-}
@@ -199,23 +213,28 @@ fi
 RLBD_LAB_BIN="$(dirname "$RLBD_BIN")/rlbd-lab"
 [ -x "$RLBD_LAB_BIN" ] || die "no $RLBD_LAB_BIN (the labs' traffic tooling) beside $RLBD_BIN"
 KARP_BIN="$CACHE/klab-arp"
-if [ ! -x "$KARP_BIN" ] || [ "$HERE/klab-arp.c" -nt "$KARP_BIN" ]; then
-    command -v gcc >/dev/null || die "no gcc to build $HERE/klab-arp.c"
-    gcc -static -O2 -Wall -Wextra -Werror -o "$KARP_BIN" "$HERE/klab-arp.c" ||
-        die "gcc -static klab-arp.c failed (static glibc: libc6-dev)"
-fi
+KFRAMES_BIN="$CACHE/klab-frames"
+for tool in klab-arp klab-frames; do
+    if [ ! -x "$CACHE/$tool" ] || [ "$HERE/$tool.c" -nt "$CACHE/$tool" ]; then
+        command -v gcc >/dev/null || die "no gcc to build $HERE/$tool.c"
+        gcc -static -O2 -Wall -Wextra -Werror -o "$CACHE/$tool" "$HERE/$tool.c" ||
+            die "gcc -static $tool.c failed (static glibc: libc6-dev)"
+    fi
+done
 T_BUILD_END=$(elapsed "$T_BUILD")
-log "built: $RLBD_BIN, $RLBD_LAB_BIN, $KARP_BIN (${T_BUILD_END}s)"
+log "built: $RLBD_BIN, $RLBD_LAB_BIN, $KARP_BIN, $KFRAMES_BIN (${T_BUILD_END}s)"
 
 # ---------------------------------------------------------------------------------------------
 # 3. One boot per kernel
 # ---------------------------------------------------------------------------------------------
 QPID=""
+SCHED_PID=""
 PIDFILE=""
 cleanup() {
     local rc=$? p
     trap - EXIT INT TERM HUP
     [ -n "$QPID" ] && kill "$QPID" 2>/dev/null || true
+    [ -n "$SCHED_PID" ] && kill "$SCHED_PID" 2>/dev/null || true
     if [ -n "$PIDFILE" ] && [ -s "$PIDFILE" ]; then
         p=$(cat "$PIDFILE" 2>/dev/null || true)
         if [ -n "$p" ] && grep -q qemu "/proc/$p/comm" 2>/dev/null; then
@@ -262,6 +281,7 @@ build_initramfs() {
     copy_with_libs "$src" /usr/bin/setpriv
     copy_with_libs "$RLBD_LAB_BIN" /usr/bin/rlbd-lab
     install -m 0755 "$KARP_BIN" "$ROOT/usr/bin/klab-arp"
+    install -m 0755 "$KFRAMES_BIN" "$ROOT/usr/bin/klab-frames"
 
     # modules, dependencies first (from modules.dep); bonding without a default bond0
     local -A seen=()
@@ -305,6 +325,7 @@ NIC_SLOTS="${slots# }"
 CAP_MBIT=$CAP_MBIT
 SCENARIOS="${SC_OF[$K]}"
 STANDIN=$STANDIN
+GUESTS_DAEMON=$GUESTS_DAEMON
 TOTAL_X=$TOTAL_X
 BASE_SECONDS=$BASE_SECONDS
 HOLD_SECONDS=$HOLD_SECONDS
@@ -313,7 +334,7 @@ SAMPLE=$SAMPLE
 KVER=$KVER
 EOF2
     install -m 0755 "$HERE/guest-test.sh" "$ROOT/klab/guest-test.sh"
-    install -m 0644 "$HERE/guest-lib.sh" "$HERE/guest-flat.sh" "$ROOT/klab/"
+    install -m 0644 "$HERE/guest-lib.sh" "$HERE/guest-flat.sh" "$HERE/guest-guests.sh" "$ROOT/klab/"
     cat >"$ROOT/init" <<'EOF2'
 #!/bin/busybox sh
 export PATH=/bin:/usr/bin:/usr/sbin:/sbin
@@ -327,7 +348,7 @@ while read -r mod args; do
     insmod "$mod" $args || echo "KLAB: insmod $mod failed"
 done </etc/lab/modules
 . /etc/lab/env
-export NIC_SLOTS CAP_MBIT SCENARIOS STANDIN TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE SAMPLE
+export NIC_SLOTS CAP_MBIT SCENARIOS STANDIN GUESTS_DAEMON TOTAL_X BASE_SECONDS HOLD_SECONDS WIRE SAMPLE
 sh /klab/guest-test.sh
 rc=$?
 if [ "$rc" = 0 ]; then
@@ -348,8 +369,54 @@ stream_console() { # $1: pid to follow
     tail -n +1 -s 0.2 -F --pid="$1" "$RAW" 2>/dev/null | strip_console | while IFS= read -r line; do
         case "$line" in "KLAB-SAMPLE "*) continue ;; esac # for the chart only (console.log has them)
         printf '[%s] %s\n' "$K" "$line"
-        case "$line" in *"KLAB: init started"*) now >"$KCACHE/t_init" ;; esac
+        case "$line" in
+        *"KLAB: init started"*) now >"$KCACHE/t_init" ;;
+        "KLAB-SCENARIO "*" begin "* | "KLAB-SCENARIO "*" end "*) echo "$line $(now)" >>"$KCACHE/scwin" ;;
+        esac
     done
+}
+
+# The emulator's own share of the host's CPUs, which the guest cannot see (under TCG its clock
+# is the host's, and a starved emulator only shows as a slow guest): once a second, the time
+# qemu's vCPU threads ("CPU N/TCG") ran and the time they waited for a host CPU (schedstat),
+# "host_time run_ns wait_ns".
+sched_sampler() { # $1: qemu's pidfile
+    local p="" r w a b d c
+    while :; do
+        [ -z "$p" ] && [ -s "$1" ] && p=$(cat "$1" 2>/dev/null)
+        if [ -n "$p" ]; then
+            [ -d "/proc/$p" ] || break
+            r=0 w=0
+            for d in /proc/"$p"/task/*; do
+                c=$(cat "$d/comm" 2>/dev/null) || continue
+                case "$c" in "CPU "*) ;; *) continue ;; esac
+                if read -r a b _ <"$d/schedstat" 2>/dev/null; then r=$((r + a)) w=$((w + b)); fi
+            done
+            echo "$(now) $r $w"
+        fi
+        sleep 1
+    done
+}
+# Per scenario of this boot: the share of the time the guest's vCPUs had work that they waited
+# for a host CPU (the guest then runs that much slower than the clock its figures are read on).
+# At LAB_WAIT_PCT or more the scenario's figures are the starved emulator's: a "LAB:" line says
+# so (printed with the guests' own at the end), whatever its checks said.
+LAB_WAIT_PCT=${LAB_WAIT_PCT:-25}
+sched_report() {
+    [ -s "$KCACHE/scwin" ] && [ -s "$KCACHE/sched.log" ] || return 0
+    awk -v k="$K" -v lim="$LAB_WAIT_PCT" -v out="$KCACHE/host-lab.txt" '
+        NR == FNR { t[NR] = $1; r[NR] = $2; w[NR] = $3; n = NR; next }
+        $3 == "begin" { b[$2] = $NF; next }
+        $3 == "end" && ($2 in b) {
+            i0 = 0; i1 = 0
+            for (i = 1; i <= n; i++) { if (!i0 && t[i] >= b[$2]) i0 = i; if (t[i] <= $NF) i1 = i }
+            if (!i0 || i1 <= i0) next
+            dr = r[i1] - r[i0]; dw = w[i1] - w[i0]
+            pct = (dr + dw > 0) ? 100 * dw / (dr + dw) : 0
+            printf "emulator during %s on %s: its vCPUs ran %.1f s, waited %.1f s for a host CPU (%.0f%% of the time they had work)\n", $2, k, dr / 1e9, dw / 1e9, pct
+            if (pct >= lim)
+                printf "LAB: %s: the guest'"'"'s vCPUs waited for a host CPU %.0f%% of the time they had work (>= %d%%; other work on the host): its timings carry the starved emulator\n", $2, pct, lim >> out
+        }' "$KCACHE/sched.log" "$KCACHE/scwin"
 }
 
 # qemu_nics NICS: per NIC, its two slaves, each wired to a virtio-net NIC (the switch's port) at
@@ -380,11 +447,12 @@ qemu_nics() {
 
 boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     local accel=$1 probe=$2 i
-    local qemu=(qemu-system-x86_64 -accel "$accel" -smp 2 -m 1024 -nographic -nic none -no-reboot
+    # debug-threads: the vCPU threads are named "CPU N/TCG" (sched_sampler finds them so)
+    local qemu=(qemu-system-x86_64 -name klab,debug-threads=on -accel "$accel" -smp 2 -m 1024 -nographic -nic none -no-reboot
         -kernel "$VMLINUZ" -initrd "$CPIO" -append 'console=ttyS0 quiet panic=-1' -pidfile "$PIDFILE")
     qemu+=($(qemu_nics "$(nics_of "${SC_OF[$K]}")"))
     [ "$accel" = kvm ] && qemu+=(-cpu host)
-    rm -f "$RAW" "$PIDFILE" "$KCACHE/t_init"
+    rm -f "$RAW" "$PIDFILE" "$KCACHE/t_init" "$KCACHE/scwin" "$KCACHE/sched.log" "$KCACHE/host-lab.txt"
     : >"$RAW"
     log "booting Linux $KVER ($accel, timeout ${TIMEOUT}s; host load average $(cut -d' ' -f1-3 /proc/loadavg)): ${qemu[*]}"
     T_BOOT=$(now)
@@ -392,6 +460,8 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     QPID=$!
     stream_console "$QPID" &
     local spid=$!
+    sched_sampler "$PIDFILE" >"$KCACHE/sched.log" 2>/dev/null &
+    SCHED_PID=$!
     if [ "$probe" -gt 0 ]; then
         for ((i = 0; i < probe * 5; i++)); do
             [ -e "$KCACHE/t_init" ] && break
@@ -400,9 +470,9 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
         done
         if [ ! -e "$KCACHE/t_init" ]; then
             log "$accel did not reach /init within ${probe}s (qemu failed or too slow); stopping it"
-            kill "$QPID" 2>/dev/null || true
+            kill "$QPID" "$SCHED_PID" 2>/dev/null || true
             wait "$QPID" 2>/dev/null || true
-            wait "$spid" 2>/dev/null || true
+            wait "$spid" "$SCHED_PID" 2>/dev/null || true
             QPID=""
             QRC=255
             return 1
@@ -412,6 +482,8 @@ boot() { # $1: tcg|kvm, $2: seconds to reach /init (0: no probe). Sets QRC.
     wait "$QPID" || QRC=$?
     QPID=""
     wait "$spid" 2>/dev/null || true
+    kill "$SCHED_PID" 2>/dev/null || true
+    wait "$SCHED_PID" 2>/dev/null || true
     return 0
 }
 
@@ -482,6 +554,7 @@ for K in $KERNELS; do
     *) die "ACCEL must be auto, tcg or kvm" ;;
     esac
     strip_console <"$RAW" >"$CONSOLE"
+    sched_report | while IFS= read -r l; do log "$l"; done
     T_INIT="n/a"
     [ -e "$KCACHE/t_init" ] && T_INIT=$(awk -v a="$T_BOOT" -v b="$(cat "$KCACHE/t_init")" 'BEGIN { printf "%.1f", b - a }')
     [ "$QRC" = 124 ] && log "qemu killed after TIMEOUT=${TIMEOUT}s"
@@ -507,7 +580,7 @@ done
     echo "  arrive: sl1 frame rate / moved client's payload rate (>= 0.95: all of it on sl1); failover: s until the moved client receives again"
     echo "  count_%: NIC scenarios, |rlbd's counted bytes - the NIC's receive counter| per slave, %: over the window (<= 1) / the worst second"
     echo "  (two-vlans: one figure per VLAN stage, 100/200; facts: macvlan: the moved client's Mbit/s per rp_filter setting; qinq: rlbd's exit status)"
-    for s in $ALL_SCENARIOS $NIC_SCENARIOS; do
+    for s in $ALL_SCENARIOS $NIC_SCENARIOS $GUEST_SCENARIOS; do
         for K in $KERNELS; do
             case " ${SC_OF[$K]} " in *" $s "*) ;; *) continue ;; esac
             line=$(grep -a "^KLAB-SUMMARY scenario=$s " "$CACHE/$K/console.log" 2>/dev/null | tail -n1 || true)
@@ -536,8 +609,17 @@ for K in $KERNELS; do
     *) rc=2 ;;
     esac
 done
+# the guests scenarios' one line each, per kernel
+for K in $KERNELS; do
+    for s in $GUEST_SCENARIOS; do
+        case " ${SC_OF[$K]} " in *" $s "*) ;; *) continue ;; esac
+        line=$(awk -v s="$s" '$0 ~ "KLAB-SCENARIO " s " begin" { on = 1 } on && /^guests: / { l = $0 } $0 ~ "KLAB-SCENARIO " s " end" { on = 0 } END { print l }' "$CACHE/$K/console.log" 2>/dev/null)
+        log "$K $s: ${line:-guests: no line (the scenario did not finish)}"
+    done
+done
 for K in $KERNELS; do
     grep -a '^LAB: ' "$CACHE/$K/console.log" 2>/dev/null | sed "s/^/[run.sh] the emulator, not rlbd, on $K: /" || true
+    sed "s/^/[run.sh] the emulator, on $K: /" "$CACHE/$K/host-lab.txt" 2>/dev/null || true
 done
 [ "$STANDIN" = 1 ] && log "STAND-IN MODE: rlbd was not tested"
 log "RESULT: $([ $rc = 0 ] && echo PASS || echo FAIL) ($(for K in $KERNELS; do printf '%s: %s; ' "$K" "${SC_OF[$K]}"; done | sed 's/; $//'))"

@@ -812,36 +812,43 @@ boot3() {
     systemd-analyze --no-pager >"$OUT/boot-times.txt" 2>&1
 }
 
-# A second instance, on bond1 (two dummy slaves), started while the bond has no slaves yet, as
-# at boot when networkd enslaves them a moment after the bond appears: rlbd must wait for them,
-# not fail. Then `apt purge rlbd`: every instance stopped, no file of the package left, no
-# enablement left; the administrator's own files in /etc/rlbd (bond0.toml, bond1.toml) are kept.
+# A second instance, on bond-san (two dummy slaves): a name with a dash, so its instance is
+# escaped (rlbd@bond\x2dsan, from systemd-escape) while rlbd gets the name itself (%I). Enabled
+# and started while the bond has no slaves yet, as at boot when networkd enslaves them a moment
+# after the bond appears: rlbd must wait for them, not fail. Then `apt purge rlbd`: every
+# instance stopped, no file of the package left, no enablement left; the administrator's own
+# files in /etc/rlbd (bond0.toml, bond-san.toml) are kept.
 purge() {
-    local i running left f links rc pids t0 st1
+    local i running left f links rc pids t0 st1 san cmd1 wants
     modprobe dummy
-    ip link add bond1 type bond mode balance-alb miimon 100
-    ip link set bond1 up
-    printf '[capacity]\nd0 = 1000\nd1 = 1000\n' >/etc/rlbd/bond1.toml
-    systemctl start rlbd@bond1.service >/dev/null 2>&1
+    ip link add bond-san type bond mode balance-alb miimon 100
+    ip link set bond-san up
+    printf '[capacity]\nd0 = 1000\nd1 = 1000\n' >/etc/rlbd/bond-san.toml
+    san="rlbd@$(systemd-escape bond-san).service"
+    systemctl enable --now "$san" >/dev/null 2>&1
     rc=$?
-    st1="$(prop ActiveState rlbd@bond1.service)/$(prop SubState rlbd@bond1.service): $(prop StatusText rlbd@bond1.service)"
+    st1="$(prop ActiveState "$san")/$(prop SubState "$san"): $(prop StatusText "$san")"
+    cmd1=$(tr '\0' ' ' <"/proc/$(prop MainPID "$san")/cmdline" 2>/dev/null)
+    wants=$(find /etc/systemd/system -path '*bond\\x2dsan.device.wants/*' -printf '%f\n' 2>/dev/null)
     for i in 0 1; do
         ip link add "d$i" type dummy
-        ip link set "d$i" master bond1
+        ip link set "d$i" master bond-san
         ip link set "d$i" up
     done
     t0=$(ts)
     local ports1=""
     while fcmp "$(since "$t0")" '<' 10; do
-        ports1=$(rlbd status --json bond1 2>/dev/null | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
+        ports1=$(rlbd status --json bond-san 2>/dev/null | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
         [ "$ports1" = "d0 d1" ] && break
         sleep 1
     done
-    [ $rc = 0 ] && [[ "$st1" == "active/running: bond bond1: no ports;"* ]] &&
-        [ "$ports1" = "d0 d1" ] && [ "$(prop NRestarts rlbd@bond1.service)" = 0 ]
-    check $? "started on a bond without slaves yet, rlbd waits for them and takes them up" \
-        "start exit $rc; before the slaves: $st1; ports up $(since "$t0")s after they were enslaved: '$ports1'; NRestarts $(prop NRestarts rlbd@bond1.service)"
-    running=$(systemctl list-units --no-legend --state=running 'rlbd@*' | awk '{ print $1 }' | tr '\n' ' ')
+    [ $rc = 0 ] && [ "$san" = 'rlbd@bond\x2dsan.service' ] &&
+        [ "$cmd1" = "/usr/sbin/rlbd run --bond bond-san " ] && [ "$wants" = "$san" ] &&
+        [[ "$st1" == "active/running: bond bond-san: no ports;"* ]] &&
+        [ "$ports1" = "d0 d1" ] && [ "$(prop NRestarts "$san")" = 0 ]
+    check $? "$san: enabled on its device, started on a bond without slaves yet, rlbd waits for them and takes them up" \
+        "enable --now exit $rc; command line: $cmd1; wanted by the device: ${wants:-nothing}; before the slaves: $st1; ports up $(since "$t0")s after they were enslaved: '$ports1'; NRestarts $(prop NRestarts "$san")"
+    running=$(systemctl list-units --no-legend --state=running 'rlbd@*' | awk '{ print $1 }' | LC_ALL=C sort | tr '\n' ' ')
     DEBIAN_FRONTEND=noninteractive apt-get purge -y rlbd >"$OUT/apt-purge.log" 2>&1
     rc=$?
     sleep 1
@@ -855,10 +862,10 @@ purge() {
     pids=$(pgrep -x rlbd | tr '\n' ' ')
     local units etc
     units=$(systemctl list-units --all --no-legend 'rlbd@*' | grep -v 'not-found' | awk '{ print $1 }' | tr '\n' ' ')
-    etc=$(find /etc/rlbd -mindepth 1 -printf '%f\n' 2>/dev/null | sort | tr '\n' ' ')
-    [ "$running" = "rlbd@bond0.service rlbd@bond1.service " ] && [ $rc = 0 ] && [ -z "$left" ] &&
+    etc=$(find /etc/rlbd -mindepth 1 -printf '%f\n' 2>/dev/null | LC_ALL=C sort | tr '\n' ' ')
+    [ "$running" = 'rlbd@bond0.service rlbd@bond\x2dsan.service ' ] && [ $rc = 0 ] && [ -z "$left" ] &&
         [ -z "$links" ] && [ -z "$pids" ] && [ -z "$units" ] && [ ! -e /run/rlbd ] &&
-        [ "$etc" = "bond0.toml bond1.toml " ] && ! dpkg-query -W rlbd >/dev/null 2>&1
+        [ "$etc" = "bond-san.toml bond0.toml " ] && ! dpkg-query -W rlbd >/dev/null 2>&1
     check $? "apt purge rlbd stops every instance and leaves no file of the package" \
         "running before: $running; purge exit $rc; left of $(wc -l <"$STATE/dpkg-files") package paths:${left:- none}; enable links: ${links:-none}; rlbd processes: ${pids:-none}; units: ${units:-none}; /run/rlbd $([ -e /run/rlbd ] && echo kept || echo gone); /etc/rlbd holds: ${etc:-nothing}; dpkg: $(dpkg-query -W -f='${Status}' rlbd 2>&1)"
 }
