@@ -125,12 +125,20 @@ struct World {
     unannounced: Vec<(ClientKey, usize)>,
     unpinned: Vec<ClientKey>,
     failures: Vec<String>,
+    /// The shell's guest path: on, and whether setting it up fails (a program the kernel
+    /// refuses).
+    path: bool,
+    path_fails: bool,
     moves: usize,
     overload_moves: usize,
 }
 
 impl World {
     fn new() -> World {
+        World::with(false)
+    }
+
+    fn with(path_fails: bool) -> World {
         let mut e = Engine::new(settings(), START);
         let mut bond = link(BOND, "bond0", Some("bond"));
         if let NlEvent::Link(l) = &mut bond {
@@ -152,6 +160,8 @@ impl World {
             unannounced: Vec::new(),
             unpinned: Vec::new(),
             failures: Vec::new(),
+            path: false,
+            path_fails,
             moves: 0,
             overload_moves: 0,
         };
@@ -189,7 +199,17 @@ impl World {
                     let ev = [slave(i, self.rx[i], self.up[i])];
                     self.e.handle(self.now, Input::Netlink(&ev));
                 }
+                Output::GuestPath { on } => {
+                    self.path = on;
+                    if on && self.path_fails {
+                        let why = "bond bond0: guest egress: Permission denied".to_string();
+                        self.e.handle(self.now, Input::GuestPathFailed { why });
+                    }
+                }
                 Output::PinGuest { key, port, .. } => {
+                    if !self.path {
+                        self.fail("path", format!("{key} pinned with the guest path off"));
+                    }
                     self.pins.insert(key, port);
                     self.unannounced.push((key, port));
                 }
@@ -449,4 +469,20 @@ fn seeded_hours_of_guests_keep_every_rule() {
         overload > 10 && failover > 10,
         "{overload} overload and {failover} other moves: the seeds exercised too little"
     );
+}
+
+/// The programs cannot be had (Linux 5.10 without CAP_PERFMON refuses them): guests are given up,
+/// never pinned, so no announcement teaches the host's bridge a guest's MAC on the bond.
+#[test]
+fn a_guest_path_that_cannot_be_set_up_gives_guests_up() {
+    let mut w = World::with(true);
+    for n in 0..4 {
+        w.arrive(n, 20e6);
+    }
+    for _ in 0..5 {
+        w.second();
+    }
+    assert!(w.failures.is_empty(), "{:#?}", w.failures);
+    assert!(!w.path, "the path was left on");
+    assert!(w.pins.is_empty(), "{:?}", w.pins);
 }

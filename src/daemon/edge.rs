@@ -47,8 +47,10 @@ impl Edge {
                 let error = self.open_capture(engine, port).err();
                 let error = error.map(|e| e.to_string());
                 self.opened(engine, port, error);
-                self.guests
+                let r = self
+                    .guests
                     .port_opened(engine.ports(), port, &self.captures);
+                self.guest_path_result(engine, r);
             }
             Output::CloseCapture { port } => {
                 self.guests.port_closed(port);
@@ -62,9 +64,20 @@ impl Edge {
             // Only asked for by a request, which takes it out itself.
             Output::Status(_) => {}
             Output::Persist(p) => self.state.write(&p),
-            Output::GuestPath { on } => self.guests.set(on, engine.ports(), &self.captures),
+            Output::GuestPath { on } => {
+                let r = self.guests.set(on, engine.ports(), &self.captures);
+                self.guest_path_result(engine, r);
+            }
             Output::PinGuest { key, port, ifindex } => self.guests.pin(key, port, ifindex),
             Output::UnpinGuest { key } => self.guests.unpin(key),
+        }
+    }
+
+    /// The guest path could not be had: the engine is told why (it gives guests up).
+    fn guest_path_result(&mut self, engine: &mut Engine, r: Result<(), String>) {
+        if let Err(why) = r {
+            self.guests = GuestIo::default();
+            engine.handle(monotonic_ms(), Input::GuestPathFailed { why });
         }
     }
 
@@ -102,8 +115,10 @@ impl Edge {
                 )
             })?;
             self.opened(engine, port, None);
-            self.guests
+            let r = self
+                .guests
                 .port_opened(engine.ports(), port, &self.captures);
+            self.guest_path_result(engine, r);
             if engine.ports().list[port].capacity_bps <= 0.0 {
                 return Err(Failure::config(format!("port {name}: no usable link speed; give its capacity with --capacity {name}=MBIT or [capacity] in the configuration file")));
             }

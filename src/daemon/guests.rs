@@ -29,8 +29,8 @@ struct Attached {
 
 /// One port's part of the guest path.
 struct PortPath {
-    _ingress: Option<Attached>,
-    _promisc: Option<Promiscuous>,
+    _ingress: Attached,
+    _promisc: Promiscuous,
 }
 
 #[derive(Default)]
@@ -48,72 +48,67 @@ pub struct GuestIo {
 impl GuestIo {
     /// The guest path on (maps, the bond's egress program, every present port's part) or off
     /// (everything dropped: the programs detach, the ports' promiscuity is given back).
-    pub fn set(&mut self, on: bool, ports: &PortTable, captures: &Captures) {
+    /// `Err`: why the path cannot be had (the engine then gives guests up: without the
+    /// programs a pinned guest's announcement would only teach the host's bridge its MAC on the
+    /// bond).
+    pub fn set(&mut self, on: bool, ports: &PortTable, captures: &Captures) -> Result<(), String> {
         if !on {
+            if self.maps.is_some() {
+                info!("guests: the guest path is off (programs detached, ports given back)");
+            }
             *self = GuestIo::default();
-            info!("guests: the guest path is off (programs detached, ports given back)");
-            return;
+            return Ok(());
         }
         if self.maps.is_some() {
-            return;
+            return Ok(());
         }
-        let maps = match GuestMaps::new(MAX_GUESTS) {
-            Ok(m) => m,
-            Err(e) => {
-                return warn!("guests: cannot create the maps ({e}); guests stay with the kernel")
-            }
+        let maps =
+            GuestMaps::new(MAX_GUESTS).map_err(|e| format!("cannot create the maps: {e}"))?;
+        let (Some(bond), crate::config::Target::Bond(name)) = (ports.bond_index, &ports.target)
+        else {
+            return Err("no bond".into());
         };
-        if let (Some(bond), crate::config::Target::Bond(name)) = (ports.bond_index, &ports.target) {
-            match attach(&maps, name, bond, None, true) {
-                Ok(a) => self.egress = Some(a),
-                Err(e) => {
-                    warn!("guests: bond {name}: {e}; guests' frames stay with the bonding driver")
-                }
-            }
-        }
+        let egress =
+            attach(&maps, name, bond, None, true).map_err(|e| format!("bond {name}: {e}"))?;
+        self.egress = Some(egress);
         self.maps = Some(maps);
         for i in 0..ports.list.len() {
-            self.port_opened(ports, i, captures);
+            self.port_opened(ports, i, captures)?;
         }
+        Ok(())
     }
 
     /// Port `i` appeared (its capture is open): its ingress program after the counting one, and
     /// promiscuous.
-    pub fn port_opened(&mut self, ports: &PortTable, i: usize, captures: &Captures) {
+    pub fn port_opened(
+        &mut self,
+        ports: &PortTable,
+        i: usize,
+        captures: &Captures,
+    ) -> Result<(), String> {
         let (Some(maps), Some(p)) = (&self.maps, ports.list.get(i)) else {
-            return;
+            return Ok(());
         };
         if !p.present {
-            return;
+            return Ok(());
         }
         if self.ports.len() <= i {
             self.ports.resize_with(i + 1, || None);
         }
         // The guest program follows the counting one: as a tcx link only where that is one.
         let links = captures.get(i).and_then(|c| c.kernel_tc_attach()) != Some("cls_bpf");
-        let ingress = if i < MAX_PORTS {
-            attach(maps, &p.name, p.ifindex, Some(i), links)
-                .map_err(|e| {
-                    warn!(
-                        "guests: port {}: {e}; its guests' frames are not filtered or counted",
-                        p.name
-                    )
-                })
-                .ok()
-        } else {
-            warn!(
-                "guests: port {}: more than {MAX_PORTS} ports; its guests are not counted",
-                p.name
-            );
-            None
-        };
+        if i >= MAX_PORTS {
+            return Err(format!("port {}: more than {MAX_PORTS} ports", p.name));
+        }
+        let ingress = attach(maps, &p.name, p.ifindex, Some(i), links)
+            .map_err(|e| format!("port {}: {e}", p.name))?;
         let promisc = Promiscuous::hold(p.ifindex)
-            .map_err(|e| warn!("guests: port {}: cannot make it promiscuous ({e}): guests pinned there may receive nothing", p.name))
-            .ok();
+            .map_err(|e| format!("port {}: cannot make it promiscuous: {e}", p.name))?;
         self.ports[i] = Some(PortPath {
             _ingress: ingress,
             _promisc: promisc,
         });
+        Ok(())
     }
 
     /// Port `i` went away: its part dropped.

@@ -53,6 +53,20 @@ impl Engine {
         self.carry_out_guests();
     }
 
+    /// The shell could not set the guest path up: guests are given up (released, the path
+    /// off), said once as an error. A reload that changes `[guests]` tries again.
+    pub(super) fn guest_path_failed(&mut self, why: String) {
+        let text =
+            format!("guests are not balanced: {why}; their frames stay with the bonding driver");
+        self.out.log(Level::Error, Topic::Guest, text);
+        self.guests.give_up(why, &mut self.guest_actions);
+        self.carry_out_guests();
+        if self.guest_path {
+            self.guest_path = false;
+            self.out.push(Output::GuestPath { on: false });
+        }
+    }
+
     /// The bridge FDB entries of a netlink batch (a bridge's table only: a device's own
     /// address list says nothing of where a MAC is).
     pub(super) fn on_fdb(&mut self, now: u64, events: &[NlEvent]) {

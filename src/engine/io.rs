@@ -72,6 +72,9 @@ pub enum Input<'a> {
     /// A second's counts of the guests behind the bond (their programs' maps), before
     /// [`Input::Second`].
     GuestCounts(&'a [GuestCount]),
+    /// The guest path ([`Output::GuestPath`]) could not be had: a program that would not load
+    /// or attach (Linux 5.10 without CAP_PERFMON), a port that would not go promiscuous.
+    GuestPathFailed { why: String },
     /// The status, for the control socket (`top`: the busiest clients only; `Some(0)`: no
     /// client list, as the metrics want it).
     StatusQuery { top: Option<usize> },

@@ -172,6 +172,7 @@ impl Engine {
             Input::Reload { settings, why } => self.reload(*settings, why),
             Input::Restore { state, file } => self.restore(now, *state, &file),
             Input::GuestCounts(counts) => self.on_guest_counts(now, counts),
+            Input::GuestPathFailed { why } => self.guest_path_failed(why),
             Input::StatusQuery { top } => {
                 let r = report::status(self, now, top);
                 self.out.push(Output::Status(Box::new(r)));

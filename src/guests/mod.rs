@@ -123,6 +123,8 @@ pub struct Guests {
     names: Vec<String>,
     /// Why guests are not balanced on this host although enabled (balance-tlb).
     refused: Option<String>,
+    /// Why the guest path could not be set up, if it could not (until a reload).
+    failed: Option<String>,
     list: BTreeMap<ClientKey, Guest>,
     /// Pins an earlier daemon left (the state file), for guests not learned yet.
     remembered: BTreeMap<ClientKey, GuestPin>,
@@ -139,7 +141,7 @@ impl Guests {
     }
 
     pub fn enabled(&self) -> bool {
-        self.cfg.enabled && self.refused.is_none()
+        self.cfg.enabled && self.refused.is_none() && self.failed.is_none()
     }
 
     pub fn config(&self) -> &GuestsConfig {
@@ -160,6 +162,9 @@ impl Guests {
         out: &mut Vec<GuestAction>,
     ) {
         self.hold_down_ms = hold_down_secs.saturating_mul(1000);
+        if cfg != self.cfg {
+            self.failed = None;
+        }
         self.cfg = cfg;
         if !self.cfg.enabled {
             self.release_all("guests switched off", out);
@@ -177,6 +182,13 @@ impl Guests {
         for g in self.list.values_mut() {
             g.pinned = self.cfg.pinned_to(g.key.mac).is_some();
         }
+    }
+
+    /// The guest path could not be set up (`why`): every guest released, none balanced until
+    /// the configuration is reloaded.
+    pub fn give_up(&mut self, why: String, out: &mut Vec<GuestAction>) {
+        self.failed = Some(why);
+        self.release_all("the guest path failed", out);
     }
 
     /// The bond and the bridges over it, from the links; `tlb`: the bond is in balance-tlb,
