@@ -77,6 +77,12 @@ impl Edge {
     fn guest_path_result(&mut self, engine: &mut Engine, r: Result<(), String>) {
         if let Err(why) = r {
             self.guests = GuestIo::default();
+            // The verifier's log is for a developer; the engine's error says what failed.
+            let (short, log) = why.split_once("; verifier log").unwrap_or((&why, ""));
+            if !log.is_empty() {
+                log::debug!("guests: verifier log{log}");
+            }
+            let why = short.to_string();
             engine.handle(monotonic_ms(), Input::GuestPathFailed { why });
         }
     }

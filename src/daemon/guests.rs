@@ -100,8 +100,8 @@ impl GuestIo {
         if i >= MAX_PORTS {
             return Err(format!("port {}: more than {MAX_PORTS} ports", p.name));
         }
-        let ingress = attach(maps, &p.name, p.ifindex, Some(i), links)
-            .map_err(|e| format!("port {}: {e}", p.name))?;
+        let ingress =
+            attach(maps, &p.name, p.ifindex, Some(i), links).map_err(|e| e.to_string())?;
         let promisc = Promiscuous::hold(p.ifindex)
             .map_err(|e| format!("port {}: cannot make it promiscuous: {e}", p.name))?;
         self.ports[i] = Some(PortPath {

@@ -67,9 +67,9 @@
 #   STANDIN=0        1: a stand-in sends the moves instead of rlbd (guest-lib.sh), to prove a
 #                    scenario measures what it should; its results say STAND-IN, not rlbd
 #   CAP_MBIT=30      per-port tbf cap toward the server, Mbit/s (20-50)
-#   GUESTS_DAEMON=0  1: the guests scenarios also start rlbd with "[guests] enabled = true" and
-#                    judge its figures (guest-guests.sh); an rlbd without that section refuses it
-#                    and the scenario's daemon check fails
+#   GUESTS_DAEMON=1  the guests scenarios measure the kernel alone, then start rlbd with
+#                    "[guests] enabled = true" and judge its figures (guest-guests.sh); 0: the
+#                    kernel alone only
 #   TOTAL_X=1.9      the pair's total with steering must reach TOTAL_X x CAP_MBIT (or 97% of
 #                    the lab's ceiling in that scenario when the lab carried less) within 10 s
 #   BASE_SECONDS=3   traffic seconds per stage without steering
@@ -114,7 +114,7 @@ PLAN=${PLAN:-$DEFAULT_PLAN}
 SCENARIOS=${SCENARIOS:-}
 [ "$SCENARIOS" = all ] && SCENARIOS="$ALL_SCENARIOS $NIC_SCENARIOS $GUEST_SCENARIOS"
 STANDIN=${STANDIN:-0}
-GUESTS_DAEMON=${GUESTS_DAEMON:-0}
+GUESTS_DAEMON=${GUESTS_DAEMON:-1}
 CAP_MBIT=${CAP_MBIT:-30}
 TOTAL_X=${TOTAL_X:-1.9}
 BASE_SECONDS=${BASE_SECONDS:-3}
