@@ -9,7 +9,8 @@
 #   SKIP_SOAK=1 tests/run-all.sh         all but the 60 s soak (tests/soak/run.sh)
 #
 # The kernel lab's default plan (PLAN in tests/kernel-lab/run.sh) is every topology (flat, VLAN,
-# two VLANs, two server addresses, bridge, macvlan, ipvlan, 802.1ad refusal) on 6.12, flat on 6.1,
+# two VLANs, two server addresses, bridge, macvlan, ipvlan, 802.1ad refusal, guests behind a
+# bridge flat and VLAN-aware) on 6.12, flat on 6.1,
 # flat and bridge on 5.10 (the driver before 6.0 balances a bridge master's ARPs itself): about
 # 12 minutes, which keeps the whole of CI under its 45 (docs/labs.md). SCENARIOS=all runs every
 # topology on every kernel (about 22 minutes). The system lab (tests/system-lab/run.sh) builds its
