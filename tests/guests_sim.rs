@@ -19,7 +19,7 @@ use rlbd::client::ClientKey;
 use rlbd::config::{Settings, Target};
 use rlbd::engine::{Engine, Input, Output, SendTag, Topic};
 use rlbd::guests::{GuestCount, GuestsConfig};
-use rlbd::netlink::{BondInfo, BondMode, FdbEntry, FdbKind, LinkInfo, NlEvent};
+use rlbd::netlink::{BondInfo, BondMode, FdbEntry, FdbKind, LinkInfo, LinkKind, NlEvent};
 use rlbd::Mac;
 
 const BOND: u32 = 10;
@@ -58,7 +58,7 @@ fn link(index: u32, name: &str, kind: Option<&str>) -> NlEvent {
         mac: Some(Mac(2, 0, 0, 0, 1, index as u8)),
         admin_up: true,
         oper_up: true,
-        kind: kind.map(str::to_string),
+        kind: kind.map(LinkKind::from),
         bond: (kind == Some("bond")).then_some(BondInfo {
             mode: BondMode::BalanceAlb,
             all_slaves_active: None,

@@ -18,7 +18,7 @@ use crate::capture::RingConfig;
 use crate::config::{Settings, Target};
 use crate::engine::Engine;
 use crate::exit::Failure;
-use crate::netlink::{BondMode, RouteSocket, Snapshot};
+use crate::netlink::{BondMode, LinkKind, RouteSocket, Snapshot};
 
 /// Tells systemd (Type=notify) how we are; a no-op outside systemd.
 pub fn sd_notify(state: &str) {
@@ -48,10 +48,10 @@ pub(super) fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<
             "bond {name} does not exist (ip link show {name})"
         )));
     };
-    if link.kind.as_deref() != Some("bond") {
+    if link.kind != Some(LinkKind::Bond) {
         return Err(Failure::config(format!(
             "{name} is not a bond (its kind is {}); use --ports for plain ports",
-            link.kind.as_deref().unwrap_or("unknown")
+            link.kind.as_ref().map_or("unknown", LinkKind::as_str)
         )));
     }
     let Some(info) = &link.bond else {

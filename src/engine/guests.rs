@@ -7,7 +7,7 @@ use super::io::{Output, SendTag, Topic};
 use super::Engine;
 use crate::client::ClientKey;
 use crate::guests::{FdbFact, GuestAction, GuestCount};
-use crate::netlink::{BondMode, FdbKind, NlEvent};
+use crate::netlink::{BondMode, FdbKind, LinkKind, NlEvent};
 use crate::steer::{guest_announcement, tagged};
 
 impl Engine {
@@ -24,7 +24,7 @@ impl Engine {
             .and_then(|b| links.get(&b))
             .and_then(|b| b.master)
             .and_then(|m| links.get(&m))
-            .filter(|br| br.kind.as_deref() == Some("bridge"))
+            .filter(|br| br.kind == Some(LinkKind::Bridge))
             .map(|br| vec![(br.index, br.name.clone())])
             .unwrap_or_default();
         let names = ports.list.iter().map(|p| p.name.clone()).collect();

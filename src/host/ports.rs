@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::config::Target;
-use crate::netlink::{counter_delta, BondMode, LinkInfo};
+use crate::netlink::{counter_delta, BondMode, LinkInfo, LinkKind};
 use crate::policy::{Detector, PortView};
 use crate::status::PortState;
 use crate::Mac;
@@ -274,7 +274,7 @@ impl PortTable {
             Target::Bond(name) => {
                 let bond = links
                     .values()
-                    .find(|l| &l.name == name && l.kind.as_deref() == Some("bond"));
+                    .find(|l| &l.name == name && l.kind == Some(LinkKind::Bond));
                 let Some(b) = bond else {
                     if self.bond_index.take().is_some() || !self.bond_missing_reported {
                         changes.push(Change::BondMissing);

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::config::Target;
-use crate::netlink::LinkInfo;
+use crate::netlink::{LinkInfo, LinkKind};
 
 /// The server's interfaces, and the shapes on the bond that rlbd cannot steer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,11 +16,6 @@ pub struct Stack {
     pub vlan_of: BTreeMap<u32, u16>,
     /// (interface, why) for each interface on the bond whose clients rlbd cannot steer.
     pub unsupported: Vec<(String, String)>,
-}
-
-/// Interfaces stacked on another that share its wire and take a MAC (their own or its) on it.
-fn is_mac_stacked(kind: Option<&str>) -> bool {
-    matches!(kind, Some("macvlan" | "macvtap" | "ipvlan" | "ipvtap"))
 }
 
 pub fn derive(target: &Target, links: &HashMap<u32, LinkInfo>) -> Stack {
@@ -34,7 +29,7 @@ pub fn derive(target: &Target, links: &HashMap<u32, LinkInfo>) -> Stack {
         Target::Bond(name) => {
             let Some(bond) = links
                 .values()
-                .find(|l| &l.name == name && l.kind.as_deref() == Some("bond"))
+                .find(|l| &l.name == name && l.kind == Some(LinkKind::Bond))
             else {
                 return s;
             };
@@ -43,7 +38,7 @@ pub fn derive(target: &Target, links: &HashMap<u32, LinkInfo>) -> Stack {
             // delivers frames for any slave's MAC to the bridge as its own (bond_handle_frame
             // rewrites the destination for a bridge port in balance-alb).
             if let Some(br) = bond.master.and_then(|m| links.get(&m)) {
-                if br.kind.as_deref() == Some("bridge") {
+                if br.kind == Some(LinkKind::Bridge) {
                     s.vlan_of.insert(br.index, 0);
                 }
             }
@@ -65,8 +60,8 @@ pub fn derive(target: &Target, links: &HashMap<u32, LinkInfo>) -> Stack {
                 .parent
                 .and_then(|p| links.get(&p))
                 .map_or("?", |p| &p.name);
-            match (l.kind.as_deref(), l.vlan) {
-                (Some("vlan"), Some(v)) if v.ad => {
+            match (&l.kind, l.vlan) {
+                (Some(LinkKind::Vlan), Some(v)) if v.ad => {
                     let why = format!(
                         "an 802.1ad (QinQ) VLAN {} over {parent}: rlbd steers untagged and \
                          802.1Q clients only; carry that service VLAN on another interface",
@@ -74,18 +69,18 @@ pub fn derive(target: &Target, links: &HashMap<u32, LinkInfo>) -> Stack {
                     );
                     note_unsupported(&mut s, &l.name, why);
                 }
-                (Some("vlan"), Some(v)) if below != 0 => {
+                (Some(LinkKind::Vlan), Some(v)) if below != 0 => {
                     let why = format!(
                         "VLAN {} inside VLAN {below} ({parent}): rlbd sends one 802.1Q tag",
                         v.id
                     );
                     note_unsupported(&mut s, &l.name, why);
                 }
-                (Some("vlan"), Some(v)) => {
+                (Some(LinkKind::Vlan), Some(v)) => {
                     s.vlan_of.insert(l.index, v.id);
                     grew = true;
                 }
-                (kind, _) if is_mac_stacked(kind) => {
+                (Some(kind), _) if kind.is_mac_stacked() => {
                     s.vlan_of.insert(l.index, below);
                     grew = true;
                 }

@@ -5,7 +5,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::config::Target;
 use crate::host::HostView;
-use crate::netlink::{AddrEntry, BondInfo, BondMode, LinkInfo, NeighEntry, NlEvent, VlanInfo};
+use crate::netlink::{
+    AddrEntry, BondInfo, BondMode, LinkInfo, LinkKind, NeighEntry, NlEvent, VlanInfo,
+};
 use crate::Mac;
 
 pub const BOND: u32 = 10;
@@ -26,7 +28,7 @@ pub fn link(index: u32, name: &str, kind: Option<&str>) -> NlEvent {
         mac: Some(Mac(2, 0, 0, 0, 1, index as u8)),
         admin_up: true,
         oper_up: true,
-        kind: kind.map(str::to_string),
+        kind: kind.map(LinkKind::from),
         bond: (kind == Some("bond")).then_some(BondInfo {
             mode: BondMode::BalanceAlb,
             all_slaves_active: None,

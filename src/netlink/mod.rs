@@ -24,7 +24,7 @@ mod netns_tests;
 pub use addr::AddrEntry;
 pub use event::decode_datagram;
 pub use fdb::{FdbEntry, FdbKey, FdbKind};
-pub use link::{counter_delta, BondInfo, BondMode, BridgeInfo, LinkInfo, Mac, VlanInfo};
+pub use link::{counter_delta, BondInfo, BondMode, BridgeInfo, LinkInfo, LinkKind, Mac, VlanInfo};
 pub use neigh::NeighEntry;
 pub use socket::{NlEvent, RouteSocket, Snapshot};
 pub use sysfs::{link_speed_mbps, read_ipv4_conf};

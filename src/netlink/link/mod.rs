@@ -10,6 +10,9 @@
 //! those parsers panic on a short value (the fuzzer found one in bareudp's). rlbd reads a few
 //! fields of three kinds (bond, VLAN, bridge) from it.
 
+mod kind;
+pub use kind::LinkKind;
+
 use log::debug;
 use netlink_packet_core::{
     parse_string, parse_u16, parse_u32, parse_u8, DecodeError, NlaBuffer, NlasIterator,
@@ -38,7 +41,7 @@ pub struct LinkInfo {
     pub master: Option<u32>,
     /// IFLA_INFO_KIND, e.g. "bond", "bridge", "veth", "macvlan", "tun" (tap devices too),
     /// "vlan", "vxlan", "openvswitch". `None` for plain hardware NICs.
-    pub kind: Option<String>,
+    pub kind: Option<LinkKind>,
     /// From IFLA_STATS64. The kernel sends these with every RTM_NEWLINK, dumps included.
     pub rx_bytes: Option<u64>,
     pub rx_packets: Option<u64>,
@@ -220,10 +223,11 @@ fn apply_link_info(info: &mut LinkInfo, nest: &[u8]) {
             _ => {}
         }
     }
-    match (kind.as_deref(), data) {
-        (Some("bond"), Some(data)) => info.bond = bond_info(data),
-        (Some("vlan"), Some(data)) => info.vlan = vlan_info(data),
-        (Some("bridge"), Some(data)) => info.bridge = bridge_info(data),
+    let kind = kind.as_deref().map(LinkKind::from);
+    match (&kind, data) {
+        (Some(LinkKind::Bond), Some(data)) => info.bond = bond_info(data),
+        (Some(LinkKind::Vlan), Some(data)) => info.vlan = vlan_info(data),
+        (Some(LinkKind::Bridge), Some(data)) => info.bridge = bridge_info(data),
         _ => {}
     }
     info.kind = kind;

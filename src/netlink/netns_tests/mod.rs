@@ -160,7 +160,7 @@ fn snapshot_lists_veth_pair() {
             .find(|l| l.name == "rlbd-b")
             .expect("rlbd-b");
         for l in [a, b] {
-            assert_eq!(l.kind.as_deref(), Some("veth"));
+            assert_eq!(l.kind.as_ref().map(|k| k.as_str()), Some("veth"));
             let mac = l.mac.expect("veth has a MAC");
             assert!(!mac.is_zero());
             assert!(l.rx_bytes.is_some() && l.rx_packets.is_some(), "{l:?}");
@@ -210,7 +210,7 @@ fn events_follow_ip_commands() {
         else {
             unreachable!()
         };
-        assert_eq!(a.kind.as_deref(), Some("veth"));
+        assert_eq!(a.kind.as_ref().map(|k| k.as_str()), Some("veth"));
         assert!(!a.admin_up && !a.oper_up);
         let index = a.index;
 
@@ -285,7 +285,7 @@ fn bridge_port_removal_is_not_link_removal() {
         let NlEvent::Link(br) = w.expect("bridge", |e| link_named(e, "rlbd-br").is_some()) else {
             unreachable!()
         };
-        assert_eq!(br.kind.as_deref(), Some("bridge"));
+        assert_eq!(br.kind.as_ref().map(|k| k.as_str()), Some("bridge"));
 
         ip("link set rlbd-a master rlbd-br");
         w.expect("rlbd-a enslaved", |e| {
