@@ -43,7 +43,7 @@ rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup compon
 
 step "format and lints"
 cargo fmt --check
-cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --features rule-switches -- -D warnings
 
 step "unit, property and namespace integration tests"
 # The property tests draw their cases from one seed per commit, printed: a red run is the same
@@ -62,7 +62,7 @@ cargo test --lib --bins "${itests[@]}" -- --test-threads=1
 step "the simulated LAN: 30 simulated days over 6 seeds, every rule switched off in turn (release)"
 # Release: the dependencies are the packing bench's and the labs' (built once); the seeds share
 # the cores (docs/labs.md, "The simulated LAN").
-cargo test --release --test sim -- --test-threads=1 --nocapture
+cargo test --release --features rule-switches --test sim -- --test-threads=1 --nocapture
 # The criterion benches once each in test mode (their harness takes no libtest flags).
 cargo test --bench policy --bench capture
 

@@ -231,7 +231,8 @@ impl Engine {
     }
 
     /// Switches `rule` off: only to prove that a test (the simulation) catches its absence.
-    /// The daemon never calls this.
+    /// Behind the `rule-switches` feature, which the shipped binary does not enable.
+    #[cfg(any(test, feature = "rule-switches"))]
     pub fn switch_off(&mut self, rule: Rule) {
         self.rules_off = self.rules_off.with(rule);
         self.steer

@@ -108,7 +108,8 @@ fn simulated_month() {
     run_all(&seeds, days);
 }
 
-/// A simulated year (`RLBD_SIM_DAYS=365`): `cargo test --release --test sim -- --ignored`.
+/// A simulated year (`RLBD_SIM_DAYS=365`):
+/// `cargo test --release --features rule-switches --test sim -- --ignored`.
 #[test]
 #[ignore]
 fn simulated_year() {
