@@ -349,6 +349,11 @@ impl KernelCounter {
         self.tc.as_ref().map(tc::TcAttached::how)
     }
 
+    /// Where the program runs: at the tc ingress hook, or in a socket filter.
+    pub fn hook(&self) -> Hook {
+        self.hook
+    }
+
     /// Where the program runs: "tc" (ingress hook) or "socket" (a socket filter).
     pub fn hook_name(&self) -> &'static str {
         match self.hook {

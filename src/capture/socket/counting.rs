@@ -148,7 +148,7 @@ impl CaptureSocket {
         };
         let ctx = |e: io::Error| with_ctx(&name, ifindex, "eBPF counting", e);
         c.reprogram(host_macs, &name).map_err(ctx)?;
-        if c.hook_name() == "socket" {
+        if matches!(c.hook(), crate::capture::Hook::Socket { .. }) {
             c.attach(self.fd.as_fd()).map_err(ctx)?;
         }
         Ok(())
