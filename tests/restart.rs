@@ -46,6 +46,11 @@ fn a_daemon_killed_and_started_again_keeps_its_moves_and_their_hold_downs() {
         if !written {
             failures.push(format!("no state file at {state_s}"));
         }
+        // RLBD_KEEP_STATE=PATH keeps the killed daemon's state file: how the fixture of this
+        // release's format (tests/fixtures/state-v1.json) was made.
+        if let Ok(keep) = std::env::var("RLBD_KEEP_STATE") {
+            let _ = std::fs::copy(&state, keep);
+        }
         let mut again = start(lab, "restart-2", &[], &args)?;
         check_resumed(lab, &again, &mv.client, to, &mut failures)?;
         for s in &mut sources {
