@@ -13,6 +13,7 @@ const PORTS: usize = 4;
 const HOUR: f64 = 3600.0;
 
 /// A failed run: when, which rule and the last events.
+#[derive(Debug)]
 pub struct Failure {
     pub at_ms: u64,
     pub why: String,
@@ -96,7 +97,8 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
     let r = &d.rules;
     Ok(format!(
         "{} clients on {}, {:?}, frames checked {} (NA {}, tagged {}), chosen moves {}; engine \
-         allocations per second {:.0}, per ARP/ND frame seen {:.1} (none for {:.0}% of them)",
+         allocations per second {:.0}, per ARP/ND frame seen {:.1} (none for {:.0}% of them); \
+         trace hash {:016x}",
         population,
         if d.world.rlb.is_some() {
             "a bond (balance-alb, VLAN 100)"
@@ -110,7 +112,8 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
         r.chosen_moves,
         d.stats.allocs_second as f64 / d.stats.seconds.max(1) as f64,
         d.stats.allocs_frame as f64 / d.stats.frames.max(1) as f64,
-        100.0 * d.stats.frames_alloc_free as f64 / d.stats.frames.max(1) as f64
+        100.0 * d.stats.frames_alloc_free as f64 / d.stats.frames.max(1) as f64,
+        d.trace.hash()
     ))
 }
 
