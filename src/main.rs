@@ -67,6 +67,9 @@ fn check_config(file: Option<std::path::PathBuf>, bond: Option<String>) -> ExitC
         config: file,
         ..Default::default()
     };
+    // Only `--bond NAME` looks at the live bond: a file checked on another host (or before
+    // its bond exists) is checked as a file.
+    let live = bond.is_some();
     match config::resolve(&knobs, bond.map(Target::Bond), false) {
         Ok(s) => {
             match &s.config_path {
@@ -77,7 +80,10 @@ fn check_config(file: Option<std::path::PathBuf>, bond: Option<String>) -> ExitC
                 ),
             }
             print!("{}", s.to_toml());
-            // With a bond: the live bond, as `run` would see it at start.
+            if !live {
+                return ExitCode::SUCCESS;
+            }
+            // With --bond: the live bond, as `run` would see it at start.
             match rlbd::daemon::check_live(&s) {
                 Ok(lines) => {
                     for l in lines {
