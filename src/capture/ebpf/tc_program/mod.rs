@@ -411,4 +411,6 @@ fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, done: Label) {
 }
 
 #[cfg(test)]
+mod live_tests;
+#[cfg(test)]
 mod tests;
