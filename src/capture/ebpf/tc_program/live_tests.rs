@@ -140,10 +140,18 @@ fn watching() -> Result<(), String> {
         ("an ARP reply", arp_reply(), true),
         ("a Neighbor Solicitation", icmpv6(135, false), true),
         ("a Neighbor Advertisement, tagged", icmpv6(136, true), true),
-        ("an echo request (ICMPv6, not ND)", icmpv6(128, false), false),
+        (
+            "an echo request (ICMPv6, not ND)",
+            icmpv6(128, false),
+            false,
+        ),
         ("an IPv4 ACK", ipv4_ack(), false),
         ("an IPv6 ACK", ipv6_ack(), false),
-        ("an IPv6 ACK, tagged", frame(0x86dd, true, &ipv6(6, &tcp_ack())), false),
+        (
+            "an IPv6 ACK, tagged",
+            frame(0x86dd, true, &ipv6(6, &tcp_ack())),
+            false,
+        ),
     ];
     for (what, f, seen) in &cases {
         assert_eq!(test_run(prog.as_fd(), f, 1)?.0, TC_ACT_UNSPEC, "{what}");
