@@ -87,6 +87,15 @@ if [ "${SKIP_PACKING_BENCH:-0}" != 1 ]; then
   cargo bench --bench packing -- --short
 fi
 
+# Issue 41: what counting costs a server per byte it receives (bulk TCP with GRO over a veth, 1500
+# and 9000 MTU), the short form: 5 rounds of 1 s runs, ~35 s once built. It prints its table and
+# the `gro-summary:` line and fails only when it cannot run (ethtool is installed when missing) or
+# rlbd miscounts; a noisy figure never fails it. The full form: RLBD_BENCH_NS=only
+# RLBD_BENCH_GRO=only cargo bench --bench capture (docs/labs.md, "What counting costs per byte").
+step "GRO bench, short form"
+RLBD_BENCH_WAIT=0 RLBD_BENCH_NS=only RLBD_BENCH_GRO=only RLBD_BENCH_GRO_SHORT=1 \
+  cargo bench --bench capture
+
 step "fuzzing the parsers of untrusted input (frames, netlink, control requests, configuration)"
 tests/fuzz.sh
 

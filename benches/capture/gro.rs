@@ -14,20 +14,22 @@
 //!
 //! Receive CPU = the server's NAPI thread + the receiver + rlbd's process, each task's run time
 //! from /proc/<tid>/schedstat (on a kernel without IRQ time accounting, a softirq is in the run
-//! time of the task it interrupts). rlbd's cost = the run time of its tc programs (ingress and
-//! egress, from the kernel's statistics in /proc/<pid>/fdinfo, with kernel.bpf_stats_enabled on
-//! for this part) + its process. The share is rlbd's cost over the receive CPU of the same run;
-//! the difference of receive CPU per GB with and without rlbd, in each round's pair, is shown
-//! beside it as a cross-check (noisier: two whole-path figures).
+//! time of the task it interrupts). What judges is the whole path: receive CPU per GB with rlbd
+//! over without, in each round's pair, with kernel.bpf_stats_enabled off (the kernel's timing
+//! of each program run is itself a cost on the path); its median and a 90% interval over the
+//! rounds. The breakdown comes from a third, timed run per MTU (statistics on): rlbd's share =
+//! its programs' run time (ingress and egress, from /proc/<pid>/fdinfo) + its process, over the
+//! receive CPU of that run. The egress program's own cost per ACK is measured apart, by the
+//! kernel (`gro_cost.rs`).
 //!
 //! What rlbd counted in each run is checked against the veth's receive counters (frames and
 //! bytes, as on the wire before GRO merged them): more than 1% apart fails the bench.
 //!
 //! `RLBD_BENCH_GRO=0` skips this part, `RLBD_BENCH_GRO=only` runs it without the flood and
-//! idle parts; `RLBD_BENCH_GRO_ROUNDS` (default 5) and `RLBD_BENCH_GRO_SECS` (seconds of
-//! sending per run, default 2) size it; `RLBD_BENCH_GRO_PERF=1` profiles every run too (the
-//! profile's lower bound beside the statistics' upper one; its sampling slows the receive side
-//! and, inside the timed runs, adds to the programs' run time). Needs `ethtool`.
+//! idle parts; `Plan` sizes it (`RLBD_BENCH_GRO_ROUNDS`, `_MAX_ROUNDS`, `_SETTLE`, `_SECS`;
+//! `RLBD_BENCH_GRO_SHORT=1` is CI's short form); `RLBD_BENCH_GRO_PERF=1` profiles every run too
+//! (a lower bound of the programs' share; its sampling slows the receive side). `ethtool` is
+//! installed when missing (`gro_setup.rs`).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -46,6 +48,7 @@ use super::gro_perf;
 use super::gro_report::{self, GroFigures};
 use super::lab::{check_stop, expect_line, lines_of, wait_for_other_labs, wait_for_quiet};
 use super::profile::{self, Profile};
+use super::{gro_cost, gro_setup};
 use super::{kv, Res, ROLE_ARG, RX_CPU, TX_CPU};
 
 pub const MTUS: [u32; 2] = [1500, 9000];
@@ -64,8 +67,12 @@ pub fn figures() -> Option<&'static GroFigures> {
 /// One run: the bytes received and the CPU times over the transfer, in ns.
 #[derive(Clone, Default)]
 pub struct Run {
+    pub round: usize,
     pub mtu: u32,
     pub rlbd: bool,
+    /// Whether the kernel timed each program run (kernel.bpf_stats_enabled): only these runs
+    /// have the programs' run time, and their whole path carries the timing's cost.
+    pub timed: bool,
     pub bytes: u64,
     pub secs: f64,
     /// Packets and bytes the server's veth received (before GRO: the wire's).
@@ -233,6 +240,28 @@ impl Drop for Role {
     }
 }
 
+/// What a run measures: the path without rlbd; with it, untimed (the whole-path difference
+/// judges); with it and the kernel timing each program run (the breakdown).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Without,
+    With,
+    Timed,
+}
+
+/// One MTU's runs in a round: the pair without and with rlbd next to each other in an order
+/// that alternates by round, the timed run (in the first `timed_rounds` only) outside them.
+fn kinds(round: usize, timed_rounds: usize) -> Vec<Kind> {
+    let mut v = vec![Kind::Without, Kind::With];
+    if round < timed_rounds {
+        v.push(Kind::Timed);
+    }
+    if round % 2 == 1 {
+        v.reverse();
+    }
+    v
+}
+
 /// The counters read at both ends of a transfer.
 struct Snap {
     napi: u64,
@@ -256,8 +285,10 @@ impl Snap {
     }
 }
 
-fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res<Run> {
+fn one_run(lab: &Lab, napi: &[i32], mtu: u32, kind: Kind, secs: f64, round: usize) -> Res<Run> {
     check_stop()?;
+    let (with_rlbd, timed) = (kind != Kind::Without, kind == Kind::Timed);
+    let _stats = timed.then(|| BpfStats::set(true)).transpose()?;
     let daemon = match with_rlbd {
         true => Some(Role::start(
             &lab.srv,
@@ -303,8 +334,10 @@ fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res
         .unwrap_or(0);
     let (ingress, egress) = program_deltas(&before.progs, &after.progs);
     let run = Run {
+        round,
         mtu,
         rlbd: with_rlbd,
+        timed,
         bytes,
         secs: elapsed,
         wire: after.rx.1.saturating_sub(before.rx.1),
@@ -323,7 +356,7 @@ fn one_run(lab: &Lab, napi: &[i32], mtu: u32, with_rlbd: bool, secs: f64) -> Res
     if let Some(d) = daemon {
         run.counted = Some(counted(&d.finish()?)?);
     }
-    if with_rlbd && run.ingress.1 == 0 {
+    if timed && run.ingress.1 == 0 {
         return Err("rlbd's programs ran no packet: no statistics?".into());
     }
     Ok(run)
@@ -365,34 +398,63 @@ fn env_num(key: &str, default: f64) -> f64 {
         .unwrap_or(default)
 }
 
+/// The rounds: `RLBD_BENCH_GRO_ROUNDS` at least (each with a timed run per MTU), then more
+/// (pairs only) until the whole-path difference's 90% interval is at most
+/// `RLBD_BENCH_GRO_SETTLE` points wide at both MTUs, up to `RLBD_BENCH_GRO_MAX_ROUNDS`.
+/// `RLBD_BENCH_GRO_SHORT=1` (CI): 5 rounds of 1 s runs, no more.
+struct Plan {
+    rounds: usize,
+    max_rounds: usize,
+    settle: f64,
+    secs: f64,
+}
+
+impl Plan {
+    fn from_env() -> Plan {
+        let short = std::env::var("RLBD_BENCH_GRO_SHORT").as_deref() == Ok("1");
+        let rounds = env_num("RLBD_BENCH_GRO_ROUNDS", if short { 5.0 } else { 8.0 }) as usize;
+        let max = if short { rounds } else { 3 * rounds };
+        Plan {
+            rounds,
+            max_rounds: (env_num("RLBD_BENCH_GRO_MAX_ROUNDS", max as f64) as usize).max(rounds),
+            settle: env_num("RLBD_BENCH_GRO_SETTLE", 2.0),
+            secs: env_num("RLBD_BENCH_GRO_SECS", if short { 1.0 } else { 2.0 }),
+        }
+    }
+}
+
 fn bench() -> Res<GroFigures> {
     wait_for_other_labs()?;
-    let rounds = env_num("RLBD_BENCH_GRO_ROUNDS", 5.0) as usize;
-    let secs = env_num("RLBD_BENCH_GRO_SECS", 2.0);
-    let _stats = BpfStats::enable()?;
+    let plan = Plan::from_env();
+    // Off but in the timed runs: the kernel's timing is a cost on the measured path.
+    let _stats = BpfStats::set(false)?;
+    let cost = gro_cost::measure()?;
     let lab = Lab::create()?;
     let started = Instant::now();
     println!(
-        "\nGRO benchmark: bulk TCP for {secs} s per run from {} to {} over a veth, GRO on the \
+        "\nGRO benchmark: bulk TCP for {} s per run from {} to {} over a veth, GRO on the \
          server's end in a NAPI thread; receive side on CPU {RX_CPU}, sender on CPU {TX_CPU}; \
-         {rounds} round(s), each MTU without and with rlbd's counting; load average {}",
+         {} to {} round(s), each MTU without and with rlbd's counting (and, in the first {}, \
+         with it timed by the kernel); load average {}",
+        plan.secs,
         lab.cli,
         lab.srv,
+        plan.rounds,
+        plan.max_rounds,
+        plan.rounds,
         super::load_average()
     );
     let mut runs = Vec::new();
-    for round in 0..rounds {
+    let mut round = 0;
+    while round < plan.rounds
+        || (round < plan.max_rounds && !gro_report::settled(&runs, plan.settle))
+    {
         wait_for_quiet()?;
         for mtu in MTUS {
             lab.set_mtu(mtu)?;
             let napi = lab.napi_threads()?;
-            let order = if round % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
-            };
-            for with_rlbd in order {
-                let run = one_run(&lab, &napi, mtu, with_rlbd, secs)?;
+            for kind in kinds(round, plan.rounds) {
+                let run = one_run(&lab, &napi, mtu, kind, plan.secs, round)?;
                 gro_report::print_run(round + 1, &run);
                 if let Some(e) = count_error(&run) {
                     return Err(e);
@@ -400,9 +462,10 @@ fn bench() -> Res<GroFigures> {
                 runs.push(run);
             }
         }
+        round += 1;
     }
     drop(lab);
-    let figures = gro_report::print(&runs, rounds, secs);
+    let figures = gro_report::print(&runs, round, plan.secs, plan.settle, cost);
     println!(
         "GRO benchmark took {:.1} s",
         started.elapsed().as_secs_f64()
@@ -415,27 +478,14 @@ fn profiled() -> bool {
     std::env::var("RLBD_BENCH_GRO_PERF").as_deref() == Ok("1") && profile::available()
 }
 
-fn has_ethtool() -> bool {
-    Command::new("ethtool")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The GRO part of the namespace benchmarks (see the top of this file).
 pub fn main() {
     if !is_root() {
         println!("GRO benchmark: skipped, needs root (network namespaces, tc, eBPF)");
         return;
     }
-    if !has_ethtool() {
-        println!("GRO benchmark: skipped, needs ethtool (GRO and TSO on a veth)");
-        return;
-    }
     let _ = rlbd::lab::netns::stop_flag();
-    match bench() {
+    match gro_setup::ensure("ethtool", "ethtool").and_then(|()| bench()) {
         Ok(f) => {
             let _ = FIGURES.set(f);
             if let Some(f) = figures() {

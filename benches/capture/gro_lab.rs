@@ -1,7 +1,7 @@
 //! The GRO benchmark's lab (`gro.rs`): the two namespaces and their veth with GRO in threaded
 //! NAPI (torn down on drop), and the counters read around a run: tasks' run time, a CPU's busy
 //! time, a process's eBPF programs' run statistics, a device's received packets; and
-//! kernel.bpf_stats_enabled on while it runs.
+//! kernel.bpf_stats_enabled, set for a while.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -247,13 +247,14 @@ pub fn program_deltas(
     (ingress, rest)
 }
 
-/// kernel.bpf_stats_enabled on while this part runs; the old value back on drop.
+/// kernel.bpf_stats_enabled set while this lives; the old value back on drop.
 pub struct BpfStats(Option<String>);
 
 impl BpfStats {
-    pub fn enable() -> Res<BpfStats> {
+    pub fn set(on: bool) -> Res<BpfStats> {
         let old = std::fs::read_to_string(BPF_STATS).ok();
-        std::fs::write(BPF_STATS, "1").map_err(|e| format!("cannot enable {BPF_STATS}: {e}"))?;
+        let v = if on { "1" } else { "0" };
+        std::fs::write(BPF_STATS, v).map_err(|e| format!("cannot set {BPF_STATS} to {v}: {e}"))?;
         Ok(BpfStats(old))
     }
 }

@@ -1,26 +1,43 @@
-//! The GRO benchmark's output (`gro.rs`): a line per run, the table per MTU (median and worst
-//! over the rounds), the target, and the two figures the summary line takes.
+//! The GRO benchmark's output (`gro.rs`): a line per run, the table per MTU (medians and worst
+//! over the rounds, the whole-path difference with its 90% interval), the target, and the
+//! `gro-summary:` line.
 
 use super::gro::{Run, MTUS};
+use super::gro_cost::AckCost;
 
-/// rlbd's share of the receive path's CPU (program run time and daemon over the receive side's
-/// CPU), worst over the rounds, in percent: at 1500 MTU and at 9000. `None` where no run
-/// measured it. For `capture-summary:`'s `gro_tcp_overhead_pct` and
-/// `gro_tcp_overhead_jumbo_pct`.
+/// The part's figures. `overhead_pct` and `overhead_jumbo_pct` (the worst timed share at 1500
+/// and 9000 MTU) are `capture-summary:`'s `gro_tcp_overhead_pct` and `_jumbo_pct`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GroFigures {
     pub overhead_pct: Option<f64>,
     pub overhead_jumbo_pct: Option<f64>,
+    /// Medians: rlbd's share in the timed runs, and the whole-path difference (untimed).
+    pub share_pct: [Option<f64>; 2],
+    pub whole_path_pct: [Option<f64>; 2],
+    /// The egress program's own cost per ACK above the floor (`gro_cost.rs`).
+    pub egress_ns_per_ack: Option<f64>,
+    /// Run time per run under the kernel's statistics: the ingress program (per packet at the
+    /// hook), and the egress one on the bench's ACKs (3 instructions: the timing's own floor).
+    pub ingress_ns_per_pkt: Option<f64>,
+    pub hook_ns: Option<f64>,
 }
 
 impl GroFigures {
-    /// `gro-summary: gro_tcp_overhead_pct=.. gro_tcp_overhead_jumbo_pct=..` (`nan` if missing).
+    /// `gro-summary: share_1500_pct=.. share_9000_pct=.. whole_path_1500_pct=..
+    /// whole_path_9000_pct=.. egress_ns_per_ack=.. ingress_ns_per_pkt=.. hook_ns=..` (`nan` if
+    /// missing).
     pub fn line(&self) -> String {
-        let num = |v: Option<f64>| v.map_or("nan".into(), |x| format!("{x:.3}"));
+        let num = |v: Option<f64>, d: usize| v.map_or("nan".into(), |x| format!("{x:.d$}"));
         format!(
-            "gro-summary: gro_tcp_overhead_pct={} gro_tcp_overhead_jumbo_pct={}",
-            num(self.overhead_pct),
-            num(self.overhead_jumbo_pct)
+            "gro-summary: share_1500_pct={} share_9000_pct={} whole_path_1500_pct={} \
+             whole_path_9000_pct={} egress_ns_per_ack={} ingress_ns_per_pkt={} hook_ns={}",
+            num(self.share_pct[0], 3),
+            num(self.share_pct[1], 3),
+            num(self.whole_path_pct[0], 2),
+            num(self.whole_path_pct[1], 2),
+            num(self.egress_ns_per_ack, 1),
+            num(self.ingress_ns_per_pkt, 1),
+            num(self.hook_ns, 1),
         )
     }
 }
@@ -31,7 +48,11 @@ pub fn print_run(round: usize, r: &Run) {
          veth; receive CPU {:.0} ms (NAPI thread {:.0}, receiver {:.0}, rlbd {:.1}; CPU {} \
          busy {:.0})",
         r.mtu,
-        if r.rlbd { "with rlbd" } else { "without rlbd" },
+        match (r.rlbd, r.timed) {
+            (false, _) => "without rlbd",
+            (true, false) => "with rlbd",
+            (true, true) => "with rlbd, timed",
+        },
         r.gb(),
         r.secs,
         r.gb() * 8.0 / r.secs.max(1e-9),
@@ -43,7 +64,7 @@ pub fn print_run(round: usize, r: &Run) {
         super::RX_CPU,
         ms(r.cpu_busy_ns),
     );
-    if r.rlbd {
+    if r.timed {
         line += &format!(
             "; programs: ingress {} runs {:.1} ms, egress {} runs {:.1} ms; rlbd {:.3}%",
             r.ingress.1,
@@ -60,6 +81,9 @@ pub fn print_run(round: usize, r: &Run) {
                 "; counted {frames:+.2}% of the veth's packets, {bytes:+.2}% of its bytes"
             );
         }
+    } else if let Some((frames, bytes)) = r.count_off_pct() {
+        line +=
+            &format!("; counted {frames:+.2}% of the veth's packets, {bytes:+.2}% of its bytes");
     }
     println!("{line}");
 }
@@ -101,16 +125,83 @@ fn stat(mut v: Vec<f64>) -> Stat {
     }
 }
 
+/// A median and the interval that holds the true median with at least 90% confidence, from
+/// the order statistics (no assumption on the shape of the noise): [x(k), x(n+1-k)] with the
+/// largest k whose binomial tail P(B(n, 1/2) < k) is at most 5%. Under 5 figures no interval
+/// reaches 90%: the widest one, [least, largest], and its own confidence.
+#[derive(Clone, Copy)]
+pub struct Interval {
+    pub n: usize,
+    pub med: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub confidence: f64,
+}
+
+fn interval(mut v: Vec<f64>) -> Option<Interval> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    // P(B(n, 1/2) <= j) for j = 0.., until it passes 5%.
+    let (mut k, mut tail, mut term) = (1, 0.5f64.powi(n as i32), 0.5f64.powi(n as i32));
+    while k < n / 2 {
+        term *= (n - k + 1) as f64 / k as f64;
+        if tail + term > 0.05 {
+            break;
+        }
+        tail += term;
+        k += 1;
+    }
+    let med = match n % 2 {
+        1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    };
+    Some(Interval {
+        n,
+        med,
+        lo: v[k - 1],
+        hi: v[n - k],
+        confidence: 1.0 - 2.0 * tail,
+    })
+}
+
+/// The whole-path difference at `mtu`, per round: receive CPU per GB with rlbd (untimed) over
+/// without, minus 1, in %.
+fn whole_path(runs: &[Run], mtu: u32) -> Vec<f64> {
+    let per_gb = |r: &Run| ms(r.recv_ns()) / r.gb().max(1e-9);
+    let last = runs.iter().map(|r| r.round).max().unwrap_or(0);
+    (0..=last)
+        .filter_map(|round| {
+            let of = |rlbd: bool| {
+                runs.iter()
+                    .find(|r| r.round == round && r.mtu == mtu && r.rlbd == rlbd && !r.timed)
+            };
+            let (w, o) = (of(true)?, of(false)?);
+            Some(100.0 * (per_gb(w) / per_gb(o) - 1.0))
+        })
+        .collect()
+}
+
+/// Whether the whole-path difference's 90% interval is at most `width` points wide at every
+/// MTU (and a 90% interval at all: 5 rounds or more).
+pub fn settled(runs: &[Run], width: f64) -> bool {
+    MTUS.iter().all(|&m| {
+        interval(whole_path(runs, m)).is_some_and(|i| i.confidence >= 0.9 && i.hi - i.lo <= width)
+    })
+}
+
 /// One MTU's figures over the rounds.
 struct Row {
     mtu: u32,
     gbps: Stat,
     recv_ms_gb: Stat,
     recv_ms_gb_with: Stat,
-    diff_pct: Stat,
+    whole: Option<Interval>,
     rlbd_us_gb: Stat,
     prog_ns_pkt: Stat,
-    rlbd_ns_pkt: Stat,
+    egress_ns_run: Stat,
     rlbd_ns_wire: Stat,
     wire_per_pkt: Stat,
     share_pct: Stat,
@@ -118,84 +209,70 @@ struct Row {
 }
 
 fn row(runs: &[Run], mtu: u32) -> Option<Row> {
-    let of = |rlbd: bool| -> Vec<&Run> {
+    let of = |rlbd: bool, timed: bool| -> Vec<&Run> {
         runs.iter()
-            .filter(|r| r.mtu == mtu && r.rlbd == rlbd)
+            .filter(|r| r.mtu == mtu && r.rlbd == rlbd && r.timed == timed)
             .collect()
     };
-    let (without, with) = (of(false), of(true));
-    if with.is_empty() {
+    let (without, with, timed) = (of(false, false), of(true, false), of(true, true));
+    if with.is_empty() || timed.is_empty() {
         return None;
     }
     let per_gb = |r: &Run| ms(r.recv_ns()) / r.gb().max(1e-9);
     let each = |set: &[&Run], f: &dyn Fn(&Run) -> f64| stat(set.iter().map(|r| f(r)).collect());
-    // Runs come in pairs, one MTU's without and with rlbd next to each other.
-    let diffs: Vec<f64> = runs
-        .chunks(2)
-        .filter(|p| p.len() == 2 && p[0].mtu == mtu)
-        .filter_map(|p| {
-            let (w, o) = if p[0].rlbd {
-                (&p[0], &p[1])
-            } else {
-                (&p[1], &p[0])
-            };
-            (w.rlbd && !o.rlbd).then(|| 100.0 * (per_gb(w) / per_gb(o) - 1.0))
-        })
-        .collect();
+    let per_run = |(ns, n): (u64, u64)| ns as f64 / n.max(1) as f64;
     Some(Row {
         mtu,
         gbps: each(&with, &|r| r.gb() * 8.0 / r.secs.max(1e-9)),
         recv_ms_gb: each(&without, &per_gb),
         recv_ms_gb_with: each(&with, &per_gb),
-        diff_pct: stat(diffs),
-        rlbd_us_gb: each(&with, &|r| r.rlbd_ns() as f64 / 1e3 / r.gb().max(1e-9)),
-        prog_ns_pkt: each(&with, &|r| r.ingress.0 as f64 / r.ingress.1.max(1) as f64),
-        rlbd_ns_pkt: each(&with, &|r| r.rlbd_ns() as f64 / r.ingress.1.max(1) as f64),
-        rlbd_ns_wire: each(&with, &|r| r.rlbd_ns() as f64 / r.wire.max(1) as f64),
-        wire_per_pkt: each(&with, &|r| r.wire as f64 / r.ingress.1.max(1) as f64),
-        share_pct: each(&with, &Run::share_pct),
-        perf_pct: stat(with.iter().filter_map(|r| r.perf_share_pct()).collect()),
+        whole: interval(whole_path(runs, mtu)),
+        rlbd_us_gb: each(&timed, &|r| r.rlbd_ns() as f64 / 1e3 / r.gb().max(1e-9)),
+        prog_ns_pkt: each(&timed, &|r| per_run(r.ingress)),
+        egress_ns_run: each(&timed, &|r| per_run(r.egress)),
+        rlbd_ns_wire: each(&timed, &|r| r.rlbd_ns() as f64 / r.wire.max(1) as f64),
+        wire_per_pkt: each(&timed, &|r| r.wire as f64 / r.ingress.1.max(1) as f64),
+        share_pct: each(&timed, &Run::share_pct),
+        perf_pct: stat(timed.iter().filter_map(|r| r.perf_share_pct()).collect()),
     })
 }
 
 fn print_table(rows: &[Row]) {
-    println!(
-        "\n{:>5} {:>6} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
-        "MTU",
-        "",
-        "Gbit/s",
-        "rx ms/GB",
-        "+rlbd",
-        "diff %",
-        "rlbd",
-        "prog ns",
-        "rlbd ns",
-        "rlbd ns",
-        "wire",
-        "rlbd %",
-        "perf %"
-    );
-    println!(
-        "{:>5} {:>6} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
-        "",
+    let head = |c: [&str; 12]| {
+        println!(
+            "{:>5} {:>6} {:>7} {:>9} {:>9} {:>7} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+            c[0], "", c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]
+        )
+    };
+    println!();
+    head([
+        "MTU", "Gbit/s", "rx ms/GB", "+rlbd", "whole", "rlbd", "ingress", "egress", "rlbd ns",
+        "wire", "rlbd %", "perf %",
+    ]);
+    head([
         "",
         "",
         "without",
         "with",
-        "",
+        "path %",
         "us/GB",
-        "/tc pkt",
-        "/tc pkt",
+        "ns/run",
+        "ns/run",
         "/wire pkt",
         "/tc pkt",
         "of rx",
-        "of rx"
-    );
+        "of rx",
+    ]);
     for r in rows {
+        let whole = r.whole.map_or(f64::NAN, |i| i.med);
         for (name, pick) in [("median", 0), ("worst", 1)] {
             let p = |x: Stat| if pick == 0 { x.med } else { x.max };
             // The worst of the throughput and of the packets merged is the least.
             let least = |x: Stat| if pick == 0 { x.med } else { x.min };
+            let whole = match pick {
+                0 => whole,
+                _ => r.whole.map_or(f64::NAN, |i| i.hi),
+            };
             println!(
                 "{:>5} {:>6} {:>7.2} {:>9.1} {:>9.1} {:>7.2} {:>8.1} {:>9.1} {:>9.1} {:>9.2} {:>8.1} {:>8.3} {:>8}",
                 r.mtu,
@@ -203,10 +280,10 @@ fn print_table(rows: &[Row]) {
                 least(r.gbps),
                 p(r.recv_ms_gb),
                 p(r.recv_ms_gb_with),
-                p(r.diff_pct),
+                whole,
                 p(r.rlbd_us_gb),
                 p(r.prog_ns_pkt),
-                p(r.rlbd_ns_pkt),
+                p(r.egress_ns_run),
                 p(r.rlbd_ns_wire),
                 least(r.wire_per_pkt),
                 p(r.share_pct),
@@ -217,55 +294,90 @@ fn print_table(rows: &[Row]) {
     println!(
         "  rx ms/GB: receive CPU (the server's NAPI thread, where GRO, the tc hook, IP and TCP \
          run, + the receiving process + rlbd's process) per GB received, without and with \
-         rlbd; diff %: with over without in the same round, minus 1 (a cross-check: the \
-         difference of two whole-path figures, noisier than the share); rlbd us/GB: rlbd's \
-         tc programs' run time (kernel.bpf_stats_enabled) + its process's CPU per GB; prog \
-         ns/tc pkt: the ingress program alone per packet at the tc hook (a GRO packet); rlbd \
-         ns/tc pkt and /wire pkt: rlbd's cost per packet at the tc hook and per packet on the \
-         wire (the veth's rx_packets, before GRO); wire/tc pkt: wire packets per GRO packet; \
-         rlbd % of rx: rlbd's cost over the receive CPU of the same run (an upper bound: the \
-         kernel's timing of each program run is in it); perf %: the same with the programs' \
-         time from a profile of the receive side's tasks (a lower bound: the hook's dispatch \
-         is not in it); worst: the largest \
+         rlbd (kernel.bpf_stats_enabled off); whole path %: with over without in the same \
+         round, minus 1 (the median; worst: the top of its 90% interval); the rest from the \
+         timed runs (kernel.bpf_stats_enabled on): rlbd us/GB: rlbd's tc programs' run time + \
+         its process's CPU per GB; ingress ns/run: the ingress program per packet at the tc \
+         hook (a GRO packet); egress ns/run: the egress program per packet the server sends \
+         (an ACK, which it leaves in 3 instructions: what the kernel's timing adds to any \
+         run); rlbd ns/wire pkt: rlbd's cost per packet on the wire (the veth's rx_packets, \
+         before GRO); wire/tc pkt: wire packets per GRO packet; rlbd % of rx: rlbd's cost \
+         over the receive CPU of the same run (an upper bound: the timing is in it); perf %: \
+         the same with the programs' time from a profile (a lower bound); worst: the largest \
          over the rounds (the least for Gbit/s and wire/tc pkt)"
     );
 }
 
-/// Prints the table and the target; returns the summary's figures.
-pub fn print(runs: &[Run], rounds: usize, secs: f64) -> GroFigures {
-    let rows: Vec<Row> = MTUS.iter().filter_map(|&m| row(runs, m)).collect();
-    println!("\nGRO benchmark, {rounds} round(s) of {secs} s per run:");
-    print_table(&rows);
+/// The verdict on 1% from the whole-path interval: shown only when the interval is on one side.
+fn verdict(i: &Interval) -> &'static str {
+    match (i.hi <= 1.0, i.lo > 1.0) {
+        (true, _) => "met",
+        (_, true) => "NOT met",
+        _ => "not shown at this noise (the interval holds 1%)",
+    }
+}
+
+fn print_targets(rows: &[Row], cost: AckCost) {
     println!("\ntarget:");
-    for r in &rows {
+    for r in rows {
+        let Some(w) = r.whole else { continue };
         println!(
-            "  rlbd adds at most 1% to the receive path's CPU, bulk TCP with GRO at {} MTU: worst \
-             {:.3}% (median {:.3}%{}; with over without: median {:+.2}%, {:+.2}% to {:+.2}%) -> \
-             {}; {:.1} us per GB received, {:.0} ns per packet at the tc hook, {:.2} \
-             ns per wire packet (median)",
+            "  rlbd adds at most 1% to the receive path's CPU, bulk TCP with GRO at {} MTU, the \
+             whole path with over without (statistics off): median {:+.2}%, {:.0}% interval \
+             {:+.2}% to {:+.2}% over {} rounds -> {}; the breakdown (timed runs): rlbd's share \
+             {:.3}% (worst {:.3}%), {:.1} us per GB, ingress {:.0} ns per packet at the hook, \
+             egress {:.0} ns per ACK",
             r.mtu,
-            r.share_pct.max,
+            w.med,
+            100.0 * w.confidence,
+            w.lo,
+            w.hi,
+            w.n,
+            verdict(&w),
             r.share_pct.med,
-            match r.perf_pct.max.is_nan() {
-                true => String::new(),
-                false => format!("; from the profile: worst {:.3}%", r.perf_pct.max),
-            },
-            r.diff_pct.med,
-            r.diff_pct.min,
-            r.diff_pct.max,
-            if r.share_pct.max <= 1.0 {
-                "met"
-            } else {
-                "NOT met"
-            },
+            r.share_pct.max,
             r.rlbd_us_gb.med,
-            r.rlbd_ns_pkt.med,
-            r.rlbd_ns_wire.med,
+            r.prog_ns_pkt.med,
+            r.egress_ns_run.med,
         );
     }
-    let worst = |mtu: u32| rows.iter().find(|r| r.mtu == mtu).map(|r| r.share_pct.max);
+    println!(
+        "  an ACK costs the egress program nothing: {} ns (IPv4) and {} ns (IPv6) a run, the \
+         floor (a program that returns at once) {} ns (BPF_PROG_TEST_RUN, statistics off)",
+        cost.v4_ns, cost.v6_ns, cost.floor_ns
+    );
+}
+
+/// Prints the table and the target; returns the summary's figures.
+pub fn print(runs: &[Run], rounds: usize, secs: f64, settle: f64, cost: AckCost) -> GroFigures {
+    let rows: Vec<Row> = MTUS.iter().filter_map(|&m| row(runs, m)).collect();
+    println!(
+        "\nGRO benchmark, {rounds} round(s) of {secs} s per run (the whole path's 90% interval \
+         {} {settle} points wide at both MTUs):",
+        if settled(runs, settle) {
+            "settled within"
+        } else {
+            "NOT settled within"
+        }
+    );
+    print_table(&rows);
+    print_targets(&rows, cost);
+    let at = |mtu: u32| rows.iter().find(|r| r.mtu == mtu);
+    let timed = |f: &dyn Fn(&Run) -> (u64, u64)| {
+        let v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.timed)
+            .map(|r| f(r).0 as f64 / f(r).1.max(1) as f64)
+            .collect();
+        (!v.is_empty()).then(|| stat(v).med)
+    };
     GroFigures {
-        overhead_pct: worst(1500),
-        overhead_jumbo_pct: worst(9000),
+        overhead_pct: at(1500).map(|r| r.share_pct.max),
+        overhead_jumbo_pct: at(9000).map(|r| r.share_pct.max),
+        share_pct: [at(1500), at(9000)].map(|r| r.map(|r| r.share_pct.med)),
+        whole_path_pct: [at(1500), at(9000)].map(|r| r.and_then(|r| r.whole).map(|w| w.med)),
+        egress_ns_per_ack: Some(cost.above_floor()),
+        ingress_ns_per_pkt: timed(&|r| r.ingress),
+        hook_ns: timed(&|r| r.egress),
     }
 }

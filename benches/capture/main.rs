@@ -27,9 +27,11 @@ use rlbd::capture::{parse, ClientTable, Frame, Mac};
 
 mod baselines;
 mod gro;
+mod gro_cost;
 mod gro_lab;
 mod gro_perf;
 mod gro_report;
+mod gro_setup;
 mod idle;
 mod lab;
 mod model;

@@ -83,3 +83,17 @@ fn bad_parameters_are_refused() {
         assert!(counting_program(&[], MAP_FD, Store::Hash, r, RATIO_FD).is_err());
     }
 }
+
+/// The egress program runs on every packet a host sends: a data packet (IPv4, or IPv6 whose
+/// next header is not ICMPv6) jumps straight to the exit in its first 13 instructions.
+#[test]
+fn a_data_packet_leaves_the_egress_program_at_once() {
+    let p = watching_program(RING).unwrap();
+    let exit = p.len() as i64 - 2;
+    let to_exit = |pc: usize| pc as i64 + 1 + i64::from(p[pc].off) == exit;
+    let (jeq, jne) = (CLASS_JMP | 0x10 | SRC_K, CLASS_JMP | 0x50 | SRC_K);
+    let v4 = (0..p.len()).find(|&pc| p[pc].code == jeq && p[pc].imm == wire16(ETH_P_IP));
+    assert!(v4.is_some_and(|pc| pc < 3 && to_exit(pc)), "IPv4: {v4:?}");
+    let v6 = (0..p.len()).find(|&pc| p[pc].code == jne && p[pc].imm == IPPROTO_ICMPV6);
+    assert!(v6.is_some_and(|pc| pc < 13 && to_exit(pc)), "IPv6: {v6:?}");
+}
