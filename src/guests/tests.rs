@@ -328,7 +328,12 @@ fn the_configuration_refuses_a_guest_both_pinned_and_excluded_and_bad_macs() {
 fn a_restart_puts_guests_back_where_they_were_with_their_hold_down() {
     let (mut g, mut out) = heavy_on_port_0();
     let cfg = PolicyConfig::default();
-    g.rebalance(10_200, &cfg, &[port(28.8e6, true), port(0.0, false)], &mut out);
+    g.rebalance(
+        10_200,
+        &cfg,
+        &[port(28.8e6, true), port(0.0, false)],
+        &mut out,
+    );
     let moved = pins(&out)[0].0;
     let before = g.export();
     assert_eq!(before.len(), 4);
@@ -338,7 +343,12 @@ fn a_restart_puts_guests_back_where_they_were_with_their_hold_down() {
     h.on_fdb(11_000, &fact(guest(3), 103), &ports, &mut out);
     h.import(before.clone(), &ports, &mut out);
     for n in [0u8, 1, 2] {
-        h.on_fdb(11_000, &fact(guest(n), 100 + u32::from(n)), &ports, &mut out);
+        h.on_fdb(
+            11_000,
+            &fact(guest(n), 100 + u32::from(n)),
+            &ports,
+            &mut out,
+        );
     }
     let mut after = h.export();
     let mut want = before;
@@ -358,6 +368,11 @@ fn a_restart_puts_guests_back_where_they_were_with_their_hold_down() {
         })
         .collect();
     h.on_counts(12_000, &counts, &mut out);
-    h.rebalance(12_200, &cfg, &[port(0.0, false), port(28.8e6, true)], &mut out);
+    h.rebalance(
+        12_200,
+        &cfg,
+        &[port(0.0, false), port(28.8e6, true)],
+        &mut out,
+    );
     assert!(pins(&out).iter().all(|p| p.0 != moved), "{out:?}");
 }

@@ -98,6 +98,7 @@ pub fn settings(ports: usize, bonded: bool, population: usize) -> Settings {
         },
         observability: Default::default(),
         guests: Default::default(),
+        clients: Default::default(),
         config_path: None,
     }
 }
