@@ -38,6 +38,7 @@ pub fn steer_config(s: &Settings, rules_off: RulesOff) -> crate::steer::SteerCon
         // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
         // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
         follow_answers: matches!(s.target, Some(Target::Ports(_))),
+        clients: crate::config::ClientRules::new(&s.clients),
         rules_off,
     }
 }
