@@ -42,3 +42,16 @@ pub fn steer_config(s: &Settings, rules_off: RulesOff) -> crate::steer::SteerCon
         rules_off,
     }
 }
+
+/// Why `clients`' pins cannot stand on `ports` (a pin to a port that is not one); `None` while
+/// a bond has no slaves yet.
+pub fn pins_refused(
+    ports: &crate::host::PortTable,
+    clients: &crate::config::ClientsConfig,
+) -> Option<crate::config::ConfigError> {
+    let names: Vec<String> = ports.list.iter().map(|p| p.name.clone()).collect();
+    if names.is_empty() {
+        return None;
+    }
+    clients.check_ports(&names).err()
+}
