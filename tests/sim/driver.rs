@@ -107,9 +107,14 @@ impl Driver {
     /// Odd seeds run on a bond (balance-alb, with VLAN 100), even ones on plain ports.
     pub fn new(seed: u64, ports: usize, population: usize, mutate: Option<Rule>) -> Driver {
         let bonded = seed % 2 == 1;
-        let settings = settings(ports, bonded, population);
+        let mut settings = settings(ports, bonded, population);
+        let world = World::new(seed, ports, population, bonded);
+        // `[clients]`: the first client is excluded; no frame may ever go to it.
+        let excluded = world.clients.first().map(|c| c.mac);
+        settings.clients.exclude = excluded.iter().map(|m| m.to_string()).collect();
         let s = &settings.steering;
-        let rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
+        let mut rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
+        rules.excluded = excluded;
         let mut engine = Engine::new(settings.clone(), 0);
         if let Some(rule) = mutate {
             engine.switch_off(rule);
@@ -118,7 +123,7 @@ impl Driver {
             now: 0,
             engine,
             settings,
-            world: World::new(seed, ports, population, bonded),
+            world,
             rules,
             trace: Trace::new(200),
             state: None,

@@ -41,6 +41,8 @@ pub struct Rules {
     pub advertisements_checked: u64,
     pub tagged_checked: u64,
     pub chosen_moves: u64,
+    /// The client `[clients]` excludes: never sent a frame, left where the kernel puts it.
+    pub excluded: Option<Mac>,
 }
 
 /// How long a client the engine knows may stay on a dead port.
@@ -64,6 +66,7 @@ impl Rules {
             advertisements_checked: 0,
             tagged_checked: 0,
             chosen_moves: 0,
+            excluded: None,
         }
     }
 
@@ -120,6 +123,9 @@ impl Rules {
                     .ok_or_else(|| format!("frame on {port} neither ARP, NA nor learning: {f:?}"));
             }
         };
+        if Some(eth_dst) == self.excluded {
+            return Err(format!("a frame to {eth_dst}, which [clients] excludes"));
+        }
         let w = self.sent.entry(eth_dst).or_default();
         push_window(w, now);
         if w.len() as u32 > 2 * self.per_client {
@@ -296,7 +302,9 @@ impl Rules {
     /// nobody but rlbd moves it). The grace covers the total rate limit's turns.
     fn answered_on_dead_ports(&self, now: u64, world: &World) -> Result<(), String> {
         let turns = 1000 * world.clients.len() as u64 / u64::from(self.total.max(1));
-        for cl in world.clients.iter().filter(|c| c.present) {
+        // An excluded client is the kernel's (and the driver's) to place, dead port or not.
+        let ours = |c: &&super::clients::Client| c.present && Some(c.mac) != self.excluded;
+        for cl in world.clients.iter().filter(ours) {
             let Some(e) = cl.entry.filter(|e| e.updated >= self.engine_started) else {
                 continue;
             };
@@ -331,7 +339,7 @@ impl Rules {
         for cl in world
             .clients
             .iter()
-            .filter(|c| c.present && c.demand_bps > 0.0)
+            .filter(|c| c.present && c.demand_bps > 0.0 && Some(c.mac) != self.excluded)
         {
             let Some(p) = cl.target().and_then(|m| world.port_of_mac(m)) else {
                 continue;

@@ -64,6 +64,15 @@ impl Steerer {
         before - self.moved.len()
     }
 
+    /// Forgets the move of a client excluded by an address its move did not claim (moved
+    /// while it used only another one): from now on it is sent nothing.
+    fn forget_excluded(&mut self, c: &ClientSnap, out: &mut Vec<Action>) {
+        if self.moved.remove(&c.key).is_some() {
+            let text = format!("{}: excluded in [clients]; its move is forgotten", c.key);
+            log(out, Level::Info, text);
+        }
+    }
+
     /// The port named `name`, if the daemon has it.
     fn port_named(ctx: &Ctx, name: &str) -> Option<PortId> {
         ctx.ports.iter().position(|p| p.name == name)
@@ -85,8 +94,13 @@ impl Steerer {
             return;
         }
         for (i, c) in clients.iter().enumerate() {
-            let Some(ClientMark::Pinned(name)) = self.mark(&c.key, &c.talk) else {
-                continue;
+            let name = match self.mark(&c.key, &c.talk) {
+                Some(ClientMark::Pinned(name)) => name,
+                Some(ClientMark::Excluded) => {
+                    self.forget_excluded(c, out);
+                    continue;
+                }
+                None => continue,
             };
             let Some(to) = Self::port_named(ctx, &name) else {
                 continue;

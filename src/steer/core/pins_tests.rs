@@ -258,3 +258,30 @@ fn a_pin_to_a_port_the_core_does_not_have_is_left_alone() {
     assert!(sends(&out).is_empty());
     assert!(s.moved(&CLIENT).is_none());
 }
+
+#[test]
+fn a_moved_client_found_to_use_an_excluded_address_is_sent_nothing_more() {
+    // Moved while the core knew only its IPv6 address; 198.18.0.11 is excluded.
+    let w = World::new();
+    let mut s = steerer(&["198.18.0.11/32"], &[]);
+    let v6_only = crate::host::Talk { v4: None, ..talk() };
+    let mut out = Vec::new();
+    let made = w.with(|ctx| {
+        s.apply_move(
+            0,
+            CLIENT,
+            &v6_only,
+            &mv(0, 1, Reason::Overload),
+            "",
+            ctx,
+            &mut out,
+        )
+    });
+    assert!(made, "nothing excluded it yet");
+    // Its IPv4 address shows up: the move is forgotten, and no frame goes to it again.
+    out.clear();
+    rebalance(&mut s, &w, 1000, &w.port_views(), &[snap(1, 1e6)]);
+    assert!(s.moved(&CLIENT).is_none());
+    w.with(|ctx| s.on_timer(60_000, ctx, &mut out));
+    assert!(sends(&out).is_empty(), "{out:?}");
+}
