@@ -15,7 +15,7 @@ mod clients;
 mod errors;
 mod sections;
 
-pub use clients::{pin_key, ClientMark, ClientMatch, ClientRules, ClientsConfig};
+pub use clients::{pin_key, ClientMark, ClientMatch, ClientRules, ClientsConfig, MarkRef};
 
 pub use sections::{
     CaptureConfig, KernelCounting, ObservabilityConfig, SteeringConfig, DEFAULT_IDLE_TIMEOUT_SECS,

@@ -56,10 +56,10 @@ impl ClientMatch {
     }
 
     /// Whether a client with `mac`, using `addrs`, is this entry's.
-    pub fn matches(&self, mac: Mac, addrs: &[IpAddr]) -> bool {
+    pub fn matches<I: IntoIterator<Item = IpAddr>>(&self, mac: Mac, addrs: I) -> bool {
         match self {
             ClientMatch::Mac(m) => *m == mac,
-            ClientMatch::Net(n) => addrs.iter().any(|a| n.contains(*a)),
+            ClientMatch::Net(n) => addrs.into_iter().any(|a| n.contains(a)),
         }
     }
 
@@ -89,6 +89,14 @@ pub enum ClientMark {
     Excluded,
     /// Kept on this port (by name).
     Pinned(String),
+}
+
+/// A [`ClientMark`] borrowed from the rules: asked of every client every second, it allocates
+/// nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkRef<'a> {
+    Excluded,
+    Pinned(&'a str),
 }
 
 /// `[clients]` parsed, as the steering core asks it.
@@ -122,18 +130,29 @@ impl ClientRules {
 
     /// The mark of a client with `mac` using `addrs`: excluded wins over a pin (a MAC pinned
     /// and its address excluded can only be told apart at run time; leaving it alone is safe).
-    pub fn mark(&self, mac: Mac, addrs: &[IpAddr]) -> Option<ClientMark> {
-        if self.exclude.iter().any(|m| m.matches(mac, addrs)) {
-            return Some(ClientMark::Excluded);
+    pub fn mark_ref<I>(&self, mac: Mac, addrs: I) -> Option<MarkRef<'_>>
+    where
+        I: IntoIterator<Item = IpAddr> + Clone,
+    {
+        if self.exclude.iter().any(|m| m.matches(mac, addrs.clone())) {
+            return Some(MarkRef::Excluded);
         }
         self.pin
             .iter()
-            .find(|(m, _)| m.matches(mac, addrs))
-            .map(|(_, p)| ClientMark::Pinned(p.clone()))
+            .find(|(m, _)| m.matches(mac, addrs.clone()))
+            .map(|(_, p)| MarkRef::Pinned(p.as_str()))
+    }
+
+    /// [`mark_ref`](Self::mark_ref), owned.
+    pub fn mark(&self, mac: Mac, addrs: &[IpAddr]) -> Option<ClientMark> {
+        self.mark_ref(mac, addrs.iter().copied()).map(|m| match m {
+            MarkRef::Excluded => ClientMark::Excluded,
+            MarkRef::Pinned(p) => ClientMark::Pinned(p.to_string()),
+        })
     }
 
     pub fn excluded(&self, mac: Mac, addrs: &[IpAddr]) -> bool {
-        self.mark(mac, addrs) == Some(ClientMark::Excluded)
+        self.mark_ref(mac, addrs.iter().copied()) == Some(MarkRef::Excluded)
     }
 
     /// The port names pins name, for the check against the bond's slaves.

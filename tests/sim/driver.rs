@@ -109,9 +109,12 @@ impl Driver {
         let bonded = seed % 2 == 1;
         let mut settings = settings(ports, bonded, population);
         let world = World::new(seed, ports, population, bonded);
-        // `[clients]`: the first client is excluded; no frame may ever go to it.
-        let excluded = world.clients.first().map(|c| c.mac);
-        settings.clients.exclude = excluded.iter().map(|m| m.to_string()).collect();
+        // `[clients]`: the untagged IPv4 clients of slots 0, 1 and 3 are excluded (a prefix and
+        // an address); no frame may ever go to whoever holds one (a slot outlives its MACs).
+        settings.clients.exclude = vec!["198.18.0.10/31".into(), "198.18.0.13".into()];
+        let excluded = [10, 11, 13]
+            .map(|n| std::net::Ipv4Addr::new(198, 18, 0, n))
+            .to_vec();
         let s = &settings.steering;
         let mut rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
         rules.excluded = excluded;

@@ -9,20 +9,16 @@ use log::Level;
 
 use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer};
 use crate::client::ClientKey;
-use crate::config::ClientMark;
+use crate::config::{ClientMark, MarkRef};
 use crate::host::{Claim, Talk};
 use crate::policy::model::utilization;
 use crate::policy::{Move, PortView, Reason};
 
-/// The addresses a client uses, as its table entry knows them.
-pub(super) fn talk_addrs(t: &Talk) -> Vec<IpAddr> {
+/// The addresses a client uses, as its table entry knows them (no allocation: asked of every
+/// client every second).
+fn talk_addrs(t: &Talk) -> impl Iterator<Item = IpAddr> + Clone {
     let v4 = t.v4.map(IpAddr::from);
-    v4.into_iter().chain(t.v6.map(IpAddr::from)).collect()
-}
-
-/// The client addresses a move claimed toward.
-fn claim_addrs(claims: &[Claim]) -> Vec<IpAddr> {
-    claims.iter().map(Claim::client).collect()
+    v4.into_iter().chain(t.v6.map(IpAddr::from))
 }
 
 impl Steerer {
@@ -35,20 +31,22 @@ impl Steerer {
     }
 
     /// How `[clients]` treats the client `talk` describes.
-    pub(super) fn mark(&self, key: &ClientKey, talk: &Talk) -> Option<ClientMark> {
+    pub(super) fn mark(&self, key: &ClientKey, talk: &Talk) -> Option<MarkRef<'_>> {
         if self.cfg.clients.is_empty() {
             return None;
         }
-        self.cfg.clients.mark(key.mac, &talk_addrs(talk))
+        self.cfg.clients.mark_ref(key.mac, talk_addrs(talk))
     }
 
     pub(super) fn is_excluded(&self, key: &ClientKey, talk: &Talk) -> bool {
-        self.mark(key, talk) == Some(ClientMark::Excluded)
+        self.mark(key, talk) == Some(MarkRef::Excluded)
     }
 
     /// Whether the client of move `m` is excluded now (a reload may have excluded it since).
     pub(super) fn move_excluded(&self, key: &ClientKey, m: &Moved) -> bool {
-        !self.cfg.clients.is_empty() && self.cfg.clients.excluded(key.mac, &claim_addrs(&m.claims))
+        let addrs = m.claims.iter().map(Claim::client);
+        !self.cfg.clients.is_empty()
+            && self.cfg.clients.mark_ref(key.mac, addrs) == Some(MarkRef::Excluded)
     }
 
     /// Forgets the moves of clients the configuration now excludes: nothing more is sent to
@@ -59,8 +57,10 @@ impl Steerer {
         }
         let rules = &self.cfg.clients;
         let before = self.moved.len();
-        self.moved
-            .retain(|k, m| !rules.excluded(k.mac, &claim_addrs(&m.claims)));
+        self.moved.retain(|k, m| {
+            let addrs = m.claims.iter().map(Claim::client);
+            rules.mark_ref(k.mac, addrs) != Some(MarkRef::Excluded)
+        });
         before - self.moved.len()
     }
 
@@ -95,8 +95,8 @@ impl Steerer {
         }
         for (i, c) in clients.iter().enumerate() {
             let name = match self.mark(&c.key, &c.talk) {
-                Some(ClientMark::Pinned(name)) => name,
-                Some(ClientMark::Excluded) => {
+                Some(MarkRef::Pinned(name)) => name.to_string(),
+                Some(MarkRef::Excluded) => {
                     self.forget_excluded(c, out);
                     continue;
                 }
