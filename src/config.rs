@@ -11,8 +11,11 @@ use crate::policy::PolicyConfig;
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/rlbd/rlbd.toml";
 
+mod clients;
 mod errors;
 mod sections;
+
+pub use clients::{pin_key, ClientMark, ClientMatch, ClientRules, ClientsConfig, MarkRef};
 
 pub use sections::{
     CaptureConfig, KernelCounting, ObservabilityConfig, SteeringConfig, DEFAULT_IDLE_TIMEOUT_SECS,
@@ -42,6 +45,9 @@ pub struct FileConfig {
     pub observability: ObservabilityConfig,
     #[serde(default)]
     pub guests: GuestsConfig,
+    /// Clients never moved, and clients kept on a port.
+    #[serde(default)]
+    pub clients: ClientsConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +68,7 @@ pub struct Settings {
     pub capture: CaptureConfig,
     pub observability: ObservabilityConfig,
     pub guests: GuestsConfig,
+    pub clients: ClientsConfig,
     pub config_path: Option<PathBuf>,
 }
 
@@ -88,12 +95,35 @@ fn at(path: &Path, text: &str, full_key: &str, msg: impl std::fmt::Display) -> C
 }
 
 pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    let file: FileConfig = toml::from_str(text).map_err(|e| errors::from_toml(path, text, &e))?;
+    let mut file: FileConfig =
+        toml::from_str(text).map_err(|e| errors::from_toml(path, text, &e))?;
     file.policy
         .validate()
         .map_err(|e| at(path, text, &format!("policy.{}", e.key), &e.message))?;
     validate_sections(&file).map_err(|(full, msg)| at(path, text, &full, msg))?;
+    file.clients.note_places(path, text);
+    if let Err((key, msg)) = file.clients.validate() {
+        return Err(ConfigError {
+            place: Some(clients_place(&file.clients, path, &key)),
+            key,
+            message: msg,
+        });
+    }
     Ok(file)
+}
+
+/// `file:line` of the `[clients]` entry that `key` (`clients.exclude`, `clients.pin."X"`) is
+/// about: the first exclude entry that does not parse, or the pin entry named.
+fn clients_place(c: &ClientsConfig, path: &Path, key: &str) -> String {
+    let place = match key.strip_prefix("clients.pin.") {
+        Some(q) => c.place_of(q.trim_matches('"'), true),
+        None => c
+            .exclude
+            .iter()
+            .find(|e| ClientMatch::parse(e).is_err())
+            .and_then(|e| c.place_of(e, false)),
+    };
+    place.cloned().unwrap_or_else(|| path.display().to_string())
 }
 
 /// (full key, what is wrong).
@@ -322,6 +352,7 @@ pub fn resolve(
         capture: file.capture,
         observability: file.observability,
         guests: file.guests,
+        clients: file.clients,
         config_path,
     })
 }
@@ -376,6 +407,7 @@ impl Settings {
             capture: self.capture.clone(),
             observability: self.observability.clone(),
             guests: self.guests.clone(),
+            clients: self.clients.clone(),
         };
         toml::to_string(&f).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
     }

@@ -450,6 +450,8 @@ pub(crate) mod tests {
                     reasserts: 2,
                     addresses: vec!["198.18.0.1".into()],
                 }),
+                pinned: None,
+                excluded: false,
             }],
             totals: Totals {
                 moves_overload: 1,

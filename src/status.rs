@@ -196,6 +196,12 @@ pub struct ClientStatus {
     pub last_seen_secs_ago: u64,
     /// Present when rlbd moved it and still steers it; null otherwise.
     pub moved: Option<MoveStatus>,
+    /// The port `[clients]` pins it to; absent when none does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
+    /// `[clients]` excludes it: never moved, never sent an update.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub excluded: bool,
 }
 
 /// Where and why rlbd moved a client.

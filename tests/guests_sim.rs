@@ -47,6 +47,7 @@ fn settings() -> Settings {
             enabled: true,
             ..Default::default()
         },
+        clients: Default::default(),
         config_path: None,
     }
 }

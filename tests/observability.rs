@@ -107,6 +107,8 @@ fn synthetic_report() -> StatusReport {
                 reasserts: 1,
                 addresses: vec!["192.0.2.1".into(), "2001:db8::1".into()],
             }),
+            pinned: None,
+            excluded: false,
         }],
         totals: Totals {
             moves_overload: 4,

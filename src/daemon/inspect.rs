@@ -49,6 +49,9 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
     if let Some(why) = e.guests_refused() {
         return Err(Failure::config(format!("[guests] enabled: {why}")));
     }
+    if let Some(err) = e.pins_refused(&settings.clients) {
+        return Err(Failure::config(err.to_string()));
+    }
     let slaves: Vec<String> = e
         .ports()
         .list

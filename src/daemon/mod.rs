@@ -320,6 +320,12 @@ impl Daemon {
                 return Err(why_not);
             }
         };
+        if let Some(e) = self.engine.pins_refused(&new.clients) {
+            let why_not =
+                format!("configuration not reloaded: {e}; running on with the settings it had");
+            log::error!("{why}: {why_not}");
+            return Err(why_not);
+        }
         let restart = crate::engine::restart_needed(self.engine.settings(), &new);
         let from = new
             .config_path
@@ -362,6 +368,9 @@ impl Daemon {
         }
         if let Some(why) = self.engine.guests_refused() {
             return Err(Failure::config(format!("[guests] enabled: {why}")));
+        }
+        if let Some(e) = self.engine.pins_refused(&self.engine.settings().clients) {
+            return Err(Failure::config(e.to_string()));
         }
         self.edge.route_start(&mut self.engine)?;
         // At boot the bond's device appears before the network manager enslaves its slaves

@@ -27,7 +27,7 @@ use log::Level;
 
 use crate::capture::ebpf::Delta;
 use crate::capture::{ClientTable, Frame};
-use crate::config::{Settings, Target};
+use crate::config::{ConfigError, Settings, Target};
 use crate::guests::{GuestAction, Guests};
 use crate::host::PortTable;
 use crate::netlink::NlEvent;
@@ -446,9 +446,21 @@ impl Engine {
         }
     }
 
+    /// Why `clients`' pins cannot stand on this daemon's ports (a pin to a port that is not
+    /// one); `None` while the bond has no slaves yet, since none can be told apart then.
+    pub fn pins_refused(&self, clients: &crate::config::ClientsConfig) -> Option<ConfigError> {
+        reload::pins_refused(&self.lan.ports, clients)
+    }
+
     /// New settings (a reload), applied to every part that holds a copy of them, keeping all
-    /// state. The bond or ports stay what the daemon runs on.
+    /// state. The bond or ports stay what the daemon runs on. Settings with a pin to a port
+    /// that is not one are refused whole: the old ones stay.
     fn reload(&mut self, new: Settings, why: &str) {
+        if let Some(e) = self.pins_refused(&new.clients) {
+            let text = format!("{why}: configuration not reloaded: {e}; kept the settings it had");
+            self.out.log(Level::Error, Topic::Config, text);
+            return;
+        }
         for what in reload::restart_needed(&self.settings, &new) {
             let text =
                 format!("{why}: {what} changed in the configuration; restart rlbd to apply that");

@@ -38,6 +38,20 @@ pub fn steer_config(s: &Settings, rules_off: RulesOff) -> crate::steer::SteerCon
         // A bond's driver keeps the clients it answered itself (balance-alb re-steers them off
         // a failed slave; balance-tlb answers with a MAC that moves with the active slave).
         follow_answers: matches!(s.target, Some(Target::Ports(_))),
+        clients: crate::config::ClientRules::new(&s.clients),
         rules_off,
     }
+}
+
+/// Why `clients`' pins cannot stand on `ports` (a pin to a port that is not one); `None` while
+/// a bond has no slaves yet.
+pub fn pins_refused(
+    ports: &crate::host::PortTable,
+    clients: &crate::config::ClientsConfig,
+) -> Option<crate::config::ConfigError> {
+    let names: Vec<String> = ports.list.iter().map(|p| p.name.clone()).collect();
+    if names.is_empty() {
+        return None;
+    }
+    clients.check_ports(&names).err()
 }

@@ -7,7 +7,9 @@
 use super::Engine;
 use crate::capture::ClientEntry;
 use crate::client::mac_text;
-use crate::config::Target;
+use std::net::IpAddr;
+
+use crate::config::{ClientMark, Target};
 use crate::status::{
     ClientStatus, Mode, MoveStatus, PortStatus, StatusReport, Totals, SCHEMA_VERSION,
 };
@@ -97,9 +99,20 @@ fn client_list(e: &Engine, now_ms: u64, top: Option<usize>) -> Vec<ClientStatus>
             .get(i)
             .map_or_else(|| "?".into(), |p| p.name.clone())
     };
+    let mark = |c: &ClientEntry| {
+        let v4 = (!c.ip.is_unspecified()).then_some(IpAddr::from(c.ip));
+        let addrs: Vec<IpAddr> = v4.into_iter().chain(c.ip6.map(IpAddr::from)).collect();
+        match e.steer.client_mark(&c.key, &addrs) {
+            Some(ClientMark::Pinned(p)) => (Some(p), false),
+            Some(ClientMark::Excluded) => (None, true),
+            None => (None, false),
+        }
+    };
     let mut clients: Vec<ClientStatus> = entries
         .into_iter()
         .map(|c| ClientStatus {
+            pinned: mark(c).0,
+            excluded: mark(c).1,
             ip: client_addr(c),
             mac: mac_text(c.key.mac),
             vlan: c.key.vlan,

@@ -55,6 +55,9 @@ impl Trouble {
 pub struct Update {
     pub port: usize,
     pub client: ClientKey,
+    /// The client's address the frame is for: a retry goes out only while the kernel still
+    /// confirms the client there.
+    pub to: std::net::IpAddr,
     pub move_id: u64,
     pub frame: Vec<u8>,
 }
@@ -205,6 +208,7 @@ mod tests {
         Update {
             port,
             client,
+            to: std::net::Ipv4Addr::new(198, 18, 0, 11).into(),
             move_id: 7,
             frame,
         }

@@ -92,6 +92,7 @@ impl Sender {
         let update = Update {
             port,
             client,
+            to,
             move_id,
             frame,
         };
@@ -128,17 +129,22 @@ impl Sender {
             let Update {
                 port,
                 client,
+                to,
                 move_id,
                 frame,
             } = p.update;
-            if !lan.ports.list.get(port).is_some_and(|x| x.usable()) {
+            // The rule of every send holds for a retry too: only to a client the kernel still
+            // confirms (found by the simulation, seed 4: a retry 50 ms after the first try went
+            // to a client whose neighbour entry had gone meanwhile).
+            let usable = lan.ports.list.get(port).is_some_and(|x| x.usable());
+            if !usable || !lan.host.confirms(client, to) {
                 outcomes.push((client, move_id, SendOutcome::Refused));
                 continue;
             }
             let tag = SendTag::Update {
                 port,
                 client,
-                to: IpAddr::from([0, 0, 0, 0]),
+                to,
                 move_id,
                 tries: p.tries + 1,
             };

@@ -146,3 +146,41 @@ fn the_counted_column_names_ebpf_exact_and_sampled_ports() {
         serde_json::from_str(&json.replace(",\"counting\":\"\"", "")).unwrap();
     assert_eq!(back.ports[0].counting, crate::status::Counting::Unknown);
 }
+
+#[test]
+fn text_marks_pinned_and_excluded_clients() {
+    let mut r = sample_report();
+    r.clients[0].pinned = Some("p1".into());
+    let mut c = r.clients[0].clone();
+    c.ip = "198.18.0.11".into();
+    c.moved = None;
+    c.pinned = None;
+    c.excluded = true;
+    r.clients.push(c);
+    let mut c = r.clients[0].clone();
+    c.ip = "198.18.0.12".into();
+    c.moved = None;
+    r.clients.push(c);
+    let text = render_text(&r, None);
+    assert!(
+        text.contains("pinned to p1: to p1 3 s ago (overload)"),
+        "{text}"
+    );
+    assert!(text.contains("excluded: never moved"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("198.18.0.12") && l.trim_end().ends_with("pinned to p1")),
+        "{text}"
+    );
+    // The marks travel in the JSON, and an unmarked client's JSON is what it was.
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(
+        json.contains("\"pinned\":\"p1\"") && json.contains("\"excluded\":true"),
+        "{json}"
+    );
+    let plain = serde_json::to_string(&sample_report()).unwrap();
+    assert!(
+        !plain.contains("pinned") && !plain.contains("excluded"),
+        "{plain}"
+    );
+}

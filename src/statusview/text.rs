@@ -285,6 +285,13 @@ pub(super) fn clients_table(r: &StatusReport, top: Option<usize>) -> String {
                     s
                 }
             };
+            // `[clients]`'s word on it comes first: why it did not move, or where it is kept.
+            let moved = match (&c.pinned, c.excluded) {
+                (_, true) => "excluded: never moved".to_string(),
+                (Some(p), _) if moved == "-" => format!("pinned to {p}"),
+                (Some(p), _) => format!("pinned to {p}: {moved}"),
+                (None, false) => moved,
+            };
             rows.push(vec![
                 c.ip.clone(),
                 c.mac.clone(),

@@ -137,8 +137,12 @@ impl Balance {
         let free = |c: usize| {
             let cl = &world.clients[c];
             let mac = cl.mac.to_string();
+            // Held by its hold-down, or by `[clients]`, as the status says.
             let held = st.clients.iter().any(|s| {
-                s.mac == mac && s.moved.as_ref().is_some_and(|m| m.hold_down_left_secs > 0)
+                s.mac == mac
+                    && (s.excluded
+                        || s.pinned.is_some()
+                        || s.moved.as_ref().is_some_and(|m| m.hold_down_left_secs > 0))
             });
             !held && world.confirms(cl.mac) && rate(c) < self.threshold * cap(hot)
         };

@@ -98,6 +98,7 @@ pub fn settings(ports: usize, bonded: bool, population: usize) -> Settings {
         },
         observability: Default::default(),
         guests: Default::default(),
+        clients: Default::default(),
         config_path: None,
     }
 }
@@ -106,9 +107,17 @@ impl Driver {
     /// Odd seeds run on a bond (balance-alb, with VLAN 100), even ones on plain ports.
     pub fn new(seed: u64, ports: usize, population: usize, mutate: Option<Rule>) -> Driver {
         let bonded = seed % 2 == 1;
-        let settings = settings(ports, bonded, population);
+        let mut settings = settings(ports, bonded, population);
+        let world = World::new(seed, ports, population, bonded);
+        // `[clients]`: the untagged IPv4 clients of slots 0, 1 and 3 are excluded (a prefix and
+        // an address); no frame may ever go to whoever holds one (a slot outlives its MACs).
+        settings.clients.exclude = vec!["198.18.0.10/31".into(), "198.18.0.13".into()];
+        let excluded = [10, 11, 13]
+            .map(|n| std::net::Ipv4Addr::new(198, 18, 0, n))
+            .to_vec();
         let s = &settings.steering;
-        let rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
+        let mut rules = Rules::new(s.per_client_per_sec, s.total_per_sec, &settings.policy);
+        rules.excluded = excluded;
         let mut engine = Engine::new(settings.clone(), 0);
         if let Some(rule) = mutate {
             engine.switch_off(rule);
@@ -117,7 +126,7 @@ impl Driver {
             now: 0,
             engine,
             settings,
-            world: World::new(seed, ports, population, bonded),
+            world,
             rules,
             trace: Trace::new(200),
             state: None,

@@ -41,6 +41,9 @@ pub struct Rules {
     pub advertisements_checked: u64,
     pub tagged_checked: u64,
     pub chosen_moves: u64,
+    /// The addresses `[clients]` excludes: their clients are never sent a frame, and are left
+    /// where the kernel puts them.
+    pub excluded: Vec<std::net::Ipv4Addr>,
 }
 
 /// How long a client the engine knows may stay on a dead port.
@@ -64,7 +67,13 @@ impl Rules {
             advertisements_checked: 0,
             tagged_checked: 0,
             chosen_moves: 0,
+            excluded: Vec::new(),
         }
+    }
+
+    /// Whether `[clients]` excludes `c` (by the IPv4 address it uses).
+    pub fn excludes(&self, c: &super::clients::Client) -> bool {
+        c.ip6.is_none() && self.excluded.contains(&c.ip)
     }
 
     /// A restart without the state file: the engine rightly forgets budgets and hold-downs.
@@ -120,6 +129,16 @@ impl Rules {
                     .ok_or_else(|| format!("frame on {port} neither ARP, NA nor learning: {f:?}"));
             }
         };
+        if let Some(c) = world
+            .clients
+            .iter()
+            .find(|c| c.mac == eth_dst && self.excludes(c))
+        {
+            return Err(format!(
+                "a frame to {eth_dst} ({}), which [clients] excludes",
+                c.ip
+            ));
+        }
         let w = self.sent.entry(eth_dst).or_default();
         push_window(w, now);
         if w.len() as u32 > 2 * self.per_client {
@@ -296,7 +315,9 @@ impl Rules {
     /// nobody but rlbd moves it). The grace covers the total rate limit's turns.
     fn answered_on_dead_ports(&self, now: u64, world: &World) -> Result<(), String> {
         let turns = 1000 * world.clients.len() as u64 / u64::from(self.total.max(1));
-        for cl in world.clients.iter().filter(|c| c.present) {
+        // An excluded client is the kernel's (and the driver's) to place, dead port or not.
+        let ours = |c: &&super::clients::Client| c.present && !self.excludes(c);
+        for cl in world.clients.iter().filter(ours) {
             let Some(e) = cl.entry.filter(|e| e.updated >= self.engine_started) else {
                 continue;
             };
@@ -331,7 +352,7 @@ impl Rules {
         for cl in world
             .clients
             .iter()
-            .filter(|c| c.present && c.demand_bps > 0.0)
+            .filter(|c| c.present && c.demand_bps > 0.0 && !self.excludes(c))
         {
             let Some(p) = cl.target().and_then(|m| world.port_of_mac(m)) else {
                 continue;

@@ -26,6 +26,7 @@ pub fn cfg() -> SteerConfig {
         dry_run: false,
         max_moved: 4096,
         follow_answers: true,
+        clients: Default::default(),
         rules_off: RulesOff::default(),
     }
 }

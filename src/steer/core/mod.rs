@@ -77,7 +77,7 @@ pub(super) struct Record<'a> {
 }
 
 impl Record<'_> {
-    fn refused_now(&self, now: u64) -> bool {
+    pub(super) fn refused_now(&self, now: u64) -> bool {
         self.refused.is_some_and(|r| now < r.until)
     }
 
@@ -213,6 +213,7 @@ impl Steerer {
         }
         self.answered.set_bound(cfg.max_moved);
         self.cfg = cfg;
+        self.drop_excluded();
     }
 
     pub fn counters(&self) -> Counters {
@@ -328,7 +329,7 @@ impl Steerer {
         let Some(port) = ctx.ports.get(m.port).filter(|p| p.usable) else {
             return;
         };
-        if self.cfg.dry_run {
+        if self.cfg.dry_run || self.move_excluded(&client, m) {
             return;
         }
         let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
@@ -445,6 +446,9 @@ mod answered_tests;
 mod forget_tests;
 
 #[cfg(test)]
+mod pins_tests;
+
+#[cfg(test)]
 mod props;
 
 #[cfg(test)]
@@ -455,6 +459,7 @@ mod props_ops;
 
 mod durable;
 mod lines;
+mod pins;
 mod ports;
 mod types;
 mod watching;

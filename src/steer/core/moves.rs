@@ -60,6 +60,14 @@ impl Steerer {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> Option<Vec<Claim>> {
+        if self.is_excluded(&client, talk) {
+            log(
+                out,
+                Level::Debug,
+                format!("not moving {client}: excluded in [clients]"),
+            );
+            return None;
+        }
         if self.held(&client, now) && !self.may_settle(now, client, mv) {
             log(out, Level::Debug, format!("not moving {client}: held"));
             return None;
@@ -179,9 +187,15 @@ impl Steerer {
                 });
             }
         }
+        // The kernel alone places an excluded client, also off a failed port.
+        snaps.retain(|s| !self.is_excluded(&s.key, &s.talk));
         let first_answered = snaps.len();
         let stranded = self.stranded_answers(down, &snaps);
-        snaps.extend(stranded);
+        snaps.extend(
+            stranded
+                .into_iter()
+                .filter(|s| !self.is_excluded(&s.key, &s.talk)),
+        );
         if snaps.is_empty() {
             return;
         }
@@ -261,7 +275,8 @@ impl Steerer {
         let mut views = std::mem::take(&mut self.scratch.clients);
         views.clear();
         views.extend(clients.iter().map(|c| {
-            let claims = ctx.host.can_claim(c.key, &c.talk);
+            // A client `[clients]` names stays where it is: its load is fixed.
+            let claims = ctx.host.can_claim(c.key, &c.talk) && self.mark(&c.key, &c.talk).is_none();
             let r = self.record(&c.key);
             let port = Self::current_port(c, r.moved, ports);
             ClientView {
@@ -314,6 +329,7 @@ impl Steerer {
                 made.push(mv.from);
             }
         }
+        self.place_pinned(now, ports, &targets, clients, ctx, out);
         self.scratch = Scratch {
             clients: views,
             ports: targets,
@@ -385,7 +401,7 @@ impl Steerer {
     ) {
         let new: Vec<ClientSnap> = clients
             .iter()
-            .filter(|c| !self.moved.contains_key(&c.key))
+            .filter(|c| !self.moved.contains_key(&c.key) && self.mark(&c.key, &c.talk).is_none())
             .copied()
             .collect();
         let views = client_views(&new, |_| false, |_| None);

@@ -89,6 +89,8 @@ pub struct SteerConfig {
     /// Also fail over the clients the host's own ARP and ND frames placed on a port, not only
     /// those counted there: on plain ports, where nobody else would (see [`answered`]).
     pub follow_answers: bool,
+    /// The clients `[clients]` excludes or pins.
+    pub clients: crate::config::ClientRules,
     /// Rules switched off: only ever by a test proving that it catches their absence.
     pub rules_off: RulesOff,
 }

@@ -15,7 +15,7 @@ impl Steerer {
     /// Queues the update again for a moved client whose move something on the wire undid or is
     /// about to undo. Several frames in a burst share one re-assertion: a send already due as
     /// soon as this one would be covers them all.
-    fn reassert(
+    pub(super) fn reassert(
         &mut self,
         now: u64,
         client: ClientKey,
