@@ -25,6 +25,7 @@ fn settings() -> Settings {
         capture: Default::default(),
         observability: Default::default(),
         guests: Default::default(),
+        clients: Default::default(),
         config_path: None,
     }
 }
