@@ -28,7 +28,6 @@ use super::sys;
 use crate::capture::Mac;
 
 pub mod program;
-mod raw;
 
 pub use program::{guest_egress_program, guest_ingress_program};
 
@@ -283,7 +282,7 @@ impl GuestMaps {
         let Some(&(slot, _)) = book.taken.get(&g) else {
             return Ok(false);
         };
-        raw::delete(self.pins.as_fd(), &g.encode()).map_err(|e| guest_err(&g, "unpinning", e))?;
+        sys::delete(self.pins.as_fd(), &g.encode()).map_err(|e| guest_err(&g, "unpinning", e))?;
         book.taken.remove(&g);
         book.free.push(slot);
         Ok(true)

@@ -16,6 +16,7 @@ pub use mapped::Mapped;
 const BPF_MAP_CREATE: c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: c_int = 1;
 const BPF_MAP_UPDATE_ELEM: c_int = 2;
+const BPF_MAP_DELETE_ELEM: c_int = 3;
 const BPF_MAP_GET_NEXT_KEY: c_int = 4;
 const BPF_PROG_LOAD: c_int = 5;
 const BPF_OBJ_GET_INFO_BY_FD: c_int = 15;
@@ -246,6 +247,50 @@ pub fn update(map: BorrowedFd<'_>, key: &[u8], value: &[u8]) -> io::Result<()> {
         ..Elem::default()
     };
     bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+}
+
+/// Deletes `key` from `map`; a missing key is no error.
+pub fn delete(map: BorrowedFd<'_>, key: &[u8]) -> io::Result<()> {
+    let mut attr = Elem {
+        map_fd: map_fd(map),
+        key: key.as_ptr() as u64,
+        ..Elem::default()
+    };
+    match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+        Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// `bpf_attr.test` up to `duration`.
+#[cfg(test)]
+#[repr(C)]
+#[derive(Default)]
+struct TestRun {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+}
+
+/// Runs `prog` `repeat` times on `frame` in the kernel (`BPF_PROG_TEST_RUN`, tests only): its
+/// verdict and the mean time of one run in ns.
+#[cfg(test)]
+pub fn test_run(prog: BorrowedFd<'_>, frame: &[u8], repeat: u32) -> io::Result<(u32, u32)> {
+    const BPF_PROG_TEST_RUN: c_int = 10;
+    let mut attr = TestRun {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        repeat,
+        ..TestRun::default()
+    };
+    bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+    Ok((attr.retval, attr.duration))
 }
 
 /// The key after `key` (the first with `None`) into `next`. `Ok(false)`: no more.

@@ -9,47 +9,11 @@ use super::super::sys;
 use super::*;
 use crate::capture::ebpf::RingBuf;
 
-/// `bpf_attr.test` up to `duration`.
-#[repr(C)]
-#[derive(Default)]
-struct TestRun {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
-}
-
 /// Runs `prog` `repeat` times on `frame`: its verdict and the mean ns of one run.
 fn test_run(prog: BorrowedFd<'_>, frame: &[u8], repeat: u32) -> Result<(i32, u32), String> {
-    const BPF_PROG_TEST_RUN: libc::c_int = 10;
-    let mut attr = TestRun {
-        prog_fd: prog.as_raw_fd() as u32,
-        data_size_in: frame.len() as u32,
-        data_in: frame.as_ptr() as u64,
-        repeat,
-        ..TestRun::default()
-    };
-    // SAFETY: `attr` is a live #[repr(C)] prefix of bpf_attr of its size for the whole call;
-    // `frame` outlives it and no output buffer is given.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_TEST_RUN,
-            (&mut attr as *mut TestRun).cast::<libc::c_void>(),
-            std::mem::size_of::<TestRun>() as libc::c_uint,
-        )
-    };
-    match rc {
-        0 => Ok((attr.retval as i32, attr.duration)),
-        _ => Err(format!(
-            "BPF_PROG_TEST_RUN: {}",
-            std::io::Error::last_os_error()
-        )),
-    }
+    sys::test_run(prog, frame, repeat)
+        .map(|(verdict, ns)| (verdict as i32, ns))
+        .map_err(|e| format!("BPF_PROG_TEST_RUN: {e}"))
 }
 
 const DST: [u8; 6] = [2, 0, 0, 0, 0, 1];

@@ -1,8 +1,8 @@
 //! What the programs cost per frame, measured by the kernel (`BPF_PROG_TEST_RUN`, a million
 //! runs each, JIT-compiled): printed for the record, with the verdicts checked.
 
-use super::super::raw::test_run;
 use super::*;
+use crate::capture::ebpf::sys::test_run;
 
 fn cost() -> Result<(), String> {
     netns()?;
