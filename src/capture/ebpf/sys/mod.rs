@@ -409,11 +409,24 @@ const BPF_F_BEFORE: u32 = 1 << 3;
 /// `ifindex` (Linux >= 6.6): a link that holds it there until the descriptor closes, also when
 /// the process dies.
 pub fn tcx_link(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool) -> io::Result<OwnedFd> {
+    link_at(prog, ifindex, ingress, BPF_F_BEFORE)
+}
+
+/// With no relative program: last in the hook's list.
+const BPF_F_AFTER: u32 = 1 << 4;
+
+/// As [`tcx_link`], but last in the hook's list: after every program already there (rlbd's
+/// counting link, which is always put first).
+pub fn tcx_link_last(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool) -> io::Result<OwnedFd> {
+    link_at(prog, ifindex, ingress, BPF_F_AFTER)
+}
+
+fn link_at(prog: BorrowedFd<'_>, ifindex: u32, ingress: bool, flags: u32) -> io::Result<OwnedFd> {
     let mut attr = LinkCreate {
         prog_fd: prog.as_raw_fd() as u32,
         target_ifindex: ifindex,
         attach_type: tcx_hook(ingress),
-        flags: BPF_F_BEFORE,
+        flags,
         ..LinkCreate::default()
     };
     fd_of(bpf(BPF_LINK_CREATE, &mut attr)?)

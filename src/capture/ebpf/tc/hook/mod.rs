@@ -84,50 +84,15 @@ impl HookAttached {
     }
 }
 
-/// `bpf_attr.link_create` with its `tcx` member (Linux >= 6.6).
-#[repr(C)]
-#[derive(Default)]
-struct LinkCreate {
-    prog_fd: u32,
-    target_ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-    relative_fd: u32,
-    _pad: u32,
-    expected_revision: u64,
-}
-
 /// A tcx link holding `prog` last at `hook` of `ifindex`.
 fn tcx_link_last(prog: BorrowedFd<'_>, ifindex: u32, hook: Hook) -> io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    const BPF_LINK_CREATE: libc::c_int = 28;
-    const BPF_F_AFTER: u32 = 1 << 4;
-    let mut attr = LinkCreate {
-        prog_fd: prog.as_raw_fd() as u32,
-        target_ifindex: ifindex,
-        attach_type: if hook == Hook::Ingress { 46 } else { 47 },
-        flags: BPF_F_AFTER,
-        ..LinkCreate::default()
-    };
-    // SAFETY: `attr` is a live #[repr(C)] bpf_attr prefix of its size for the whole call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_LINK_CREATE,
-            (&mut attr as *mut LinkCreate).cast::<libc::c_void>(),
-            std::mem::size_of::<LinkCreate>() as libc::c_uint,
-        )
-    };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
+    sys::tcx_link_last(prog, ifindex, hook == Hook::Ingress).map_err(|e| {
+        let at = hook.name();
+        io::Error::new(
             e.kind(),
-            format!("tcx link at {} (ifindex {ifindex}): {e}", hook.name()),
-        ));
-    }
-    let fd = libc::c_int::try_from(rc).map_err(|_| io::Error::other("bpf(2): no descriptor"))?;
-    // SAFETY: a successful BPF_LINK_CREATE returns a new descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+            format!("tcx link at {at} (ifindex {ifindex}): {e}"),
+        )
+    })
 }
 
 /// A guest filter a killed rlbd left at `hook` still acts on its orphaned pins: with a link
