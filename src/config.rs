@@ -56,6 +56,17 @@ pub enum Target {
     Ports(Vec<String>),
 }
 
+impl Target {
+    /// The instance's name: the bond, or in ports mode the first port (the name of the control
+    /// socket, the metrics' `bond` label and the journal's `RLBD_BOND`).
+    pub fn instance(&self) -> &str {
+        match self {
+            Target::Bond(b) => b,
+            Target::Ports(p) => p.first().map_or("", String::as_str),
+        }
+    }
+}
+
 /// The effective settings: file, then command line on top, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {

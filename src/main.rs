@@ -14,6 +14,22 @@ fn fail(what: &str, e: impl std::fmt::Display, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// A configuration `run` refuses: in the journal, a record with its `MESSAGE_ID` (and the
+/// instance's `RLBD_BOND`) so that a script finds it as it finds a refused reload; elsewhere the
+/// plain error line.
+fn refused(target: Option<&Target>, e: impl std::fmt::Display) -> ExitCode {
+    if !rlbd::logging::stderr_is_journal() {
+        return fail("run", e, EX_CONFIG);
+    }
+    rlbd::logging::init("error", target.map(Target::instance));
+    let id = rlbd::logging::MessageId::CONFIG_REFUSED;
+    log::error!(MESSAGE_ID = id; "rlbd run: {e}");
+    if !log::log_enabled!(log::Level::Error) {
+        eprintln!("<3>rlbd run: {e}");
+    }
+    ExitCode::from(EX_CONFIG)
+}
+
 fn run(args: RunArgs) -> ExitCode {
     if let Some(e) = args.bond.as_deref().and_then(escaped_name_error) {
         return fail("run", e, EX_CONFIG);
@@ -40,9 +56,10 @@ fn run(args: RunArgs) -> ExitCode {
     };
     let settings = match make() {
         Ok(s) => s,
-        Err(e) => return fail("run", e, EX_CONFIG),
+        Err(e) => return refused(target.as_ref(), e),
     };
-    rlbd::logging::init(&settings.log_level);
+    let instance = settings.target.as_ref().map(Target::instance);
+    rlbd::logging::init(&settings.log_level, instance);
     let result =
         Daemon::new(settings, Box::new(make), args.state_file.clone()).and_then(Daemon::run);
     match result {

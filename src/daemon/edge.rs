@@ -42,7 +42,12 @@ impl Edge {
                 let input = Input::SendResult { tag, frame, result };
                 engine.handle(monotonic_ms(), input);
             }
-            Output::Log { level, text, .. } => log::log!(level, "{text}"),
+            Output::Log {
+                level,
+                text,
+                fields,
+                ..
+            } => crate::logging::emit(level, module_path!(), &text, &fields),
             Output::OpenCapture { port } => {
                 let error = self.open_capture(engine, port).err();
                 let error = error.map(|e| e.to_string());

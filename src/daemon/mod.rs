@@ -31,6 +31,7 @@ use signal_hook_mio::v1_0::Signals;
 use crate::config::{ConfigError, ObservabilityConfig, Settings, Target};
 use crate::engine::{Engine, Input, Output};
 use crate::exit::Failure;
+use crate::logging::MessageId;
 use crate::netlink::Snapshot;
 use control::Control;
 use counting::CountingInput;
@@ -316,14 +317,14 @@ impl Daemon {
             Err(e) => {
                 let why_not =
                     format!("configuration not reloaded: {e}; running on with the settings it had");
-                log::error!("{why}: {why_not}");
+                log::error!(MESSAGE_ID = MessageId::CONFIG_REFUSED; "{why}: {why_not}");
                 return Err(why_not);
             }
         };
         if let Some(e) = self.engine.pins_refused(&new.clients) {
             let why_not =
                 format!("configuration not reloaded: {e}; running on with the settings it had");
-            log::error!("{why}: {why_not}");
+            log::error!(MESSAGE_ID = MessageId::CONFIG_REFUSED; "{why}: {why_not}");
             return Err(why_not);
         }
         let restart = crate::engine::restart_needed(self.engine.settings(), &new);

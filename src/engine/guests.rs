@@ -7,6 +7,7 @@ use super::io::{Output, SendTag, Topic};
 use super::Engine;
 use crate::client::ClientKey;
 use crate::guests::{FdbFact, GuestAction, GuestCount};
+use crate::logging::{Fields, MessageId};
 use crate::netlink::{BondMode, FdbKind, LinkKind, NlEvent};
 use crate::steer::{guest_announcement, tagged};
 
@@ -149,7 +150,15 @@ impl Engine {
                     } else {
                         Level::Debug
                     };
-                    self.out.log(level, Topic::Guest, text);
+                    let fields = Fields {
+                        id: reason.map(|_| MessageId::GuestMove),
+                        port: Some(name),
+                        client_mac: Some(key.mac),
+                        vlan: key.vlan,
+                        reason: reason.map(|r| r.as_str()),
+                        ..Fields::default()
+                    };
+                    self.out.log_with(level, Topic::Guest, text, fields);
                 }
                 GuestAction::Unpin { key } => self.out.push(Output::UnpinGuest { key }),
                 GuestAction::Announce { key, port } => self.announce(key, port),

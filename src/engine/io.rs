@@ -11,6 +11,7 @@ use crate::capture::Frame;
 use crate::client::ClientKey;
 use crate::config::Settings;
 use crate::guests::GuestCount;
+use crate::logging::Fields;
 use crate::netlink::NlEvent;
 use crate::status::StatusReport;
 
@@ -90,11 +91,12 @@ pub enum Output {
         tag: SendTag,
         frame: Vec<u8>,
     },
-    /// A log record.
+    /// A log record; `fields` say what it is about as data (the journal's fields).
     Log {
         level: Level,
         topic: Topic,
         text: String,
+        fields: Fields,
     },
     /// Open port `port`'s capture socket (a port appeared); answer with
     /// [`Input::CaptureOpened`].

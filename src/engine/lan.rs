@@ -11,6 +11,7 @@ use super::io::{Output, Topic};
 use super::outbox::Outbox;
 use crate::config::{Settings, Target};
 use crate::host::{Change, HostView, PortTable};
+use crate::logging::Fields;
 use crate::netlink::NlEvent;
 use crate::steer::{Ctx, PortInfo};
 
@@ -180,30 +181,25 @@ impl Lan {
                 }
             }
             Change::Removed(i) => {
-                out.log(
-                    Level::Warn,
-                    Topic::Port,
-                    format!("port {} removed", name(i)),
-                );
+                let text = format!("port {} removed", name(i));
+                out.log_with(Level::Warn, Topic::Port, text, Fields::port(&name(i)));
                 out.push(Output::CloseCapture { port: i });
                 changes.down.push(i);
             }
             Change::Down(i) => {
-                out.log(
-                    Level::Warn,
-                    Topic::Port,
-                    format!("port {} is down", name(i)),
-                );
+                let text = format!("port {} is down", name(i));
+                out.log_with(Level::Warn, Topic::Port, text, Fields::port(&name(i)));
                 changes.down.push(i);
             }
             Change::Up(i) => {
-                out.log(Level::Info, Topic::Port, format!("port {} is up", name(i)));
+                let text = format!("port {} is up", name(i));
+                out.log_with(Level::Info, Topic::Port, text, Fields::port(&name(i)));
                 changes.up = true;
             }
             Change::MacChanged { port, old } => {
                 let p = &self.ports.list[port];
                 let text = format!("port {}: MAC {old} -> {}", p.name, p.mac);
-                out.log(Level::Info, Topic::Port, text);
+                out.log_with(Level::Info, Topic::Port, text, Fields::port(&p.name));
                 changes.macs.push(port);
             }
             Change::BondFound(index) => {

@@ -417,12 +417,12 @@ impl Engine {
                     self.sender
                         .send(update, frame, &mut self.out, &mut self.outcomes);
                 }
-                Action::Log(level, kind, text) => {
+                Action::Log(level, kind, text, fields) => {
                     let topic = match kind {
                         LogKind::Move => Topic::Move,
                         LogKind::Steer => Topic::Steer,
                     };
-                    self.out.log(level, topic, text);
+                    self.out.log_with(level, topic, text, fields);
                 }
             }
         }
@@ -458,7 +458,8 @@ impl Engine {
     fn reload(&mut self, new: Settings, why: &str) {
         if let Some(e) = self.pins_refused(&new.clients) {
             let text = format!("{why}: configuration not reloaded: {e}; kept the settings it had");
-            self.out.log(Level::Error, Topic::Config, text);
+            let fields = crate::logging::Fields::config_refused();
+            self.out.log_with(Level::Error, Topic::Config, text, fields);
             return;
         }
         for what in reload::restart_needed(&self.settings, &new) {

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use log::Level;
 
 use super::io::{Output, Topic};
+use crate::logging::Fields;
 
 #[derive(Debug, Default)]
 pub struct Outbox {
@@ -17,7 +18,17 @@ impl Outbox {
     }
 
     pub fn log(&mut self, level: Level, topic: Topic, text: String) {
-        self.queue.push_back(Output::Log { level, topic, text });
+        self.log_with(level, topic, text, Fields::default());
+    }
+
+    /// A log record with its fields.
+    pub fn log_with(&mut self, level: Level, topic: Topic, text: String, fields: Fields) {
+        self.queue.push_back(Output::Log {
+            level,
+            topic,
+            text,
+            fields,
+        });
     }
 
     pub fn pop(&mut self) -> Option<Output> {

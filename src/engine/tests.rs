@@ -55,6 +55,8 @@ struct Rig {
     rx: [u64; 3],
     sends: Vec<(usize, SendTag)>,
     logs: Vec<(Topic, String)>,
+    /// Each log record's fields, beside `logs`.
+    fields: Vec<crate::logging::Fields>,
     summaries: Vec<String>,
     persisted: Option<Persisted>,
     /// Where each client sends: where it started, then where the last update told it.
@@ -81,6 +83,7 @@ impl Rig {
             rx: [0; 3],
             sends: Vec::new(),
             logs: Vec::new(),
+            fields: Vec::new(),
             summaries: Vec::new(),
             persisted: None,
             at: Default::default(),
@@ -130,7 +133,15 @@ impl Rig {
                     let ev = [slave(i, self.rx[i])];
                     self.e.handle(self.now, Input::Netlink(&ev));
                 }
-                Output::Log { topic, text, .. } => self.logs.push((topic, text)),
+                Output::Log {
+                    topic,
+                    text,
+                    fields,
+                    ..
+                } => {
+                    self.logs.push((topic, text));
+                    self.fields.push(fields);
+                }
                 Output::Persist(p) => self.persisted = Some(*p),
                 Output::Summary(s) => self.summaries.push(s),
                 _ => {}
@@ -199,10 +210,22 @@ fn an_overloaded_slave_sheds_a_client_and_the_move_is_handed_out_to_persist() {
     }
     let moved: Vec<u8> = (1..=2).filter(|n| !r.moves_of(*n).is_empty()).collect();
     assert_eq!(moved.len(), 1, "one of the two moved: {:?}", r.logs);
-    assert!(r
+    let i = r
         .logs
         .iter()
-        .any(|(t, s)| *t == Topic::Move && s.starts_with("move ")));
+        .position(|(t, s)| *t == Topic::Move && s.starts_with("move "))
+        .expect("the move's line");
+    // The journal's fields: the same facts as the line, as data.
+    let (mac, ip) = client(moved[0]);
+    let f = &r.fields[i];
+    assert_eq!(f.id, Some(crate::logging::MessageId::Move));
+    assert_eq!(f.reason, Some("overload"));
+    assert_eq!(f.from_port.as_deref(), Some("sl0"));
+    let to = r.logs[i].1.split(" -> ").nth(1).unwrap().split(':').next();
+    assert_eq!(f.port.as_deref(), to, "{:?}", r.logs[i]);
+    assert_ne!(f.port.as_deref(), Some("sl0"));
+    assert_eq!((f.client, f.client_mac), (Some(IpAddr::V4(ip)), Some(mac)));
+    assert!(!f.dry_run);
     let p = r.persisted.as_ref().expect("the move was persisted");
     assert_eq!(p.moves.len(), 1);
     assert_eq!(p.target, "bond bond0");
@@ -511,7 +534,13 @@ fn a_reload_pinning_to_a_port_that_is_not_a_slave_keeps_the_old_settings() {
         },
     );
     r.drain();
-    let said = r.logs.iter().find(|(t, _)| *t == Topic::Config).unwrap();
+    let i = r
+        .logs
+        .iter()
+        .position(|(t, _)| *t == Topic::Config)
+        .unwrap();
+    let said = &r.logs[i];
+    assert_eq!(r.fields[i], crate::logging::Fields::config_refused());
     assert!(
         said.1
             .contains("/etc/rlbd/rlbd.toml:12: clients.pin.\"198.18.0.99\": eth9 is not a port")

@@ -295,7 +295,9 @@ impl Driver {
                 self.state = Some(*p);
             }
             Output::Status(r) => self.status = Some(*r),
-            Output::Log { level, topic, text } => {
+            Output::Log {
+                level, topic, text, ..
+            } => {
                 self.busy = true;
                 if topic == rlbd::engine::Topic::ForeignClaim && level <= log::Level::Warn {
                     self.foreign_warnings += 1;

@@ -28,7 +28,7 @@ fn reply_from(p: PortId) -> ArpSeen {
 fn moves(out: &[Action]) -> Vec<String> {
     out.iter()
         .filter_map(|a| match a {
-            Action::Log(Level::Info, _, m) => Some(m.clone()),
+            Action::Log(Level::Info, _, m, _) => Some(m.clone()),
             _ => None,
         })
         .collect()

@@ -115,7 +115,7 @@ pub fn sends(out: &[Action]) -> Vec<(PortId, Claim)> {
 pub fn logs(out: &[Action], level: Level) -> Vec<String> {
     out.iter()
         .filter_map(|a| match a {
-            Action::Log(l, _, m) if *l == level => Some(m.clone()),
+            Action::Log(l, _, m, _) if *l == level => Some(m.clone()),
             _ => None,
         })
         .collect()

@@ -254,7 +254,7 @@ fn an_exchange_moves_both_clients_in_one_round() {
     assert_eq!(s.counters().moves_settle, 2);
     let settles = out
         .iter()
-        .filter(|a| matches!(a, Action::Log(Level::Info, _, l) if l.contains("; settle: ")))
+        .filter(|a| matches!(a, Action::Log(Level::Info, _, l, _) if l.contains("; settle: ")))
         .count();
     assert_eq!(settles, 2, "{out:?}");
 }

@@ -3,6 +3,7 @@
 
 use super::{ClientKey, Ctx};
 use crate::host::Claim;
+use crate::logging::{Fields, MessageId};
 use crate::policy::Move;
 
 /// Why a settling move is made, for its log line: the first half of an exchange or a move on
@@ -48,4 +49,24 @@ pub(super) fn move_line(
         mv.to_util.1,
         if also.is_empty() { String::new() } else { format!("; claims{also}") },
     )
+}
+
+/// The fields of a move's record: the same facts as its line, as data.
+pub(super) fn move_fields(
+    dry_run: bool,
+    client: ClientKey,
+    claims: &[Claim],
+    mv: &Move,
+    ctx: &Ctx,
+) -> Fields {
+    Fields {
+        id: Some(MessageId::Move),
+        port: Some(ctx.port_name(mv.to).to_string()),
+        from_port: Some(ctx.port_name(mv.from).to_string()),
+        client: claims.first().map(Claim::client),
+        client_mac: Some(client.mac),
+        vlan: client.vlan,
+        reason: Some(mv.reason.as_str()),
+        dry_run,
+    }
 }

@@ -29,6 +29,7 @@ use super::limiter::{Admit, Limiter};
 use super::nd::neighbor_advertisement;
 use crate::client::ClientKey;
 use crate::host::Claim;
+use crate::logging::Fields;
 use crate::policy::{Ceiling, PolicyConfig, PortView, Reason};
 use crate::Mac;
 
@@ -140,7 +141,7 @@ pub(super) fn forget_oldest<V, A: Ord>(
 }
 
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
-    out.push(Action::Log(level, LogKind::Steer, msg));
+    out.push(Action::Log(level, LogKind::Steer, msg, Fields::default()));
 }
 
 impl Steerer {

@@ -3,7 +3,7 @@
 
 use log::Level;
 
-use super::lines::{move_line, settle_line};
+use super::lines::{move_fields, move_line, settle_line};
 use super::ports::RATE_WINDOW_MS;
 use super::{
     forget_oldest, log, Action, ClientSnap, Ctx, LogKind, Moved, PortId, Scratch, Steerer,
@@ -13,6 +13,7 @@ use std::collections::HashSet;
 
 use crate::client::ClientKey;
 use crate::host::{Claim, Talk};
+use crate::logging::Fields;
 use crate::policy::{self, ClientView, Move, PortView, Reason};
 
 impl Steerer {
@@ -34,7 +35,8 @@ impl Steerer {
             return false;
         };
         let line = move_line(self.cfg.dry_run, client, &claims, mv, why, ctx);
-        out.push(Action::Log(Level::Info, LogKind::Move, line));
+        let fields = move_fields(self.cfg.dry_run, client, &claims, mv, ctx);
+        out.push(Action::Log(Level::Info, LogKind::Move, line, fields));
         match mv.reason {
             Reason::Overload => self.counters.moves_overload += 1,
             Reason::Failover => self.counters.moves_failover += 1,
@@ -439,6 +441,7 @@ impl Steerer {
                     Level::Debug,
                     LogKind::Steer,
                     format!("forgetting the move of {ip}({mac}): idle"),
+                    Fields::default(),
                 ));
                 // The client still sends to that port's MAC when it wakes: if the port fails
                 // meanwhile, the failover must find it, as it finds a client the host placed.

@@ -52,7 +52,7 @@ fn drive(
 fn infos(out: &[Action]) -> Vec<&String> {
     out.iter()
         .filter_map(|a| match a {
-            Action::Log(Level::Info, _, m) => Some(m),
+            Action::Log(Level::Info, _, m, _) => Some(m),
             _ => None,
         })
         .collect()

@@ -7,6 +7,7 @@ use log::Level;
 
 use crate::client::ClientKey;
 use crate::host::{Claim, HostView, Talk};
+use crate::logging::Fields;
 use crate::policy::{PolicyConfig, Reason};
 use crate::Mac;
 
@@ -25,8 +26,9 @@ pub enum Action {
         frame: Vec<u8>,
         move_id: u64,
     },
-    /// Write a line to the log; the kind tells a move's line from the rest.
-    Log(Level, LogKind, String),
+    /// Write a line to the log; the kind tells a move's line from the rest, the fields say
+    /// what it is about as data (the journal's fields).
+    Log(Level, LogKind, String, Fields),
 }
 
 /// What a log line of the core is about (the engine's typed topic comes from it).

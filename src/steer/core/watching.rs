@@ -4,10 +4,11 @@
 
 use log::Level;
 
-use super::{log, Action, Ctx, PortId, Rule, Steerer};
+use super::{log, Action, Ctx, LogKind, PortId, Rule, Steerer};
 use crate::capture::NdKind;
 use crate::client::ClientKey;
 use crate::host::Claim;
+use crate::logging::Fields;
 use crate::steer::watch::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
 use crate::Mac;
 
@@ -32,14 +33,19 @@ impl Steerer {
         }
         m.reasserts += 1;
         self.counters.reasserts += 1;
-        let what = m
-            .client_ip()
-            .map_or_else(|| client.to_string(), |ip| ip.to_string());
-        log(
-            out,
-            Level::Debug,
-            format!("re-asserting {what} on {}: {why}", ctx.port_name(m.port)),
-        );
+        let ip = m.client_ip();
+        let what = ip.map_or_else(|| client.to_string(), |ip| ip.to_string());
+        let port = ctx.port_name(m.port);
+        let fields = Fields {
+            port: Some(port.to_string()),
+            client: ip,
+            client_mac: Some(client.mac),
+            vlan: client.vlan,
+            reason: Some("reassert"),
+            ..Fields::default()
+        };
+        let text = format!("re-asserting {what} on {port}: {why}");
+        out.push(Action::Log(Level::Debug, LogKind::Steer, text, fields));
         // Once now, once a repeat later: the kernel or the driver may send more than one frame.
         self.schedule(client, due, 2, out);
     }

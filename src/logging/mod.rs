@@ -1,11 +1,17 @@
 //! Log set-up: plain lines with timestamps on a terminal; when stderr is the journal
-//! (`JOURNAL_STREAM` names it) no timestamps (the journal adds its own) and `<N>` syslog
-//! priority prefixes so the journal files each line at its level.
+//! (`JOURNAL_STREAM` names it) records go to the journal's native protocol, each with its fields
+//! ([`fields`]) and at its priority. Should the journal's socket not answer, stderr gets `<N>`
+//! syslog priority prefixes instead (no timestamps: the journal adds its own).
 //!
 //! The level can change while running (SIGHUP): env_logger's own filter is fixed when it is
 //! built, so it is built to pass everything and the level is `log`'s global maximum, which every
 //! logging macro checks first. `RUST_LOG`, when set, is env_logger's filter and wins: a reload
 //! then leaves the level alone.
+
+mod fields;
+mod journal;
+
+pub use fields::{emit, Fields, MessageId};
 
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -44,9 +50,18 @@ pub fn error_prefix() -> &'static str {
     }
 }
 
-pub fn init(level: &str) {
-    let mut b = env_logger::Builder::new();
+/// Sets up logging at `level`; `bond`: the instance's name, `RLBD_BOND` in the journal.
+pub fn init(level: &str, bond: Option<&str>) {
     let env = std::env::var("RUST_LOG").ok();
+    let journal = stderr_is_journal();
+    if journal {
+        if let Ok(max) = journal::install(bond, env.as_deref()) {
+            log::set_max_level(max);
+            set_level(level);
+            return;
+        }
+    }
+    let mut b = env_logger::Builder::new();
     match &env {
         Some(spec) => {
             b.parse_filters(spec);
@@ -55,7 +70,7 @@ pub fn init(level: &str) {
             b.filter_level(log::LevelFilter::Trace);
         }
     }
-    if stderr_is_journal() {
+    if journal {
         b.format(|buf, record| {
             let prio = match record.level() {
                 log::Level::Error => 3,
