@@ -5,6 +5,9 @@
 #
 #   packaging/build.sh            -> target/debian/rlbd_VERSION-1_ARCH.deb
 #                                    target/rpm/rlbd-VERSION-1.ARCH.rpm
+#   RLBD_RUNBOOK_BASE=https://wiki.example.org/rlbd/operations packaging/build.sh
+#                                    the alerts' runbook URLs under that address (default: the
+#                                    guide the packages install, file:///usr/share/doc/rlbd/)
 #
 # The package contents are described in Cargo.toml ([package.metadata.deb]) and
 # packaging/rpm/rlbd.spec; the man pages are gzipped here into target/packaging/man/,
@@ -51,6 +54,16 @@ mkdir -p target/packaging/completions
 target/release/rlbd completions bash >target/packaging/completions/rlbd.bash
 target/release/rlbd completions zsh >target/packaging/completions/_rlbd
 target/release/rlbd completions fish >target/packaging/completions/rlbd.fish
+
+# The alert rules, with their runbook URLs under RLBD_RUNBOOK_BASE when set (the address where
+# this site publishes docs/operations.md), else as they are (the guide the packages install).
+mkdir -p target/packaging/monitoring
+if [ -n "${RLBD_RUNBOOK_BASE:-}" ]; then
+  packaging/monitoring/runbook-base.sh "$RLBD_RUNBOOK_BASE" \
+    <packaging/monitoring/rlbd-rules.yml >target/packaging/monitoring/rlbd-rules.yml
+else
+  cp packaging/monitoring/rlbd-rules.yml target/packaging/monitoring/rlbd-rules.yml
+fi
 
 say "deb"
 # --no-build: reuse the release binary above; cargo-deb strips its copy.

@@ -31,7 +31,8 @@ struct Scalar {
     name: &'static str,
     kind: &'static str,
     help: &'static str,
-    value: fn(&StatusReport) -> f64,
+    /// `None`: no value yet, no sample (the family's HELP and TYPE stay).
+    value: fn(&StatusReport) -> Option<f64>,
 }
 
 const PORT_FAMILIES: &[PortFamily] = &[
@@ -80,17 +81,17 @@ const PORT_FAMILIES: &[PortFamily] = &[
         value: |p| Some(p.ring_drops as f64),
     },
     PortFamily {
-        name: "rlbd_port_sampling_one_in",
+        name: "rlbd_port_sampling_ratio",
         kind: "gauge",
-        help: "N of one in N: one IPv4/IPv6 frame in this many is counted on the port (1: every \
-               frame).",
-        value: |p| Some(f64::from(p.sampling)),
+        help: "Fraction of the port's IPv4/IPv6 frames counted: 1 counts every frame, 0.25 one \
+               in 4 (rlbd status's 1/N).",
+        value: |p| Some(1.0 / f64::from(p.sampling.max(1))),
     },
     PortFamily {
         name: "rlbd_port_kernel_counting",
         kind: "gauge",
         help: "1 while the port counts every IPv4/IPv6 frame in the kernel (eBPF), 0 while it \
-               counts captured frames (see rlbd_port_sampling_one_in).",
+               counts captured frames (see rlbd_port_sampling_ratio).",
         value: |p| {
             Some(f64::from(u8::from(
                 p.counting == crate::status::Counting::Ebpf,
@@ -130,37 +131,37 @@ const HEAD: &[Scalar] = &[
         name: "rlbd_dry_run",
         kind: "gauge",
         help: "1 when the daemon decides and logs but sends nothing.",
-        value: |r| bool01(r.dry_run),
+        value: |r| Some(bool01(r.dry_run)),
     },
     Scalar {
         name: "rlbd_uptime_seconds",
         kind: "gauge",
         help: "Seconds since the daemon started.",
-        value: |r| r.uptime_secs as f64,
+        value: |r| Some(r.uptime_secs as f64),
     },
     Scalar {
         name: "rlbd_threshold_ratio",
         kind: "gauge",
         help: "Overload threshold as a fraction of a port's capacity.",
-        value: |r| r.threshold,
+        value: |r| Some(r.threshold),
     },
     Scalar {
         name: "rlbd_saturated_ratio",
         kind: "gauge",
         help: "Utilization from which a port counts as saturated, in force (configured, or 2% under where full ports read).",
-        value: |r| r.saturated,
+        value: |r| Some(r.saturated),
     },
     Scalar {
         name: "rlbd_max_fill_ratio",
         kind: "gauge",
         help: "How full a move off a saturated port may make its target, in force.",
-        value: |r| r.max_fill,
+        value: |r| Some(r.max_fill),
     },
     Scalar {
         name: "rlbd_saturation_ceiling_ratio",
         kind: "gauge",
-        help: "Where a full port reads, as a fraction of its capacity, learned; NaN until a port has read saturated or more.",
-        value: |r| r.saturation_ceiling.unwrap_or(f64::NAN),
+        help: "Where a full port reads, as a fraction of its capacity, learned; absent until a port has read saturated or more.",
+        value: |r| r.saturation_ceiling,
     },
 ];
 
@@ -169,67 +170,67 @@ const TOTALS: &[Scalar] = &[
         name: "rlbd_clients_tracked",
         kind: "gauge",
         help: "Clients in the rate table.",
-        value: |r| r.totals.clients_tracked as f64,
+        value: |r| Some(r.totals.clients_tracked as f64),
     },
     Scalar {
         name: "rlbd_clients_moved",
         kind: "gauge",
         help: "Tracked clients that rlbd has moved and still steers.",
-        value: |r| r.totals.clients_moved as f64,
+        value: |r| Some(r.totals.clients_moved as f64),
     },
     Scalar {
         name: "rlbd_table_capacity",
         kind: "gauge",
         help: "Clients the rate table holds at most.",
-        value: |r| r.totals.table_capacity as f64,
+        value: |r| Some(r.totals.table_capacity as f64),
     },
     Scalar {
         name: "rlbd_table_evictions_total",
         kind: "counter",
         help: "Clients evicted from the full rate table (least recently seen first).",
-        value: |r| r.totals.table_evictions as f64,
+        value: |r| Some(r.totals.table_evictions as f64),
     },
     Scalar {
         name: "rlbd_table_expirations_total",
         kind: "counter",
         help: "Clients forgotten after the idle timeout.",
-        value: |r| r.totals.table_expirations as f64,
+        value: |r| Some(r.totals.table_expirations as f64),
     },
     Scalar {
         name: "rlbd_send_errors_total",
         kind: "counter",
         help: "Update frames the kernel refused to send.",
-        value: |r| r.totals.send_errors as f64,
+        value: |r| Some(r.totals.send_errors as f64),
     },
     Scalar {
         name: "rlbd_send_retries_total",
         kind: "counter",
         help: "Refused update frames sent again after a transient error.",
-        value: |r| r.totals.send_retries as f64,
+        value: |r| Some(r.totals.send_retries as f64),
     },
     Scalar {
         name: "rlbd_unreliable_seconds_total",
         kind: "counter",
         help: "Seconds whose client rates were not used for moves (capture ring drops).",
-        value: |r| r.totals.unreliable_seconds as f64,
+        value: |r| Some(r.totals.unreliable_seconds as f64),
     },
     Scalar {
         name: "rlbd_netlink_resyncs_total",
         kind: "counter",
         help: "Times netlink notifications were lost and the kernel's tables re-read.",
-        value: |r| r.totals.netlink_resyncs as f64,
+        value: |r| Some(r.totals.netlink_resyncs as f64),
     },
     Scalar {
         name: "rlbd_neighbours",
         kind: "gauge",
         help: "Confirmed neighbours of the server that rlbd knows.",
-        value: |r| r.totals.neighbours as f64,
+        value: |r| Some(r.totals.neighbours as f64),
     },
     Scalar {
         name: "rlbd_foreign_claims_total",
         kind: "counter",
         help: "Episodes of another host claiming one of the server's addresses.",
-        value: |r| r.totals.foreign_claims as f64,
+        value: |r| Some(r.totals.foreign_claims as f64),
     },
 ];
 
@@ -238,26 +239,26 @@ const TAIL: &[Scalar] = &[
         name: "rlbd_reasserts_total",
         kind: "counter",
         help: "Updates re-sent because the kernel's own ARP would have undone a move.",
-        value: |r| r.totals.reasserts as f64,
+        value: |r| Some(r.totals.reasserts as f64),
     },
     Scalar {
         name: "rlbd_updates_sent_total",
         kind: "counter",
         help: "ARP updates sent (first sends, repeats and re-assertions).",
-        value: |r| r.totals.updates_sent as f64,
+        value: |r| Some(r.totals.updates_sent as f64),
     },
     Scalar {
         name: "rlbd_updates_suppressed_total",
         kind: "counter",
         help: "ARP updates not sent because a rate limit held them back.",
-        value: |r| r.totals.updates_suppressed as f64,
+        value: |r| Some(r.totals.updates_suppressed as f64),
     },
     Scalar {
         name: "rlbd_updates_deferred_total",
         kind: "counter",
         help: "First updates of moves that waited for their turn under the total rate limit \
                (sent late, not lost).",
-        value: |r| r.totals.updates_deferred as f64,
+        value: |r| Some(r.totals.updates_deferred as f64),
     },
 ];
 
@@ -279,7 +280,9 @@ fn sample(out: &mut String, bond: &str, name: &str, labels: &[(&str, &str)], val
 fn scalars(out: &mut String, r: &StatusReport, list: &[Scalar]) {
     for s in list {
         family(out, s.name, s.kind, s.help);
-        sample(out, &r.name, s.name, &[], (s.value)(r));
+        if let Some(v) = (s.value)(r) {
+            sample(out, &r.name, s.name, &[], v);
+        }
     }
 }
 
@@ -503,5 +506,25 @@ pub(crate) mod tests {
         }
         assert_eq!(number(f64::INFINITY), "+Inf");
         assert_eq!(number(1e21), "1000000000000000000000");
+    }
+
+    #[test]
+    fn a_ceiling_not_learned_has_no_sample_and_sampling_is_a_ratio() {
+        let mut r = sample_report();
+        let text = render(&r);
+        assert!(text.contains("rlbd_saturation_ceiling_ratio{bond="));
+        r.saturation_ceiling = None;
+        r.ports[0].sampling = 4;
+        let text = render(&r);
+        assert!(!text.contains("NaN"), "{text}");
+        assert!(text.contains("# TYPE rlbd_saturation_ceiling_ratio gauge\n"));
+        assert!(!text.contains("rlbd_saturation_ceiling_ratio{"));
+        let bond = r#"bond="we\"ird\\na\nme""#;
+        assert!(text.contains(&format!(
+            "rlbd_port_sampling_ratio{{{bond},port=\"p0\"}} 0.25\n"
+        )));
+        assert!(text.contains(&format!(
+            "rlbd_port_sampling_ratio{{{bond},port=\"p1\"}} 1\n"
+        )));
     }
 }

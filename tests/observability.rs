@@ -153,7 +153,7 @@ fn check_family_types(f: &Families) {
         // The parser names a counter's family without `_total`.
         ("rlbd_port_rx_bytes", "counter"),
         ("rlbd_port_ring_drops", "counter"),
-        ("rlbd_port_sampling_one_in", "gauge"),
+        ("rlbd_port_sampling_ratio", "gauge"),
         ("rlbd_port_kernel_counting", "gauge"),
         ("rlbd_port_uncounted_frames", "counter"),
         ("rlbd_table_evictions", "counter"),

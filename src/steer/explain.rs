@@ -1,6 +1,6 @@
 //! Why an overloaded port kept its load: the first question an operator asks, answered in words
-//! from the same snapshot the planner saw. Pure; the shell logs a reason once per episode and
-//! shows it in the status.
+//! from the same snapshot the planner saw. Pure; the engine logs a reason once per episode of
+//! overload (again only when it changes, at debug; `engine::second`), and the status shows it.
 
 use super::core::{ClientSnap, PortId};
 use crate::host::HostView;

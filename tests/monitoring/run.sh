@@ -7,7 +7,8 @@
 #                                            packaging/monitoring/dashboard.schema.json, then
 #                                            tests/monitoring/check_dashboard.py's cross-checks
 # and, for both, that every rlbd_* metric they use is one that the daemon exports (the names in
-# src/metrics.rs).
+# src/metrics.rs); and that every alert's runbook_url is absolute, to a section of
+# docs/operations.md, and moved whole to another base by packaging/monitoring/runbook-base.sh.
 #
 # promtool comes from Debian's prometheus package, downloaded (never installed) through the
 # private apt configuration of tests/lib/debian.sh and unpacked into tests/monitoring/cache/;
@@ -68,6 +69,31 @@ alerts=$(grep -oE '^ *- alert: [A-Za-z]+' "$MON/rlbd-rules.yml" | awk '{ print $
 for a in $alerts; do
     check "rule $a has a unit test" grep -q "alertname: $a\$" "$MON/rlbd-rules.test.yml"
 done
+# Runbook URLs: absolute, all under one base (the guide the packages install, by default), each
+# to a heading of docs/operations.md that exists; runbook-base.sh moves them all to another base.
+DEFAULT_BASE=file:///usr/share/doc/rlbd/operations.md
+runbooks_resolve() { # $1: rules file
+    local urls bad="" u anchor
+    urls=$(sed -n 's/^ *runbook_url: "\(.*\)"$/\1/p' "$1")
+    [ "$(wc -l <<<"$urls")" = "$(grep -c '^ *- alert: ' "$1")" ] || { echo "  not one runbook_url per alert"; return 1; }
+    for u in $urls; do
+        anchor=${u#"$DEFAULT_BASE#"}
+        [ "$anchor" != "$u" ] || { bad+=" $u"; continue; }
+        # GitHub-style anchors of the guide's "### Name" headings: lower case.
+        grep -qiE "^### ${anchor}\$" "$REPO/docs/operations.md" || bad+=" $u"
+    done
+    [ -z "$bad" ] || { echo "  runbook URLs not absolute under $DEFAULT_BASE or to no heading:$bad"; return 1; }
+}
+runbooks_rebased() {
+    local out base=https://wiki.example.org/rlbd/operations
+    out=$("$REPO/packaging/monitoring/runbook-base.sh" "$base" <"$MON/rlbd-rules.yml")
+    [ "$(grep -c "runbook_url: \"$base#rlbd[a-z]*\"" <<<"$out")" = "$(grep -c '^ *- alert: ' "$MON/rlbd-rules.yml")" ] &&
+        ! grep -q "runbook_url: \"$DEFAULT_BASE" <<<"$out" &&
+        [ "$(grep -v runbook_url <<<"$out")" = "$(grep -v runbook_url "$MON/rlbd-rules.yml")" ] &&
+        ! "$REPO/packaging/monitoring/runbook-base.sh" docs/operations.md <"$MON/rlbd-rules.yml" >/dev/null 2>&1
+}
+check "every alert's runbook_url is absolute and names a section of docs/operations.md" runbooks_resolve "$MON/rlbd-rules.yml"
+check "runbook-base.sh moves every runbook URL to another base, and refuses a relative one" runbooks_rebased
 check "dashboard: schema and cross-checks" python3 "$HERE/check_dashboard.py" "$MON/rlbd-dashboard.json" \
     "$MON/dashboard.schema.json" --rules-out "$CACHE/dashboard-queries.yml"
 check "dashboard: every query parses as PromQL (promtool)" "$PROMTOOL" check rules "$CACHE/dashboard-queries.yml"

@@ -379,6 +379,11 @@ reload_bad_file() {
         [ "$errs" -ge 2 ]
     check $? "systemctl reload of a bad $CONF exits non-zero; the daemon runs on with its settings, and journalctl -p err names file, line and key" \
         "exit $rc ($(head -c 200 <<<"$out" | tr '\n' '|')); $(prop ActiveState)/$(prop SubState), pid $pid -> $(mainpid); $MOVED on $where, 3 s after: $([ $held = 1 ] && echo stayed || echo left); lines at err naming $CONF:5 policy.threshold (daemon and rlbd reload): $errs"
+    local refused
+    refused=$(journalctl -b -u "$UNIT" -o cat --no-pager MESSAGE_ID=8c9d83c0ae91406eb6a5d890eb8746d7 | grep -c "not reloaded: $CONF:5: policy.threshold")
+    [ "$refused" -ge 1 ]
+    check $? "journalctl MESSAGE_ID=8c9d83c0ae91406eb6a5d890eb8746d7 (a refused configuration) finds the refused reload" \
+        "$refused record(s) naming $CONF:5"
     cp "$STATE/bond0.toml.good" "$CONF"
     systemctl reload "$UNIT"
     check $? "systemctl reload of the good file again succeeds" "$(prop ActiveState)/$(prop SubState)"
@@ -547,11 +552,29 @@ operators() {
     say "control socket: $(stat -c '%n %U:%G %a' /run/rlbd /run/rlbd/bond0.sock 2>&1 | tr '\n' ';')"
 }
 
+# The lab's move as a script finds it in the journal: by RLBD_REASON and RLBD_CLIENT, and by
+# the move's MESSAGE_ID; its fields name the bond, both ports and the client. Needs MOVED.
+MOVE_ID=4dab3318fc4a4242b535545f4eed1ed7
+journal_fields() {
+    local ip to rec n_id
+    ip=$(cip "$MOVED")
+    to=$(on "$MOVED")
+    journalctl -b -u "$UNIT" -o json --no-pager RLBD_REASON=overload RLBD_CLIENT="$ip" >"$OUT/journal-move.json"
+    rec=$(jq -c 'select(.MESSAGE | startswith("move ")) | {MESSAGE_ID, RLBD_BOND, RLBD_PORT, RLBD_FROM_PORT, RLBD_CLIENT, RLBD_CLIENT_MAC, RLBD_REASON, PRIORITY, SYSLOG_IDENTIFIER}' "$OUT/journal-move.json" | head -n 1)
+    n_id=$(journalctl -b -u "$UNIT" -o cat --no-pager MESSAGE_ID=$MOVE_ID | grep -c "^move $ip ")
+    jq -e --arg ip "$ip" --arg to "$to" --arg id $MOVE_ID '.MESSAGE_ID == $id and .RLBD_BOND == "bond0" and
+        .RLBD_PORT == $to and .RLBD_FROM_PORT != $to and .RLBD_CLIENT == $ip and .RLBD_CLIENT_MAC != null and
+        .PRIORITY == "6" and .SYSLOG_IDENTIFIER == "rlbd"' <<<"${rec:-null}" >/dev/null && [ "$n_id" -ge 1 ]
+    check $? "journalctl -u $UNIT RLBD_REASON=overload RLBD_CLIENT=$ip finds the lab's move, with its fields; MESSAGE_ID=$MOVE_ID finds it too" \
+        "record: ${rec:-none}; MESSAGE_ID query: $n_id move line(s) of $ip"
+}
+
 # Steering, then a journal clean from install to here. Sets MOVED. $1: the network stack.
 steering() {
     start_sink
     move_and_measure "$1"
     [ -n "$MOVED" ] || MOVED=${PAIR%% *}
+    journal_fields
 
     journal_since "$T_ENABLE" err >"$OUT/journal-clean1-err.txt"
     [ ! -s "$OUT/journal-clean1-err.txt" ]
