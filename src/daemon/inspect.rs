@@ -1,5 +1,5 @@
 //! `rlbd check-config --bond NAME`: the live bond looked at as `rlbd run` would see it at start
-//! (its mode, slaves and their speeds, the server's addresses on it, the shapes it cannot
+//! (its mode, `all_slaves_active` and `arp_validate`, slaves and their speeds, the server's addresses on it, the shapes it cannot
 //! steer, the guests behind it), by the same checks and the same engine, and what `run` would
 //! steer. Nothing is opened but the rtnetlink socket; nothing is changed.
 

@@ -59,6 +59,9 @@ pub(super) fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<
             "bond {name}: the kernel reported no bonding mode"
         )));
     };
+    if let Some(why) = arp_validate_refused(name, info) {
+        return Err(Failure::config(why));
+    }
     match info.mode {
         BondMode::BalanceAlb => Ok(info.mode),
         BondMode::BalanceTlb if info.all_slaves_active == Some(true) => Ok(info.mode),
@@ -70,6 +73,32 @@ pub(super) fn check_bond(name: &str, snap: &crate::netlink::Snapshot) -> Result<
             info.mode
         ))),
     }
+}
+
+/// Why a bond with `arp_validate` set cannot be steered, and what to change. ARP validation
+/// belongs to active-backup's ARP monitoring: with it the bond's receive hook is the validator's
+/// rather than balance-alb's ARP learning. Today's kernels refuse the option on balance-alb and
+/// balance-tlb and clear it on a mode change (bond_options.c); a bond that still reports it was
+/// made some other way, and the mode set again (or the bond made again) clears it.
+pub(super) fn arp_validate_refused(name: &str, info: &crate::netlink::BondInfo) -> Option<String> {
+    let v = info.arp_validate.filter(|v| *v != 0)?;
+    let word = match v {
+        1 => "active",
+        2 => "backup",
+        3 => "all",
+        4 => "filter",
+        5 => "filter_active",
+        6 => "filter_backup",
+        _ => "set",
+    };
+    Some(format!(
+        "bond {name} has arp_validate {word} ({v}): ARP validation is active-backup's ARP \
+         monitoring, which balance-alb and balance-tlb do not have, and rlbd needs the bond's own \
+         ARP handling; clear it by setting the mode again with no slaves (ip link set {name} \
+         down; ip link set {name} type bond mode balance-alb: a mode change resets \
+         arp_validate) or by making the bond again, and drop it from the bond's configuration \
+         (networkd ARPValidate=, ifupdown bond-arp-validate, NetworkManager arp_validate)"
+    ))
 }
 
 /// Ports mode: what the kernel would do to traffic arriving on a second port.
@@ -192,4 +221,36 @@ pub fn build(
     };
     d.start(snap, &target)?;
     Ok(d)
+}
+
+#[cfg(test)]
+mod arp_validate_tests {
+    use super::arp_validate_refused;
+    use crate::netlink::{BondInfo, BondMode};
+
+    fn info(arp_validate: Option<u32>) -> BondInfo {
+        BondInfo {
+            mode: BondMode::BalanceAlb,
+            all_slaves_active: None,
+            arp_validate,
+        }
+    }
+
+    #[test]
+    fn arp_validate_set_is_refused_with_what_to_change() {
+        assert_eq!(arp_validate_refused("bond0", &info(None)), None);
+        assert_eq!(arp_validate_refused("bond0", &info(Some(0))), None);
+        let why = arp_validate_refused("bond-san", &info(Some(3))).unwrap();
+        assert!(
+            why.starts_with("bond bond-san has arp_validate all (3): "),
+            "{why}"
+        );
+        assert!(
+            why.contains("ip link set bond-san type bond mode balance-alb"),
+            "{why}"
+        );
+        assert!(why.contains("ARPValidate="), "{why}");
+        let why = arp_validate_refused("b", &info(Some(6))).unwrap();
+        assert!(why.contains("arp_validate filter_backup (6)"), "{why}");
+    }
 }

@@ -32,6 +32,7 @@ pub fn link(index: u32, name: &str, kind: Option<&str>) -> NlEvent {
         bond: (kind == Some("bond")).then_some(BondInfo {
             mode: BondMode::BalanceAlb,
             all_slaves_active: None,
+            arp_validate: None,
         }),
         ..LinkInfo::default()
     })

@@ -102,6 +102,7 @@ pub fn bond_links(mac: Mac) -> [NlEvent; 2] {
         bond: Some(BondInfo {
             mode: BondMode::BalanceAlb,
             all_slaves_active: Some(false),
+            arp_validate: None,
         }),
         ..LinkInfo::default()
     };

@@ -97,6 +97,9 @@ pub struct BondInfo {
     pub mode: BondMode,
     /// IFLA_BOND_ALL_SLAVES_ACTIVE: balance-tlb delivers what arrives on every slave only with it.
     pub all_slaves_active: Option<bool>,
+    /// IFLA_BOND_ARP_VALIDATE: 0 none, 1 active, 2 backup, 3 all, 4 filter, 5 filter_active,
+    /// 6 filter_backup (active-backup's ARP monitoring; never set on a balance-alb/tlb bond).
+    pub arp_validate: Option<u32>,
 }
 
 /// The change in a monotonically increasing counter between two samples.
@@ -132,6 +135,7 @@ const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 
 const IFLA_BOND_MODE: u16 = 1;
+const IFLA_BOND_ARP_VALIDATE: u16 = 9;
 const IFLA_BOND_ALL_SLAVES_ACTIVE: u16 = 17;
 
 const IFLA_VLAN_ID: u16 = 1;
@@ -244,11 +248,13 @@ fn owned_value(nla: NlaBuffer<&[u8]>) -> &[u8] {
 fn bond_info(data: &[u8]) -> Option<BondInfo> {
     let mut mode = None;
     let mut all_slaves_active = None;
+    let mut arp_validate = None;
     for nla in NlasIterator::new(data).map_while(Result::ok) {
         let value = nla.value();
         match nla.kind() {
             IFLA_BOND_MODE => mode = parse_u8(value).ok().map(BondMode::from),
             IFLA_BOND_ALL_SLAVES_ACTIVE => all_slaves_active = parse_u8(value).ok().map(|v| v != 0),
+            IFLA_BOND_ARP_VALIDATE => arp_validate = parse_u32(value).ok(),
             _ => {}
         }
     }
@@ -256,6 +262,7 @@ fn bond_info(data: &[u8]) -> Option<BondInfo> {
     Some(BondInfo {
         mode: mode?,
         all_slaves_active,
+        arp_validate,
     })
 }
 

@@ -123,6 +123,7 @@ fn bond_master_info_from_crate_types() {
         Some(BondInfo {
             mode: BondMode::BalanceAlb,
             all_slaves_active: Some(false),
+            arp_validate: None,
         })
     );
 }
@@ -160,6 +161,8 @@ fn hand_built_bond_linkinfo(miimon: &[u8]) -> Vec<u8> {
     nla(&mut data, IFLA_BOND_ACTIVE_SLAVE, &4u32.to_ne_bytes());
     nla(&mut data, IFLA_BOND_MIIMON, miimon);
     nla(&mut data, IFLA_BOND_ALL_SLAVES_ACTIVE, &[1]);
+    // Never set on an alb bond by today's kernels, but read when there (3: all).
+    nla(&mut data, IFLA_BOND_ARP_VALIDATE, &3u32.to_ne_bytes());
     nla(&mut data, 999, &[1, 2, 3]); // unknown to everyone
     let mut nest = Vec::new();
     nla(&mut nest, IFLA_INFO_KIND, b"bond\0");
@@ -196,6 +199,7 @@ fn bond_master_info_from_hand_built_bytes() {
         Some(BondInfo {
             mode: BondMode::BalanceAlb,
             all_slaves_active: Some(true),
+            arp_validate: Some(3),
         })
     );
 }
