@@ -14,22 +14,6 @@ fn fail(what: &str, e: impl std::fmt::Display, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// A configuration `run` refuses: in the journal, a record with its `MESSAGE_ID` (and the
-/// instance's `RLBD_BOND`) so that a script finds it as it finds a refused reload; elsewhere the
-/// plain error line.
-fn refused(target: Option<&Target>, e: impl std::fmt::Display) -> ExitCode {
-    if !rlbd::logging::stderr_is_journal() {
-        return fail("run", e, EX_CONFIG);
-    }
-    rlbd::logging::init("error", target.map(Target::instance));
-    let id = rlbd::logging::MessageId::CONFIG_REFUSED;
-    log::error!(MESSAGE_ID = id; "rlbd run: {e}");
-    if !log::log_enabled!(log::Level::Error) {
-        eprintln!("<3>rlbd run: {e}");
-    }
-    ExitCode::from(EX_CONFIG)
-}
-
 fn run(args: RunArgs) -> ExitCode {
     if let Some(e) = args.bond.as_deref().and_then(escaped_name_error) {
         return fail("run", e, EX_CONFIG);
@@ -56,7 +40,7 @@ fn run(args: RunArgs) -> ExitCode {
     };
     let settings = match make() {
         Ok(s) => s,
-        Err(e) => return refused(target.as_ref(), e),
+        Err(e) => return fail("run", e, EX_CONFIG),
     };
     let instance = settings.target.as_ref().map(Target::instance);
     rlbd::logging::init(&settings.log_level, instance);
@@ -65,10 +49,13 @@ fn run(args: RunArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            log::error!("{e}");
-            // The log may be filtered or not yet set up; the exit reason must always show.
-            if !log::log_enabled!(log::Level::Error) {
+            // Under systemd the last words go to the stream, not the journal's socket: a record
+            // sent just before the exit may be read after the process is gone, and then the
+            // journal cannot tell its unit (`journalctl -u` would miss it).
+            if rlbd::logging::stderr_is_journal() || !log::log_enabled!(log::Level::Error) {
                 eprintln!("{}rlbd run: {e}", rlbd::logging::error_prefix());
+            } else {
+                log::error!("{e}");
             }
             ExitCode::from(e.code)
         }

@@ -18,7 +18,10 @@ pub enum MessageId {
     Move,
     /// A guest behind the bond moved to another port.
     GuestMove,
-    /// A configuration refused: a reload that changed nothing, or a start that failed on it.
+    /// A configuration refused on a reload (the daemon runs on with its settings). A start
+    /// refused for its configuration (exit 78) is the last line on stderr instead: a record sent
+    /// to the journal's socket just before the exit may reach it after the process is gone, and
+    /// then names no unit.
     ConfigRefused,
 }
 
