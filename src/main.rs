@@ -52,10 +52,14 @@ fn run(args: RunArgs) -> ExitCode {
             // Under systemd the last words go to the stream, not the journal's socket: a record
             // sent just before the exit may be read after the process is gone, and then the
             // journal cannot tell its unit (`journalctl -u` would miss it).
-            if rlbd::logging::stderr_is_journal() || !log::log_enabled!(log::Level::Error) {
-                eprintln!("{}rlbd run: {e}", rlbd::logging::error_prefix());
+            if rlbd::logging::stderr_is_journal() {
+                eprintln!("<3>{e}");
             } else {
                 log::error!("{e}");
+                // The log may be filtered; the exit reason must always show.
+                if !log::log_enabled!(log::Level::Error) {
+                    eprintln!("rlbd run: {e}");
+                }
             }
             ExitCode::from(e.code)
         }

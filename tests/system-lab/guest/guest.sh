@@ -728,6 +728,29 @@ bad_config() {
     systemctl restart "$UNIT"
 }
 
+# check-config --bond looks at the live bond: bond0 passes (exit 0, what run would steer); a bond
+# reporting arp_validate is refused (78) with what to change; setting its mode again, which
+# clears arp_validate in the kernel, leaves only the next reason (no slaves).
+check_config_live() {
+    local out0 rc0 out1 rc1 out2 rc2 av
+    out0=$(rlbd check-config --bond bond0 2>&1)
+    rc0=$?
+    ip link add rlbd-av type bond mode active-backup arp_interval 1000 arp_ip_target 198.18.0.250 arp_validate all
+    av=$(ip -d link show rlbd-av 2>&1 | grep -o 'arp_validate [a-z_]*')
+    out1=$(rlbd check-config --bond rlbd-av 2>&1)
+    rc1=$?
+    ip link set rlbd-av type bond mode balance-alb
+    out2=$(rlbd check-config --bond rlbd-av 2>&1)
+    rc2=$?
+    ip link del rlbd-av
+    printf '%s\n--- rlbd-av (%s):\n%s\n--- mode set again:\n%s\n' "$out0" "$av" "$out1" "$out2" >"$OUT/check-config-live.txt"
+    [ $rc0 = 0 ] && grep -q 'rlbd run would steer' <<<"$out0" &&
+        [ $rc1 = 78 ] && grep -q 'has arp_validate all (3)' <<<"$out1" &&
+        [ $rc2 = 78 ] && ! grep -q arp_validate <<<"$out2"
+    check $? "check-config --bond: bond0 passes; a bond with arp_validate is refused (78) with what to change, and a mode set again clears it" \
+        "bond0: exit $rc0, $(grep -c . <<<"$out0") lines; rlbd-av ($av): exit $rc1: $(tail -n1 <<<"$out1" | head -c 160); mode balance-alb again: exit $rc2: $(tail -n1 <<<"$out2" | head -c 120)"
+}
+
 # The journal's priorities (after bond_remade: its 'is gone' warning).
 priorities() {
     local w i
@@ -758,6 +781,7 @@ boot1() {
     watchdog_resume
     kill9
     bad_config
+    check_config_live
     bond_remade networkd
     priorities
     to_ifupdown
@@ -794,6 +818,7 @@ boot1_trixie() {
     boot1_start
     stop_sources
     bad_config
+    check_config_live
     to_networkmanager
     # rlbd follows the bond NetworkManager made (a new ifindex) without a restart
     local ports t0
