@@ -286,6 +286,7 @@ guests_host() {
     _hp="$_hp $!"
     mark "host: c3, c4 -> $HOSTIP (the host's own), g1 and g2 at cap/3"
     [ "$_i3" != "$_i4" ] && HOST_MOVE=driver
+    _l0=$(wc -l </tmp/rlbd.log)
     cs_now
     _t0=$CS
     : >/tmp/hsnaps
@@ -306,6 +307,11 @@ guests_host() {
         _k=$((_k + 1))
     done
     FDB_HOST=$(sw_fdb)
+    # what rlbd did meanwhile: client moves, guest moves, seconds the guests were not weighed
+    # because a client moved (the engine weighs guests only in a second no client moved)
+    tail -n +$((_l0 + 1)) /tmp/rlbd.log >/tmp/rlbd-host.log
+    H_LOG="client moves $(grep -c 'move .*(02:00:00:00:01:0' /tmp/rlbd-host.log), guest moves $(grep -c 'guest .*moved to' /tmp/rlbd-host.log), guests not weighed (a client moved) $(grep -c 'not weighed this second' /tmp/rlbd-host.log)"
+    grep -e 'move .*(02:00:00:00:01:0' -e 'guest .*moved to' -e 'not weighed this second' /tmp/rlbd-host.log | cut -c1-200 | sed 's/^/    rlbd: /'
     kill $_hp 2>/dev/null
     wait $_hp 2>/dev/null
     for i in 1 2; do $IP netns exec c$i $TC qdisc del dev eth0 root 2>/dev/null; done
@@ -321,6 +327,7 @@ guests_host() {
             (b[7] - a[7]) * 8 / dt / 1e6, (b[8] - a[8]) * 8 / dt / 1e6, (b[10] - a[10]) * 8 / (b[9] - a[9]) / 1e6, (b[11] - a[11]) * 8 / (b[9] - a[9]) / 1e6, b[2], b[3] }' /tmp/hsnaps)
     HOST_SPLIT=$3/$4
     say "host: c3 ${_i3} -> $9, c4 ${_i4} -> ${10} (first change at $HOST_MOVE s); last 3 s: host from c3 $1, c4 $2 Mbit/s = ${3}% on sl0, ${4}% on sl1; slaves sl0 $5, sl1 $6 Mbit/s; guests g1 $7, g2 $8 Mbit/s; switch FDB $FDB_HOST"
+    say "  rlbd meanwhile: $H_LOG"
     say "  c3/c4 entries by time: $(awk '$2 != p2 || $3 != p3 { printf "%s:%s/%s ", $1, $2, $3; p2 = $2; p3 = $3 }' /tmp/hsnaps)"
     # balanced: a client's entry changed (or the driver split them), and each slave carries at
     # least a quarter of the host's receive

@@ -144,7 +144,14 @@ impl Engine {
     /// The second's balancing of guests, after the clients': only when no client moved this
     /// second (the ports' next reading shows what a client move left).
     pub(super) fn rebalance_guests(&mut self, now: u64, client_moves: bool) {
-        if !self.guest_path || client_moves {
+        if !self.guest_path {
+            return;
+        }
+        if client_moves {
+            if self.bufs.ports.iter().any(|p| p.overloaded) {
+                let text = "guests: not weighed this second: a client moved".to_string();
+                self.out.log(Level::Debug, Topic::Guest, text);
+            }
             return;
         }
         let policy = &self.settings.policy;
@@ -204,3 +211,6 @@ impl Engine {
         self.out.push(Output::Send { port, tag, frame });
     }
 }
+
+#[cfg(test)]
+mod tests;
