@@ -11,6 +11,11 @@ use crate::netlink::{BondMode, FdbKind, LinkKind, NlEvent};
 use crate::steer::{guest_announcement, tagged};
 
 impl Engine {
+    /// The containers' macvlans on the bond (or its VLANs) taken as guests now.
+    pub fn macvlan_guests(&self) -> usize {
+        self.guests.iter().filter(|g| g.macvlan).count()
+    }
+
     /// The guests table's view of the host: the bond, the bridges it is a port of, the ports'
     /// names; and whether the guest path should be on (guests enabled and a bridge to serve).
     pub(super) fn guests_topology(&mut self) {
