@@ -89,7 +89,11 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
         )));
     }
     lines.push(format!("the server's interfaces: {}", e.shape().join(", ")));
-    lines.push(guests_line(settings, guest_path, learned));
+    lines.push(guests_line(
+        settings,
+        guest_path,
+        (learned, e.macvlan_guests()),
+    ));
     lines.push(format!(
         "rlbd run would steer the clients of these addresses among {} slaves{}",
         slaves.len(),
@@ -102,14 +106,16 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
     Ok(lines)
 }
 
-fn guests_line(settings: &Settings, on: bool, learned: usize) -> String {
+/// `learned`: MACs the host's bridges learned, and containers' macvlans on the bond.
+fn guests_line(settings: &Settings, on: bool, (learned, macvlans): (usize, usize)) -> String {
     match (settings.guests.enabled, on) {
         (true, true) => format!(
-            "guests: balanced ([guests] enabled; {learned} MACs learned on the host's bridges now)"
+            "guests: balanced ([guests] enabled; {learned} MACs learned on the host's bridges \
+             and {macvlans} containers' macvlans on the bond now)"
         ),
         (true, false) => {
-            "guests: [guests] enabled, but no bridge (of [guests] bridges) has the bond as a port: \
-             nothing to balance"
+            "guests: [guests] enabled, but no bridge (of [guests] bridges) has the bond as a port \
+             and no container's macvlan is on it: nothing to balance"
                 .into()
         }
         (false, _) => "guests: not balanced ([guests] enabled = false)".into(),

@@ -236,6 +236,11 @@ impl Daemon {
         if now >= self.next_second {
             self.edge.guests.second(monotonic_ms(), &mut self.engine);
             self.route();
+            let secs = monotonic_ms() / 1000;
+            if self.engine.settings().guests.enabled && secs % crate::guests::MACVLAN_DUMP_SECS == 0
+            {
+                self.edge.nl.request_fdb();
+            }
             let (counting, captures) = (&mut self.counting, &mut self.edge.captures);
             counting.second(monotonic_ms(), captures, &mut self.engine);
             self.route();

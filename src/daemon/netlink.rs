@@ -57,6 +57,14 @@ impl NetlinkReader {
         }
     }
 
+    /// The bridges' tables and the devices' own address lists again: a container's macvlan
+    /// coming or going is not notified (`guests::MACVLAN_DUMP_SECS`).
+    pub fn request_fdb(&mut self) {
+        if let Err(e) = self.sock.request_fdb() {
+            warn!("netlink: FDB dump: {e}");
+        }
+    }
+
     pub fn redump(&mut self) {
         for r in [
             RouteSocket::request_links,

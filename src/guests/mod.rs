@@ -10,6 +10,7 @@
 //! answers with [`GuestAction`]s (pin, unpin, announce, log). Times are the engine's ms.
 
 mod config;
+mod macvlan;
 mod place;
 mod status;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use crate::client::ClientKey;
 use crate::policy::model::PortId;
 use crate::policy::{self, ClientView, PolicyConfig, PortView, Reason};
 pub use config::{parse_mac, GuestsConfig};
+pub use macvlan::{macvlan_fact, MACVLAN_DUMP_SECS};
 pub use status::{GuestMove, GuestStatus, GuestTotals};
 
 /// A guest that has sent nothing for this long is announced again where it is pinned, so a
@@ -43,6 +45,9 @@ pub struct FdbFact {
     pub learned: bool,
     /// The entry went away (aged out, the port removed, deleted).
     pub removed: bool,
+    /// A container's macvlan, not a bridge's entry: `bridge` and `bridge_port` are then both
+    /// the device whose address list holds the MAC (the bond, or a VLAN over it).
+    pub macvlan: bool,
 }
 
 /// One guest's counts of one second on one port, as the kernel's programs have them.
@@ -107,6 +112,8 @@ pub struct Guest {
     pub moves: u64,
     /// Pinned by the configuration (`[guests] pin`): never moved by the balancing rules.
     pub pinned: bool,
+    /// On a macvlan of `bridge` (the bond or a VLAN over it), not behind a bridge port.
+    pub macvlan: bool,
     last_tx_ms: u64,
     last_announce_ms: u64,
 }
@@ -213,7 +220,9 @@ impl Guests {
         let gone: Vec<ClientKey> = self
             .list
             .values()
-            .filter(|g| !self.enabled() || !self.bridges.iter().any(|b| b.0 == g.bridge))
+            .filter(|g| {
+                !self.enabled() || !(g.macvlan || self.bridges.iter().any(|b| b.0 == g.bridge))
+            })
             .map(|g| g.key)
             .collect();
         for key in gone {
@@ -230,7 +239,13 @@ impl Guests {
         ports: &[PortView],
         out: &mut Vec<GuestAction>,
     ) {
-        if !self.enabled() || !self.bridges.iter().any(|b| b.0 == f.bridge) {
+        if !self.enabled() {
+            return;
+        }
+        if f.macvlan {
+            return self.on_macvlan(now, f, ports, out);
+        }
+        if !self.bridges.iter().any(|b| b.0 == f.bridge) {
             return;
         }
         if Some(f.bridge_port) == self.bond {
@@ -260,6 +275,11 @@ impl Guests {
             g.bridge_port = f.bridge_port;
             return;
         }
+        self.learn(now, f, ports, out);
+    }
+
+    /// A guest not known yet: listed, and placed.
+    fn learn(&mut self, now: u64, f: &FdbFact, ports: &[PortView], out: &mut Vec<GuestAction>) {
         let pinned = self.cfg.pinned_to(f.key.mac).is_some();
         self.list.insert(
             f.key,
@@ -274,6 +294,7 @@ impl Guests {
                 last_move: None,
                 moves: 0,
                 pinned,
+                macvlan: f.macvlan,
                 last_tx_ms: now,
                 last_announce_ms: now,
             },
@@ -418,7 +439,11 @@ impl Guests {
             .map(|g| GuestStatus {
                 mac: crate::client::mac_text(g.key.mac),
                 vlan: g.key.vlan,
-                bridge_port: name(g.bridge_port),
+                bridge_port: if g.macvlan {
+                    format!("macvlan on {}", name(g.bridge))
+                } else {
+                    name(g.bridge_port)
+                },
                 port: port(g.port),
                 rx_bps: g.rx_bps,
                 tx_bps: g.tx_bps,

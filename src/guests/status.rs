@@ -10,7 +10,8 @@ pub struct GuestStatus {
     pub mac: String,
     /// 0: untagged.
     pub vlan: u16,
-    /// The bridge port it sits behind (its tap or veth), by name.
+    /// The bridge port it sits behind (its tap or veth), by name; "macvlan on DEV" for a
+    /// container's macvlan over the bond (DEV) or a VLAN over it.
     pub bridge_port: String,
     /// The slave it is pinned to ("-" while no port could take it).
     pub port: String,

@@ -16,6 +16,7 @@ fn fact(key: ClientKey, bridge_port: u32) -> FdbFact {
         bridge: BR,
         learned: true,
         removed: false,
+        macvlan: false,
     }
 }
 

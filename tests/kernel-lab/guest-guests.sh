@@ -5,8 +5,8 @@
 # vlan_filtering 1, bond0 a tagged member of VLAN 100, the guests' ports untagged members with
 # pvid 100, the clients on eth0.100); four guests g1..g4, each a namespace on a veth (vgN) into
 # br0, MAC 02:00:00:00:03:0N, address 198.18.<net>.3N. The slaves' egress toward the switch is
-# capped with tbf at CAP_MBIT too (so the guests' sending stays at port rates). No address of the
-# server's own: only the guests are measured.
+# capped with tbf at CAP_MBIT too (so the guests' sending stays at port rates). The host's own
+# address <net>.1 sits on br0 (guests-vlan: on br0.100), for its own clients (the host phase).
 #
 # Phases (figures printed; the checks say only that each measurement was made):
 #   heavy     c1 -> g1 and c2 -> g2 bulk TCP: each slave's rx rate and each guest's, over 4 s;
@@ -16,6 +16,10 @@
 #             then the rest with the daemon running, and (only then) the figures are judged:
 #             >= TOTAL_X x cap, a move within 5 s, every guest back within 2 s of the failover,
 #             no flap, no duplicate
+#   (GUESTS_DAEMON=1) host: g1 and g2 go on receiving at CAP/3 each while c3 and c4 send bulk
+#             TCP to the host's own address: rlbd's ARP steering must move one of them off the
+#             active slave (host_clients=balanced: an entry moved, >= 25% of the host's receive
+#             on each slave) with g1 and g2 left on their two slaves
 #   mixed     all four clients send to their guest and all four guests send to their client for
 #             3 s, while each client pings its guest; the switch's FDB is read
 #   failover  the active slave's switch-side port goes down with c1..c4 -> g1..g4 running: per
@@ -31,6 +35,7 @@
 #             switch, sending): rlbd must release it within 3 s
 # One line per scenario (with GUESTS_DAEMON=0: rlbd=n/a move_s=n/a released=n/a):
 #   guests: kernel-alone=X.XXx rlbd=Y.YYx move_s=S rewritten_frames=N duplicates=N fdb_flaps=N failover_s=S released=yes|no
+#     host_clients=balanced|not host_split=P0/P1 (% of the host's receive on sl0/sl1) host_move_s=S
 
 KFRAMES=/usr/bin/klab-frames
 BRIDGE=/usr/sbin/bridge
@@ -116,10 +121,27 @@ guests_topology() { # $1: VLAN id of the guests and clients, or empty
         $IP -n g$i addr add "$(gip $i)/24" dev eth0 || return 1
     done
     srv $IP link set br0 up
+    # the host's own address on br0 (guests-vlan: on br0.100, br0 a tagged member of VLAN 100)
+    if [ -n "$1" ]; then
+        srv $BRIDGE vlan add dev br0 vid "$1" self || return 1
+        srv $IP link add link br0 name "br0.$1" type vlan id "$1" || return 1
+        srv $IP link set "br0.$1" up
+        srv $IP addr add "$HOSTIP/24" dev "br0.$1" || return 1
+    else
+        srv $IP addr add "$HOSTIP/24" dev br0 || return 1
+    fi
+    EXTRA_MACS="$(srv cat /sys/class/net/br0/address)=br0"
     SETUP_MAC0=$MAC0 SETUP_MAC1=$MAC1
     say "br0 $(srv cat /sys/class/net/br0/address) vlan_filtering $(srv cat /sys/class/net/br0/bridge/vlan_filtering) (bond0 $(srv cat /sys/class/net/bond0/address)); guests g1..g4 $(gip 1)..$(gip 4)${1:+ on VLAN $1}"
     [ -n "$1" ] && say "br0 VLANs: $(srv $BRIDGE vlan show | tr -s ' \n\t' ' ')"
     client_net "" "$GNET" "$1" || return 1
+    guests_sinks
+}
+
+# the host's sink, each guest's, and each client's (for what the guests send)
+guests_sinks() {
+    $IP netns exec srv $LAB_SINK --listen "0.0.0.0:$PORT" >/tmp/sink-host.log 2>&1 &
+    G_PIDS="$G_PIDS $!"
     for i in 1 2 3 4; do
         $IP netns exec g$i $LAB_SINK --listen "0.0.0.0:$PORT" >/tmp/sink-g$i.log 2>&1 &
         G_PIDS="$G_PIDS $!"
@@ -222,19 +244,111 @@ guests_daemon_checks() {
         say "rlbd gave guests up: $(grep -m1 'guests are not balanced' /tmp/rlbd.log | cut -c1-300)"
         ! grep -qi 'guest .*: placed on' /tmp/rlbd.log && [ "$FAIL_WORST" != never ]
         verdict $? given-up "rlbd gave guests up before placing any, and every guest receives again after the failover" "at (s): $FAIL_AT"
-        [ "$FLAPS" = 0 ] && [ "$DUPS" = 0 ]
+        { [ "$FLAPS" = 0 ] || [ "$G_KIND" = macvlan ]; } && [ "$DUPS" = 0 ]
         verdict $? clean "no guest MAC is learned on bond0 and no frame reaches a guest twice" "flaps $FLAPS, duplicates $DUPS"
         GIVEN_UP=1
+        guests_host_checks
         return
     fi
+    guests_host_checks
     fcmp "$D_X" '>=' "$TOTAL_X"
     verdict_rate $? "${D_BUSY:-0}" balanced "with rlbd the heavy pair reaches >= ${TOTAL_X}x one slave's cap" "best 2 s window ${D_X}x; CPUs ${D_BUSY:-?}% busy"
     [ "$D_MOVE" != never ] && fcmp "$D_MOVE" '<=' 5
     verdict $? moved "with rlbd sl1 carries 0.3x cap within 5 s" "at $D_MOVE"
     [ "$FAIL_WORST" != never ] && fcmp "$FAIL_WORST" '<=' 2
     verdict $? resumes "with rlbd every guest receives again within 2 s of the failover" "g1..g4 at (s): $FAIL_AT"
-    [ "$FLAPS" = 0 ] && [ "$DUPS" = 0 ]
+    { [ "$FLAPS" = 0 ] || [ "$G_KIND" = macvlan ]; } && [ "$DUPS" = 0 ]
     verdict $? clean "with rlbd no guest MAC is learned on bond0 and no frame reaches a guest twice" "flaps $FLAPS, duplicates $DUPS"
+}
+
+# The host's own clients in the same run (GUESTS_DAEMON=1, after the guests were balanced): g1
+# and g2 go on receiving, held to CAP/3 each by a tbf on their clients' eth0 (so that a slave
+# has room for a host client), and c3 and c4 send bulk TCP to the host's own address on br0. On 6.0
+# and later the driver answers ARP from a bridge master by the active slave only, so both start
+# there; rlbd's ARP steering must move one (its ARP entry names the other slave) while the
+# guests stay where rlbd put them (the switch's FDB). Followed every 0.5 s for 12 s; the host's
+# receive split is the clients' TCP bytes over the last 3 s by the slave each one's ARP entry
+# names. Sets HOST_CLIENTS (balanced|not), HOST_SPLIT (percent on sl0/sl1), HOST_MOVE (s, or
+# "driver" when the driver had already put them on two slaves, or never).
+guests_host() {
+    HOST_CLIENTS=not HOST_SPLIT=n/a HOST_MOVE=never
+    _c3=$(cip c3 "$GNET") _c4=$(cip c4 "$GNET")
+    for i in 3 4; do
+        $IP netns exec c$i ping -c 1 -W 3 "$HOSTIP" >/dev/null 2>&1 || say "c$i: ping $HOSTIP failed"
+    done
+    _i3=$(cstate c3 "$HOSTIP") _i4=$(cstate c4 "$HOSTIP")
+    for i in 1 2; do
+        $IP netns exec c$i $TC qdisc replace dev eth0 root tbf rate "$((CAP / 3))mbit" burst 64kb latency 50ms || say "c$i: no tbf"
+    done
+    $IP netns exec c3 $LAB_SOURCE --to "$HOSTIP:$PORT" --seconds 600 >/tmp/src-h3.out 2>&1 &
+    _hp=$!
+    $IP netns exec c4 $LAB_SOURCE --to "$HOSTIP:$PORT" --seconds 600 >/tmp/src-h4.out 2>&1 &
+    _hp="$_hp $!"
+    mark "host: c3, c4 -> $HOSTIP (the host's own), g1 and g2 at cap/3"
+    [ "$_i3" != "$_i4" ] && HOST_MOVE=driver
+    _l0=$(wc -l </tmp/rlbd.log)
+    cs_now
+    _t0=$CS
+    : >/tmp/hsnaps
+    _k=0
+    while [ $_k -lt 24 ]; do
+        cstate_v c3 "$HOSTIP"
+        _s3=$CSTATE
+        cstate_v c4 "$HOSTIP"
+        _s4=$CSTATE
+        cs_now
+        _rel=$((CS - _t0))
+        if [ "$HOST_MOVE" = never ] && { [ "$_s3" != "$_i3" ] || [ "$_s4" != "$_i4" ]; }; then
+            HOST_MOVE=$(secs $_rel)
+        fi
+        # fields: t c3's slave c4's slave c3 bytes c4 bytes uptime rx_sl0 rx_sl1 g1..g4 (gsnap)
+        echo "$(secs $_rel) $_s3 $_s4 $(fbytes "$_c3" "$_c4") $(snap) $(gsnap)" >>/tmp/hsnaps
+        sleep 0.5
+        _k=$((_k + 1))
+    done
+    FDB_HOST=$(sw_fdb)
+    # what rlbd did meanwhile: client moves, guest moves, seconds the guests were not weighed
+    # because a client moved (the engine weighs guests only in a second no client moved)
+    tail -n +$((_l0 + 1)) /tmp/rlbd.log >/tmp/rlbd-host.log
+    H_LOG="client moves $(grep -c 'move .*(02:00:00:00:01:0' /tmp/rlbd-host.log), guest moves $(grep -c 'guest .*moved to' /tmp/rlbd-host.log), guests not weighed (a client moved) $(grep -c 'not weighed this second' /tmp/rlbd-host.log)"
+    grep -e 'move .*(02:00:00:00:01:0' -e 'guest .*moved to' -e 'not weighed this second' /tmp/rlbd-host.log | cut -c1-200 | sed 's/^/    rlbd: /'
+    kill $_hp 2>/dev/null
+    wait $_hp 2>/dev/null
+    for i in 1 2; do $IP netns exec c$i $TC qdisc del dev eth0 root 2>/dev/null; done
+    # the last 3 s (6 samples): host bytes by the slave each client's entry names at the end;
+    # the slaves' and the guests' rates
+    set -- $(awk '{ l[NR] = $0 } END {
+        split(l[NR], b, " "); split(l[NR - 6], a, " "); dt = b[6] - a[6]
+        h3 = (b[4] - a[4]) * 8 / dt / 1e6; h4 = (b[5] - a[5]) * 8 / dt / 1e6
+        n3 = b[2]; n4 = b[3]; if (n3 == "mv0") n3 = "sl0"; if (n4 == "mv0") n4 = "sl0"
+        s[n3] += h3; s[n4] += h4
+        t = s["sl0"] + s["sl1"]
+        printf "%.1f %.1f %.0f %.0f %.1f %.1f %.1f %.1f %s %s", h3, h4, (t > 0 ? 100 * s["sl0"] / t : 0), (t > 0 ? 100 * s["sl1"] / t : 0),
+            (b[7] - a[7]) * 8 / dt / 1e6, (b[8] - a[8]) * 8 / dt / 1e6, (b[10] - a[10]) * 8 / (b[9] - a[9]) / 1e6, (b[11] - a[11]) * 8 / (b[9] - a[9]) / 1e6, b[2], b[3] }' /tmp/hsnaps)
+    HOST_SPLIT=$3/$4
+    say "host: c3 ${_i3} -> $9, c4 ${_i4} -> ${10} (first change at $HOST_MOVE s); last 3 s: host from c3 $1, c4 $2 Mbit/s = ${3}% on sl0, ${4}% on sl1; slaves sl0 $5, sl1 $6 Mbit/s; guests g1 $7, g2 $8 Mbit/s; switch FDB $FDB_HOST"
+    say "  rlbd meanwhile: $H_LOG"
+    say "  c3/c4 entries by time: $(awk '$2 != p2 || $3 != p3 { printf "%s:%s/%s ", $1, $2, $3; p2 = $2; p3 = $3 }' /tmp/hsnaps)"
+    # balanced: a client's entry changed (or the driver split them), and each slave carries at
+    # least a quarter of the host's receive
+    [ "$HOST_MOVE" != never ] && [ "$3" -ge 25 ] && [ "$4" -ge 25 ] && HOST_CLIENTS=balanced
+    # the guests where rlbd left them: g1 and g2 on two switch ports, both receiving
+    _p1=$(echo "$FDB_HOST" | tr ' ' '\n' | sed -n 's/^g1://p') _p2=$(echo "$FDB_HOST" | tr ' ' '\n' | sed -n 's/^g2://p')
+    H_GUESTS=0
+    [ "$_p1" != "$_p2" ] && [ "$_p1" != none ] && [ "$_p2" != none ] && fcmp "$7" '>=' 1 && fcmp "$8" '>=' 1 || H_GUESTS=1
+    H_FIGS="c3 ${_i3} -> $9, c4 ${_i4} -> ${10} at $HOST_MOVE s; host ${3}% on sl0 / ${4}% on sl1 ($1 + $2 Mbit/s); g1 on $_p1 $7, g2 on $_p2 $8 Mbit/s"
+}
+
+# The host's own clients balanced beside the guests (guests_host's figures): given guests up or
+# not, rlbd's ARP steering balances the host's own receive; with guests balanced, g1 and g2 stay
+# on two slaves meanwhile.
+guests_host_checks() {
+    [ -n "$H_FIGS" ] || return 0
+    [ "$HOST_CLIENTS" = balanced ]
+    verdict $? host "with rlbd the host's own clients are balanced in the same run (an ARP entry moved, >= 25% of the host's receive on each slave)" "$H_FIGS"
+    [ "${GIVEN_UP:-0}" = 1 ] && return 0
+    [ "$H_GUESTS" = 0 ]
+    verdict $? host-guests "meanwhile g1 and g2 stay on two slaves and receive" "$H_FIGS"
 }
 
 # All four guests receive and send for 3 s while each client pings its guest; from here on the
@@ -338,8 +452,8 @@ guests_failover() {
 guests_counts() {
     [ -n "$G_SNIFF" ] && kill $G_SNIFF 2>/dev/null && wait $G_SNIFF 2>/dev/null
     G_SNIFF=""
-    fdbmon_probe 02:00:00:00:0f:02 "$GVLAN"
-    _mon=$?
+    _mon=1
+    [ "$G_KIND" = bridge ] && fdbmon_probe 02:00:00:00:0f:02 "$GVLAN" && _mon=0
     kill $G_PIDS 2>/dev/null && wait $G_PIDS 2>/dev/null
     G_PIDS=""
     # named as at setup: alb gives the new active slave the bond's MAC at a failover
@@ -370,6 +484,8 @@ guests_counts() {
     cat /tmp/frames-g1 /tmp/frames-g2 /tmp/frames-g3 /tmp/frames-g4 | grep '^DUP ' | sed 's/^/  /'
     [ "$_got" = 4 ]
     verdict $? dups "measured: every guest counted the frames delivered to it" "$_per ping DUP!: $PING_DUP mixed, $PING_DUP2 after failback"
+    # macvlans: no bridge of the host's to learn a guest's MAC on the bond
+    [ "$G_KIND" = bridge ] || return 0
     FLAPS=0
     _fl=""
     for i in 1 2 3 4; do
@@ -388,6 +504,8 @@ guests_counts() {
 # broadcast); rlbd must release it (its log says so) within 3 s.
 guests_migrate() {
     [ "${GIVEN_UP:-0}" = 1 ] && return 0
+    # a container that migrates takes its macvlan with it
+    [ "$G_KIND" = macvlan ] && $IP -n g4 link del eth0
     $IP netns add m4 || return 1
     NSES="$NSES m4"
     $IP link add eth0 netns m4 address "$(gmac 4)" type veth peer name pm4 netns sw || return 1
@@ -417,18 +535,22 @@ guests_migrate() {
         "after $(secs $((CS - _t0)))s: $(grep -i "guest $(gmac 4)" /tmp/rlbd.log | tail -n 2 | tr '\n' ' ' | cut -c1-300)"
 }
 
-run_guests() { # $1: guests | guests-vlan
+run_guests() { # $1: guests | guests-vlan | guests-macvlan
     SC=$1
     SC_CHECKS=0 SC_FAILS=0 G_PIDS="" G_SNIFF="" G_SWSNIFF="" RLBD_PID="" EXTRA_MACS=""
     KA_X=n/a KA_SL0="" KA_SL1="" D_X=n/a D_BUSY="" FAIL_AT="" D_MOVE=n/a REWRITTEN=n/a DUPS=n/a FLAPS=n/a FAIL_WORST=n/a PING_DUP=0 PING_DUP2=0
     FDB_MIXED="" FDB_CUT0="" FDB_CUT1="" FDB_BACK="" RELEASED=n/a GIVEN_UP=0
+    HOST_CLIENTS=n/a HOST_SPLIT=n/a HOST_MOVE=n/a H_GUESTS="" H_FIGS=""
     GNET=198.18.0 GVLAN=""
     [ "$SC" = guests-vlan ] && GNET=198.18.100 GVLAN=100
+    HOSTIP=$GNET.1
+    G_KIND=bridge
+    [ "$SC" = guests-macvlan ] && G_KIND=macvlan
     cs_now
     t_sc=$CS
     echo "KLAB-SCENARIO $SC begin $(ts)"
     echo "=== SCENARIO $SC (guests behind the bond; $([ "$GUESTS_DAEMON" = 1 ] && echo 'kernel alone, then rlbd' || echo 'the kernel alone, no daemon')) ==="
-    if ! guests_topology "$GVLAN"; then
+    if ! if [ "$G_KIND" = macvlan ]; then guests_macvlan_topology; else guests_topology "$GVLAN"; fi; then
         verdict 1 setup "lab setup" "a command failed"
     else
         _ok=0 _r=""
@@ -439,11 +561,13 @@ run_guests() { # $1: guests | guests-vlan
         verdict $_ok reach "each client reaches its guest (ARP: the MAC each client holds for it)" "$_r"
         guests_heavy
         [ "$GUESTS_DAEMON" = 1 ] && guests_daemon
+        [ "$GUESTS_DAEMON" = 1 ] && [ -n "$RLBD_PID" ] && guests_host
         guests_mixed
         guests_failover
         guests_counts
         if [ "$GUESTS_DAEMON" = 1 ] && [ -n "$RLBD_PID" ]; then
             guests_daemon_checks
+            guests_macvlan_checks
             guests_migrate || verdict 1 released "a guest whose MAC appears behind the switch is released" "setup failed"
             rlbd_alive
             verdict $? alive "rlbd still running at the end" "pid $RLBD_PID"
@@ -452,7 +576,7 @@ run_guests() { # $1: guests | guests-vlan
     fi
     guests_stop
     teardown
-    echo "guests: kernel-alone=$([ "$KA_X" = n/a ] && echo n/a || echo "${KA_X}x") rlbd=$([ "$D_X" = n/a ] && echo n/a || echo "${D_X}x") move_s=$D_MOVE rewritten_frames=$REWRITTEN duplicates=$DUPS fdb_flaps=$FLAPS failover_s=$FAIL_WORST released=$RELEASED"
+    echo "guests: kernel-alone=$([ "$KA_X" = n/a ] && echo n/a || echo "${KA_X}x") rlbd=$([ "$D_X" = n/a ] && echo n/a || echo "${D_X}x") move_s=$D_MOVE rewritten_frames=$REWRITTEN duplicates=$DUPS fdb_flaps=$FLAPS failover_s=$FAIL_WORST released=$RELEASED host_clients=$HOST_CLIENTS host_split=$HOST_SPLIT host_move_s=$HOST_MOVE"
     verdict_all=PASS
     [ "$SC_FAILS" != 0 ] && verdict_all=FAIL
     echo "KLAB-SUMMARY scenario=$SC mode=$([ "$GUESTS_DAEMON" = 1 ] && echo rlbd || echo kernel-alone) place=$(echo "$FDB_MIXED" | tr -d ' ' | sed 's/g/,g/g; s/^,//') base=$KA_X ceil=- move=$D_MOVE total=$D_X mean=- arrive=- rearp=- hostarp=- failover=$FAIL_WORST count=- fact=sl0:${KA_SL0:-?}/sl1:${KA_SL1:-?}Mbit,rewritten:$REWRITTEN,dup:$DUPS,flaps:$FLAPS checks=$((SC_CHECKS - SC_FAILS))/$SC_CHECKS verdict=$verdict_all time=$(cs_now; secs $((CS - t_sc)))"

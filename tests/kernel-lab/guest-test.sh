@@ -25,6 +25,9 @@
 #                  section, and checks of what it achieves
 #   guests-vlan    the same with a VLAN-aware br0 (vlan_filtering 1): the guests untagged members
 #                  of VLAN 100, bond0 a tagged one, the clients on eth0.100 (198.18.100.0/24)
+#   guests-macvlan the guests as containers on macvlans over bond0, each in its own namespace,
+#                  and the host's own address on mv0, a macvlan of its own (guest-macvlan.sh,
+#                  which also probes what the host's namespace sees of a container's macvlan)
 # Each scenario's checks: the driver's placement; without steering the pair gets one slave's
 # capacity; with steering (rlbd, or the stand-in when STANDIN=1) a client of the pair is on sl1
 # for every address it uses within 5 s of the traffic's start; the pair then reaches TOTAL_X times
@@ -40,6 +43,7 @@ HERE=$(dirname "$0")
 . "$HERE/guest-lib.sh"
 . "$HERE/guest-flat.sh"
 . "$HERE/guest-guests.sh"
+. "$HERE/guest-macvlan.sh"
 
 # ---- scenarios: topology, placement, stages ----------------------------------------------------
 # A scenario sets STAGES and, per stage S: S_PAIR (the heavy pair), S_NET (the clients' /24),
@@ -693,7 +697,7 @@ done
 for sc in $SCENARIOS; do
     case "$sc" in
     flat | vlan | two-vlans | two-addresses | bridge | macvlan | ipvlan | qinq) NIC=""; run_scenario "$sc" ;;
-    guests | guests-vlan) NIC=""; run_guests "$sc" ;;
+    guests | guests-vlan | guests-macvlan) NIC=""; run_guests "$sc" ;;
     *@igb | *@virtio | *@e1000e)
         NIC=${sc#*@}
         run_scenario "$sc"

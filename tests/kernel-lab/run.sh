@@ -24,7 +24,8 @@
 #   6.12  bookworm-backports' (trixie's series; .ko.xz modules, decompressed when unpacked)
 # Scenarios (names as words): flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq
 #   (guest-test.sh describes each), with veth slaves; guests guests-vlan: four guests (namespaces)
-#   behind a bridge over the bond, measured with the kernel alone and then with rlbd's [guests]
+#   behind a bridge over the bond (guests-macvlan: containers on macvlans over it,
+#   guest-macvlan.sh), measured with the kernel alone and then with rlbd's [guests]
 #   (guest-guests.sh; `PLAN="6.12:guests" tests/kernel-lab/run.sh`; each prints a
 #   "guests: kernel-alone=..." line, collected at the end of the run); SCENARIO@NIC runs a scenario with slaves
 #   that are QEMU-emulated NICs instead (NIC: igb, virtio, e1000e; all: flat@igb vlan@igb
@@ -98,7 +99,7 @@ CACHE="$HERE/cache"
 ALL_KERNELS="5.10 6.1 6.12"
 ALL_SCENARIOS="flat vlan two-vlans two-addresses bridge macvlan ipvlan qinq"
 # guests behind a bridge over the bond (guest-guests.sh): veth slaves only
-GUEST_SCENARIOS="guests guests-vlan"
+GUEST_SCENARIOS="guests guests-vlan guests-macvlan"
 NIC_SCENARIOS="flat@igb vlan@igb two-addresses@igb flat@virtio flat@e1000e"
 ALL_NICS="igb virtio e1000e"
 # Per NIC: QEMU's device, and its PCI slots (decimal) "slave0,slave1,switch0,switch1": the
@@ -335,7 +336,7 @@ SAMPLE=$SAMPLE
 KVER=$KVER
 EOF2
     install -m 0755 "$HERE/guest-test.sh" "$ROOT/klab/guest-test.sh"
-    install -m 0644 "$HERE/guest-lib.sh" "$HERE/guest-flat.sh" "$HERE/guest-guests.sh" "$ROOT/klab/"
+    install -m 0644 "$HERE/guest-lib.sh" "$HERE/guest-flat.sh" "$HERE/guest-guests.sh" "$HERE/guest-macvlan.sh" "$ROOT/klab/"
     cat >"$ROOT/init" <<'EOF2'
 #!/bin/busybox sh
 export PATH=/bin:/usr/bin:/usr/sbin:/sbin

@@ -78,6 +78,14 @@ impl FdbEntry {
         self.bridge().is_some_and(|br| br != self.ifindex) && self.kind == FdbKind::Learned
     }
 
+    /// A unicast address on a device's own address list (`self permanent`): one the device
+    /// accepts besides its own MAC, which an upper device put there (a macvlan that is up adds
+    /// its MAC to its lower device's list wherever it lives, in another namespace too; a VLAN
+    /// device with a MAC of its own likewise).
+    pub fn is_own_unicast(&self) -> bool {
+        self.own && self.kind == FdbKind::Local && self.mac.is_unicast() && !self.mac.is_zero()
+    }
+
     pub fn key(&self) -> FdbKey {
         FdbKey {
             table: self.bridge().unwrap_or(self.ifindex),

@@ -114,6 +114,38 @@ fn a_devices_own_entry_is_not_the_bridges() {
     );
 }
 
+/// A device's own entry as `ndo_dflt_fdb_dump` fills it: NTF_SELF, PERMANENT, no NDA_MASTER.
+fn own_msg(dev: u32, mac: Mac) -> NeighbourMessage {
+    let mut msg = NeighbourMessage::default();
+    msg.header.family = AddressFamily::Bridge;
+    msg.header.ifindex = dev;
+    msg.header.state = NeighbourState::Permanent;
+    msg.header.flags = NeighbourFlags::Own;
+    msg.attributes = vec![NeighbourAttribute::LinkLayerAddress(mac.octets().to_vec())];
+    msg
+}
+
+#[test]
+fn a_macvlans_mac_on_its_lower_devices_list_is_an_own_unicast_entry() {
+    let e = parse_ok(&own_msg(PORT, GUEST));
+    assert!(e.is_own_unicast(), "{e:?}");
+    assert_eq!((e.ifindex, e.bridge()), (PORT, None));
+    // The multicast filter's entries, the all-zero address, and a bridge's own permanent
+    // entry (not NTF_SELF) are not.
+    for mac in [
+        Mac(0x33, 0x33, 0, 0, 0, 1),
+        Mac(1, 0, 0x5e, 0, 0, 1),
+        Mac(0, 0, 0, 0, 0, 0),
+    ] {
+        assert!(!parse_ok(&own_msg(PORT, mac)).is_own_unicast(), "{mac}");
+    }
+    assert!(!parse_ok(&bridge_msg(PORT, NeighbourState::Permanent, None)).is_own_unicast());
+    // An address added by hand to a device's list as static (NOARP only) is not a permanent one.
+    let mut msg = own_msg(PORT, GUEST);
+    msg.header.state = NeighbourState::Noarp;
+    assert!(!parse_ok(&msg).is_own_unicast());
+}
+
 #[test]
 fn a_move_to_another_port_keeps_the_key() {
     let here = parse_ok(&bridge_msg(PORT, NeighbourState::Reachable, Some(100)));

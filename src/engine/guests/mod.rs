@@ -6,12 +6,17 @@ use log::Level;
 use super::io::{Output, SendTag, Topic};
 use super::Engine;
 use crate::client::ClientKey;
-use crate::guests::{FdbFact, GuestAction, GuestCount};
+use crate::guests::{macvlan_fact, FdbFact, GuestAction, GuestCount};
 use crate::logging::{Fields, MessageId};
 use crate::netlink::{BondMode, FdbKind, LinkKind, NlEvent};
 use crate::steer::{guest_announcement, tagged};
 
 impl Engine {
+    /// The containers' macvlans on the bond (or its VLANs) taken as guests now.
+    pub fn macvlan_guests(&self) -> usize {
+        self.guests.iter().filter(|g| g.macvlan).count()
+    }
+
     /// The guests table's view of the host: the bond, the bridges it is a port of, the ports'
     /// names; and whether the guest path should be on (guests enabled and a bridge to serve).
     pub(super) fn guests_topology(&mut self) {
@@ -37,21 +42,42 @@ impl Engine {
             let text = format!("guests are not balanced: {why}");
             self.out.log(Level::Error, Topic::Guest, text);
         }
-        let on = self.guests.enabled() && !bridges.is_empty() && bond.is_some();
-        if on != self.guest_path {
-            self.guest_path = on;
-            self.out.push(Output::GuestPath { on });
-            let text = match bridges.first() {
-                Some((_, br)) if on => {
-                    format!("guests: balancing the guests of {br} over the bond")
-                }
-                _ => {
-                    "guests: not balancing guests (no bridge over the bond, or switched off)".into()
-                }
-            };
-            self.out.log(Level::Info, Topic::Guest, text);
-        }
+        let lowers = self.macvlan_lowers();
+        self.guests.set_lowers(&lowers, &mut self.guest_actions);
+        let served = !bridges.is_empty() || self.guests.has_macvlans();
+        let on = self.guests.enabled() && served && bond.is_some();
+        self.set_guest_path(on, bridges.first().map(|b| b.1.as_str()));
         self.carry_out_guests();
+    }
+
+    /// The guest path on or off (said once per change): on while guests are enabled and a
+    /// bridge over the bond, or a container's macvlan on it, has guests to serve.
+    fn set_guest_path(&mut self, on: bool, bridge: Option<&str>) {
+        if on == self.guest_path {
+            return;
+        }
+        self.guest_path = on;
+        self.out.push(Output::GuestPath { on });
+        let text = match bridge {
+            Some(br) if on => format!("guests: balancing the guests of {br} over the bond"),
+            None if on => "guests: balancing the containers' macvlans over the bond".into(),
+            _ => "guests: not balancing guests (no bridge or container's macvlan over the bond, \
+                  or switched off)"
+                .into(),
+        };
+        self.out.log(Level::Info, Topic::Guest, text);
+    }
+
+    /// The devices whose own address lists name macvlan guests: the bond (VLAN 0) and the
+    /// 802.1Q VLAN devices over it.
+    fn macvlan_lowers(&self) -> Vec<(u32, u16)> {
+        let Some(bond) = self.lan.ports.bond_index else {
+            return Vec::new();
+        };
+        let links = self.lan.host.links().values();
+        let vlans = links.filter(|l| l.parent == Some(bond) && l.kind == Some(LinkKind::Vlan));
+        let tagged = vlans.filter_map(|l| l.vlan.filter(|v| !v.ad).map(|v| (l.index, v.id)));
+        std::iter::once((bond, 0)).chain(tagged).collect()
     }
 
     /// The shell could not set the guest path up: guests are given up (released, the path
@@ -68,12 +94,20 @@ impl Engine {
         }
     }
 
-    /// The bridge FDB entries of a netlink batch (a bridge's table only: a device's own
-    /// address list says nothing of where a MAC is).
+    /// The FDB entries of a netlink batch: a bridge's table (where a guest's MAC is), and the
+    /// own address lists of the bond and its VLANs (the containers' macvlans on them: their
+    /// first one turns the guest path on).
     pub(super) fn on_fdb(&mut self, now: u64, events: &[NlEvent]) {
-        if !self.guest_path {
+        if !self.guests.enabled()
+            || !events
+                .iter()
+                .any(|e| matches!(e, NlEvent::Fdb(_) | NlEvent::FdbRemoved(_)))
+        {
             return;
         }
+        let lowers = self.macvlan_lowers();
+        let links = self.lan.host.links().values();
+        let host_macs: Vec<crate::Mac> = links.filter_map(|l| l.mac).collect();
         self.lan.ports.views_into(&mut self.bufs.ports);
         for ev in events {
             let (e, removed) = match ev {
@@ -81,16 +115,27 @@ impl Engine {
                 NlEvent::FdbRemoved(e) => (e, true),
                 _ => continue,
             };
-            let Some(bridge) = e.master.filter(|_| !e.own) else {
-                continue;
+            let fact = match e.bridge() {
+                Some(bridge) if self.guest_path => FdbFact {
+                    key: ClientKey::new(e.mac, e.vlan),
+                    bridge_port: e.ifindex,
+                    bridge,
+                    learned: e.kind == FdbKind::Learned || e.ext_learned,
+                    removed,
+                    macvlan: false,
+                },
+                Some(_) => continue,
+                None => match macvlan_fact(e, &lowers, &host_macs, removed) {
+                    Some(f) => f,
+                    None => continue,
+                },
             };
-            let fact = FdbFact {
-                key: ClientKey::new(e.mac, e.vlan),
-                bridge_port: e.ifindex,
-                bridge,
-                learned: e.kind == FdbKind::Learned || e.ext_learned,
-                removed,
-            };
+            if fact.macvlan && !fact.removed && !self.guest_path {
+                if self.lan.ports.bond_index.is_none() {
+                    continue;
+                }
+                self.set_guest_path(true, None);
+            }
             self.guests
                 .on_fdb(now, &fact, &self.bufs.ports, &mut self.guest_actions);
         }
@@ -105,7 +150,14 @@ impl Engine {
     /// The second's balancing of guests, after the clients': only when no client moved this
     /// second (the ports' next reading shows what a client move left).
     pub(super) fn rebalance_guests(&mut self, now: u64, client_moves: bool) {
-        if !self.guest_path || client_moves {
+        if !self.guest_path {
+            return;
+        }
+        if client_moves {
+            if self.bufs.ports.iter().any(|p| p.overloaded) {
+                let text = "guests: not weighed this second: a client moved".to_string();
+                self.out.log(Level::Debug, Topic::Guest, text);
+            }
             return;
         }
         let policy = &self.settings.policy;
@@ -173,3 +225,6 @@ impl Engine {
         self.out.push(Output::Send { port, tag, frame });
     }
 }
+
+#[cfg(test)]
+mod tests;
