@@ -5,7 +5,8 @@
 # macvlan (mode bridge) made on bond0 in the server's namespace and moved into the guest's, MAC
 # 02:00:00:00:03:0N, address 198.18.0.3N. The host's own address 198.18.0.1 sits on mv0, a
 # macvlan of its own namespace (MAC 02:00:00:00:00:30): rlbd must take it as the host's (its
-# clients steered by ARP), never as a guest. The slaves' egress is capped as in `guests`.
+# clients steered by ARP), never as a guest; arp_ignore 1, so that only mv0 answers for it. The
+# slaves' egress is capped as in `guests`.
 #
 # The probe, before the guests: what the server's namespace sees of a macvlan's MAC. A macvlan
 # that is up puts its MAC on its lower device's unicast address list (dev_uc_add), wherever the
@@ -69,6 +70,10 @@ guests_macvlan_topology() {
     srv $IP link add mv0 link bond0 address $MVH_MAC type macvlan mode bridge || return 1
     srv $IP link set mv0 up
     srv $IP addr add "$HOSTIP/24" dev mv0 || return 1
+    # only mv0 answers for its address (without it bond0 answers too, balanced by the driver,
+    # and the client keeps whichever answer came last): the host's clients start on the active
+    # slave, for rlbd to move
+    srv sysctl -qw net.ipv4.conf.all.arp_ignore=1
     EXTRA_MACS="$MVH_MAC=mv0"
     for i in 1 2 3 4; do
         $IP netns add g$i || return 1
