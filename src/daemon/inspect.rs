@@ -198,7 +198,10 @@ mod tests {
             .collect();
         assert_eq!(
             caps,
-            [("rlbd-nosuch-a".into(), 10e6), ("rlbd-nosuch-b".into(), 25e6)]
+            [
+                ("rlbd-nosuch-a".into(), 10e6),
+                ("rlbd-nosuch-b".into(), 25e6)
+            ]
         );
         // Without [capacity] and without a speed: none, which check_live refuses.
         let mut e = Engine::new(settings(&[]), 1_000);
