@@ -35,12 +35,7 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
         .collect();
     let mut e = Engine::new(settings.clone(), super::monotonic_ms());
     e.handle(super::monotonic_ms(), Input::Netlink(&events));
-    let mut guest_path = false;
-    while let Some(o) = e.poll_output() {
-        if let Output::GuestPath { on } = o {
-            guest_path = on;
-        }
-    }
+    let guest_path = settle(&mut e);
     if let Some((ifname, why)) = e.unsupported().first() {
         return Err(Failure::config(format!(
             "interface {ifname} on the bond cannot be steered: {why}"
@@ -106,6 +101,35 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
     Ok(lines)
 }
 
+/// Drains the engine's outputs as `run` would carry them, up to what a look needs: each port
+/// whose capture `run` would open is told its link's speed (no socket is opened), so that its
+/// capacity is the engine's own (`[capacity]`, else that speed). Returns whether the guests'
+/// path would be set up.
+fn settle(e: &mut Engine) -> bool {
+    let mut guest_path = false;
+    let mut opened = Vec::new();
+    loop {
+        while let Some(o) = e.poll_output() {
+            match o {
+                Output::GuestPath { on } => guest_path = on,
+                Output::OpenCapture { port } => opened.push(port),
+                _ => {}
+            }
+        }
+        let Some(port) = opened.pop() else {
+            return guest_path;
+        };
+        let name = e.ports().list.get(port).map(|p| p.name.clone());
+        let speed_mbps = name.and_then(|n| crate::netlink::link_speed_mbps(&n));
+        let input = Input::CaptureOpened {
+            port,
+            speed_mbps,
+            error: None,
+        };
+        e.handle(super::monotonic_ms(), input);
+    }
+}
+
 /// `learned`: MACs the host's bridges learned, and containers' macvlans on the bond.
 fn guests_line(settings: &Settings, on: bool, (learned, macvlans): (usize, usize)) -> String {
     match (settings.guests.enabled, on) {
@@ -119,5 +143,76 @@ fn guests_line(settings: &Settings, on: bool, (learned, macvlans): (usize, usize
                 .into()
         }
         (false, _) => "guests: not balanced ([guests] enabled = false)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::host::testing::{link, BOND};
+    use crate::netlink::LinkInfo;
+
+    fn slave(index: u32, name: &str) -> NlEvent {
+        let NlEvent::Link(l) = link(index, name, None) else {
+            unreachable!()
+        };
+        NlEvent::Link(LinkInfo {
+            master: Some(BOND),
+            ..l
+        })
+    }
+
+    fn settings(capacity: &[(&str, f64)]) -> Settings {
+        let capacity_mbps: BTreeMap<String, f64> =
+            capacity.iter().map(|(n, m)| (n.to_string(), *m)).collect();
+        Settings {
+            target: Some(Target::Bond("bond0".into())),
+            log_level: "info".into(),
+            dry_run: false,
+            policy: Default::default(),
+            capacity_mbps,
+            steering: Default::default(),
+            capture: Default::default(),
+            observability: Default::default(),
+            guests: Default::default(),
+            clients: Default::default(),
+            config_path: None,
+        }
+    }
+
+    /// The ports get the capacity `run` would give them: `[capacity]` here (the test's ports have
+    /// no link in sysfs, so no speed). Found by the system lab: without the captures' answer a
+    /// port's capacity stayed 0, and every live bond was refused for "no usable link speed".
+    #[test]
+    fn a_port_has_the_capacity_run_would_give_it() {
+        let events = [
+            link(BOND, "bond0", Some("bond")),
+            slave(21, "rlbd-nosuch-a"),
+            slave(22, "rlbd-nosuch-b"),
+        ];
+        let given = settings(&[("rlbd-nosuch-a", 10.0), ("rlbd-nosuch-b", 25.0)]);
+        let mut e = Engine::new(given, 1_000);
+        e.handle(1_000, Input::Netlink(&events));
+        assert!(!settle(&mut e));
+        let caps: Vec<(String, f64)> = e
+            .ports()
+            .list
+            .iter()
+            .map(|p| (p.name.clone(), p.capacity_bps))
+            .collect();
+        assert_eq!(
+            caps,
+            [
+                ("rlbd-nosuch-a".into(), 10e6),
+                ("rlbd-nosuch-b".into(), 25e6)
+            ]
+        );
+        // Without [capacity] and without a speed: none, which check_live refuses.
+        let mut e = Engine::new(settings(&[]), 1_000);
+        e.handle(1_000, Input::Netlink(&events));
+        settle(&mut e);
+        assert!(e.ports().list.iter().all(|p| p.capacity_bps == 0.0));
     }
 }

@@ -18,8 +18,10 @@
 #   Debian 12:
 #   boot 1, networkd makes bond0: install the package, `systemctl enable --now rlbd@bond0`, then
 #           READY and the status text, user and capabilities, status/metrics for root and group
-#           rlbd, the move and 1.8x, reload (a bad file refused), watchdog on SIGSTOP and the
-#           resume from the state file, SIGKILL, a bad configuration file, the bond deleted and
+#           rlbd, the move and 1.8x, the move's journal fields (`journalctl RLBD_REASON=overload`,
+#           its MESSAGE_ID), reload (a bad file refused, its MESSAGE_ID), watchdog on SIGSTOP and
+#           the resume from the state file, SIGKILL, a bad configuration file, `check-config
+#           --bond` on bond0 and on a bond with arp_validate, the bond deleted and
 #           made again by networkd, the journal's priorities; the administrator switches the
 #           machine to ifupdown and reboots;
 #   boot 2, ifupdown makes bond0: rlbd started at boot after the bond, without a failed start;
