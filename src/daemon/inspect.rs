@@ -37,7 +37,7 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
     e.handle(super::monotonic_ms(), Input::Netlink(&events));
     let mut guest_path = false;
     while let Some(o) = e.poll_output() {
-        if let Output::GuestPath { on } = o {
+        if let Output::GuestPath { on, .. } = o {
             guest_path = on;
         }
     }

@@ -257,15 +257,6 @@ impl Daemon {
     fn read_netlink(&mut self) {
         let now = monotonic_ms();
         self.edge.nl.read();
-        // The port's packet rate chooses its capture sampling ratio (the capture's own tuning).
-        for ev in self.edge.nl.events() {
-            if let crate::netlink::NlEvent::Link(l) = ev {
-                let ports = self.engine.ports();
-                if let (Some(i), Some(pk)) = (ports.by_ifindex(l.index), l.rx_packets) {
-                    self.edge.captures.sample_from_counter(ports, i, now, pk);
-                }
-            }
-        }
         self.engine
             .handle(now, Input::Netlink(self.edge.nl.events()));
         self.route();
@@ -279,7 +270,7 @@ impl Daemon {
     /// Routes what answering a request took out of the engine besides the answer.
     fn route_stashed(&mut self) {
         for o in std::mem::take(&mut self.stashed) {
-            self.edge.carry(&mut self.engine, o);
+            self.edge.carry(o);
         }
         self.route();
     }
@@ -307,43 +298,32 @@ impl Daemon {
         result
     }
 
-    /// The configuration read again. What the shell holds (the log level, the capture sockets'
-    /// sampling limit, the control socket's settings) it applies itself; the rest goes to the
-    /// engine, which keeps all its state (moves, rates, the client table).
+    /// The configuration read again and handed to the engine, which keeps all its state
+    /// (moves, rates, the client table) and answers. What the shell holds (the log level, the
+    /// control socket's settings) it applies when the engine accepts the settings.
     fn reload_config(&mut self, why: &str) -> Result<String, String> {
-        let new = match (self.reload)() {
-            Ok(new) => new,
-            Err(e) => {
-                let why_not =
-                    format!("configuration not reloaded: {e}; running on with the settings it had");
-                log::error!("{why}: {why_not}");
-                return Err(why_not);
+        let mut observability = None;
+        let input = match (self.reload)() {
+            Ok(new) => {
+                self.edge.reload_level = Some(new.log_level.clone());
+                observability = Some(new.observability.clone());
+                let settings = Box::new(new);
+                Input::Reload { settings, why }
             }
-        };
-        if let Some(e) = self.engine.pins_refused(&new.clients) {
-            let why_not =
-                format!("configuration not reloaded: {e}; running on with the settings it had");
-            log::error!("{why}: {why_not}");
-            return Err(why_not);
-        }
-        let restart = crate::engine::restart_needed(self.engine.settings(), &new);
-        let from = new
-            .config_path
-            .as_ref()
-            .map_or_else(|| "built-in defaults".into(), |p| p.display().to_string());
-        let limit = new.capture.sampling_limit();
-        self.edge
-            .captures
-            .set_sampling_limit(self.engine.ports(), limit);
-        crate::logging::set_level(&new.log_level);
-        self.observability = new.observability.clone();
-        let input = Input::Reload {
-            settings: Box::new(new),
-            why,
+            Err(e) => Input::ReloadFailed {
+                why,
+                error: e.to_string(),
+            },
         };
         self.engine.handle(monotonic_ms(), input);
         self.route();
-        Ok(reload::answer(&from, &restart))
+        self.edge.reload_level = None;
+        let answer = self.edge.reloaded.take();
+        let answer = answer.unwrap_or_else(|| Err("the engine gave no answer".into()));
+        if let (Ok(_), Some(o)) = (&answer, observability) {
+            self.observability = o;
+        }
+        answer
     }
 
     /// The start-up snapshot into the engine, the ports found, checked and captured, and an

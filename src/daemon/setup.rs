@@ -166,20 +166,10 @@ pub fn build(
         ..RingConfig::default()
     };
     let poll = Poll::new().map_err(|e| Failure::io("cannot create the event loop", e))?;
-    let captures = Captures::new(
-        ring,
-        CAPTURE_BASE,
-        settings.capture.sampling_limit(),
-        settings.capture.kernel_counting(),
-        crate::capture::ebpf::map_entries(settings.capture.table_size),
-    );
-    let edge = Edge {
-        poll,
-        nl: NetlinkReader::new(nl),
-        guests: Default::default(),
-        captures,
-        state: StateFile::new(state_path(state, &target)),
-    };
+    let map_entries = crate::capture::ebpf::map_entries(settings.capture.table_size);
+    let captures = Captures::new(ring, CAPTURE_BASE, map_entries);
+    let state = StateFile::new(state_path(state, &target));
+    let edge = Edge::new(poll, NetlinkReader::new(nl), captures, state);
     let mut d = Daemon {
         reload,
         edge,

@@ -63,11 +63,23 @@ struct Rig {
     /// `fail_refused`, the refused client's neighbour entry fails right after.
     refuse_next: bool,
     fail_refused: bool,
+    /// The hooks the kernel refuses the counting program at (none: tc takes it).
+    refuse_hooks: Vec<CountingHook>,
+    /// What the shell reports of each port at the end of the next second.
+    facts: Vec<PortSecond>,
+    /// Every other output, in order (hooks asked for, ratios set, guest ports, reload
+    /// answers).
+    others: Vec<Output>,
 }
 
 impl Rig {
     /// The bond, its slaves, the server's address, and clients 1-4 confirmed (5: not).
     fn new() -> Rig {
+        Rig::with(settings(), &[])
+    }
+
+    /// The same with `settings`, the kernel refusing the counting program at `refuse`.
+    fn with(settings: Settings, refuse: &[CountingHook]) -> Rig {
         let mut events = vec![link(BOND, "bond0", Some("bond"))];
         events.extend((0..3).map(|i| slave(i, 0)));
         events.push(addr(BOND, "198.18.0.1/24"));
@@ -76,7 +88,7 @@ impl Rig {
             events.push(neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
         }
         let mut r = Rig {
-            e: Engine::new(settings(), START),
+            e: Engine::new(settings, START),
             now: START,
             rx: [0; 3],
             sends: Vec::new(),
@@ -86,6 +98,9 @@ impl Rig {
             at: Default::default(),
             refuse_next: false,
             fail_refused: false,
+            refuse_hooks: refuse.to_vec(),
+            facts: Vec::new(),
+            others: Vec::new(),
         };
         r.e.handle(r.now, Input::Netlink(&events));
         r.drain();
@@ -96,6 +111,7 @@ impl Rig {
         while let Some(o) = self.e.poll_output() {
             match o {
                 Output::Send { port, tag, frame } => {
+                    let port = port.id.index();
                     self.sends.push((port, tag));
                     let refuse = matches!(tag, SendTag::Update { tries: 1, .. })
                         && std::mem::take(&mut self.refuse_next);
@@ -119,9 +135,30 @@ impl Rig {
                 }
                 Output::OpenCapture { port } => {
                     let input = Input::CaptureOpened {
-                        port,
+                        port: port.id,
                         speed_mbps: Some(1000),
                         error: None,
+                    };
+                    self.e.handle(self.now, input);
+                }
+                Output::AttachHook { port, hook } => {
+                    self.others.push(Output::AttachHook {
+                        port: port.clone(),
+                        hook,
+                    });
+                    let result = if self.refuse_hooks.contains(&hook) {
+                        Err(format!("{}: {} refused", port.name, hook.as_str()))
+                    } else {
+                        Ok(HookFacts {
+                            store: "slots",
+                            tc_attach: (hook == CountingHook::Tc).then_some("tcx"),
+                            store_fallback: None,
+                        })
+                    };
+                    let input = Input::HookAttached {
+                        port: port.id,
+                        hook,
+                        result,
                     };
                     self.e.handle(self.now, input);
                 }
@@ -133,7 +170,7 @@ impl Rig {
                 Output::Log { topic, text, .. } => self.logs.push((topic, text)),
                 Output::Persist(p) => self.persisted = Some(*p),
                 Output::Summary(s) => self.summaries.push(s),
-                _ => {}
+                o => self.others.push(o),
             }
         }
     }
@@ -147,20 +184,21 @@ impl Rig {
             let bytes = (mbps * 1e6 / 8.0) as u64;
             self.rx[port] += bytes;
             let input = Input::Counted {
-                port: port as u16,
+                port: PortId::new(port),
                 key: ClientKey::untagged(mac),
                 src: IpAddr::V4(ip),
                 dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
                 bytes,
+                for_host: true,
+                dst_mac: Mac(2, 0, 0, 0, 0, port as u8),
             };
             self.e.handle(self.now, input);
         }
         self.deadlines(1000);
+        let facts = std::mem::take(&mut self.facts);
         let second = Input::Second {
             counts: &[],
-            whole: true,
-            ring_drops: false,
-            sampling: &[],
+            ports: &facts,
         };
         self.e.handle(self.now, second);
         self.drain();
@@ -432,10 +470,8 @@ fn the_bytes_counted_on_each_port_are_in_its_status_beside_the_kernel_counter() 
         src: Some(IpAddr::V4(ip)),
     };
     let second = Input::Second {
-        counts: &[(1, d)],
-        whole: true,
-        ring_drops: false,
-        sampling: &[],
+        counts: &[(PortId::new(1), d)],
+        ports: &[],
     };
     r.e.handle(r.now, second);
     r.drain();
@@ -560,3 +596,5 @@ fn a_retry_goes_only_to_a_client_still_confirmed() {
         }
     }
 }
+
+mod facts;
