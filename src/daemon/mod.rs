@@ -3,9 +3,11 @@
 //!
 //! Each wakeup: signals, netlink messages, captured frames and control requests become engine
 //! inputs (in bounded batches, so none starves the others); once a second the kernel's counts
-//! do; the engine's deadlines come back as `Input::Deadline`. After every input the engine's
-//! outputs are routed: frames to the capture sockets (their outcome back in), log records to
-//! the log, captures opened and closed, counters asked for, the state file written.
+//! and the sockets' facts do; the engine's deadlines come back as `Input::Deadline`. After
+//! every input the engine's outputs are routed (`edge.rs`): frames to the capture sockets,
+//! log records to the log, captures opened and closed, counting hooks attached, sampling ratios
+//! set, counters asked for, the state file written; what became of each is queued and handed
+//! back once they are all routed.
 
 mod captures;
 mod control;
@@ -23,7 +25,6 @@ pub use inspect::check_live;
 
 use std::time::{Duration, Instant};
 
-use log::info;
 use mio::{Events, Interest, Token};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
@@ -98,14 +99,16 @@ impl Daemon {
     pub fn run(mut self) -> Result<(), Failure> {
         let mut signals = self.register()?;
         // Served by this loop; dropping it (any return below) removes the socket file.
-        let name = match &self.engine.ports().target {
-            Target::Bond(b) => b.clone(),
-            Target::Ports(p) => p.first().cloned().unwrap_or_default(),
+        let name = match &self.engine.settings().target {
+            Some(Target::Bond(b)) => b.clone(),
+            Some(Target::Ports(p)) => p.first().cloned().unwrap_or_default(),
+            None => String::new(),
         };
         let mut control = Control::open(&name, &self.observability, self.edge.poll.registry())?;
         let summary = self.status(Some(0)).summary();
         setup::sd_notify(&format!("READY=1\nSTATUS={summary}"));
-        info!("{summary}");
+        self.engine.handle(monotonic_ms(), Input::Started);
+        self.route();
         let mut events = Events::with_capacity(64);
         loop {
             let timeout = self.timeout();
@@ -179,7 +182,9 @@ impl Daemon {
         for sig in signals.pending() {
             match sig {
                 SIGTERM | SIGINT => {
-                    info!("signal {sig}: exiting");
+                    self.engine
+                        .handle(monotonic_ms(), Input::Stopping { signal: sig });
+                    self.route();
                     setup::sd_notify("STOPPING=1");
                     return true;
                 }
@@ -187,7 +192,14 @@ impl Daemon {
                     // Logged; SIGHUP has no one to answer.
                     let _ = self.reload("SIGHUP");
                 }
-                SIGUSR1 => report::log_state(&self.status(None)),
+                SIGUSR1 => {
+                    let captures = report::capture_facts(&self.edge.captures);
+                    let input = Input::DumpState {
+                        captures: &captures,
+                    };
+                    self.engine.handle(monotonic_ms(), input);
+                    self.route();
+                }
                 _ => {}
             }
         }
@@ -328,7 +340,7 @@ impl Daemon {
 
     /// The start-up snapshot into the engine, the ports found, checked and captured, and an
     /// earlier daemon's state taken over.
-    fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Failure> {
+    fn start(&mut self, snap: Snapshot) -> Result<(), Failure> {
         use crate::netlink::NlEvent;
         let events: Vec<NlEvent> = snap
             .links
@@ -353,17 +365,6 @@ impl Daemon {
             return Err(Failure::config(e.to_string()));
         }
         self.edge.route_start(&mut self.engine)?;
-        // At boot the bond's device appears before the network manager enslaves its slaves
-        // (systemd-networkd does it moments later): wait for them, as for a bond that returns.
-        if let Target::Bond(name) = target {
-            if !self.engine.ports().list.iter().any(|p| p.present) {
-                info!("bond {name} has no slaves yet; waiting for them");
-            }
-        }
-        info!(
-            "the server's interfaces: {}",
-            self.engine.shape().join(", ")
-        );
         if let Some(state) = self.edge.state.read() {
             let file = self.edge.state.path().map(|p| p.display().to_string());
             let input = Input::Restore {

@@ -180,6 +180,6 @@ pub fn build(
         stashed: Vec::new(),
         engine: Engine::new(settings, monotonic_ms()),
     };
-    d.start(snap, &target)?;
+    d.start(snap)?;
     Ok(d)
 }

@@ -93,6 +93,15 @@ pub enum Input<'a> {
     /// The status, for the control socket (`top`: the busiest clients only; `Some(0)`: no
     /// client list, as the metrics want it).
     StatusQuery { top: Option<usize> },
+    /// The whole state into the log (SIGUSR1), with each port's capture figures by index.
+    DumpState {
+        captures: &'a [super::report::CaptureFacts],
+    },
+    /// The shell is up: its sockets open, the start-up checks passed, an earlier daemon's
+    /// state taken over.
+    Started,
+    /// The daemon exits on `signal` (SIGTERM, SIGINT).
+    Stopping { signal: i32 },
 }
 
 /// What the engine asks the shell to do.
@@ -186,6 +195,8 @@ pub enum Topic {
     Steer,
     /// A guest behind the bond placed, moved or released.
     Guest,
+    /// The daemon's life: stopping, the state dumped on demand.
+    State,
 }
 
 /// What a frame the engine asked to send was for; it comes back with the frame's outcome.

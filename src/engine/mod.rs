@@ -17,6 +17,7 @@ mod frames;
 mod guests;
 mod io;
 mod lan;
+mod lifecycle;
 mod outbox;
 mod persist;
 mod reload;
@@ -181,6 +182,9 @@ impl Engine {
             Input::Restore { state, file } => self.restore(now, *state, &file),
             Input::GuestCounts(counts) => self.on_guest_counts(now, counts),
             Input::GuestPathFailed { why } => self.guest_path_failed(why),
+            Input::DumpState { captures } => self.dump_state(now, captures),
+            Input::Started => self.started(now),
+            Input::Stopping { signal } => self.stopping(signal),
             Input::StatusQuery { top } => {
                 let r = report::status(self, now, top);
                 self.out.push(Output::Status(Box::new(r)));

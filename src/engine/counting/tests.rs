@@ -159,8 +159,8 @@ fn a_full_map_is_a_second_not_whole_and_its_frames_are_kept_as_uncounted() {
     c.hook_attached(&refs[0], CountingHook::Tc, Ok(facts()), &mut out);
     drain(&mut out);
     let full = [second(None, MapRead::Read { lost: 4 })];
-    assert_eq!(c.second(1000, &full, &refs, &mut out).0, false);
-    assert_eq!(c.second(2000, &full, &refs, &mut out).0, false);
+    assert!(!c.second(1000, &full, &refs, &mut out).0);
+    assert!(!c.second(2000, &full, &refs, &mut out).0);
     assert_eq!(c.uncounted(0), 8);
     assert_eq!(logs(&drain(&mut out)).len(), 1, "told once an episode");
     let room = [second(None, MapRead::Read { lost: 0 })];
