@@ -438,3 +438,67 @@ fn the_state_dump_and_the_start_are_the_engines_log_records() {
     r.drain();
     assert_eq!(logged(&r, "signal 15: exiting"), 1);
 }
+
+fn guest_ports(r: &Rig) -> Vec<String> {
+    r.others
+        .iter()
+        .filter_map(|o| match o {
+            Output::GuestPort { port } => Some(port.name.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_ports_guest_program_is_asked_for_once_its_counting_hook_is_settled() {
+    let mut s = settings();
+    s.guests.enabled = true;
+    let mut r = Rig::with(s, &[CountingHook::Tc]);
+    assert!(guest_ports(&r).is_empty(), "no bridge over the bond yet");
+    // A bridge over the bond: the path goes on, every settled port gets its part.
+    let NlEvent::Link(bond) = link(BOND, "bond0", Some("bond")) else {
+        unreachable!()
+    };
+    let ev = [
+        link(50, "br0", Some("bridge")),
+        NlEvent::Link(LinkInfo {
+            master: Some(50),
+            ..bond
+        }),
+    ];
+    r.e.handle(r.now, Input::Netlink(&ev));
+    r.drain();
+    let on = r.others.iter().find_map(|o| match o {
+        Output::GuestPath { on: true, bond } => Some(bond.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        on,
+        Some(Some((BOND, "bond0".to_string()))),
+        "{:?}",
+        r.others
+    );
+    assert_eq!(guest_ports(&r), ["sl0", "sl1", "sl2"]);
+    // A slave that comes later: its guest part after tc refused and the socket took the
+    // counting program, never before.
+    r.others.clear();
+    let NlEvent::Link(l) = link(24, "sl3", None) else {
+        unreachable!()
+    };
+    let ev = [NlEvent::Link(LinkInfo {
+        master: Some(BOND),
+        ..l
+    })];
+    r.e.handle(r.now, Input::Netlink(&ev));
+    r.drain();
+    let order: Vec<String> = r
+        .others
+        .iter()
+        .filter_map(|o| match o {
+            Output::AttachHook { hook, .. } => Some(format!("hook {}", hook.as_str())),
+            Output::GuestPort { port } => Some(format!("guest {}", port.name)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["hook tc", "hook socket", "guest sl3"]);
+}
