@@ -311,7 +311,7 @@ impl World {
             if pinned == Some(p) {
                 counts.push(GuestCount {
                     key: g,
-                    port: p,
+                    port: rlbd::engine::PortId::new(p),
                     rx_bytes: (share / 8.0) as u64,
                     tx_bytes: (share / 800.0) as u64,
                     seen_from_switch: 0,

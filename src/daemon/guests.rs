@@ -166,7 +166,7 @@ impl GuestIo {
 fn count(key: ClientKey, port: usize, rx: u64, tx: u64, seen: u64) -> GuestCount {
     GuestCount {
         key,
-        port,
+        port: crate::engine::PortId::new(port),
         rx_bytes: rx,
         tx_bytes: tx,
         seen_from_switch: seen,
