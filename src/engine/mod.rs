@@ -45,7 +45,7 @@ use lan::Lan;
 use outbox::Outbox;
 use persist::Durable;
 pub use persist::{Persisted, PersistedMove, STATE_VERSION};
-pub use reload::{reload_answer, restart_needed, steer_config};
+pub use reload::{reload_answer, steer_config};
 pub use report::CaptureFacts;
 use retry::Trouble;
 use sending::{Outcome, Sender};
@@ -215,8 +215,8 @@ impl Engine {
         .min()
     }
 
-    /// The ports as the engine keeps them, for the shell's capture sockets (names, indices,
-    /// MACs): read-only.
+    /// The ports as the engine keeps them, read-only (for `check-config`'s description; the
+    /// running shell is told what it needs in its outputs, [`PortRef`]).
     pub fn ports(&self) -> &PortTable {
         &self.lan.ports
     }
