@@ -6,8 +6,9 @@
 //! [`Engine::poll_output`] and sleeps until [`Engine::next_deadline`]. The engine keeps the host
 //! view, the ports and their detectors, the client table, the steering core (moves, hold-downs,
 //! re-assertions, failover, rate limits), the retries of refused frames with their backoff, the
-//! explanations of moves not made, and when learning frames go out. It reads no clock, opens no
-//! socket and logs nothing itself: a log line is an output like a frame.
+//! explanations of moves not made, when learning frames go out, and how each port counts (its
+//! hook, its sampling ratio, whether a second's rates are whole: `counting.rs`). It reads no
+//! clock, opens no socket and logs nothing itself: a log line is an output like a frame.
 //!
 //! Times are milliseconds on the shell's monotonic clock (since the daemon started).
 
