@@ -490,3 +490,4 @@ fn the_bytes_counted_on_each_port_are_in_its_status_beside_the_kernel_counter() 
 /// overloaded sl0.
 mod clients;
 mod facts;
+mod lifecycle;
