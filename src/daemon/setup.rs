@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::warn;
 use mio::Poll;
 
 use std::path::PathBuf;
@@ -155,8 +155,7 @@ pub fn build(
         .map_err(|e| Failure::io("cannot read links, addresses and neighbours", e))?;
     match &target {
         Target::Bond(name) => {
-            let mode = check_bond(name, &snap)?;
-            info!("bond {name}: mode {mode}");
+            check_bond(name, &snap)?;
         }
         Target::Ports(names) => check_ports(names, &snap)?,
     }

@@ -18,6 +18,10 @@ impl Engine {
         // (systemd-networkd does it moments later): they are waited for, as for a bond that
         // returns.
         if let Target::Bond(name) = &self.lan.ports.target {
+            if let Some(mode) = self.lan.ports.bond_mode {
+                let text = format!("bond {name}: mode {mode}");
+                self.out.log(Level::Info, Topic::Port, text);
+            }
             if !self.lan.ports.list.iter().any(|p| p.present) {
                 let text = format!("bond {name} has no slaves yet; waiting for them");
                 self.out.log(Level::Info, Topic::Port, text);

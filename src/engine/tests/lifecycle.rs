@@ -17,6 +17,12 @@ fn the_state_dump_and_the_start_are_the_engines_log_records() {
         "{:?}",
         r.logs
     );
+    assert_eq!(
+        logged(&r, "bond bond0: mode balance-alb"),
+        1,
+        "{:?}",
+        r.logs
+    );
     let captures = vec![
         CaptureFacts {
             ring_packets: 9,
