@@ -190,7 +190,7 @@ impl World {
             match o {
                 Output::OpenCapture { port } => {
                     let input = Input::CaptureOpened {
-                        port,
+                        port: port.id,
                         speed_mbps: Some(30),
                         error: None,
                     };
@@ -201,14 +201,15 @@ impl World {
                     let ev = [slave(i, self.rx[i], self.up[i])];
                     self.e.handle(self.now, Input::Netlink(&ev));
                 }
-                Output::GuestPath { on } => {
+                Output::GuestPath { on, .. } => {
                     self.path = on;
                     if on && self.path_fails {
                         let why = "bond bond0: guest egress: Permission denied".to_string();
                         self.e.handle(self.now, Input::GuestPathFailed { why });
                     }
                 }
-                Output::PinGuest { key, port, .. } => {
+                Output::PinGuest { key, port } => {
+                    let port = port.id.index();
                     if !self.path {
                         self.fail("path", format!("{key} pinned with the guest path off"));
                     }
@@ -220,6 +221,7 @@ impl World {
                     self.unpinned.push(key);
                 }
                 Output::Send { port, tag, frame } => {
+                    let port = port.id.index();
                     if let SendTag::Announce { guest, .. } = tag {
                         self.unannounced.retain(|p| *p != (guest, port));
                         if self.up[port] {
@@ -310,7 +312,7 @@ impl World {
             if pinned == Some(p) {
                 counts.push(GuestCount {
                     key: g,
-                    port: p,
+                    port: rlbd::engine::PortId::new(p),
                     rx_bytes: (share / 8.0) as u64,
                     tx_bytes: (share / 800.0) as u64,
                     seen_from_switch: 0,
@@ -324,9 +326,7 @@ impl World {
         self.input(Input::GuestCounts(&counts));
         self.input(Input::Second {
             counts: &[],
-            whole: true,
-            ring_drops: false,
-            sampling: &[],
+            ports: &[],
         });
         self.now += 200;
         self.input(Input::Deadline);

@@ -83,7 +83,7 @@ fn this_releases_state_file_is_taken_over() {
                 Output::OpenCapture { port } => e.handle(
                     now,
                     Input::CaptureOpened {
-                        port,
+                        port: port.id,
                         speed_mbps: Some(40),
                         error: None,
                     },
@@ -95,7 +95,7 @@ fn this_releases_state_file_is_taken_over() {
                 } => restored = Some(text),
                 Output::Send { port, tag, frame } => {
                     if let SendTag::Update { client, .. } = tag {
-                        updates.push((port, client.mac));
+                        updates.push((port.id.index(), client.mac));
                     }
                     let input = Input::SendResult {
                         tag,

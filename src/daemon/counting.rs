@@ -1,6 +1,7 @@
 //! The counting input: each port's capture socket drained in bounded batches, its IPv4/IPv6
-//! frames handed to the engine as counted, its ARP and Neighbor Discovery frames as seen; and,
-//! once a second, what the ports counted in the kernel.
+//! frames handed to the engine with what the kernel said of them (whether they are the
+//! server's load is the engine's to say), its ARP and Neighbor Discovery frames as seen; and,
+//! once a second, what the ports counted in the kernel and what their rings dropped.
 
 use std::collections::VecDeque;
 
@@ -8,7 +9,7 @@ use crate::capture::ebpf::Delta;
 use crate::capture::frame::tag_in_frame;
 use crate::capture::{parse, Frame, PACKET_HOST};
 use crate::client::ClientKey;
-use crate::engine::{Engine, Input, PortSampling};
+use crate::engine::{Engine, Input, PortId, PortSecond};
 
 use super::captures::Captures;
 
@@ -21,21 +22,18 @@ pub struct CountingInput {
     /// ARP and ND frames of one batch, handed over after it.
     frames: VecDeque<(Frame, bool, u16)>,
     /// What the ports counted in the kernel in one second.
-    counts: Vec<(usize, Delta)>,
+    counts: Vec<(PortId, Delta)>,
     buf: Vec<Delta>,
-    /// Each port's sampling this second.
-    sampling: Vec<PortSampling>,
+    /// Each port's capture facts this second.
+    facts: Vec<PortSecond>,
 }
 
 impl CountingInput {
     /// Drains port `i`'s socket (one batch) into the engine.
     pub fn drain(&mut self, now: u64, i: usize, captures: &mut Captures, engine: &mut Engine) {
-        let port = i as u16;
+        let port = PortId::new(i);
         let frames = &mut self.frames;
-        // Frames to a macvlan's (or a bridge's own) MAC reach the port as another host's; they
-        // are the server's all the same. A frame for another port's MAC flooded here
-        // (promiscuous port, a switch that forgot a MAC) is not this port's load.
-        let Some((cap, host_macs)) = captures.socket_and_host_macs(i) else {
+        let Some(cap) = captures.socket(i) else {
             captures.ready[i] = false;
             return;
         };
@@ -44,7 +42,6 @@ impl CountingInput {
             if vlan == u16::MAX {
                 return;
             }
-            let host = |dst: &crate::Mac| meta.pkt_type == PACKET_HOST || host_macs.contains(dst);
             let (src_mac, dst_mac, src, dst) = match parse(bytes) {
                 Some(Frame::Ipv4 {
                     src_mac,
@@ -65,22 +62,20 @@ impl CountingInput {
                 }
                 _ => return,
             };
-            if host(&dst_mac) {
-                let key = ClientKey::new(src_mac, vlan);
-                let bytes = meta.bytes();
-                let input = Input::Counted {
-                    port,
-                    key,
-                    src,
-                    dst,
-                    bytes,
-                };
-                engine.handle(now, input);
-            }
+            let input = Input::Counted {
+                port,
+                key: ClientKey::new(src_mac, vlan),
+                src,
+                dst,
+                bytes: meta.bytes(),
+                for_host: meta.pkt_type == PACKET_HOST,
+                dst_mac,
+            };
+            engine.handle(now, input);
         });
         let more = n >= CAPTURE_BATCH || cap.pending();
         captures.ready[i] = more;
-        captures.sample_from_drained(engine.ports(), i, now, n);
+        engine.handle(now, Input::Drained { port, frames: n });
     }
 
     /// The next ARP or ND frame of the last batch, in the order seen.
@@ -88,20 +83,14 @@ impl CountingInput {
         self.frames.pop_front()
     }
 
-    /// The second that ends: what the ports counted in the kernel, whether every map was read
-    /// whole, whether a ring that counts dropped frames.
+    /// The second that ends: what the ports counted in the kernel, how their maps read, what
+    /// their rings dropped, the packets their programs saw.
     pub fn second(&mut self, now: u64, captures: &mut Captures, engine: &mut Engine) {
-        let whole = captures.read_counts(engine.ports(), &mut self.counts, &mut self.buf);
-        let ring_drops = captures.update_drops(engine.ports());
-        captures.sample_from_hooks(engine.ports(), now, &mut self.sampling);
-        engine.handle(
-            now,
-            Input::Second {
-                counts: &self.counts,
-                whole,
-                ring_drops,
-                sampling: &self.sampling,
-            },
-        );
+        captures.second(&mut self.counts, &mut self.buf, &mut self.facts);
+        let input = Input::Second {
+            counts: &self.counts,
+            ports: &self.facts,
+        };
+        engine.handle(now, input);
     }
 }

@@ -12,9 +12,8 @@ use crate::capture::ebpf::guest::{GuestCounters, GuestKey, GuestMaps, MAX_PORTS}
 use crate::capture::ebpf::tc::hook::{Hook, HookAttached};
 use crate::capture::promisc::Promiscuous;
 use crate::client::ClientKey;
-use crate::engine::{Engine, Input};
+use crate::engine::{Engine, Input, PortRef};
 use crate::guests::GuestCount;
-use crate::host::PortTable;
 
 use super::captures::Captures;
 
@@ -46,12 +45,12 @@ pub struct GuestIo {
 }
 
 impl GuestIo {
-    /// The guest path on (maps, the bond's egress program, every present port's part) or off
-    /// (everything dropped: the programs detach, the ports' promiscuity is given back).
-    /// `Err`: why the path cannot be had (the engine then gives guests up: without the
-    /// programs a pinned guest's announcement would only teach the host's bridge its MAC on the
-    /// bond).
-    pub fn set(&mut self, on: bool, ports: &PortTable, captures: &Captures) -> Result<(), String> {
+    /// The guest path on (maps, the bond's egress program; each port's part follows,
+    /// [`Self::port_opened`]) or off (everything dropped: the programs detach, the ports'
+    /// promiscuity is given back). `bond`: its ifindex and name. `Err`: why the path cannot be
+    /// had (the engine then gives guests up: without the programs a pinned guest's
+    /// announcement would only teach the host's bridge its MAC on the bond).
+    pub fn set(&mut self, on: bool, bond: Option<&(u32, String)>) -> Result<(), String> {
         if !on {
             if self.maps.is_some() {
                 info!("guests: the guest path is off (programs detached, ports given back)");
@@ -64,34 +63,23 @@ impl GuestIo {
         }
         let maps =
             GuestMaps::new(MAX_GUESTS).map_err(|e| format!("cannot create the maps: {e}"))?;
-        let (Some(bond), crate::config::Target::Bond(name)) = (ports.bond_index, &ports.target)
-        else {
+        let Some((bond, name)) = bond else {
             return Err("no bond".into());
         };
         let egress =
-            attach(&maps, name, bond, None, true).map_err(|e| format!("bond {name}: {e}"))?;
+            attach(&maps, name, *bond, None, true).map_err(|e| format!("bond {name}: {e}"))?;
         self.egress = Some(egress);
         self.maps = Some(maps);
-        for i in 0..ports.list.len() {
-            self.port_opened(ports, i, captures)?;
-        }
         Ok(())
     }
 
-    /// Port `i` appeared (its capture is open): its ingress program after the counting one, and
-    /// promiscuous.
-    pub fn port_opened(
-        &mut self,
-        ports: &PortTable,
-        i: usize,
-        captures: &Captures,
-    ) -> Result<(), String> {
-        let (Some(maps), Some(p)) = (&self.maps, ports.list.get(i)) else {
+    /// Port `p`'s part (its capture open, its counting settled): its ingress program after the
+    /// counting one, and promiscuous.
+    pub fn port_opened(&mut self, p: &PortRef, captures: &Captures) -> Result<(), String> {
+        let Some(maps) = &self.maps else {
             return Ok(());
         };
-        if !p.present {
-            return Ok(());
-        }
+        let i = p.id.index();
         if self.ports.len() <= i {
             self.ports.resize_with(i + 1, || None);
         }
@@ -178,7 +166,7 @@ impl GuestIo {
 fn count(key: ClientKey, port: usize, rx: u64, tx: u64, seen: u64) -> GuestCount {
     GuestCount {
         key,
-        port,
+        port: crate::engine::PortId::new(port),
         rx_bytes: rx,
         tx_bytes: tx,
         seen_from_switch: seen,

@@ -111,7 +111,7 @@ fn settle(e: &mut Engine) -> bool {
     loop {
         while let Some(o) = e.poll_output() {
             match o {
-                Output::GuestPath { on } => guest_path = on,
+                Output::GuestPath { on, .. } => guest_path = on,
                 Output::OpenCapture { port } => opened.push(port),
                 _ => {}
             }
@@ -119,11 +119,9 @@ fn settle(e: &mut Engine) -> bool {
         let Some(port) = opened.pop() else {
             return guest_path;
         };
-        let name = e.ports().list.get(port).map(|p| p.name.clone());
-        let speed_mbps = name.and_then(|n| crate::netlink::link_speed_mbps(&n));
         let input = Input::CaptureOpened {
-            port,
-            speed_mbps,
+            port: port.id,
+            speed_mbps: crate::netlink::link_speed_mbps(&port.name),
             error: None,
         };
         e.handle(super::monotonic_ms(), input);

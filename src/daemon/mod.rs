@@ -3,9 +3,11 @@
 //!
 //! Each wakeup: signals, netlink messages, captured frames and control requests become engine
 //! inputs (in bounded batches, so none starves the others); once a second the kernel's counts
-//! do; the engine's deadlines come back as `Input::Deadline`. After every input the engine's
-//! outputs are routed: frames to the capture sockets (their outcome back in), log records to
-//! the log, captures opened and closed, counters asked for, the state file written.
+//! and the sockets' facts do; the engine's deadlines come back as `Input::Deadline`. After
+//! every input the engine's outputs are routed (`edge.rs`): frames to the capture sockets,
+//! log records to the log, captures opened and closed, counting hooks attached, sampling ratios
+//! set, counters asked for, the state file written; what became of each is queued and handed
+//! back once they are all routed.
 
 mod captures;
 mod control;
@@ -23,7 +25,6 @@ pub use inspect::check_live;
 
 use std::time::{Duration, Instant};
 
-use log::info;
 use mio::{Events, Interest, Token};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
@@ -31,7 +32,6 @@ use signal_hook_mio::v1_0::Signals;
 use crate::config::{ConfigError, ObservabilityConfig, Settings, Target};
 use crate::engine::{Engine, Input, Output};
 use crate::exit::Failure;
-use crate::logging::MessageId;
 use crate::netlink::Snapshot;
 use control::Control;
 use counting::CountingInput;
@@ -99,14 +99,16 @@ impl Daemon {
     pub fn run(mut self) -> Result<(), Failure> {
         let mut signals = self.register()?;
         // Served by this loop; dropping it (any return below) removes the socket file.
-        let name = match &self.engine.ports().target {
-            Target::Bond(b) => b.clone(),
-            Target::Ports(p) => p.first().cloned().unwrap_or_default(),
+        let name = match &self.engine.settings().target {
+            Some(Target::Bond(b)) => b.clone(),
+            Some(Target::Ports(p)) => p.first().cloned().unwrap_or_default(),
+            None => String::new(),
         };
         let mut control = Control::open(&name, &self.observability, self.edge.poll.registry())?;
         let summary = self.status(Some(0)).summary();
         setup::sd_notify(&format!("READY=1\nSTATUS={summary}"));
-        info!("{summary}");
+        self.engine.handle(monotonic_ms(), Input::Started);
+        self.route();
         let mut events = Events::with_capacity(64);
         loop {
             let timeout = self.timeout();
@@ -180,7 +182,9 @@ impl Daemon {
         for sig in signals.pending() {
             match sig {
                 SIGTERM | SIGINT => {
-                    info!("signal {sig}: exiting");
+                    self.engine
+                        .handle(monotonic_ms(), Input::Stopping { signal: sig });
+                    self.route();
                     setup::sd_notify("STOPPING=1");
                     return true;
                 }
@@ -188,7 +192,14 @@ impl Daemon {
                     // Logged; SIGHUP has no one to answer.
                     let _ = self.reload("SIGHUP");
                 }
-                SIGUSR1 => report::log_state(&self.status(None)),
+                SIGUSR1 => {
+                    let captures = report::capture_facts(&self.edge.captures);
+                    let input = Input::DumpState {
+                        captures: &captures,
+                    };
+                    self.engine.handle(monotonic_ms(), input);
+                    self.route();
+                }
                 _ => {}
             }
         }
@@ -263,15 +274,6 @@ impl Daemon {
     fn read_netlink(&mut self) {
         let now = monotonic_ms();
         self.edge.nl.read();
-        // The port's packet rate chooses its capture sampling ratio (the capture's own tuning).
-        for ev in self.edge.nl.events() {
-            if let crate::netlink::NlEvent::Link(l) = ev {
-                let ports = self.engine.ports();
-                if let (Some(i), Some(pk)) = (ports.by_ifindex(l.index), l.rx_packets) {
-                    self.edge.captures.sample_from_counter(ports, i, now, pk);
-                }
-            }
-        }
         self.engine
             .handle(now, Input::Netlink(self.edge.nl.events()));
         self.route();
@@ -285,7 +287,7 @@ impl Daemon {
     /// Routes what answering a request took out of the engine besides the answer.
     fn route_stashed(&mut self) {
         for o in std::mem::take(&mut self.stashed) {
-            self.edge.carry(&mut self.engine, o);
+            self.edge.carry(o);
         }
         self.route();
     }
@@ -313,48 +315,37 @@ impl Daemon {
         result
     }
 
-    /// The configuration read again. What the shell holds (the log level, the capture sockets'
-    /// sampling limit, the control socket's settings) it applies itself; the rest goes to the
-    /// engine, which keeps all its state (moves, rates, the client table).
+    /// The configuration read again and handed to the engine, which keeps all its state
+    /// (moves, rates, the client table) and answers. What the shell holds (the log level, the
+    /// control socket's settings) it applies when the engine accepts the settings.
     fn reload_config(&mut self, why: &str) -> Result<String, String> {
-        let new = match (self.reload)() {
-            Ok(new) => new,
-            Err(e) => {
-                let why_not =
-                    format!("configuration not reloaded: {e}; running on with the settings it had");
-                log::error!(MESSAGE_ID = MessageId::CONFIG_REFUSED; "{why}: {why_not}");
-                return Err(why_not);
+        let mut observability = None;
+        let input = match (self.reload)() {
+            Ok(new) => {
+                self.edge.reload_level = Some(new.log_level.clone());
+                observability = Some(new.observability.clone());
+                let settings = Box::new(new);
+                Input::Reload { settings, why }
             }
-        };
-        if let Some(e) = self.engine.pins_refused(&new.clients) {
-            let why_not =
-                format!("configuration not reloaded: {e}; running on with the settings it had");
-            log::error!(MESSAGE_ID = MessageId::CONFIG_REFUSED; "{why}: {why_not}");
-            return Err(why_not);
-        }
-        let restart = crate::engine::restart_needed(self.engine.settings(), &new);
-        let from = new
-            .config_path
-            .as_ref()
-            .map_or_else(|| "built-in defaults".into(), |p| p.display().to_string());
-        let limit = new.capture.sampling_limit();
-        self.edge
-            .captures
-            .set_sampling_limit(self.engine.ports(), limit);
-        crate::logging::set_level(&new.log_level);
-        self.observability = new.observability.clone();
-        let input = Input::Reload {
-            settings: Box::new(new),
-            why,
+            Err(e) => Input::ReloadFailed {
+                why,
+                error: e.to_string(),
+            },
         };
         self.engine.handle(monotonic_ms(), input);
         self.route();
-        Ok(reload::answer(&from, &restart))
+        self.edge.reload_level = None;
+        let answer = self.edge.reloaded.take();
+        let answer = answer.unwrap_or_else(|| Err("the engine gave no answer".into()));
+        if let (Ok(_), Some(o)) = (&answer, observability) {
+            self.observability = o;
+        }
+        answer
     }
 
     /// The start-up snapshot into the engine, the ports found, checked and captured, and an
     /// earlier daemon's state taken over.
-    fn start(&mut self, snap: Snapshot, target: &Target) -> Result<(), Failure> {
+    fn start(&mut self, snap: Snapshot) -> Result<(), Failure> {
         use crate::netlink::NlEvent;
         let events: Vec<NlEvent> = snap
             .links
@@ -379,17 +370,6 @@ impl Daemon {
             return Err(Failure::config(e.to_string()));
         }
         self.edge.route_start(&mut self.engine)?;
-        // At boot the bond's device appears before the network manager enslaves its slaves
-        // (systemd-networkd does it moments later): wait for them, as for a bond that returns.
-        if let Target::Bond(name) = target {
-            if !self.engine.ports().list.iter().any(|p| p.present) {
-                info!("bond {name} has no slaves yet; waiting for them");
-            }
-        }
-        info!(
-            "the server's interfaces: {}",
-            self.engine.shape().join(", ")
-        );
         if let Some(state) = self.edge.state.read() {
             let file = self.edge.state.path().map(|p| p.display().to_string());
             let input = Input::Restore {

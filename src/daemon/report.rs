@@ -1,8 +1,7 @@
 //! What the shell tells about the daemon: the status the engine reports, with the capture
-//! sockets' own figures filled in (the control socket, the metrics file, SIGUSR1's dump,
-//! systemd's STATUS=).
+//! sockets' own figures filled in (the control socket, the metrics file, systemd's STATUS=).
 
-use log::{info, warn};
+use log::warn;
 
 use super::captures::Captures;
 use super::control::Responder;
@@ -54,55 +53,9 @@ impl Responder for Answers<'_> {
     }
 }
 
-/// SIGUSR1: the whole state into the log (`r` with every client).
-pub fn log_state(r: &StatusReport) {
-    info!("state: {}", r.summary());
-    for p in &r.ports {
-        info!(
-            "  port {} ifindex {} mac {} {} capacity {:.0} Mbit/s rx {} window {} ring drops {} \
-             counting {} sampling 1/{} uncounted {}",
-            p.name,
-            p.ifindex,
-            p.mac,
-            p.state.as_str(),
-            p.capacity_bps / 1e6,
-            p.rx_bps
-                .map_or("-".into(), |r| format!("{:.1} Mbit/s", r / 1e6)),
-            p.window,
-            p.ring_drops,
-            p.counting.as_str(),
-            p.sampling,
-            p.uncounted_frames
-        );
-    }
-    for c in &r.clients {
-        let moved = c.moved.as_ref().map_or(String::new(), |m| {
-            format!(
-                ", moved {}s ago ({}), re-asserted {}x",
-                m.secs_ago,
-                m.reason.as_str(),
-                m.reasserts
-            )
-        });
-        info!(
-            "  client {} {} on {} {:.2} Mbit/s{moved}",
-            c.ip,
-            c.mac,
-            c.port,
-            c.rate_bps / 1e6
-        );
-    }
-    let t = &r.totals;
-    info!(
-        "  totals: moves overload {} failover {} placement {} room {} settle {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
-        t.moves_overload,
-        t.moves_failover,
-        t.moves_placement,
-        t.moves_room,
-        t.moves_settle,
-        t.reasserts,
-        t.updates_sent,
-        t.updates_suppressed,
-        t.table_evictions
-    );
+/// Every socket's figures, by port (for the engine's state dump).
+pub fn capture_facts(captures: &Captures) -> Vec<crate::engine::CaptureFacts> {
+    (0..captures.ready.len())
+        .map(|i| captures.facts(i))
+        .collect()
 }

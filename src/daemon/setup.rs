@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::warn;
 use mio::Poll;
 
 use std::path::PathBuf;
@@ -184,8 +184,7 @@ pub fn build(
         .map_err(|e| Failure::io("cannot read links, addresses and neighbours", e))?;
     match &target {
         Target::Bond(name) => {
-            let mode = check_bond(name, &snap)?;
-            info!("bond {name}: mode {mode}");
+            check_bond(name, &snap)?;
         }
         Target::Ports(names) => check_ports(names, &snap)?,
     }
@@ -195,20 +194,10 @@ pub fn build(
         ..RingConfig::default()
     };
     let poll = Poll::new().map_err(|e| Failure::io("cannot create the event loop", e))?;
-    let captures = Captures::new(
-        ring,
-        CAPTURE_BASE,
-        settings.capture.sampling_limit(),
-        settings.capture.kernel_counting(),
-        crate::capture::ebpf::map_entries(settings.capture.table_size),
-    );
-    let edge = Edge {
-        poll,
-        nl: NetlinkReader::new(nl),
-        guests: Default::default(),
-        captures,
-        state: StateFile::new(state_path(state, &target)),
-    };
+    let map_entries = crate::capture::ebpf::map_entries(settings.capture.table_size);
+    let captures = Captures::new(ring, CAPTURE_BASE, map_entries);
+    let state = StateFile::new(state_path(state, &target));
+    let edge = Edge::new(poll, NetlinkReader::new(nl), captures, state);
     let mut d = Daemon {
         reload,
         edge,
@@ -219,7 +208,7 @@ pub fn build(
         stashed: Vec::new(),
         engine: Engine::new(settings, monotonic_ms()),
     };
-    d.start(snap, &target)?;
+    d.start(snap)?;
     Ok(d)
 }
 

@@ -1,7 +1,9 @@
 //! The engine's door, as types: what happened ([`Input`]), what to do ([`Output`]), what a log
-//! record is about ([`Topic`]) and what a frame to send was for ([`SendTag`]).
+//! record is about ([`Topic`]), what a frame to send was for ([`SendTag`]) and which port an
+//! output is about ([`PortId`], [`PortRef`]).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use log::Level;
 
@@ -24,27 +26,38 @@ pub enum Input<'a> {
     /// A port's capture socket was opened (or could not be) after [`Output::OpenCapture`]: the
     /// link's speed, Mbit/s, as the kernel reports it (`None`: none reported).
     CaptureOpened {
-        port: usize,
+        port: PortId,
         speed_mbps: Option<u64>,
         error: Option<String>,
     },
-    /// One IPv4/IPv6 frame a capture ring counted for a client, `bytes` long (scaled by the
-    /// sampling ratio).
+    /// What became of an [`Output::AttachHook`]: where the counting program went, or the
+    /// kernel's refusal in words.
+    HookAttached {
+        port: PortId,
+        hook: CountingHook,
+        result: Result<HookFacts, String>,
+    },
+    /// One IPv4/IPv6 frame a capture ring handed over, `bytes` long (scaled by the sampling
+    /// ratio), with what the kernel said of it: `for_host`, its packet type was "to this host"
+    /// (the port's own MAC); `dst_mac`, where it was sent. Whether it is the server's load is
+    /// the engine's to say.
     Counted {
-        port: u16,
+        port: PortId,
         key: ClientKey,
         src: IpAddr,
         dst: IpAddr,
         bytes: u64,
+        for_host: bool,
+        dst_mac: crate::Mac,
     },
-    /// A second ended: what the kernel counted per client in it (port, counts), whether every
-    /// counting map was read whole, and whether a capture ring that counts dropped frames.
+    /// A drain of port `port`'s capture ring handed over `frames` frames (a surge raises the
+    /// sampling ratio before the next counter reading).
+    Drained { port: PortId, frames: usize },
+    /// A second ended: what the kernel counted per client in it (port, counts), and each
+    /// port's capture facts, by index (missing: no socket).
     Second {
-        counts: &'a [(usize, Delta)],
-        whole: bool,
-        ring_drops: bool,
-        /// Each port's sampling, by index (missing: every packet counted).
-        sampling: &'a [PortSampling],
+        counts: &'a [(PortId, Delta)],
+        ports: &'a [PortSecond],
     },
     /// An ARP or Neighbor Discovery frame seen on a port, leaving (`outgoing`) or arriving.
     Frame {
@@ -67,6 +80,8 @@ pub enum Input<'a> {
         settings: Box<Settings>,
         why: &'a str,
     },
+    /// The configuration could not be read again on `why`: `error` says where and what.
+    ReloadFailed { why: &'a str, error: String },
     /// The state an earlier daemon left in `file` (a restart): its moves re-asserted, their
     /// hold-downs kept.
     Restore { state: Box<Persisted>, file: String },
@@ -79,6 +94,15 @@ pub enum Input<'a> {
     /// The status, for the control socket (`top`: the busiest clients only; `Some(0)`: no
     /// client list, as the metrics want it).
     StatusQuery { top: Option<usize> },
+    /// The whole state into the log (SIGUSR1), with each port's capture figures by index.
+    DumpState {
+        captures: &'a [super::report::CaptureFacts],
+    },
+    /// The shell is up: its sockets open, the start-up checks passed, an earlier daemon's
+    /// state taken over.
+    Started,
+    /// The daemon exits on `signal` (SIGTERM, SIGINT).
+    Stopping { signal: i32 },
 }
 
 /// What the engine asks the shell to do.
@@ -87,7 +111,7 @@ pub enum Output {
     /// Send `frame` out of `port`, and report what became of it with the same tag
     /// ([`Input::SendResult`]).
     Send {
-        port: usize,
+        port: PortRef,
         tag: SendTag,
         frame: Vec<u8>,
     },
@@ -100,13 +124,21 @@ pub enum Output {
     },
     /// Open port `port`'s capture socket (a port appeared); answer with
     /// [`Input::CaptureOpened`].
-    OpenCapture { port: usize },
+    OpenCapture { port: PortRef },
     /// Close port `port`'s capture socket (the port is gone).
-    CloseCapture { port: usize },
-    /// The set of ports or their MACs changed: re-filter every capture.
-    Refilter,
-    /// The MACs of the server's interfaces on the bond (a macvlan's, a bridge's own), for the
-    /// captures: frames to them are the server's load too.
+    CloseCapture { port: PortRef },
+    /// Count port `port`'s frames in the kernel with the program at `hook`; answer with
+    /// [`Input::HookAttached`]. Tc first; the socket's filter where tc is refused.
+    AttachHook { port: PortRef, hook: CountingHook },
+    /// Count one IPv4/IPv6 frame in `one_in` on port `port` from now on (its capture filter's
+    /// or its counting program's draw).
+    SetSampling { port: PortRef, one_in: u32 },
+    /// The set of ports or their MACs changed: re-filter every capture for the present ports'
+    /// MACs (`port_macs`) and the host's ([`Output::HostMacs`]).
+    Refilter { port_macs: Vec<crate::Mac> },
+    /// The MACs of the server's interfaces on the bond that are no port's (a macvlan's, a
+    /// bridge's own), for the captures and the counting programs: frames to them are the
+    /// server's load too. Handed out when the set changes.
     HostMacs(Vec<crate::Mac>),
     /// Ask the kernel for port `ifindex`'s counters (answered as a netlink link message).
     RequestCounters { ifindex: u32 },
@@ -122,15 +154,23 @@ pub enum Output {
     /// Balance guests (`on`) or stop (`off`): the bond's egress program that sends each pinned
     /// guest's frames out of its port, each port's ingress program for the guests' frames, and
     /// the ports promiscuous (a non-active slave's filter holds only the bond's MACs).
-    GuestPath { on: bool },
-    /// Send guest `key`'s frames out of port `port` (`ifindex`) and accept them there only.
-    PinGuest {
-        key: ClientKey,
-        port: usize,
-        ifindex: u32,
+    GuestPath {
+        on: bool,
+        /// The bond (ifindex, name) whose egress takes the program, when on.
+        bond: Option<(u32, String)>,
     },
+    /// Port `port`'s part of the guest path (its ingress program after the counting one, the
+    /// port promiscuous): its counting is settled. A failure comes back as
+    /// [`Input::GuestPathFailed`].
+    GuestPort { port: PortRef },
+    /// Send guest `key`'s frames out of port `port` and accept them there only.
+    PinGuest { key: ClientKey, port: PortRef },
     /// Leave guest `key`'s frames to the kernel again.
     UnpinGuest { key: ClientKey },
+    /// The answer to a reload ([`Input::Reload`], [`Input::ReloadFailed`]): what was done, or
+    /// why nothing was. On `Ok` the shell applies what it holds itself (the log level, the
+    /// control socket's settings); it comes before the reload's log records.
+    Reloaded(Result<String, String>),
 }
 
 /// What a log record is about, so the shell (and tests) can tell records apart without reading
@@ -157,6 +197,8 @@ pub enum Topic {
     Steer,
     /// A guest behind the bond placed, moved or released.
     Guest,
+    /// The daemon's life: stopping, the state dumped on demand.
+    State,
 }
 
 /// What a frame the engine asked to send was for; it comes back with the frame's outcome.
@@ -165,23 +207,99 @@ pub enum SendTag {
     /// An update telling `client` (at address `to`) to use `port`, for the core's move
     /// `move_id`; `tries` counts this one (1 for the first).
     Update {
-        port: usize,
+        port: PortId,
         client: ClientKey,
         to: IpAddr,
         move_id: u64,
         tries: usize,
     },
     /// A frame that keeps the switch's MAC table pointing at `port` (plain ports).
-    Learning { port: usize },
+    Learning { port: PortId },
     /// A guest's announcement (RARP from its MAC) out of the port it is pinned to.
-    Announce { port: usize, guest: ClientKey },
+    Announce { port: PortId, guest: ClientKey },
 }
 
-/// A port's sampling as the shell reads it each second: one IPv4/IPv6 packet in `one_in`
-/// counted, and the packets its counting program has seen (after GRO; `None` where it does not
-/// count in the kernel).
+/// A port as the engine numbers it: its index in the port table, stable for the daemon's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct PortId(usize);
+
+impl PortId {
+    pub const fn new(index: usize) -> PortId {
+        PortId(index)
+    }
+
+    pub const fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl From<PortId> for usize {
+    fn from(p: PortId) -> usize {
+        p.0
+    }
+}
+
+impl std::fmt::Display for PortId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "port #{}", self.0)
+    }
+}
+
+/// A port named completely in an output: its index, its interface index and its name (the
+/// shell looks nothing up). The name is shared, so an output costs no allocation for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortRef {
+    pub id: PortId,
+    pub ifindex: u32,
+    pub name: Arc<str>,
+}
+
+/// Where a port's counting program runs: at its tc ingress hook (no tap sees the data frames),
+/// or in place of its capture socket's filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PortSampling {
-    pub one_in: u32,
+pub enum CountingHook {
+    Tc,
+    Socket,
+}
+
+impl CountingHook {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountingHook::Tc => "tc",
+            CountingHook::Socket => "socket",
+        }
+    }
+}
+
+/// A counting program in place: where its counts live ("slots" or "hash"), how it is attached
+/// at tc ("tcx" or "cls_bpf"), and why the slot table was not used, if it was not.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HookFacts {
+    pub store: &'static str,
+    pub tc_attach: Option<&'static str>,
+    pub store_fallback: Option<String>,
+}
+
+/// A port's capture facts at the end of a second, as the shell reads them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PortSecond {
+    /// The packets its counting program has seen (after GRO; `None` where it does not count
+    /// in the kernel).
     pub hook_packets: Option<u64>,
+    /// Frames its capture ring dropped since its socket opened (`None`: not readable).
+    pub ring_drops: Option<u64>,
+    /// Its counting map as read this second.
+    pub map: MapRead,
+}
+
+/// What reading a port's counting map gave.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum MapRead {
+    /// The port does not count in the kernel.
+    #[default]
+    NotCounting,
+    /// Read; `lost` frames were counted under no client (the map was full).
+    Read { lost: u64 },
+    /// Could not be read whole: the kernel's error.
+    Failed(String),
 }

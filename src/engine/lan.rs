@@ -4,10 +4,11 @@
 //! ([`PortChanges`]) and for the shell (open or close a capture, re-filter, re-dump).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use log::Level;
 
-use super::io::{Output, Topic};
+use super::io::{Output, PortId, PortRef, Topic};
 use super::outbox::Outbox;
 use crate::config::{Settings, Target};
 use crate::host::{Change, HostView, PortTable};
@@ -21,6 +22,8 @@ pub struct PortChanges {
     pub down: Vec<usize>,
     pub up: bool,
     pub macs: Vec<usize>,
+    /// Ports whose capture was closed (they went away).
+    pub closed: Vec<usize>,
 }
 
 pub struct Lan {
@@ -34,6 +37,11 @@ pub struct Lan {
     pub resyncs: u64,
     /// The steering core's view of the ports, rebuilt when a port changes (not per call).
     infos: Vec<PortInfo>,
+    /// Each port named completely, for the outputs (rebuilt when a port changes).
+    refs: Vec<PortRef>,
+    /// The MACs of the server's interfaces on the bond that are no port's: frames to them are
+    /// the server's load too (as last handed out).
+    host_macs: Vec<crate::Mac>,
 }
 
 impl Lan {
@@ -56,6 +64,8 @@ impl Lan {
             unsupported_seen: Vec::new(),
             resyncs: 0,
             infos: Vec::new(),
+            refs: Vec::new(),
+            host_macs: Vec::new(),
         }
     }
 
@@ -76,6 +86,25 @@ impl Lan {
             .list
             .get(port)
             .map_or_else(|| "?".into(), |p| p.name.clone())
+    }
+
+    /// Port `port` named completely (`None`: no such port).
+    pub fn port_ref(&self, port: usize) -> Option<PortRef> {
+        self.refs.get(port).cloned()
+    }
+
+    /// Every port named completely, by index.
+    pub fn refs(&self) -> &[PortRef] {
+        &self.refs
+    }
+
+    /// Whether a frame a port handed over is the server's load: the kernel said it was for
+    /// this host (the port's own MAC), or it is for one of the server's other MACs (a
+    /// macvlan's, a bridge's own), which reach the port as another host's. A frame for
+    /// another port's MAC flooded here (a promiscuous port, a switch that forgot a MAC) is not
+    /// this port's load.
+    pub fn is_host_frame(&self, for_host: bool, dst_mac: crate::Mac) -> bool {
+        for_host || self.host_macs.contains(&dst_mac)
     }
 
     /// Applies one batch of netlink events; the port changes are the caller's to act on.
@@ -117,13 +146,33 @@ impl Lan {
         self.ours = self.host.our_addresses().collect();
         self.ours.sort();
         self.ours.dedup();
-        out.push(Output::HostMacs(self.host.host_macs()));
+        let of_ports = self.ports.macs();
+        let mut macs = self.host.host_macs();
+        macs.retain(|m| !of_ports.contains(m));
+        if macs != self.host_macs {
+            self.host_macs = macs;
+            out.push(Output::HostMacs(self.host_macs.clone()));
+            self.warn_macs(out);
+        }
         for (name, why) in self.host.unsupported() {
             if !self.unsupported_seen.contains(name) {
                 let text = format!("interface {name} is not steered: {why}");
                 out.log(Level::Error, Topic::Host, text);
                 self.unsupported_seen.push(name.clone());
             }
+        }
+    }
+
+    /// More MACs than a capture filter holds: the shell keeps the first ones.
+    fn warn_macs(&self, out: &mut Outbox) {
+        let n = self.ports.macs().len() + self.host_macs.len();
+        let max = crate::capture::filter::MAX_MACS;
+        if n > max {
+            let text = format!(
+                "{n} MACs to capture for, more than a filter holds ({max}): frames to the last \
+                 ones are not counted"
+            );
+            out.log(Level::Warn, Topic::Host, text);
         }
     }
 
@@ -152,20 +201,25 @@ impl Lan {
     fn sync_ports(&mut self, out: &mut Outbox) -> PortChanges {
         let mut changes = PortChanges::default();
         let list = self.ports.sync(self.host.links());
+        self.refresh_refs();
         if list.is_empty() {
             return changes;
         }
         self.refresh_infos();
-        let mut refilter = false;
-        for c in list {
-            refilter |= matches!(
+        // Before a new port's capture opens, so that it opens with every port's MAC.
+        let refilter = list.iter().any(|c| {
+            matches!(
                 c,
                 Change::Added(_) | Change::Removed(_) | Change::MacChanged { .. }
-            );
-            self.port_change(c, &mut changes, out);
-        }
+            )
+        });
         if refilter {
-            out.push(Output::Refilter);
+            let port_macs = self.ports.macs();
+            out.push(Output::Refilter { port_macs });
+            self.warn_macs(out);
+        }
+        for c in list {
+            self.port_change(c, &mut changes, out);
         }
         changes
     }
@@ -175,7 +229,8 @@ impl Lan {
         let name = |i: usize| self.ports.list[i].name.clone();
         match c {
             Change::Added(i) => {
-                out.push(Output::OpenCapture { port: i });
+                let port = self.refs[i].clone();
+                out.push(Output::OpenCapture { port });
                 if !self.ports.list[i].up {
                     changes.down.push(i);
                 }
@@ -183,8 +238,10 @@ impl Lan {
             Change::Removed(i) => {
                 let text = format!("port {} removed", name(i));
                 out.log_with(Level::Warn, Topic::Port, text, Fields::port(&name(i)));
-                out.push(Output::CloseCapture { port: i });
+                let port = self.refs[i].clone();
+                out.push(Output::CloseCapture { port });
                 changes.down.push(i);
+                changes.closed.push(i);
             }
             Change::Down(i) => {
                 let text = format!("port {} is down", name(i));
@@ -224,6 +281,26 @@ impl Lan {
             mac: p.mac,
             usable: p.usable(),
         }));
+    }
+
+    /// Names each port for the outputs; a name or index that did not change keeps its shared
+    /// name (no allocation on the second's counter replies).
+    fn refresh_refs(&mut self) {
+        self.refs.truncate(self.ports.list.len());
+        for (i, p) in self.ports.list.iter().enumerate() {
+            match self.refs.get_mut(i) {
+                Some(r) if r.ifindex == p.ifindex && *r.name == *p.name => {}
+                Some(r) => {
+                    r.ifindex = p.ifindex;
+                    r.name = Arc::from(p.name.as_str());
+                }
+                None => self.refs.push(PortRef {
+                    id: PortId::new(i),
+                    ifindex: p.ifindex,
+                    name: Arc::from(p.name.as_str()),
+                }),
+            }
+        }
     }
 
     /// A port's capture is open (or is not): its capacity, configured or the link's speed.

@@ -6,15 +6,19 @@
 //! [`Engine::poll_output`] and sleeps until [`Engine::next_deadline`]. The engine keeps the host
 //! view, the ports and their detectors, the client table, the steering core (moves, hold-downs,
 //! re-assertions, failover, rate limits), the retries of refused frames with their backoff, the
-//! explanations of moves not made, and when learning frames go out. It reads no clock, opens no
-//! socket and logs nothing itself: a log line is an output like a frame.
+//! explanations of moves not made, when learning frames go out, and how each port counts (its
+//! hook, its sampling ratio, whether a second's rates are whole: `counting.rs`). It reads no
+//! clock, opens no socket and logs nothing itself: a log line is an output like a frame.
 //!
 //! Times are milliseconds on the shell's monotonic clock (since the daemon started).
 
+mod capture;
+mod counting;
 mod frames;
 mod guests;
 mod io;
 mod lan;
+mod lifecycle;
 mod outbox;
 mod persist;
 mod reload;
@@ -35,12 +39,14 @@ use crate::policy::Move;
 use crate::steer::explain::Facts;
 use crate::steer::{Action, ClientSnap, LogKind, Rule, RulesOff, Steerer};
 use frames::Seen;
-pub use io::{Input, Output, PortSampling, SendTag, Topic};
+pub use io::{
+    CountingHook, HookFacts, Input, MapRead, Output, PortId, PortRef, PortSecond, SendTag, Topic,
+};
 use lan::Lan;
 use outbox::Outbox;
 use persist::Durable;
 pub use persist::{Persisted, PersistedMove, STATE_VERSION};
-pub use reload::{restart_needed, steer_config};
+pub use reload::{reload_answer, steer_config};
 pub use report::CaptureFacts;
 use retry::Trouble;
 use sending::{Outcome, Sender};
@@ -86,6 +92,8 @@ pub struct Engine {
     guest_actions: Vec<GuestAction>,
     /// Whether the shell was told to balance guests ([`Output::GuestPath`]).
     guest_path: bool,
+    /// How each port counts: its hook, its sampling ratio, its map and ring.
+    counting: counting::Counting,
 }
 
 impl Engine {
@@ -115,6 +123,10 @@ impl Engine {
             guests: Guests::new(settings.guests.clone(), settings.policy.hold_down),
             guest_actions: Vec::new(),
             guest_path: false,
+            counting: counting::Counting::new(
+                settings.capture.kernel_counting(),
+                settings.capture.sampling_limit(),
+            ),
             settings,
         }
     }
@@ -127,36 +139,33 @@ impl Engine {
                 port,
                 speed_mbps,
                 error,
-            } => self
-                .lan
-                .capture_opened(port, speed_mbps, error, &mut self.out),
+            } => self.capture_opened(port, speed_mbps, error),
+            Input::HookAttached { port, hook, result } => self.hook_attached(port, hook, result),
             Input::Counted {
                 port,
                 key,
                 src,
                 dst,
                 bytes,
+                for_host,
+                dst_mac,
             } => {
-                if let Some(p) = self.lan.ports.list.get_mut(usize::from(port)) {
+                if !self.lan.is_host_frame(for_host, dst_mac) {
+                    return;
+                }
+                let port = port.index();
+                if let Some(p) = self.lan.ports.list.get_mut(port) {
                     p.counted_bytes += bytes;
                 }
                 let (lan, tick) = (&self.lan, self.schedule.tick);
+                let port = port as u16;
                 self.table
                     .account(key, src, dst, port, bytes, tick, |ip| lan.is_ours(ip));
                 // The per-frame path: a count decides nothing, sends nothing, persists nothing.
                 return;
             }
-            Input::Second {
-                counts,
-                whole,
-                ring_drops,
-                sampling,
-            } => {
-                for (i, p) in self.lan.ports.list.iter_mut().enumerate() {
-                    p.record_sampling(now, sampling.get(i).copied());
-                }
-                self.on_second(now, counts, whole, ring_drops)
-            }
+            Input::Drained { port, frames } => self.drained(now, port, frames),
+            Input::Second { counts, ports } => self.on_second(now, counts, ports),
             Input::Frame {
                 frame,
                 outgoing,
@@ -170,9 +179,13 @@ impl Engine {
             }
             Input::Deadline => self.on_deadline(now),
             Input::Reload { settings, why } => self.reload(*settings, why),
+            Input::ReloadFailed { why, error } => self.refuse_reload(why, &error),
             Input::Restore { state, file } => self.restore(now, *state, &file),
             Input::GuestCounts(counts) => self.on_guest_counts(now, counts),
             Input::GuestPathFailed { why } => self.guest_path_failed(why),
+            Input::DumpState { captures } => self.dump_state(now, captures),
+            Input::Started => self.started(now),
+            Input::Stopping { signal } => self.stopping(signal),
             Input::StatusQuery { top } => {
                 let r = report::status(self, now, top);
                 self.out.push(Output::Status(Box::new(r)));
@@ -203,10 +216,18 @@ impl Engine {
         .min()
     }
 
-    /// The ports as the engine keeps them, for the shell's capture sockets (names, indices,
-    /// MACs): read-only.
+    /// The ports as the engine keeps them, read-only (for `check-config`'s description; the
+    /// running shell is told what it needs in its outputs, [`PortRef`]).
     pub fn ports(&self) -> &PortTable {
         &self.lan.ports
+    }
+
+    /// A present port without a capacity (no configured one, no link speed), by name: at start
+    /// a configuration error.
+    pub fn port_without_capacity(&self) -> Option<String> {
+        let list = &self.lan.ports.list;
+        let p = list.iter().find(|p| p.present && p.capacity_bps <= 0.0)?;
+        Some(p.name.clone())
     }
 
     /// Interfaces on the bond that rlbd cannot steer (at start these are a configuration error).
@@ -264,7 +285,11 @@ impl Engine {
     }
 
     fn on_netlink(&mut self, now: u64, events: &[NlEvent]) {
+        self.counters_to_samplers(now, events);
         let changes = self.lan.apply(now, events, &mut self.out);
+        for &i in &changes.closed {
+            self.capture_closed(i);
+        }
         self.guests_topology();
         self.on_fdb(now, events);
         let ctx = self.lan.ctx();
@@ -294,9 +319,10 @@ impl Engine {
     /// A second ended: the kernel's counts into the client table, the table rolled over, the
     /// ports' counters asked for (the evaluation follows when they are in), idle moves
     /// forgotten.
-    fn on_second(&mut self, now: u64, counts: &[(usize, Delta)], whole: bool, drops: bool) {
+    fn on_second(&mut self, now: u64, counts: &[(PortId, Delta)], facts: &[PortSecond]) {
+        let (whole, drops) = self.capture_second(now, facts);
         for (port, d) in counts {
-            if let Some(p) = self.lan.ports.list.get_mut(*port) {
+            if let Some(p) = self.lan.ports.list.get_mut(port.index()) {
                 p.counted_bytes += d.bytes;
             }
         }
@@ -414,8 +440,8 @@ impl Engine {
                     move_id,
                 } => {
                     let update = (port, client, claim.client(), move_id);
-                    self.sender
-                        .send(update, frame, &mut self.out, &mut self.outcomes);
+                    let io = (&self.lan, &mut self.out);
+                    self.sender.send(update, frame, io, &mut self.outcomes);
                 }
                 Action::Log(level, kind, text, fields) => {
                     let topic = match kind {
@@ -450,53 +476,6 @@ impl Engine {
     /// one); `None` while the bond has no slaves yet, since none can be told apart then.
     pub fn pins_refused(&self, clients: &crate::config::ClientsConfig) -> Option<ConfigError> {
         reload::pins_refused(&self.lan.ports, clients)
-    }
-
-    /// New settings (a reload), applied to every part that holds a copy of them, keeping all
-    /// state. The bond or ports stay what the daemon runs on. Settings with a pin to a port
-    /// that is not one are refused whole: the old ones stay.
-    fn reload(&mut self, new: Settings, why: &str) {
-        if let Some(e) = self.pins_refused(&new.clients) {
-            let text = format!("{why}: configuration not reloaded: {e}; kept the settings it had");
-            let fields = crate::logging::Fields::config_refused();
-            self.out.log_with(Level::Error, Topic::Config, text, fields);
-            return;
-        }
-        for what in reload::restart_needed(&self.settings, &new) {
-            let text =
-                format!("{why}: {what} changed in the configuration; restart rlbd to apply that");
-            self.out.log(Level::Warn, Topic::Config, text);
-        }
-        self.lan.reconfigure(&new);
-        self.table.set_idle_ticks(new.capture.idle_timeout_secs);
-        self.settings = Settings {
-            target: self.settings.target.clone(),
-            ..new
-        };
-        self.steer
-            .reconfigure(steer_config(&self.settings, self.rules_off));
-        let hold = self.settings.policy.hold_down;
-        let guests = self.settings.guests.clone();
-        self.guests
-            .reconfigure(guests, hold, &mut self.guest_actions);
-        self.guests_topology();
-        let from = self
-            .settings
-            .config_path
-            .as_ref()
-            .map_or_else(|| "built-in defaults".into(), |p| p.display().to_string());
-        let text = format!("{why}: configuration reloaded from {from}; state kept");
-        self.out.log(Level::Info, Topic::Config, text);
-        // Read back from the parts that hold them, so a test can see the reload reached each.
-        let text = format!(
-            "now: log level {}; client table idle timeout {} s, moves forgotten after {} s idle; {:?}; {:?}",
-            self.settings.log_level.to_uppercase(),
-            self.table.idle_ticks(),
-            self.steer.config().idle_ms / 1000,
-            self.settings.policy,
-            self.settings.steering
-        );
-        self.out.log(Level::Debug, Topic::Config, text);
     }
 
     /// Hands the durable state out when it changed, at most once a second.

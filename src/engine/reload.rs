@@ -1,9 +1,90 @@
-//! What a reload cannot apply: the bond or ports, the capture table and ring sizes and the way
-//! ports count are sized or opened at start; a change of them is said, not applied. And the
-//! steering core's settings, which a reload hands on.
+//! A reload: new settings handed to every part that holds a copy of them, keeping all state,
+//! and the answer to whoever asked. What a reload cannot apply (the bond or ports, the capture
+//! table and ring sizes and the way ports count are sized or opened at start) is said, not
+//! applied. And the steering core's settings, which a reload hands on.
 
+use log::Level;
+
+use super::io::{Output, Topic};
+use super::Engine;
 use crate::config::{Settings, Target};
 use crate::steer::RulesOff;
+
+impl Engine {
+    /// New settings (a reload), applied to every part that holds a copy of them, keeping all
+    /// state. The bond or ports stay what the daemon runs on. Settings with a pin to a port
+    /// that is not one are refused whole: the old ones stay.
+    pub(super) fn reload(&mut self, new: Settings, why: &str) {
+        if let Some(e) = self.pins_refused(&new.clients) {
+            return self.refuse_reload(why, &e.to_string());
+        }
+        let restart = restart_needed(&self.settings, &new);
+        let from = new
+            .config_path
+            .as_ref()
+            .map_or_else(|| "built-in defaults".into(), |p| p.display().to_string());
+        // First, so that the shell's log level is the new one for what follows.
+        self.out
+            .push(Output::Reloaded(Ok(reload_answer(&from, &restart))));
+        let limit = new.capture.sampling_limit();
+        self.counting
+            .set_limit(limit, self.lan.refs(), &mut self.out);
+        for what in restart {
+            let text =
+                format!("{why}: {what} changed in the configuration; restart rlbd to apply that");
+            self.out.log(Level::Warn, Topic::Config, text);
+        }
+        self.lan.reconfigure(&new);
+        self.table.set_idle_ticks(new.capture.idle_timeout_secs);
+        self.settings = Settings {
+            target: self.settings.target.clone(),
+            ..new
+        };
+        self.steer
+            .reconfigure(steer_config(&self.settings, self.rules_off));
+        let hold = self.settings.policy.hold_down;
+        let guests = self.settings.guests.clone();
+        self.guests
+            .reconfigure(guests, hold, &mut self.guest_actions);
+        self.guests_topology();
+        let text = format!("{why}: configuration reloaded from {from}; state kept");
+        self.out.log(Level::Info, Topic::Config, text);
+        // Read back from the parts that hold them, so a test can see the reload reached each.
+        let text = format!(
+            "now: log level {}; client table idle timeout {} s, moves forgotten after {} s idle; {:?}; {:?}",
+            self.settings.log_level.to_uppercase(),
+            self.table.idle_ticks(),
+            self.steer.config().idle_ms / 1000,
+            self.settings.policy,
+            self.settings.steering
+        );
+        self.out.log(Level::Debug, Topic::Config, text);
+    }
+
+    /// A reload refused (a file that would not parse, a pin to no port): nothing changes, and
+    /// the asker is told why.
+    pub(super) fn refuse_reload(&mut self, why: &str, error: &str) {
+        let why_not =
+            format!("configuration not reloaded: {error}; running on with the settings it had");
+        let text = format!("{why}: {why_not}");
+        let fields = crate::logging::Fields::config_refused();
+        self.out.log_with(Level::Error, Topic::Config, text, fields);
+        self.out.push(Output::Reloaded(Err(why_not)));
+    }
+}
+
+/// The answer to a reload: what was done (reloaded from `from`), and what only a restart
+/// applies.
+pub fn reload_answer(from: &str, restart: &[&str]) -> String {
+    match restart {
+        [] => format!("configuration reloaded from {from}; state kept"),
+        r => format!(
+            "configuration reloaded from {from}; state kept; changed but applied only by a \
+             restart: {}",
+            r.join(", ")
+        ),
+    }
+}
 
 /// What changed from `old` to `new` that only a restart applies, in words.
 pub fn restart_needed(old: &Settings, new: &Settings) -> Vec<&'static str> {

@@ -1,8 +1,8 @@
 //! What the engine tells about itself: the one-line summary (systemd STATUS=) and the status
 //! report (the control socket, the metrics, SIGUSR1's dump). Each answer costs what it shows: a
 //! metrics scrape builds the ports and the totals, never the client list; `status top=N` sorts
-//! the clients once and renders N of them. The capture sockets' own figures (ring counters,
-//! sampling, how a port counts) are the shell's: it fills them in ([`CaptureFacts`]).
+//! the clients once and renders N of them. The capture sockets' own figures (ring counters, the
+//! ratio a socket has in force) are the shell's: it fills them in ([`CaptureFacts`]).
 
 use super::Engine;
 use crate::capture::ClientEntry;
@@ -22,15 +22,13 @@ fn client_addr(e: &ClientEntry) -> String {
     }
 }
 
-/// One port's capture figures, which only the shell's sockets know.
+/// One port's capture figures, which only the shell's sockets know: its ring's frames and
+/// drops, and the sampling ratio its socket has in force.
 #[derive(Debug, Clone, Default)]
 pub struct CaptureFacts {
     pub ring_packets: u64,
     pub ring_drops: u64,
     pub sampling: u32,
-    pub counting: crate::status::Counting,
-    pub counting_hook: Option<String>,
-    pub uncounted_frames: u64,
 }
 
 impl CaptureFacts {
@@ -39,9 +37,6 @@ impl CaptureFacts {
         p.ring_packets = self.ring_packets;
         p.ring_drops = self.ring_drops.max(p.ring_drops);
         p.sampling = self.sampling;
-        p.counting = self.counting;
-        p.counting_hook = self.counting_hook.clone();
-        p.uncounted_frames = self.uncounted_frames;
     }
 }
 
@@ -71,11 +66,11 @@ fn port_statuses(e: &Engine) -> Vec<PortStatus> {
             ring_packets: 0,
             ring_drops: p.ring_drops,
             clients: per_port[i],
-            sampling: 1,
-            counting: Default::default(),
-            counting_hook: None,
+            sampling: e.counting.ratio(i),
+            counting: e.counting.mode(i),
+            counting_hook: e.counting.hook(i).map(|h| h.as_str().to_string()),
             no_move: p.no_move.clone(),
-            uncounted_frames: 0,
+            uncounted_frames: e.counting.uncounted(i),
             counted_bytes: p.counted_bytes_at_reading(),
             guests: 0,
         })

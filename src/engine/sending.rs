@@ -31,15 +31,20 @@ impl Sender {
         &mut self,
         update: (usize, ClientKey, IpAddr, u64),
         frame: Vec<u8>,
-        out: &mut Outbox,
+        (lan, out): (&Lan, &mut Outbox),
         outcomes: &mut Vec<Outcome>,
     ) {
         let (port, client, to, move_id) = update;
         for id in self.retries.supersede(client) {
             outcomes.push((client, id, SendOutcome::Refused));
         }
+        let Some(port) = lan.port_ref(port) else {
+            // No such port: nothing can go out of it.
+            outcomes.push((client, move_id, SendOutcome::Refused));
+            return;
+        };
         let tag = SendTag::Update {
-            port,
+            port: port.id,
             client,
             to,
             move_id,
@@ -67,7 +72,8 @@ impl Sender {
         else {
             if let (SendTag::Learning { port }, Err(Some(errno))) = (tag, result) {
                 let e = std::io::Error::from_raw_os_error(errno);
-                let text = format!("port {}: learning frame not sent: {e}", lan.port_name(port));
+                let name = lan.port_name(port.index());
+                let text = format!("port {name}: learning frame not sent: {e}");
                 out.log(Level::Debug, Topic::Send, text);
             }
             if let (SendTag::Announce { port, guest }, Err(errno)) = (tag, result) {
@@ -77,7 +83,7 @@ impl Sender {
                 );
                 let text = format!(
                     "port {}: guest {guest}'s announcement not sent: {e}",
-                    lan.port_name(port)
+                    lan.port_name(port.index())
                 );
                 out.log(Level::Warn, Topic::Send, text);
             }
@@ -90,7 +96,7 @@ impl Sender {
             Err(Some(errno)) => errno,
         };
         let update = Update {
-            port,
+            port: port.index(),
             client,
             to,
             move_id,
@@ -103,7 +109,10 @@ impl Sender {
         } else {
             format!("the update to {to} ({client})")
         };
-        let text = format!("port {}: cannot send {what}: {e}", lan.port_name(port));
+        let text = format!(
+            "port {}: cannot send {what}: {e}",
+            lan.port_name(port.index())
+        );
         let (level, text) = match refusal.warn {
             Some(n) if n > 1 => (
                 Level::Warn,
@@ -137,12 +146,13 @@ impl Sender {
             // confirms (found by the simulation, seed 4: a retry 50 ms after the first try went
             // to a client whose neighbour entry had gone meanwhile).
             let usable = lan.ports.list.get(port).is_some_and(|x| x.usable());
-            if !usable || !lan.host.confirms(client, to) {
+            let port = lan.port_ref(port).filter(|_| usable);
+            let Some(port) = port.filter(|_| lan.host.confirms(client, to)) else {
                 outcomes.push((client, move_id, SendOutcome::Refused));
                 continue;
-            }
+            };
             let tag = SendTag::Update {
-                port,
+                port: port.id,
                 client,
                 to,
                 move_id,
@@ -155,11 +165,11 @@ impl Sender {
     /// Plain ports: keeps the switch's MAC table pointing at every port (a port that only
     /// receives would be forgotten by the switch and flooded).
     pub fn learning_frames(lan: &Lan, out: &mut Outbox) {
-        for (port, p) in lan.ports.list.iter().enumerate() {
+        for (r, p) in lan.refs().iter().zip(&lan.ports.list) {
             if p.usable() {
                 out.push(Output::Send {
-                    port,
-                    tag: SendTag::Learning { port },
+                    port: r.clone(),
+                    tag: SendTag::Learning { port: r.id },
                     frame: crate::steer::learning_frame(p.mac).to_vec(),
                 });
             }

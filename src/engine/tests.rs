@@ -65,11 +65,23 @@ struct Rig {
     /// `fail_refused`, the refused client's neighbour entry fails right after.
     refuse_next: bool,
     fail_refused: bool,
+    /// The hooks the kernel refuses the counting program at (none: tc takes it).
+    refuse_hooks: Vec<CountingHook>,
+    /// What the shell reports of each port at the end of the next second.
+    facts: Vec<PortSecond>,
+    /// Every other output, in order (hooks asked for, ratios set, guest ports, reload
+    /// answers).
+    others: Vec<Output>,
 }
 
 impl Rig {
     /// The bond, its slaves, the server's address, and clients 1-4 confirmed (5: not).
     fn new() -> Rig {
+        Rig::with(settings(), &[])
+    }
+
+    /// The same with `settings`, the kernel refusing the counting program at `refuse`.
+    fn with(settings: Settings, refuse: &[CountingHook]) -> Rig {
         let mut events = vec![link(BOND, "bond0", Some("bond"))];
         events.extend((0..3).map(|i| slave(i, 0)));
         events.push(addr(BOND, "198.18.0.1/24"));
@@ -78,7 +90,7 @@ impl Rig {
             events.push(neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
         }
         let mut r = Rig {
-            e: Engine::new(settings(), START),
+            e: Engine::new(settings, START),
             now: START,
             rx: [0; 3],
             sends: Vec::new(),
@@ -89,6 +101,9 @@ impl Rig {
             at: Default::default(),
             refuse_next: false,
             fail_refused: false,
+            refuse_hooks: refuse.to_vec(),
+            facts: Vec::new(),
+            others: Vec::new(),
         };
         r.e.handle(r.now, Input::Netlink(&events));
         r.drain();
@@ -99,6 +114,7 @@ impl Rig {
         while let Some(o) = self.e.poll_output() {
             match o {
                 Output::Send { port, tag, frame } => {
+                    let port = port.id.index();
                     self.sends.push((port, tag));
                     let refuse = matches!(tag, SendTag::Update { tries: 1, .. })
                         && std::mem::take(&mut self.refuse_next);
@@ -122,9 +138,30 @@ impl Rig {
                 }
                 Output::OpenCapture { port } => {
                     let input = Input::CaptureOpened {
-                        port,
+                        port: port.id,
                         speed_mbps: Some(1000),
                         error: None,
+                    };
+                    self.e.handle(self.now, input);
+                }
+                Output::AttachHook { port, hook } => {
+                    self.others.push(Output::AttachHook {
+                        port: port.clone(),
+                        hook,
+                    });
+                    let result = if self.refuse_hooks.contains(&hook) {
+                        Err(format!("{}: {} refused", port.name, hook.as_str()))
+                    } else {
+                        Ok(HookFacts {
+                            store: "slots",
+                            tc_attach: (hook == CountingHook::Tc).then_some("tcx"),
+                            store_fallback: None,
+                        })
+                    };
+                    let input = Input::HookAttached {
+                        port: port.id,
+                        hook,
+                        result,
                     };
                     self.e.handle(self.now, input);
                 }
@@ -144,7 +181,7 @@ impl Rig {
                 }
                 Output::Persist(p) => self.persisted = Some(*p),
                 Output::Summary(s) => self.summaries.push(s),
-                _ => {}
+                o => self.others.push(o),
             }
         }
     }
@@ -158,20 +195,21 @@ impl Rig {
             let bytes = (mbps * 1e6 / 8.0) as u64;
             self.rx[port] += bytes;
             let input = Input::Counted {
-                port: port as u16,
+                port: PortId::new(port),
                 key: ClientKey::untagged(mac),
                 src: IpAddr::V4(ip),
                 dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
                 bytes,
+                for_host: true,
+                dst_mac: Mac(2, 0, 0, 0, 0, port as u8),
             };
             self.e.handle(self.now, input);
         }
         self.deadlines(1000);
+        let facts = std::mem::take(&mut self.facts);
         let second = Input::Second {
             counts: &[],
-            whole: true,
-            ring_drops: false,
-            sampling: &[],
+            ports: &facts,
         };
         self.e.handle(self.now, second);
         self.drain();
@@ -455,10 +493,8 @@ fn the_bytes_counted_on_each_port_are_in_its_status_beside_the_kernel_counter() 
         src: Some(IpAddr::V4(ip)),
     };
     let second = Input::Second {
-        counts: &[(1, d)],
-        whole: true,
-        ring_drops: false,
-        sampling: &[],
+        counts: &[(PortId::new(1), d)],
+        ports: &[],
     };
     r.e.handle(r.now, second);
     r.drain();
@@ -475,117 +511,6 @@ fn the_bytes_counted_on_each_port_are_in_its_status_beside_the_kernel_counter() 
 
 /// `[clients]` through the engine: client 1 pinned to sl2, client 2 excluded; both on an
 /// overloaded sl0.
-fn pinned_and_excluded() -> Settings {
-    let mut s = settings();
-    s.clients.pin.insert(client(1).1.to_string(), "sl2".into());
-    s.clients.exclude.push(client(2).1.to_string());
-    s
-}
-
-#[test]
-fn a_pinned_client_is_placed_an_excluded_one_never_sent_a_frame_and_status_marks_them() {
-    let mut r = Rig::new();
-    r.e.handle(
-        r.now,
-        Input::Reload {
-            settings: Box::new(pinned_and_excluded()),
-            why: "test",
-        },
-    );
-    r.drain();
-    for _ in 0..8 {
-        r.second(&[(1, 0, 4.0), (2, 0, 5.0), (3, 1, 1.0)]);
-    }
-    let to_1 = r.moves_of(1);
-    assert!(
-        !to_1.is_empty() && to_1.iter().all(|p| *p == 2),
-        "{:?}",
-        r.sends
-    );
-    assert!(
-        r.moves_of(2).is_empty(),
-        "excluded, yet sent: {:?}",
-        r.sends
-    );
-    let status = super::report::status(&r.e, r.now, None);
-    let row = |n: u8| {
-        let ip = client(n).1.to_string();
-        status.clients.iter().find(|c| c.ip == ip).cloned().unwrap()
-    };
-    assert_eq!(row(1).pinned.as_deref(), Some("sl2"));
-    assert!(row(2).excluded && row(2).pinned.is_none());
-    assert!(!row(3).excluded && row(3).pinned.is_none());
-}
-
-#[test]
-fn a_reload_pinning_to_a_port_that_is_not_a_slave_keeps_the_old_settings() {
-    let mut r = Rig::new();
-    let mut bad = pinned_and_excluded();
-    bad.clients.pin.insert("198.18.0.99".into(), "eth9".into());
-    bad.clients
-        .places
-        .insert("pin.198.18.0.99".into(), "/etc/rlbd/rlbd.toml:12".into());
-    bad.policy.hold_down = 7;
-    r.e.handle(
-        r.now,
-        Input::Reload {
-            settings: Box::new(bad),
-            why: "SIGHUP",
-        },
-    );
-    r.drain();
-    let i = r
-        .logs
-        .iter()
-        .position(|(t, _)| *t == Topic::Config)
-        .unwrap();
-    let said = &r.logs[i];
-    assert_eq!(r.fields[i], crate::logging::Fields::config_refused());
-    assert!(
-        said.1
-            .contains("/etc/rlbd/rlbd.toml:12: clients.pin.\"198.18.0.99\": eth9 is not a port")
-            && said.1.contains("not reloaded"),
-        "{said:?}"
-    );
-    assert_eq!(r.e.settings().policy.hold_down, settings().policy.hold_down);
-    assert!(r.e.settings().clients.pin.is_empty());
-    let good = pinned_and_excluded();
-    assert!(r.e.pins_refused(&good.clients).is_none());
-}
-
-/// A refused update is tried again only while the kernel still confirms its client (found by
-/// the simulation, seed 4): here the client's neighbour entry fails between the two.
-#[test]
-fn a_retry_goes_only_to_a_client_still_confirmed() {
-    for gone in [false, true] {
-        let mut r = Rig::new();
-        r.fail_refused = gone;
-        let mut moved = None;
-        for _ in 0..8 {
-            r.refuse_next = moved.is_none();
-            r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
-            moved = moved.or_else(|| (1..=2).find(|n| !r.moves_of(*n).is_empty()));
-        }
-        let n = moved.expect("an overload move");
-        r.deadlines(5000);
-        let (mac, _) = client(n);
-        let retries = r
-            .sends
-            .iter()
-            .filter(|(_, t)| matches!(t, SendTag::Update { client, tries, .. } if client.mac == mac && *tries > 1))
-            .count();
-        if gone {
-            assert_eq!(
-                retries, 0,
-                "a retry to an unconfirmed client: {:?}",
-                r.sends
-            );
-        } else {
-            assert!(
-                retries > 0,
-                "the control: the refused update is retried: {:?}",
-                r.sends
-            );
-        }
-    }
-}
+mod clients;
+mod facts;
+mod lifecycle;

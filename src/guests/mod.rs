@@ -54,7 +54,8 @@ pub struct FdbFact {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GuestCount {
     pub key: ClientKey,
-    pub port: PortId,
+    /// The port, as the engine's door names it.
+    pub port: crate::engine::PortId,
     pub rx_bytes: u64,
     pub tx_bytes: u64,
     /// Frames from the guest's own MAC that arrived from the switch on the very port it is
@@ -319,7 +320,7 @@ impl Guests {
             if c.tx_bytes > 0 {
                 g.last_tx_ms = now;
             }
-            if c.seen_from_switch > 0 && Some(c.port) == g.port {
+            if c.seen_from_switch > 0 && Some(c.port.index()) == g.port {
                 away.push(c.key);
             }
         }

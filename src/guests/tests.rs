@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::PortId as DoorPort;
 use crate::Mac;
 
 const BOND: u32 = 10;
@@ -144,7 +145,7 @@ fn seen_from_the_switch_on_its_own_port_releases_on_another_port_does_not() {
     out.clear();
     let count = |n: u8, port: PortId| GuestCount {
         key: guest(n),
-        port,
+        port: DoorPort::new(port),
         rx_bytes: 0,
         tx_bytes: 0,
         seen_from_switch: 1,
@@ -163,7 +164,7 @@ fn heavy_on_port_0() -> (Guests, Vec<GuestAction>) {
         .iter()
         .map(|&n| GuestCount {
             key: guest(n),
-            port: 0,
+            port: DoorPort::new(0),
             rx_bytes: 14_400_000 / 8,
             tx_bytes: 100_000,
             seen_from_switch: 0,
@@ -249,7 +250,7 @@ fn a_pinned_guest_stays_fails_over_and_comes_home() {
     // Overloaded with it as the largest: the planner may not take it (held as fixed load).
     let counts = [GuestCount {
         key: guest(0),
-        port: 1,
+        port: DoorPort::new(1),
         rx_bytes: 28_000_000 / 8,
         tx_bytes: 0,
         seen_from_switch: 0,
@@ -362,7 +363,7 @@ fn a_restart_puts_guests_back_where_they_were_with_their_hold_down() {
         .iter()
         .map(|&n| GuestCount {
             key: guest(n),
-            port: want.iter().find(|p| p.key == guest(n)).unwrap().port,
+            port: DoorPort::new(want.iter().find(|p| p.key == guest(n)).unwrap().port),
             rx_bytes: 14_400_000 / 8,
             tx_bytes: 0,
             seen_from_switch: 0,

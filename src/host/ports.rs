@@ -116,10 +116,10 @@ impl Port {
         rate
     }
 
-    /// The second's sampling, as the shell read it at `at_ms` (`None`: every packet counted).
-    pub fn record_sampling(&mut self, at_ms: u64, s: Option<crate::engine::PortSampling>) {
-        self.one_in = s.map_or(1, |s| s.one_in.max(1));
-        let seen = s.and_then(|s| s.hook_packets);
+    /// The second's sampling at `at_ms`: one packet in `one_in` counted, and the packets its
+    /// counting hook has seen (`None`: it counts no packets in the kernel).
+    pub fn record_sampling(&mut self, at_ms: u64, one_in: u32, seen: Option<u64>) {
+        self.one_in = one_in.max(1);
         self.hook_pps = match (self.hook, seen) {
             (Some((t0, p0)), Some(p1)) if at_ms > t0 => {
                 counter_delta(p0, p1).map(|d| d as f64 * 1000.0 / (at_ms - t0) as f64)
@@ -478,19 +478,13 @@ mod tests {
         assert_eq!(views[0].resolved(100_000.0), 0.0);
         assert_eq!(views[0].resolved(200_000.0), 200_000.0);
         // Under GRO the hook sees 40 wire packets as one: the kept packet weighs 40 times more.
-        let s = |n| {
-            Some(crate::engine::PortSampling {
-                one_in: 32,
-                hook_packets: Some(n),
-            })
-        };
         let p = &mut t.list[0];
-        p.record_sampling(1000, s(0));
-        p.record_sampling(2000, s(25_000));
+        p.record_sampling(1000, 32, Some(0));
+        p.record_sampling(2000, 32, Some(25_000));
         assert_eq!(p.hook_pps, Some(25_000.0));
         assert_eq!(p.resolution_bps(), 8.0 * 32.0 * 512.0 * 40.0);
         // No packet counter anywhere: no resolution (the rate is taken as read).
-        p.record_sampling(3000, None);
+        p.record_sampling(3000, 1, None);
         p.record_counter(2000, 128_000_000, None);
         p.compute_rate(2000, 400).unwrap();
         assert_eq!((p.rx_pps, p.resolution_bps()), (None, 0.0));

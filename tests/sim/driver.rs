@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use rlbd::capture::ebpf::{Delta, EntryKey};
 use rlbd::client::ClientKey;
 use rlbd::config::{Settings, Target};
-use rlbd::engine::{Engine, Input, Output, Persisted, SendTag};
+use rlbd::engine::{Engine, Input, Output, Persisted, PortId, PortSecond, SendTag};
 use rlbd::status::StatusReport;
 use rlbd::steer::Rule;
 
@@ -247,7 +247,7 @@ impl Driver {
             Output::Send { port, tag, frame } => {
                 self.busy = true;
                 self.stats.sends += 1;
-                let wp = self.map.get(port).copied();
+                let wp = self.map.get(port.id.index()).copied();
                 let up = wp.is_some_and(|p| self.world.ports[p].up);
                 let result = if !up {
                     Err(Some(libc::ENETDOWN))
@@ -258,8 +258,9 @@ impl Driver {
                     Ok(())
                 };
                 if !matches!(tag, SendTag::Learning { .. }) || result.is_err() {
-                    self.trace
-                        .note(now, || format!("send p{port} {tag:?} -> {result:?}"));
+                    self.trace.note(now, || {
+                        format!("send p{} {tag:?} -> {result:?}", port.id.index())
+                    });
                 }
                 if let (Ok(()), Some(p)) = (result, wp) {
                     if let Err(e) = self.rules.on_sent(now, &self.world, p, &frame) {
@@ -272,7 +273,7 @@ impl Driver {
             }
             Output::OpenCapture { port } => {
                 let input = Input::CaptureOpened {
-                    port,
+                    port: port.id,
                     speed_mbps: Some(100),
                     error: None,
                 };
@@ -319,11 +320,19 @@ impl Driver {
                 }
             }
             Output::Summary(_) => self.busy = true,
-            Output::CloseCapture { .. } | Output::Refilter | Output::HostMacs(_) => {}
+            // The month's ports count from captured frames: no hook is attached, no ratio set.
+            Output::CloseCapture { .. }
+            | Output::Refilter { .. }
+            | Output::HostMacs(_)
+            | Output::AttachHook { .. }
+            | Output::SetSampling { .. }
+            | Output::Reloaded(_) => {}
             // The month's LAN has no bridge over the bond: a guest output is a rule broken
             // (tests/guests_sim.rs drives the guests).
-            o
-            @ (Output::GuestPath { .. } | Output::PinGuest { .. } | Output::UnpinGuest { .. }) => {
+            o @ (Output::GuestPath { .. }
+            | Output::GuestPort { .. }
+            | Output::PinGuest { .. }
+            | Output::UnpinGuest { .. }) => {
                 self.fail(format!("a guest output on a host without guests: {o:?}"));
             }
         }
@@ -370,7 +379,7 @@ impl Driver {
 
     /// The second's traffic as the kernel's counts, handed in; then the status, and the rules.
     pub fn second(&mut self) {
-        let counts: Vec<(usize, Delta)> = self
+        let counts: Vec<(PortId, Delta)> = self
             .world
             .traffic()
             .into_iter()
@@ -391,7 +400,7 @@ impl Driver {
                     bytes,
                     src: Some(src),
                 };
-                Some((ep, d))
+                Some((PortId::new(ep), d))
             })
             .collect();
         let ring_drops = self.drops_left > 0 && self.world.rng.chance(0.5);
@@ -399,11 +408,18 @@ impl Driver {
         if ring_drops {
             self.stats.drop_seconds += 1;
         }
+        // Every port's ring as having dropped the seconds with drops so far (the engine warns
+        // of each new drop and vetoes the second's moves).
+        let facts = vec![
+            PortSecond {
+                ring_drops: Some(self.stats.drop_seconds),
+                ..Default::default()
+            };
+            self.map.len()
+        ];
         self.input(Input::Second {
             counts: &counts,
-            whole: true,
-            ring_drops,
-            sampling: &[],
+            ports: &facts,
         });
         self.veto = ring_drops;
         // The status (every client's line) is the dearest part of a quiet second: asked every

@@ -190,11 +190,13 @@ fn a_counted_frame_allocates_nothing() {
     for round in 0..1000u64 {
         for (i, (key, ip, server)) in keys.iter().enumerate() {
             let input = rlbd::engine::Input::Counted {
-                port: (i % 4) as u16,
+                port: rlbd::engine::PortId::new(i % 4),
                 key: *key,
                 src: (*ip).into(),
                 dst: (*server).into(),
                 bytes: 1500 - round % 100,
+                for_host: true,
+                dst_mac: rlbd::Mac(2, 0, 0, 0, 0, 1),
             };
             d.engine.handle(d.now, input);
         }

@@ -190,9 +190,9 @@ impl ClientTable {
     /// spread) ends on the port of its largest count, whatever the order of `counts`. One
     /// lookup per count; a second pass over `counts` only in a second that had such a client
     /// (sorting every second's counts by client instead cost 4 ms at 65,536 clients).
-    pub fn account_kernel_counts(
+    pub fn account_kernel_counts<P: Copy + Into<usize>>(
         &mut self,
-        counts: &[(usize, Delta)],
+        counts: &[(P, Delta)],
         now_tick: u64,
         ours: impl Fn(IpAddr) -> bool,
     ) {
@@ -212,7 +212,7 @@ impl ClientTable {
                     prefetch_all(slot);
                 }
             }
-            let port = *port as u16;
+            let port = (*port).into() as u16;
             let before = self.account_counted(
                 d.key.client,
                 d.src,
@@ -236,7 +236,7 @@ impl ClientTable {
             let k = key(&d.key.client);
             if let Ok(i) = split.binary_search_by_key(&k, key) {
                 if best[i].is_none_or(|(b, _)| d.bytes > b) {
-                    best[i] = Some((d.bytes, *port as u16));
+                    best[i] = Some((d.bytes, (*port).into() as u16));
                 }
             }
         }

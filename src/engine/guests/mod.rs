@@ -57,7 +57,15 @@ impl Engine {
             return;
         }
         self.guest_path = on;
-        self.out.push(Output::GuestPath { on });
+        let ports = &self.lan.ports;
+        let bond = match (ports.bond_index, &ports.target) {
+            (Some(b), crate::config::Target::Bond(name)) if on => Some((b, name.clone())),
+            _ => None,
+        };
+        self.out.push(Output::GuestPath { on, bond });
+        if on {
+            self.guest_ports();
+        }
         let text = match bridge {
             Some(br) if on => format!("guests: balancing the guests of {br} over the bond"),
             None if on => "guests: balancing the containers' macvlans over the bond".into(),
@@ -83,6 +91,15 @@ impl Engine {
     /// The shell could not set the guest path up: guests are given up (released, the path
     /// off), said once as an error. A reload that changes `[guests]` tries again.
     pub(super) fn guest_path_failed(&mut self, why: String) {
+        // The verifier's log is for a developer; the error says what failed.
+        let why = match why.split_once("; verifier log") {
+            Some((short, log)) => {
+                let text = format!("guests: verifier log{log}");
+                self.out.log(Level::Debug, Topic::Guest, text);
+                short.to_string()
+            }
+            None => why,
+        };
         let text =
             format!("guests are not balanced: {why}; their frames stay with the bonding driver");
         self.out.log(Level::Error, Topic::Guest, text);
@@ -90,7 +107,10 @@ impl Engine {
         self.carry_out_guests();
         if self.guest_path {
             self.guest_path = false;
-            self.out.push(Output::GuestPath { on: false });
+            self.out.push(Output::GuestPath {
+                on: false,
+                bond: None,
+            });
         }
     }
 
@@ -187,11 +207,11 @@ impl Engine {
         for a in actions {
             match a {
                 GuestAction::Pin { key, port, reason } => {
-                    let Some(p) = self.lan.ports.list.get(port) else {
+                    let Some(p) = self.lan.port_ref(port) else {
                         continue;
                     };
-                    let (ifindex, name) = (p.ifindex, p.name.clone());
-                    self.out.push(Output::PinGuest { key, port, ifindex });
+                    let name = p.name.clone();
+                    self.out.push(Output::PinGuest { key, port: p });
                     self.announce(key, port);
                     let text = match reason {
                         None => format!("guest {key}: placed on {name}"),
@@ -204,7 +224,7 @@ impl Engine {
                     };
                     let fields = Fields {
                         id: reason.map(|_| MessageId::GuestMove),
-                        port: Some(name),
+                        port: Some(name.to_string()),
                         client_mac: Some(key.mac),
                         vlan: key.vlan,
                         reason: reason.map(|r| r.as_str()),
@@ -220,9 +240,16 @@ impl Engine {
     }
 
     fn announce(&mut self, guest: ClientKey, port: usize) {
+        let Some(r) = self.lan.port_ref(port) else {
+            return;
+        };
         let frame = tagged(&guest_announcement(guest.mac), guest.vlan);
-        let tag = SendTag::Announce { port, guest };
-        self.out.push(Output::Send { port, tag, frame });
+        let tag = SendTag::Announce { port: r.id, guest };
+        self.out.push(Output::Send {
+            port: r,
+            tag,
+            frame,
+        });
     }
 }
 

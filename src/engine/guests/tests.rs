@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::config::{Settings, Target};
-use crate::engine::Input;
+use crate::engine::{CountingHook, HookFacts, Input};
 use crate::guests::GuestsConfig;
 use crate::host::testing::{link, vlan_link, BOND, VLAN_IF};
 use crate::netlink::{FdbEntry, LinkInfo};
@@ -99,13 +99,25 @@ fn feed(e: &mut Engine, events: &[NlEvent]) -> Vec<Output> {
 fn drain(e: &mut Engine) -> Vec<Output> {
     let mut out = Vec::new();
     while let Some(o) = e.poll_output() {
-        if let Output::OpenCapture { port } = o {
-            let input = Input::CaptureOpened {
-                port,
-                speed_mbps: Some(30),
-                error: None,
-            };
-            e.handle(START, input);
+        match &o {
+            Output::OpenCapture { port } => {
+                let input = Input::CaptureOpened {
+                    port: port.id,
+                    speed_mbps: Some(30),
+                    error: None,
+                };
+                e.handle(START, input);
+            }
+            Output::AttachHook { port, hook } => {
+                let result = Ok(HookFacts {
+                    store: "slots",
+                    tc_attach: (*hook == CountingHook::Tc).then_some("tcx"),
+                    store_fallback: None,
+                });
+                let (port, hook) = (port.id, *hook);
+                e.handle(START, Input::HookAttached { port, hook, result });
+            }
+            _ => {}
         }
         out.push(o);
     }
@@ -138,7 +150,7 @@ fn a_containers_macvlan_turns_the_guest_path_on_and_is_pinned_without_a_bridge()
     let out = feed(&mut e, &dump);
     let on = out
         .iter()
-        .position(|o| matches!(o, Output::GuestPath { on: true }));
+        .position(|o| matches!(o, Output::GuestPath { on: true, .. }));
     let pin = out
         .iter()
         .position(|o| matches!(o, Output::PinGuest { .. }));
@@ -163,7 +175,7 @@ fn a_containers_macvlan_turns_the_guest_path_on_and_is_pinned_without_a_bridge()
     let out = feed(&mut e, &[slave(0)]);
     assert!(
         out.iter()
-            .any(|o| matches!(o, Output::GuestPath { on: false })),
+            .any(|o| matches!(o, Output::GuestPath { on: false, .. })),
         "{out:?}"
     );
 }
