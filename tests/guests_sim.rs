@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use rlbd::client::ClientKey;
 use rlbd::config::{Settings, Target};
-use rlbd::engine::{Engine, Input, Output, SendTag, Topic};
+use rlbd::engine::{Engine, Input, MapRead, Output, PortSecond, SendTag, Topic};
 use rlbd::guests::{GuestCount, GuestsConfig};
 use rlbd::netlink::{BondInfo, BondMode, FdbEntry, FdbKind, LinkInfo, LinkKind, NlEvent};
 use rlbd::Mac;
@@ -133,6 +133,10 @@ struct World {
     path_fails: bool,
     moves: usize,
     overload_moves: usize,
+    /// The capture rings drop frames every second (a busy host): client rates unreliable.
+    ring_drops: bool,
+    /// Frames each port's ring has dropped so far.
+    drops_total: u64,
 }
 
 impl World {
@@ -166,6 +170,8 @@ impl World {
             path_fails,
             moves: 0,
             overload_moves: 0,
+            ring_drops: false,
+            drops_total: 0,
         };
         w.drain();
         w
@@ -324,9 +330,20 @@ impl World {
         }
         self.util.push([carried[0] / CAP, carried[1] / CAP]);
         self.input(Input::GuestCounts(&counts));
+        // A busy host's rings drop frames every second: each port's total grows.
+        if self.ring_drops {
+            self.drops_total += 100;
+        }
+        let ports: Vec<PortSecond> = (0..2)
+            .map(|_| PortSecond {
+                hook_packets: None,
+                ring_drops: Some(self.drops_total),
+                map: MapRead::NotCounting,
+            })
+            .collect();
         self.input(Input::Second {
             counts: &[],
-            ports: &[],
+            ports: &ports,
         });
         self.now += 200;
         self.input(Input::Deadline);
@@ -385,7 +402,19 @@ impl World {
 /// pinned them, as under the kernel alone) and are split within 4 s.
 #[test]
 fn two_heavy_guests_on_one_slave_are_split_within_four_seconds() {
+    heavy_pair_split(false);
+}
+
+/// Ring drops make the clients' rates unreliable and stop the clients' moves; the guests' counts
+/// come from their own maps, whole: the guests are balanced all the same.
+#[test]
+fn capture_ring_drops_do_not_stop_the_guests_balancing() {
+    heavy_pair_split(true);
+}
+
+fn heavy_pair_split(ring_drops: bool) {
     let mut w = World::new();
+    w.ring_drops = ring_drops;
     // As the kernel leaves them: every guest learned on the active slave.
     for n in 0..4 {
         w.switch.insert(guest(n), 0);

@@ -380,6 +380,9 @@ impl Engine {
             let text =
                 "capture ring drops this second: client rates incomplete, no move made on them";
             self.out.log(Level::Debug, Topic::NoMove, text.into());
+            // The guests' counts are their own maps', whole: a busy host whose rings drop every
+            // second must not stop their balancing (no client moved).
+            self.rebalance_guests(now, false);
             return;
         }
         second::fill_snaps(&self.table, &self.lan.ports, true, &mut b.snaps);

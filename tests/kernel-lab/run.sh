@@ -41,7 +41,9 @@
 #   15-30 s, a scenario 30-90 s; docs/labs.md): every topology on the newest driver, the guests
 #   flat and VLAN-aware, two-addresses through igb NICs too (several queues, GRO), the basics on
 #   the older two, on 5.10 the bridge, whose ARPs the driver before 6.0 balances itself, and the
-#   guests given up there (the unit's capabilities cannot load their programs on 5.10). "all" in PLAN is
+#   guests given up there (the unit's capabilities cannot load their programs on 5.10);
+#   guests-macvlan (65-70 s of guest time) is left out: the plan already takes about 12 minutes,
+#   over the 10 it should stay within (docs/labs.md). "all" in PLAN is
 #   every scenario, the NIC ones too. KERNELS alone picks kernels of PLAN (a kernel PLAN does not name runs flat);
 #   SCENARIOS ("all" for every one) runs those scenarios on every kernel of KERNELS (default: all
 #   three).

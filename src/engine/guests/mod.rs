@@ -1,5 +1,6 @@
 //! The guests table inside the engine: what it is told (the bond and the bridges over it, the
-//! bridge FDB, the second's counts, ports failing) and its actions turned into outputs.
+//! bridge FDB and the own address lists of the bond and its VLANs (containers' macvlans), the
+//! second's counts, ports failing) and its actions turned into outputs.
 
 use log::Level;
 
@@ -18,7 +19,8 @@ impl Engine {
     }
 
     /// The guests table's view of the host: the bond, the bridges it is a port of, the ports'
-    /// names; and whether the guest path should be on (guests enabled and a bridge to serve).
+    /// names; and whether the guest path should be on (guests enabled and a bridge or a
+    /// container's macvlan to serve).
     pub(super) fn guests_topology(&mut self) {
         if !self.settings.guests.enabled && !self.guest_path {
             return;
