@@ -90,7 +90,7 @@ fn instructions_per_path() {
     let store = stores()[1];
     let p = program(store);
     let mut m = Map::new(store);
-    let mut steps = |skb: &Skb, m: &mut Map| run_counted(&p, skb, m).1;
+    let steps = |skb: &Skb, m: &mut Map| run_counted(&p, skb, m).1;
     // The first frame claims the slot; what follows finds it.
     steps(&gro(false, 43, 100), &mut m);
     steps(&gro(true, 43, 100), &mut m);
