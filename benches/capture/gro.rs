@@ -107,6 +107,16 @@ impl Run {
         100.0 * self.rlbd_ns() as f64 / self.recv_ns().max(1) as f64
     }
 
+    /// The share without the kernel's timing of each run: the egress program leaves an ACK
+    /// in 3 instructions, so its ns per run is the timing's own floor (`hook_ns`), taken off
+    /// every run of both programs (at least 0 each).
+    pub fn net_share_pct(&self) -> f64 {
+        let floor = self.egress.0 as f64 / self.egress.1.max(1) as f64;
+        let net = |(ns, runs): (u64, u64)| (ns as f64 - runs as f64 * floor).max(0.0);
+        let own = net(self.ingress) + net(self.egress) + self.daemon_ns as f64;
+        100.0 * own / self.recv_ns().max(1) as f64
+    }
+
     /// The share with the programs' time from the profile (`gro_perf.rs`): a lower bound.
     pub fn perf_share_pct(&self) -> Option<f64> {
         let (under, all) = self.perf?;

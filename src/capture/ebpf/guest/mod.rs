@@ -148,6 +148,20 @@ pub struct GuestReading {
 pub struct GuestFds {
     pub pins: i32,
     pub counters: i32,
+    /// The filter: an array of one [`FILTER_BYTES`] value, the programs' first test.
+    pub filter: i32,
+}
+
+/// The filter's bytes: one per value of a MAC's last two octets (read in place as a u16 in
+/// the machine's order, [`filter_index`]), non-zero while a pinned guest's MAC ends in them.
+/// A frame whose MAC finds 0 there is no guest's, and the programs let it go before any
+/// lookup: the host's own frames (every ACK it sends) cost a handful of instructions.
+pub const FILTER_BYTES: usize = 1 << 16;
+
+/// A MAC's byte in the filter.
+pub fn filter_index(mac: Mac) -> usize {
+    let o = mac.octets();
+    usize::from(u16::from_ne_bytes([o[4], o[5]]))
 }
 
 /// The pins and counters maps, and which guest has which counter slot.
@@ -155,6 +169,8 @@ pub struct GuestFds {
 pub struct GuestMaps {
     pins: OwnedFd,
     counters: OwnedFd,
+    filter: OwnedFd,
+    filter_mem: sys::Mapped,
     cpus: usize,
     book: Mutex<SlotBook>,
 }
@@ -164,6 +180,8 @@ pub struct GuestMaps {
 struct SlotBook {
     taken: HashMap<GuestKey, (u32, u32)>,
     free: Vec<u32>,
+    /// Pinned guests per filter byte.
+    sharing: HashMap<usize, u32>,
 }
 
 impl SlotBook {
@@ -171,8 +189,17 @@ impl SlotBook {
         SlotBook {
             taken: HashMap::new(),
             free: (0..n).rev().collect(),
+            sharing: HashMap::new(),
         }
     }
+}
+
+/// Sets filter byte `at` to `v` (the programs only read it: no other writer).
+fn set_filter(mem: &sys::Mapped, at: usize, v: u8) {
+    let word = at & !7;
+    let mut b = mem.load(word).to_ne_bytes();
+    b[at & 7] = v;
+    mem.store(word, u64::from_ne_bytes(b));
 }
 
 impl GuestMaps {
@@ -205,9 +232,21 @@ impl GuestMaps {
             "rlbdg_counters",
         )
         .map_err(ctx("counters"))?;
+        let filter = sys::map_create(
+            sys::BPF_MAP_TYPE_ARRAY,
+            4,
+            FILTER_BYTES as u32,
+            1,
+            sys::BPF_F_MMAPABLE,
+            "rlbdg_filter",
+        )
+        .map_err(ctx("filter"))?;
+        let filter_mem = sys::Mapped::new(filter.as_fd(), FILTER_BYTES).map_err(ctx("filter"))?;
         Ok(GuestMaps {
             pins,
             counters,
+            filter,
+            filter_mem,
             cpus: super::cpus()?,
             book: Mutex::new(SlotBook::new(max_guests)),
         })
@@ -217,6 +256,7 @@ impl GuestMaps {
         GuestFds {
             pins: self.pins.as_raw_fd(),
             counters: self.counters.as_raw_fd(),
+            filter: self.filter.as_raw_fd(),
         }
     }
 
@@ -253,6 +293,12 @@ impl GuestMaps {
                 slot
             }
         };
+        let new = !book.taken.contains_key(&g);
+        // The filter lets the guest's frames through before its pin exists, and after it
+        // is gone: a frame between finds no pin, as before.
+        if new {
+            self.share(&mut book, mac, 1);
+        }
         let mut pin = [0u8; PIN_SIZE];
         pin[..4].copy_from_slice(&ifindex.to_ne_bytes());
         pin[4..].copy_from_slice(&slot.to_ne_bytes());
@@ -262,8 +308,9 @@ impl GuestMaps {
                 Ok(())
             }
             Err(e) => {
-                if !book.taken.contains_key(&g) {
+                if new {
                     book.free.push(slot);
+                    self.share(&mut book, mac, -1);
                 }
                 Err(guest_err(
                     &g,
@@ -285,7 +332,27 @@ impl GuestMaps {
         sys::delete(self.pins.as_fd(), &g.encode()).map_err(|e| guest_err(&g, "unpinning", e))?;
         book.taken.remove(&g);
         book.free.push(slot);
+        self.share(&mut book, mac, -1);
         Ok(true)
+    }
+
+    /// One more (`by` 1) or one fewer (-1) pinned guest with `mac`'s filter byte: the byte
+    /// set while any is.
+    fn share(&self, book: &mut SlotBook, mac: Mac, by: i32) {
+        let at = filter_index(mac);
+        let n = book.sharing.entry(at).or_insert(0);
+        *n = n.saturating_add_signed(by);
+        let set = *n > 0;
+        if !set {
+            book.sharing.remove(&at);
+        }
+        set_filter(&self.filter_mem, at, u8::from(set));
+    }
+
+    /// Whether the filter lets `mac`'s frames on to the lookup (as the programs read it).
+    pub fn filter_passes(&self, mac: Mac) -> bool {
+        let at = filter_index(mac);
+        self.filter_mem.load(at & !7).to_ne_bytes()[at & 7] != 0
     }
 
     /// The pinned guests, each with its slave and its counters' totals.

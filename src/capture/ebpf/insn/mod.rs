@@ -144,6 +144,8 @@ pub const OP_EXIT: u8 = 0x90;
 pub const OP_END: u8 = 0xd0;
 /// `src_reg` of a 64-bit immediate load that names a map by file descriptor.
 pub const PSEUDO_MAP_FD: u8 = 1;
+/// `ld_imm64`'s source for the address of an array map's first value (+ the second half's imm).
+pub const PSEUDO_MAP_VALUE: u8 = 2;
 
 /// One instruction, laid out as `struct bpf_insn` (the register nibbles in little-endian
 /// bit-field order: `dst_reg` low).
@@ -361,6 +363,18 @@ impl Asm {
         first.regs = regs(dst as u8, PSEUDO_MAP_FD);
         self.push(first);
         self.push(Insn::default())
+    }
+
+    /// `dst = &value[off]` of the array map `fd`'s first element, with no helper call (Linux
+    /// >= 5.2).
+    pub fn ld_map_value(&mut self, dst: Reg, fd: i32, off: i32) -> &mut Self {
+        let mut first = Insn::new(CLASS_LD | MODE_IMM | Size::DW.code(), dst, Reg::R0, 0, fd);
+        first.regs = regs(dst as u8, PSEUDO_MAP_VALUE);
+        self.push(first);
+        self.push(Insn {
+            imm: off,
+            ..Insn::default()
+        })
     }
 
     /// `if dst <cond> imm goto to`.

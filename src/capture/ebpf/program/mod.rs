@@ -412,4 +412,4 @@ fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, drop: Label) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

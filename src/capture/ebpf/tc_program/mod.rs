@@ -430,3 +430,5 @@ fn host_check(a: &mut Asm, host_macs: &[Mac], ok: Label, done: Label) {
 mod live_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vm_tests;

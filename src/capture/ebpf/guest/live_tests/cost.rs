@@ -32,6 +32,12 @@ fn cost() -> Result<(), String> {
             -1,
         ),
         (
+            "egress, not a guest's, its MAC ending as a guest's (the lookup)",
+            &egress,
+            frame(FAR, Mac(2, 0x99, 0, 0, 0, 0x01), None, b"x"),
+            -1,
+        ),
+        (
             "egress, tagged, not a guest's",
             &egress,
             frame(FAR, STRANGER, Some(5), b"x"),

@@ -14,6 +14,7 @@ use crate::test_support::in_own_thread;
 
 mod bond;
 mod cost;
+mod filter;
 mod sock;
 use sock::{ifindex, Sock};
 

@@ -5,11 +5,14 @@
 use std::collections::HashMap;
 
 use super::super::super::insn::*;
-use super::super::{GuestCounters, GuestFds, GuestKey, KEY_SIZE, PIN_SIZE, RECORD};
+use super::super::{
+    filter_index, GuestCounters, GuestFds, GuestKey, FILTER_BYTES, KEY_SIZE, PIN_SIZE, RECORD,
+};
 
 pub const FDS: GuestFds = GuestFds {
     pins: 42,
     counters: 43,
+    filter: 44,
 };
 
 /// What the hook hands the program.
@@ -41,6 +44,8 @@ impl Skb {
 pub struct Maps {
     pins: HashMap<[u8; KEY_SIZE], [u8; PIN_SIZE]>,
     slots: Vec<Vec<u8>>,
+    /// The filter's value, as `GuestMaps` keeps it.
+    filter: Vec<u8>,
     /// The last `bpf_redirect(ifindex, flags)`.
     pub redirect: Option<(u64, u64)>,
     pub pulls: usize,
@@ -51,6 +56,7 @@ impl Maps {
     pub fn new(slots: usize) -> Maps {
         Maps {
             slots: vec![vec![0; RECORD]; slots],
+            filter: vec![0; FILTER_BYTES],
             ..Maps::default()
         }
     }
@@ -60,6 +66,7 @@ impl Maps {
         v[..4].copy_from_slice(&ifindex.to_ne_bytes());
         v[4..].copy_from_slice(&slot.to_ne_bytes());
         self.pins.insert(g.encode(), v);
+        self.filter[filter_index(g.mac)] = 1;
     }
 
     pub fn counters(&self, slot: usize) -> GuestCounters {
@@ -82,6 +89,8 @@ enum V {
     Pin([u8; KEY_SIZE], i64),
     Slot(usize, i64),
     Map(i32),
+    /// Into the filter's value.
+    Filter(i64),
 }
 
 impl V {
@@ -172,6 +181,7 @@ impl Vm<'_> {
             (0xb0, _, v) => v,
             (0x00, V::Stack(o), V::Scalar(k)) => V::Stack(o + k as i64),
             (0x00, V::Pkt(o), V::Scalar(k)) => V::Pkt(o + k as i64),
+            (0x00, V::Filter(o), V::Scalar(k)) => V::Filter(o + k as i64),
             (0x00, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_add(b)),
             (0x10, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_sub(b)),
             (0x20, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_mul(b)),
@@ -197,6 +207,14 @@ impl Vm<'_> {
 
     fn ld_imm64(&mut self, i: &Insn) -> i64 {
         assert_eq!(i.code, CLASS_LD | MODE_IMM | 0x18, "no LD_ABS/LD_IND at tc");
+        if i.src() == PSEUDO_MAP_VALUE {
+            assert_eq!(
+                i.imm, FDS.filter,
+                "only the filter's value is read in place"
+            );
+            self.r[usize::from(i.dst())] = V::Filter(0);
+            return 1;
+        }
         assert_eq!(i.src(), PSEUDO_MAP_FD);
         assert!([FDS.pins, FDS.counters].contains(&i.imm), "map {}", i.imm);
         self.r[usize::from(i.dst())] = V::Map(i.imm);
@@ -237,6 +255,13 @@ impl Vm<'_> {
             V::Slot(e, o) => {
                 assert!(at(o) + n <= RECORD, "counter read past the record");
                 V::Scalar(ne(&maps.slots[e][at(o)..at(o) + n]))
+            }
+            V::Filter(o) => {
+                assert!(
+                    o >= 0 && at(o) + n <= FILTER_BYTES,
+                    "filter read out of bounds"
+                );
+                V::Scalar(ne(&maps.filter[at(o)..at(o) + n]))
             }
             other => panic!("load through {other:?}"),
         };

@@ -10,7 +10,7 @@ use super::*;
 use crate::capture::frame::tests::ipv4_frame;
 use crate::client::ClientKey;
 
-mod vm;
+pub(in crate::capture::ebpf) mod vm;
 use vm::{run, stores, Map, Skb, MAP_FD, RATIO_FD};
 
 const SNAP: u32 = 96;
@@ -26,6 +26,7 @@ fn host(data: Vec<u8>) -> Skb {
         data,
         pkt_type: 0,
         vlan: None,
+        gso_segs: 0,
     }
 }
 
@@ -115,6 +116,7 @@ fn arp_and_neighbor_discovery_reach_the_ring_uncounted_in(store: Store) {
                 data: f,
                 pkt_type,
                 vlan: None,
+                gso_segs: 0,
             };
             assert_eq!(run(&p, &skb, &mut m), u64::from(SNAP));
         }
@@ -196,6 +198,7 @@ fn vlans_in_the_frame_and_offloaded_in(store: Store) {
         data: v4(PORT),
         pkt_type: 0,
         vlan: Some((0x3000 | 200, 0x8100)),
+        gso_segs: 0,
     };
     assert_eq!(run(&p, &off, &mut m), 0);
     // Both: the offloaded one names the VLAN, the one in the frame moves the header.
@@ -203,6 +206,7 @@ fn vlans_in_the_frame_and_offloaded_in(store: Store) {
         data: tagged(&v4(PORT), 7),
         pkt_type: 0,
         vlan: Some((300, 0x8100)),
+        gso_segs: 0,
     };
     assert_eq!(run(&p, &both, &mut m), 0);
     let c: Vec<(u16, u64)> = m.counts().iter().map(|x| (x.0.client.vlan, x.1)).collect();
@@ -214,6 +218,7 @@ fn vlans_in_the_frame_and_offloaded_in(store: Store) {
         data: arp(),
         pkt_type: 0,
         vlan: Some((100, 0x88a8)),
+        gso_segs: 0,
     };
     assert_eq!(run(&p, &ad, &mut m), 0);
     let mut f = tagged(&v4(PORT), 100);
@@ -236,6 +241,7 @@ fn only_frames_that_came_in_for_the_host_count_in(store: Store) {
         data: v4(dst),
         pkt_type,
         vlan: None,
+        gso_segs: 0,
     };
     // Another host's frame (a flooded one, another port's MAC), and our own outgoing: no.
     assert_eq!(run(&p, &skb(Mac(2, 0, 0, 0, 0, 0x99), 3), &mut m), 0);
@@ -319,6 +325,7 @@ fn the_program_stays_within_the_kernel_limits_in(store: Store) {
         data: v4(*macs.last().unwrap()),
         pkt_type: 3,
         vlan: None,
+        gso_segs: 0,
     };
     assert_eq!(run(&p, &skb, &mut m), 0);
     assert_eq!(m.counts().len(), 1);

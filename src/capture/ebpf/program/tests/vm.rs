@@ -23,7 +23,13 @@ pub struct Skb {
     pub data: Vec<u8>,
     pub pkt_type: u32,
     pub vlan: Option<(u16, u16)>, // (tci, tpid)
+    /// Frames GRO merged into the packet (tc programs only).
+    pub gso_segs: u32,
 }
+
+/// The ring buffer's and its lost-frame counter's descriptors, for the tc programs.
+pub const RING_FD: i32 = 43;
+pub const LOST_FD: i32 = 44;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum V {
@@ -34,6 +40,9 @@ enum V {
     /// Into the ratio map's value (this CPU's).
     Ratio(i64),
     Map(i32),
+    /// Direct packet access at tc: a pointer into the frame, and its end.
+    Pkt(i64),
+    PktEnd,
 }
 
 impl V {
@@ -140,6 +149,7 @@ fn ctx_field(skb: &Skb, off: i64) -> u64 {
         28 => u64::from(skb.vlan.map_or(0, |v| v.1.to_be())),
         // The ethertype behind any tag taken out, as the stack keeps it (big-endian).
         16 => u64::from(u16::from_ne_bytes([skb.data[12], skb.data[13]])),
+        164 => u64::from(skb.gso_segs),
         _ => panic!("context field {off} read"),
     }
 }
@@ -171,6 +181,12 @@ fn size_of(i: &Insn) -> usize {
 
 /// Runs `prog` on `skb`; returns its verdict (bytes to keep).
 pub fn run(prog: &[Insn], skb: &Skb, map: &mut Map) -> u64 {
+    run_counted(prog, skb, map).0
+}
+
+/// Runs `prog` on `skb`; returns its verdict and the instructions it ran (a 64-bit load is
+/// one).
+pub fn run_counted(prog: &[Insn], skb: &Skb, map: &mut Map) -> (u64, usize) {
     let mut vm = Vm {
         r: [V::Scalar(0); 11],
         stack: [0u8; 512],
@@ -179,7 +195,7 @@ pub fn run(prog: &[Insn], skb: &Skb, map: &mut Map) -> u64 {
     vm.r[1] = V::Ctx;
     vm.r[10] = V::Stack(512);
     let mut pc = 0usize;
-    for _ in 0..10_000 {
+    for steps in 1..10_000 {
         let i = prog[pc];
         pc += 1;
         let flow = match i.class() {
@@ -194,7 +210,7 @@ pub fn run(prog: &[Insn], skb: &Skb, map: &mut Map) -> u64 {
         match flow {
             Flow::Next => {}
             Flow::Skip(n) => pc = (pc as i64 + n) as usize,
-            Flow::Exit(v) => return v,
+            Flow::Exit(v) => return (v, steps),
         }
     }
     panic!("runaway program");
@@ -218,6 +234,7 @@ impl Vm<'_> {
             (0xb0, _, v) => v,
             (0x00, V::Stack(o), V::Scalar(k)) => V::Stack(o + k as i64),
             (0x00, V::Value(e, o), V::Scalar(k)) => V::Value(e, o + k as i64),
+            (0x00, V::Pkt(o), V::Scalar(k)) => V::Pkt(o + k as i64),
             (0x10, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_sub(b)),
             (0x60, V::Scalar(a), V::Scalar(b)) => V::Scalar(a << b),
             (0x00, V::Scalar(a), V::Scalar(b)) => V::Scalar(a.wrapping_add(b)),
@@ -253,7 +270,11 @@ impl Vm<'_> {
         if mode != MODE_ABS && mode != MODE_IND {
             assert_eq!(i.code, CLASS_LD | MODE_IMM | 0x18);
             assert_eq!(i.src(), PSEUDO_MAP_FD);
-            assert!([MAP_FD, RATIO_FD].contains(&i.imm), "map {}", i.imm);
+            assert!(
+                [MAP_FD, RATIO_FD, RING_FD, LOST_FD].contains(&i.imm),
+                "map {}",
+                i.imm
+            );
             self.r[usize::from(i.dst())] = V::Map(i.imm);
             return Flow::Skip(1);
         }
@@ -277,7 +298,19 @@ impl Vm<'_> {
         let (dst, src, size) = (usize::from(i.dst()), usize::from(i.src()), size_of(i));
         let off = i64::from(i.off);
         self.r[dst] = V::Scalar(match self.r[src] {
+            V::Ctx if off == 76 => {
+                self.r[dst] = V::Pkt(0);
+                return Flow::Next;
+            }
+            V::Ctx if off == 80 => {
+                self.r[dst] = V::PktEnd;
+                return Flow::Next;
+            }
             V::Ctx => ctx_field(self.skb, off),
+            V::Pkt(o) => {
+                let at = (o + off) as usize;
+                ne(&self.skb.data[at..at + size])
+            }
             V::Stack(o) => {
                 let at = (o + off) as usize;
                 ne(&self.stack[at..at + size])
@@ -350,15 +383,17 @@ impl Vm<'_> {
             return Flow::Skip(i64::from(i.off));
         }
         let (dst, src) = (usize::from(i.dst()), usize::from(i.src()));
+        let end = self.skb.data.len() as u64;
         let mut a = match self.r[dst] {
             V::Scalar(x) => x,
             V::Value(..) | V::Ratio(..) => 1,
+            V::Pkt(o) => o as u64,
             other => panic!("compare {other:?}"),
         };
-        let mut b = if i.code & SRC_X != 0 {
-            self.r[src].s()
-        } else {
-            i.imm as i64 as u64
+        let mut b = match (i.code & SRC_X != 0, self.r[src]) {
+            (true, V::PktEnd) => end,
+            (true, r) => r.s(),
+            (false, _) => i.imm as i64 as u64,
         };
         if i.class() == CLASS_JMP32 {
             a &= 0xffff_ffff;
@@ -370,6 +405,7 @@ impl Vm<'_> {
             0xa0 => a < b,
             0x30 => a >= b,
             0x20 => a > b,
+            0xb0 => a <= b,
             _ => panic!("jump op {op:x}"),
         };
         if taken {
@@ -414,6 +450,11 @@ fn call(h: i32, r: &[V; 11], stack: &mut [u8; 512], skb: &Skb, map: &mut Map) ->
                 }
             }
         }
+        // The ring buffer full: the frame counted as lost (not kept here).
+        131 => V::Scalar(0),
+        1 if r[1] == V::Map(LOST_FD) => V::Scalar(0),
+        // The head is linear in these frames: nothing to pull.
+        39 => V::Scalar(0),
         1 if r[1] == V::Map(RATIO_FD) => {
             let at = stack_at(r[2]);
             assert_eq!(ne(&stack[at..at + 4]), 0, "the ratio map has one entry");
