@@ -144,7 +144,7 @@ impl Balance {
                         || s.pinned.is_some()
                         || s.moved.as_ref().is_some_and(|m| m.hold_down_left_secs > 0))
             });
-            !held && world.confirms(cl.mac) && rate(c) < self.threshold * cap(hot)
+            !held && world.claimable(cl) && rate(c) < self.threshold * cap(hot)
         };
         let c = eligible
             .into_iter()

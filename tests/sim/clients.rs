@@ -49,6 +49,8 @@ pub struct Client {
     pub vlan: u16,
     /// An IPv6-only client: its address, and its entry is for the server's IPv6 address.
     pub ip6: Option<Ipv6Addr>,
+    /// An IPv6 client that also sends a trickle of IPv4 the server never answers.
+    pub dual: bool,
     pub present: bool,
     /// Bits per second it would send with room.
     pub demand_bps: f64,

@@ -4,7 +4,7 @@
 
 use log::Level;
 
-use super::{log, Action, Ctx, PortId, Rule, Steerer};
+use super::{log, Action, Ctx, PortId, Rule, Steerer, Weakening};
 use crate::capture::NdKind;
 use crate::client::ClientKey;
 use crate::host::Claim;
@@ -27,7 +27,9 @@ impl Steerer {
         let Some(m) = self.moved.get_mut(&client) else {
             return;
         };
-        if self.cfg.rules_off.has(Rule::Reassertion) || m.pending.iter().any(|t| *t <= due) {
+        let off = self.cfg.rules_off.has(Rule::Reassertion)
+            || (client.vlan != 0 && self.cfg.rules_off.weakened(Weakening::ReassertionSkipsVlan));
+        if off || m.pending.iter().any(|t| *t <= due) {
             return;
         }
         m.reasserts += 1;
