@@ -19,6 +19,10 @@ use super::world::World;
 
 type Key = (Mac, u16);
 
+/// The engine's idle timeout (`[capture] idle_timeout_secs`): a move whose client is out of
+/// the table is forgotten once this old.
+const IDLE_MS: u64 = 60_000;
+
 #[derive(Debug, Clone, Copy)]
 struct Told {
     port: usize,
@@ -43,6 +47,12 @@ pub struct Moves {
     /// When the engine last took a state file over: it re-asserts the moves it holds, which
     /// may be older than the last (a move within a second of a kill is not in the file yet).
     restored_at: Option<u64>,
+    /// The engine's bound on the moves it keeps (its client table's size): beyond it, it
+    /// forgets the oldest.
+    pub bound: usize,
+    /// The table is smaller than the population: a busy client may be evicted from it, and
+    /// then its move forgotten once older than the idle timeout (`IDLE_MS`).
+    pub evicting: bool,
     /// When rlbd's updates last named a new port for some client.
     pub last_change: u64,
     pub moves_checked: u64,
@@ -57,10 +67,13 @@ impl Moves {
         self.undone.clear();
     }
 
-    /// A restart with the state file: the moves are taken over, without their origin, so
-    /// none may be corrected within its hold-down.
-    pub fn taken_over(&mut self, now: u64) {
+    /// A restart with the state file written at `written`: its moves are taken over, without
+    /// their origin, so none may be corrected within its hold-down.
+    pub fn taken_over(&mut self, now: u64, written: u64) {
         self.restored_at = Some(now);
+        // A move made after the file was written died with the daemon that made it.
+        self.told.retain(|_, t| t.at < written);
+        self.undone.clear();
         for t in self.told.values_mut() {
             t.second_ok = false;
         }
@@ -145,14 +158,27 @@ impl Moves {
         Ok(())
     }
 
+    /// The time of the oldest move the engine's bound still lets it keep: of more moves than
+    /// the bound, the oldest may be forgotten.
+    fn oldest_kept(&self) -> u64 {
+        if self.told.len() <= self.bound {
+            return 0;
+        }
+        let mut at: Vec<u64> = self.told.values().map(|t| t.at).collect();
+        at.sort_unstable_by(|a, b| b.cmp(a));
+        at[self.bound.saturating_sub(1)]
+    }
+
     /// The moves the engine must still hold at `now`: those in their hold-down, and those of
     /// clients that have sent every second since (an engine forgets only idle clients' moves).
     pub fn kept(&self, now: u64, hold: u64) -> impl Iterator<Item = (Mac, u16, u64)> + '_ {
+        let oldest = self.oldest_kept();
         self.told
             .iter()
             .filter(move |(k, t)| {
                 let busy = self.idle_at.get(k).is_none_or(|i| *i + 120_000 < t.at);
-                t.at + hold > now || busy
+                let old = self.evicting && now >= t.at + IDLE_MS;
+                (t.at + hold > now || (busy && !old)) && t.at > oldest
             })
             .map(|(k, t)| (k.0, k.1, t.at))
     }
@@ -203,7 +229,9 @@ impl Moves {
                 .clients
                 .iter()
                 .any(|c| c.present && (c.mac, c.vlan) == key);
-            if !port.up || port.down_since >= t.at || idle || gone || excused(key, at) {
+            let forgotten = t.at <= self.oldest_kept() || (self.evicting && at >= t.at + IDLE_MS);
+            if !port.up || port.down_since >= t.at || idle || gone || forgotten || excused(key, at)
+            {
                 continue;
             }
             return Err(format!(

@@ -54,6 +54,7 @@ impl Driver {
             return;
         }
         let Some(state) = self.state_from_disk() else {
+            self.rules.forget(self.now);
             return;
         };
         // The engine takes a file younger than the hold-down over, and then starts with its
@@ -61,9 +62,12 @@ impl Driver {
         let hold = self.settings.policy.hold_down * 1000;
         let taken = self.now.saturating_sub(state.written_ms) < hold;
         if taken {
-            self.rules.moves.taken_over(self.now);
+            self.rules.moves.taken_over(self.now, state.written_ms);
             self.rules.limits.start_empty(self.now);
             self.rules.restored = Some((self.now, state.written_ms));
+        } else {
+            // Too old: the engine starts afresh, as without one.
+            self.rules.forget(self.now);
         }
         self.stats.restores += 1;
         let file = "/run/rlbd/sim.state".to_string();

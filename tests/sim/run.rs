@@ -61,6 +61,9 @@ impl Failure {
         let Some(mac) = self.client() else {
             return self.trace.clone();
         };
+        if std::env::var_os("RLBD_SIM_WATCH").is_some() {
+            return self.trace.clone();
+        }
         let lines: Vec<&str> = self
             .trace
             .lines()
