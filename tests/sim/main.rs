@@ -3,11 +3,12 @@
 //! fail and return, clients with Linux-like neighbour caches arriving and leaving, elastic
 //! demand, the server kernel's neighbour table, restarts with and without the state file,
 //! refused sends, netlink overruns, reloads and a foreign claim of the server's address, on a
-//! simulated clock. Rules are checked on every frame and after every simulated second; a broken
-//! rule fails with the seed and the last events.
+//! simulated clock. Rules are checked on every frame and after every simulated second, each by
+//! a named check (`checks.rs`); a broken rule fails with the check, the seed and the last events.
 //!
 //! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed);
-//! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address).
+//! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address),
+//! `RLBD_SIM_LOG=debug` with the engine's debug lines.
 
 mod alloc;
 mod balance;
