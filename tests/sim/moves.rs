@@ -40,6 +40,8 @@ pub struct Moves {
     told: HashMap<Key, Told>,
     /// Clients a host frame put elsewhere, and when.
     undone: HashMap<Key, u64>,
+    /// Undoings excused (the budgets ran low, ...): not taken up again.
+    excused: HashMap<Key, u64>,
     /// When each client last sent nothing in a second.
     idle_at: HashMap<Key, u64>,
     /// The port each client's traffic last arrived on (what the engine counted).
@@ -65,6 +67,7 @@ impl Moves {
     pub fn forget(&mut self) {
         self.told.clear();
         self.undone.clear();
+        self.excused.clear();
     }
 
     /// A restart with the state file written at `written`: its moves are taken over, without
@@ -197,7 +200,8 @@ impl Moves {
             let Some(e) = c.entry else { continue };
             let port = &world.ports[t.port];
             let elsewhere = world.port_of_mac(e.mac).is_some_and(|p| p != t.port);
-            if port.up && elsewhere && e.updated > t.at && !self.undone.contains_key(&key) {
+            let seen = self.undone.contains_key(&key) || self.excused.get(&key) == Some(&e.updated);
+            if port.up && elsewhere && e.updated > t.at && !seen {
                 self.undone.insert(key, e.updated);
             }
         }
@@ -232,6 +236,7 @@ impl Moves {
             let forgotten = t.at <= self.oldest_kept() || (self.evicting && at >= t.at + IDLE_MS);
             if !port.up || port.down_since >= t.at || idle || gone || forgotten || excused(key, at)
             {
+                self.excused.insert(key, at);
                 continue;
             }
             return Err(format!(
