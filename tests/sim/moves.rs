@@ -109,12 +109,14 @@ impl Moves {
             .and_then(|c| c.target())
             .and_then(|m| world.port_of_mac(m));
         let dead = |p: Option<usize>| p.is_some_and(|p| !world.ports[p].up);
-        // Or the port rlbd last told it went down lately: the failover's frames may wait
-        // their turns of the total rate limit while the bond's driver already moved it.
-        let told_died = prev.is_some_and(|p| {
-            let was = &world.ports[p.port];
-            !was.up && was.down_since >= p.at && now < was.down_since + 30_000
-        });
+        // Or, for an update that waited (not sent as it was decided), the port rlbd last told
+        // went down lately: a failover's frames wait their turns of the total rate limit, and
+        // the bond's driver may have moved the client meanwhile.
+        let told_died = !prompt
+            && prev.is_some_and(|p| {
+                let was = &world.ports[p.port];
+                !was.up && was.down_since >= p.at && now < was.down_since + 30_000
+            });
         let failover = dead(sends_to) || dead(counted) || told_died;
         let restoring = self.restored_at.is_some_and(|r| now < r + 5_000);
         if !restoring {
