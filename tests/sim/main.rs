@@ -26,6 +26,7 @@ mod run;
 mod setup;
 mod shrink;
 mod trace;
+mod wire;
 mod world;
 
 use std::time::Instant;

@@ -10,7 +10,9 @@ use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
 use rlbd::Mac;
 
 use super::bond::{bond_links, untag, Rlb, BOND_IF, SERVER_V, UPDATE_DELAY_MS, VLAN_ID, VLAN_IF};
-use super::clients::{arp_frame, Ask, Client, BROADCAST, SERVER, SERVER_B};
+use super::clients::{
+    arp_frame, client_ip, Ask, Client, BROADCAST, MAX_POPULATION, SERVER, SERVER_B,
+};
 use super::nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
 use super::ports::Port;
 use rlbd::simulate::fair_share;
@@ -509,28 +511,6 @@ impl World {
             self.rlb_due.push((now + UPDATE_DELAY_MS, c));
         }
     }
-}
-
-/// The most clients a world holds (the seeds' populations go up to it).
-pub const MAX_POPULATION: usize = 300;
-
-/// Slot `slot`'s IPv4 address: untagged ones 198.18.0.(10 + slot) while that fits (slots 0, 1
-/// and 3 are the ones `[clients]` excludes); past it, on a bond, the numbers the tagged slots
-/// left free, and on plain ports (a /23) 198.18.1.x; tagged ones 198.18.1.(10 + slot / 5).
-fn client_ip(slot: usize, tagged: bool, bonded: bool) -> Ipv4Addr {
-    const FITS: usize = 245;
-    let host = |n: usize| u8::try_from(n).expect("a host number under 255");
-    if tagged {
-        return Ipv4Addr::new(198, 18, 1, host(10 + slot / 5));
-    }
-    if slot < FITS {
-        return Ipv4Addr::new(198, 18, 0, host(10 + slot));
-    }
-    if bonded {
-        let k = (FITS..slot).filter(|s| s % 5 != 3).count();
-        return Ipv4Addr::new(198, 18, 0, host(10 + 3 + 5 * k));
-    }
-    Ipv4Addr::new(198, 18, 1, host(10 + slot - FITS))
 }
 
 fn neigh_event(ifindex: u32, ip: IpAddr, mac: Mac, removed: bool) -> NlEvent {
