@@ -260,6 +260,15 @@ impl Engine {
             .reconfigure(steer_config(&self.settings, self.rules_off));
     }
 
+    /// Weakens `rule` a little: only to prove that the simulation catches a rule nearly kept.
+    /// Behind the `rule-switches` feature, which the shipped binary does not enable.
+    #[cfg(any(test, feature = "rule-switches"))]
+    pub fn weaken(&mut self, w: crate::steer::Weakening) {
+        self.rules_off = self.rules_off.with_weakened(w);
+        self.steer
+            .reconfigure(steer_config(&self.settings, self.rules_off));
+    }
+
     fn learning(&self) -> bool {
         matches!(self.lan.ports.target, Target::Ports(_))
     }

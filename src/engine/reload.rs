@@ -106,13 +106,18 @@ pub fn restart_needed(old: &Settings, new: &Settings) -> Vec<&'static str> {
 
 /// The steering core's settings, from the daemon's and the rules switched off.
 pub fn steer_config(s: &Settings, rules_off: RulesOff) -> crate::steer::SteerConfig {
+    let doubled = if rules_off.weakened(crate::steer::Weakening::LimitsDoubled) {
+        2
+    } else {
+        1
+    };
     crate::steer::SteerConfig {
         policy: s.policy.clone(),
         repeats: s.steering.repeats,
         repeat_interval_ms: s.steering.repeat_interval_ms,
         reassert_delay_ms: s.steering.reassert_delay_ms,
-        per_client_per_sec: s.steering.per_client_per_sec,
-        total_per_sec: s.steering.total_per_sec,
+        per_client_per_sec: s.steering.per_client_per_sec.saturating_mul(doubled),
+        total_per_sec: s.steering.total_per_sec.saturating_mul(doubled),
         idle_ms: s.capture.idle_timeout_secs.saturating_mul(1000),
         dry_run: s.dry_run,
         max_moved: s.capture.table_size,

@@ -12,7 +12,7 @@ pub mod watch;
 
 pub use self::core::{
     Action, ClientSnap, Counters, Ctx, DurableMove, LogKind, Moved, PortId, PortInfo, Rule,
-    RulesOff, SendOutcome, SteerConfig, SteerState, Steerer,
+    RulesOff, SendOutcome, SteerConfig, SteerState, Steerer, Weakening,
 };
 pub use arp::{guest_announcement, learning_frame, steering_update, tagged};
 pub use limiter::Limiter;

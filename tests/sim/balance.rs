@@ -138,13 +138,16 @@ impl Balance {
             let cl = &world.clients[c];
             let mac = cl.mac.to_string();
             // Held by its hold-down, or by `[clients]`, as the status says.
+            // A client the engine does not know (evicted from a table smaller than the LAN) is
+            // not one it may move.
+            let known = st.clients.iter().any(|s| s.mac == mac);
             let held = st.clients.iter().any(|s| {
                 s.mac == mac
                     && (s.excluded
                         || s.pinned.is_some()
                         || s.moved.as_ref().is_some_and(|m| m.hold_down_left_secs > 0))
             });
-            !held && world.confirms(cl.mac) && rate(c) < self.threshold * cap(hot)
+            known && !held && world.claimable(cl) && rate(c) < self.threshold * cap(hot)
         };
         let c = eligible
             .into_iter()

@@ -49,6 +49,8 @@ pub struct Client {
     pub vlan: u16,
     /// An IPv6-only client: its address, and its entry is for the server's IPv6 address.
     pub ip6: Option<Ipv6Addr>,
+    /// An IPv6 client that also sends a trickle of IPv4 the server never answers.
+    pub dual: bool,
     pub present: bool,
     /// Bits per second it would send with room.
     pub demand_bps: f64,
@@ -236,3 +238,25 @@ pub fn arp_frame(
 }
 
 pub const BROADCAST: Mac = Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
+
+/// The most clients a world holds (the seeds' populations go up to it).
+pub const MAX_POPULATION: usize = 300;
+
+/// Slot `slot`'s IPv4 address: untagged ones 198.18.0.(10 + slot) while that fits (slots 0, 1
+/// and 3 are the ones `[clients]` excludes); past it, on a bond, the numbers the tagged slots
+/// left free, and on plain ports (a /23) 198.18.1.x; tagged ones 198.18.1.(10 + slot / 5).
+pub fn client_ip(slot: usize, tagged: bool, bonded: bool) -> Ipv4Addr {
+    const FITS: usize = 245;
+    let host = |n: usize| u8::try_from(n).expect("a host number under 255");
+    if tagged {
+        return Ipv4Addr::new(198, 18, 1, host(10 + slot / 5));
+    }
+    if slot < FITS {
+        return Ipv4Addr::new(198, 18, 0, host(10 + slot));
+    }
+    if bonded {
+        let k = (FITS..slot).filter(|s| s % 5 != 3).count();
+        return Ipv4Addr::new(198, 18, 0, host(10 + 3 + 5 * k));
+    }
+    Ipv4Addr::new(198, 18, 1, host(10 + slot - FITS))
+}

@@ -1,16 +1,18 @@
 //! The rules checked as the run goes: on every frame the engine sends, and after every simulated
 //! second. A broken rule is returned as words; the driver fails with the seed and the trace.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashSet;
 
 use rlbd::capture::{parse, Frame, NdKind};
-use rlbd::policy::Reason;
 use rlbd::status::StatusReport;
 use rlbd::Mac;
 
 use super::balance::Balance;
 use super::bond::{untag, SERVER_V};
+use super::checks::Check;
 use super::clients::{SERVER, SERVER_B};
+use super::limits::Limits;
+use super::moves::Moves;
 use super::nd::SERVER6;
 use super::world::World;
 
@@ -23,24 +25,25 @@ pub struct Rules {
     /// applies near the reload).
     old_hold_down_ms: u64,
     reloaded_at: Option<u64>,
-    /// Times of the frames sent (Ok) in the last second, per client and in all.
-    sent: HashMap<Mac, VecDeque<u64>>,
-    all: VecDeque<u64>,
-    /// Each client's last chosen (overload) move, ms, as the status reported it.
-    chosen: HashMap<String, u64>,
+    /// The rate limits' buckets, as the frames on the wire spend them.
+    pub limits: Limits,
+    /// rlbd's moves as its updates show them.
+    pub moves: Moves,
+    /// The first update of a frame handed out now went out when its move was decided.
+    pub prompt: bool,
     /// When the engine under test was made (a restart makes a new one): answers the host gave
     /// before it are not its to know.
     pub engine_started: u64,
-    /// The engine was restarted with the state file at this time: the first status 2 s on (its
-    /// clients counted again) must show every move still held.
-    pub restored: Option<u64>,
+    /// The engine was restarted with the state file at this time, and the file was written
+    /// then: the first status 2 s on (its clients counted again) must show every move made
+    /// before the file was written still held.
+    pub restored: Option<(u64, u64)>,
     /// Once settled, no port over its threshold while another has room.
     pub balance: Balance,
     /// Figures for the report.
     pub frames_checked: u64,
     pub advertisements_checked: u64,
     pub tagged_checked: u64,
-    pub chosen_moves: u64,
     /// The addresses `[clients]` excludes: their clients are never sent a frame, and are left
     /// where the kernel puts them.
     pub excluded: Vec<std::net::Ipv4Addr>,
@@ -58,15 +61,14 @@ impl Rules {
             hold_down_ms: policy.hold_down * 1000,
             old_hold_down_ms: policy.hold_down * 1000,
             reloaded_at: None,
-            sent: HashMap::new(),
-            all: VecDeque::new(),
-            chosen: HashMap::new(),
+            limits: Limits::new(per_client, total),
+            moves: Moves::default(),
+            prompt: true,
             engine_started: 0,
             restored: None,
             frames_checked: 0,
             advertisements_checked: 0,
             tagged_checked: 0,
-            chosen_moves: 0,
             excluded: Vec::new(),
         }
     }
@@ -77,10 +79,9 @@ impl Rules {
     }
 
     /// A restart without the state file: the engine rightly forgets budgets and hold-downs.
-    pub fn forget(&mut self) {
-        self.sent.clear();
-        self.all.clear();
-        self.chosen.clear();
+    pub fn forget(&mut self, now: u64) {
+        self.limits.reset(now, self.per_client, self.total);
+        self.moves.forget();
     }
 
     /// A reload's new limits: the send windows start again (a frame sent under the old limit
@@ -99,8 +100,7 @@ impl Rules {
         self.reloaded_at = Some(now);
         self.hold_down_ms = hold_down_secs * 1000;
         self.balance.threshold = threshold;
-        self.sent.clear();
-        self.all.clear();
+        self.limits.reset(now, per_client, total);
     }
 
     /// A frame the engine sent and the kernel took, out of `port`.
@@ -110,7 +110,7 @@ impl Rules {
         world: &World,
         port: usize,
         bytes: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), (Check, String)> {
         self.frames_checked += 1;
         let pmac = world.ports[port].mac;
         let (vlan, inner) = untag(bytes);
@@ -124,9 +124,10 @@ impl Rules {
                 let own = bytes.len() >= 12
                     && bytes[0..6] == pmac.octets()
                     && bytes[6..12] == pmac.octets();
-                return own
-                    .then_some(())
-                    .ok_or_else(|| format!("frame on {port} neither ARP, NA nor learning: {f:?}"));
+                return own.then_some(()).ok_or_else(|| {
+                    let why = format!("frame on {port} neither ARP, NA nor learning: {f:?}");
+                    (Check::FrameShape, why)
+                });
             }
         };
         if let Some(c) = world
@@ -134,29 +135,16 @@ impl Rules {
             .iter()
             .find(|c| c.mac == eth_dst && self.excludes(c))
         {
-            return Err(format!(
-                "a frame to {eth_dst} ({}), which [clients] excludes",
-                c.ip
-            ));
+            let why = format!("a frame to {eth_dst} ({}), which [clients] excludes", c.ip);
+            return Err((Check::Excluded, why));
         }
-        let w = self.sent.entry(eth_dst).or_default();
-        push_window(w, now);
-        if w.len() as u32 > 2 * self.per_client {
-            return Err(format!(
-                "{} frames to {eth_dst} within 1 s (per_client_per_sec {})",
-                w.len(),
-                self.per_client
-            ));
-        }
-        push_window(&mut self.all, now);
-        if self.all.len() as u32 > 2 * self.total {
-            return Err(format!(
-                "{} frames within 1 s (total_per_sec {})",
-                self.all.len(),
-                self.total
-            ));
-        }
-        Ok(())
+        let (hold, old, reloaded) = (self.hold_down_ms, self.old_hold_down_ms, self.reloaded_at);
+        let hold_at = move |at| hold_down_at(hold, old, reloaded, at);
+        let key = (eth_dst, vlan);
+        let moved = self
+            .moves
+            .on_update(now, world, key, port, self.prompt, hold_at);
+        moved.map_err(|e| (Check::HoldDown, e))
     }
 
     /// rlbd's ARP update: from the port, claiming the address the client talks to, tagged for
@@ -167,8 +155,9 @@ impl Rules {
         port: usize,
         vlan: u16,
         f: Option<Frame>,
-    ) -> Result<Mac, String> {
+    ) -> Result<Mac, (Check, String)> {
         let pmac = world.ports[port].mac;
+        let shape = |why: String| (Check::FrameShape, why);
         let Some(Frame::Arp {
             eth_dst,
             eth_src,
@@ -179,22 +168,34 @@ impl Rules {
             ..
         }) = f
         else {
-            return Err(format!("not ARP: {f:?}"));
+            return Err(shape(format!("not ARP: {f:?}")));
         };
         // The address it claims is the one the client talks to (several are the server's); a
         // client gone from its slot (a new MAC took it) still has the server's entry for a while.
-        let talks = match world.clients.iter().find(|c| c.mac == eth_dst) {
+        let client = world.clients.iter().find(|c| c.mac == eth_dst);
+        let talks = match client {
             Some(c) => c.server == spa && c.vlan == vlan,
             None => [SERVER, SERVER_B, SERVER_V].contains(&spa),
         };
         if !talks || (op == 2 && tpa != spa) || eth_src != pmac || sha != pmac {
-            return Err(format!(
+            return Err(shape(format!(
                 "ARP claims beyond the client's server address or the port: {f:?} on port {port}"
-            ));
+            )));
         }
-        if !world.confirms(eth_dst) {
-            return Err(format!(
-                "ARP to {eth_dst}, which the server's neighbour table does not confirm"
+        // At the client's IPv4 address, not only its MAC: a dual-stack client the server
+        // knows by its IPv6 address alone is not confirmed for an ARP update.
+        let confirmed = match client {
+            Some(c) => world.confirms_at(c.ip.into(), eth_dst),
+            None => world.confirms(eth_dst),
+        };
+        if !confirmed {
+            let at = client.map(|c| c.ip.to_string()).unwrap_or_default();
+            return Err((
+                Check::Confirm,
+                format!(
+                    "ARP to {eth_dst} (at {at}), which the server's neighbour table does not \
+                     confirm at that address"
+                ),
             ));
         }
         Ok(eth_dst)
@@ -208,7 +209,7 @@ impl Rules {
         port: usize,
         vlan: u16,
         f: Option<Frame>,
-    ) -> Result<Mac, String> {
+    ) -> Result<Mac, (Check, String)> {
         let pmac = world.ports[port].mac;
         let Some(Frame::Nd {
             eth_dst,
@@ -221,7 +222,7 @@ impl Rules {
             lladdr,
         }) = f
         else {
-            return Err(format!("not ND: {f:?}"));
+            return Err((Check::FrameShape, format!("not ND: {f:?}")));
         };
         // A client gone from its slot (a new MAC took it) has the server's entry for a while.
         let on_vlan = world
@@ -231,80 +232,79 @@ impl Rules {
             .is_none_or(|c| c.vlan == vlan);
         let ours = kind == NdKind::Na && target == SERVER6 && src_ip == SERVER6;
         if !ours || eth_src != pmac || lladdr != Some(pmac) || !override_flag || !on_vlan {
-            return Err(format!(
-                "NA claims beyond the server's address or port, or without Override: {f:?} on \
-                 port {port}"
+            return Err((
+                Check::FrameShape,
+                format!(
+                    "NA claims beyond the server's address or port, or without Override: {f:?} \
+                     on port {port}"
+                ),
             ));
         }
         if !world.confirms_at(dst_ip.into(), eth_dst) {
-            return Err(format!(
-                "NA to {dst_ip} at {eth_dst}, which the server's neighbour table does not confirm"
+            return Err((
+                Check::Confirm,
+                format!(
+                    "NA to {dst_ip} at {eth_dst}, which the server's neighbour table does not \
+                     confirm"
+                ),
             ));
         }
         self.advertisements_checked += 1;
         Ok(eth_dst)
     }
 
-    /// The hold-down in force for a move decided at `at`.
-    fn hold_down_at(&self, at: u64) -> u64 {
-        match self.reloaded_at {
-            Some(r) if at < r + 2_000 => self.hold_down_ms.min(self.old_hold_down_ms),
-            _ => self.hold_down_ms,
-        }
-    }
-
-    /// After a second: the status's word on moves (hold-down), memory, dead ports.
+    /// After a second: the status's word on the table, on moves kept over a restart, dead
+    /// ports and balance.
     pub fn after_second(
         &mut self,
         now: u64,
         world: &World,
         st: &StatusReport,
-    ) -> Result<(), String> {
+    ) -> Result<(), (Check, String)> {
         let t = &st.totals;
         if t.clients_tracked > t.table_capacity {
-            return Err(format!(
+            let why = format!(
                 "{} clients tracked > table {}",
                 t.clients_tracked, t.table_capacity
-            ));
+            );
+            return Err((Check::Table, why));
         }
-        if self.restored.is_some_and(|t| now >= t + 2_000) {
+        if let Some((_, written)) = self.restored.filter(|(t, _)| now >= t + 2_000) {
             self.restored = None;
-            self.held_moves_survived(now, st)?;
+            self.held_moves_survived(now, written, st)
+                .map_err(|e| (Check::StateFile, e))?;
         }
-        for c in &st.clients {
-            let Some(m) = c.moved.as_ref().filter(|m| m.reason == Reason::Overload) else {
-                continue;
-            };
-            let at = now.saturating_sub(m.secs_ago * 1000);
-            let key = format!("{} {}", c.mac, c.vlan);
-            match self.chosen.get(&key) {
-                Some(prev) if at.abs_diff(*prev) <= 1_500 => {}
-                Some(prev) if at < prev + self.hold_down_at(at) - 1_500 => {
-                    return Err(format!("{key}: chosen move at {at} ms, {} ms after the one at {prev} (hold-down {} ms)", at - prev, self.hold_down_at(at)));
-                }
-                _ => {
-                    self.chosen_moves += 1;
-                    self.chosen.insert(key, at);
-                }
-            }
-        }
-        self.balance.check(now, world, st)?;
-        self.dead_ports(now, world, st)?;
+        self.balance
+            .check(now, world, st)
+            .map_err(|e| (Check::Balance, e))?;
+        self.dead_ports(now, world, st)
+            .map_err(|e| (Check::DeadPort, e))?;
         self.answered_on_dead_ports(now, world)
+            .map_err(|e| (Check::AnsweredFailover, e))
     }
 
-    /// After a restart with the state file, every client the status lists whose chosen move is
-    /// still in its hold-down is still shown moved: the move was taken over, not forgotten.
-    fn held_moves_survived(&self, now: u64, st: &StatusReport) -> Result<(), String> {
-        for c in st.clients.iter().filter(|c| c.moved.is_none()) {
-            let key = format!("{} {}", c.mac, c.vlan);
-            if let Some(at) = self.chosen.get(&key) {
-                if now < at + self.hold_down_ms.saturating_sub(2_000) {
-                    return Err(format!(
-                        "{key}: its move at {at} ms, still in its hold-down, is gone after a \
-                         restart with the state file"
-                    ));
-                }
+    /// After a restart with the state file, every client the status lists whose move (as its
+    /// updates showed it) was in the file and is still the engine's to keep (in its hold-down,
+    /// or its client busy since) is still shown moved: taken over, not forgotten.
+    fn held_moves_survived(&self, now: u64, written: u64, st: &StatusReport) -> Result<(), String> {
+        let unmoved: HashSet<String> = st
+            .clients
+            .iter()
+            .filter(|c| c.moved.is_none())
+            .map(|c| format!("{} {}", c.mac, c.vlan))
+            .collect();
+        // A move after the file was written is not in it (it is written within a second).
+        let in_file = self
+            .moves
+            .kept(now, self.hold_down_ms)
+            .filter(|m| m.2 < written);
+        for (mac, vlan, at) in in_file {
+            let key = format!("{mac} {vlan}");
+            if unmoved.contains(&key) {
+                return Err(format!(
+                    "{key}: its move at {at} ms, in the state file, is gone after a restart \
+                     with it"
+                ));
             }
         }
         Ok(())
@@ -325,10 +325,12 @@ impl Rules {
                 continue;
             };
             let port = &world.ports[p];
-            if port.up || now < port.down_since + DEAD_PORT_GRACE_MS + turns {
+            // A port that died while the daemon was down counts from its start.
+            let since = port.down_since.max(self.engine_started);
+            if port.up || now < since + DEAD_PORT_GRACE_MS + turns {
                 continue;
             }
-            if e.updated < port.down_since && world.confirms(cl.mac) {
+            if e.updated < port.down_since && world.claimable(cl) {
                 return Err(format!(
                     "client {} ({}) told at {} ms to use {}, still on it {} ms after it went down \
                      at {} ms; its entry {e:?}",
@@ -358,11 +360,13 @@ impl Rules {
                 continue;
             };
             let port = &world.ports[p];
-            if port.up || now < port.down_since + DEAD_PORT_GRACE_MS + turns {
+            // A port that died while the daemon was down counts from its start.
+            let since = port.down_since.max(self.engine_started);
+            if port.up || now < since + DEAD_PORT_GRACE_MS + turns {
                 continue;
             }
             let mac = cl.mac.to_string();
-            if known.contains(mac.as_str()) && world.confirms(cl.mac) {
+            if known.contains(mac.as_str()) && world.claimable(cl) {
                 let seen = st.clients.iter().find(|c| c.mac == mac);
                 return Err(format!(
                     "client {mac} ({}) still on {}, down since {} ms; its entry {:?}, demand {} bit/s, delivered {}; \
@@ -375,10 +379,11 @@ impl Rules {
     }
 }
 
-/// Adds `now` to a window of the last second's times.
-fn push_window(w: &mut VecDeque<u64>, now: u64) {
-    while w.front().is_some_and(|t| *t + 1000 <= now) {
-        w.pop_front();
+/// The hold-down in force for a move decided at `at`: near a reload, the lesser of the old and
+/// the new one (the engine holds a move by the one in force when it asks).
+fn hold_down_at(hold: u64, old: u64, reloaded: Option<u64>, at: u64) -> u64 {
+    match reloaded {
+        Some(r) if at < r + 2_000 => hold.min(old),
+        _ => hold,
     }
-    w.push_back(now);
 }

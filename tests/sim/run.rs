@@ -5,6 +5,7 @@ use rlbd::netlink::NlEvent;
 use rlbd::Mac;
 
 use super::balance::CALM_MS;
+use super::checks::Check;
 use super::clients::{arp_frame, BROADCAST, SERVER};
 use super::driver::Driver;
 use super::setup::{Fault, Faults, Setup};
@@ -16,6 +17,8 @@ const HOUR: f64 = 3600.0;
 #[derive(Debug)]
 pub struct Failure {
     pub at_ms: u64,
+    /// The check that caught it.
+    pub check: Check,
     pub why: String,
     pub trace: String,
 }
@@ -23,10 +26,11 @@ pub struct Failure {
 impl Failure {
     pub fn text(&self, setup: &Setup) -> String {
         format!(
-            "simulation failed: seed {} ({}), at {} ms: {}\nlast events{}:\n{}",
+            "simulation failed: seed {} ({}), at {} ms, check {:?}: {}\nlast events{}:\n{}",
             setup.seed,
             setup.env(),
             self.at_ms,
+            self.check,
             self.why,
             self.client()
                 .map(|m| format!(" of {m}"))
@@ -57,6 +61,9 @@ impl Failure {
         let Some(mac) = self.client() else {
             return self.trace.clone();
         };
+        if std::env::var_os("RLBD_SIM_WATCH").is_some() {
+            return self.trace.clone();
+        }
         let lines: Vec<&str> = self
             .trace
             .lines()
@@ -76,6 +83,7 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
         d.run_deadlines(t);
         d.veto = false;
         d.now = t;
+        d.come_up_if_due();
         if faults.has(Fault::Calm) {
             calm(&mut d);
         }
@@ -86,9 +94,10 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
         probes(&mut d);
         d.flush_world();
         d.second();
-        if let Some(why) = d.failure.take() {
+        if let Some((check, why)) = d.failure.take() {
             return Err(Failure {
                 at_ms: t,
+                check,
                 why,
                 trace: d.trace.dump(),
             });
@@ -96,7 +105,8 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
     }
     let r = &d.rules;
     Ok(format!(
-        "{} clients on {}, {:?}, frames checked {} (NA {}, tagged {}), chosen moves {}; engine \
+        "{} clients on {}, {:?}, frames checked {} (NA {}, tagged {}), moves checked against the \
+         hold-down {} (corrections {}), undone moves told again {}; engine \
          allocations per second {:.0}, per ARP/ND frame seen {:.1} (none for {:.0}% of them); \
          trace hash {:016x}",
         population,
@@ -109,7 +119,9 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
         r.frames_checked,
         r.advertisements_checked,
         r.tagged_checked,
-        r.chosen_moves,
+        r.moves.moves_checked,
+        r.moves.corrections,
+        r.moves.undone_checked,
         d.stats.allocs_second as f64 / d.stats.seconds.max(1) as f64,
         d.stats.allocs_frame as f64 / d.stats.frames.max(1) as f64,
         100.0 * d.stats.frames_alloc_free as f64 / d.stats.frames.max(1) as f64,
@@ -127,7 +139,11 @@ fn calm(d: &mut Driver) {
             d.rules.balance.calm(None);
             d.trace.note(now, || "the calm ends".into());
         }
-        None if d.refuse_p == 0.0 && d.drops_left == 0 && d.world.rng.chance(1.0 / HOUR) => {
+        None if d.refuse_p == 0.0
+            && d.drops_left == 0
+            && d.down.is_none()
+            && d.world.rng.chance(1.0 / HOUR) =>
+        {
             d.world.calm = true;
             d.rules.balance.calm(Some(now));
             d.stats.calms += 1;
@@ -153,6 +169,7 @@ fn chaos(d: &mut Driver, faults: Faults) {
     let (fail, ret) = (rng.chance(1.0 / (2.0 * HOUR)), rng.chance(1.0 / 600.0));
     let restart = rng.chance(1.0 / HOUR);
     let with_state = rng.chance(0.7);
+    let down_ms = 1000 * (1 + rng.below(10));
     let reload = rng.chance(1.0 / (6.0 * HOUR));
     let overrun = rng.chance(1.0 / (2.0 * HOUR));
     let foreign = rng.chance(1.0 / (12.0 * HOUR));
@@ -177,7 +194,7 @@ fn chaos(d: &mut Driver, faults: Faults) {
         }
     }
     if restart && faults.has(Fault::Restart) {
-        d.restart(with_state);
+        d.restart(with_state, down_ms);
     }
     if reload && faults.has(Fault::Reload) {
         reload_new_settings(d);
@@ -193,7 +210,8 @@ fn chaos(d: &mut Driver, faults: Faults) {
         d.trace.note(now, || "netlink overrun".into());
         d.input(Input::Netlink(&[NlEvent::Overrun]));
     }
-    if foreign && faults.has(Fault::ForeignClaim) {
+    // Nobody is there to warn of a foreign claim while the daemon is down.
+    if foreign && faults.has(Fault::ForeignClaim) && d.down.is_none() {
         d.stats.foreign += 1;
         let other = Mac(2, 0x66, 0, 0, 0, 1);
         let garp = arp_frame(BROADCAST, 2, other, SERVER, other, SERVER);
@@ -241,7 +259,7 @@ fn reload_new_settings(d: &mut Driver) {
 /// an episode (60 s of quiet end one).
 fn foreign_claim(d: &mut Driver, garp: &[u8]) {
     let Some(frame) = rlbd::capture::parse(garp) else {
-        return d.fail("the foreign claim does not parse".into());
+        return d.fail(Check::World, "the foreign claim does not parse".into());
     };
     let (sends, warned) = (d.stats.sends, d.foreign_warnings);
     d.input(Input::Frame {
@@ -250,11 +268,13 @@ fn foreign_claim(d: &mut Driver, garp: &[u8]) {
         vlan: 0,
     });
     if d.stats.sends != sends {
-        d.fail("rlbd answered a foreign claim of the server's address on the wire".into());
+        let why = "rlbd answered a foreign claim of the server's address on the wire";
+        d.fail(Check::ForeignClaim, why.into());
     }
     let new_episode = d.last_foreign.is_none_or(|t| d.now >= t + 60_000);
     if new_episode && d.foreign_warnings == warned {
-        d.fail("a foreign claim of the server's address, first in 60 s, was not warned of".into());
+        let why = "a foreign claim of the server's address, first in 60 s, was not warned of";
+        d.fail(Check::ForeignClaim, why.into());
     }
     d.last_foreign = Some(d.now);
 }

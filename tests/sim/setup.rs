@@ -2,19 +2,7 @@
 //! A failure is shrunk by switching faults off and halving the clients (`shrink.rs`); the
 //! result is given as the environment that reproduces it.
 
-use rlbd::steer::Rule;
-
-/// The rules the engine keeps that a mutation run switches off, each in turn.
-pub const RULES: [Rule; 8] = [
-    Rule::HoldDown,
-    Rule::StateFile,
-    Rule::RateLimits,
-    Rule::ConfirmBeforeSend,
-    Rule::Reassertion,
-    Rule::AnsweredFailover,
-    Rule::RingDropVeto,
-    Rule::Rebalance,
-];
+use super::checks::Mutation;
 
 /// The kinds of fault and operation a run suffers, each at its own rate (`run.rs`'s `chaos`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,8 +103,8 @@ pub struct Setup {
     pub seconds: u64,
     pub clients: usize,
     pub faults: Faults,
-    /// A rule switched off in the engine (mutation runs: the rules must catch it).
-    pub mutate: Option<Rule>,
+    /// A rule switched off or weakened in the engine (mutation runs: its check must catch it).
+    pub mutate: Option<Mutation>,
 }
 
 impl Setup {
@@ -132,12 +120,13 @@ impl Setup {
     }
 
     /// `RLBD_SIM_CLIENTS` and `RLBD_SIM_FAULTS` (a shrunk failure's reproduction) override the
-    /// seed's own; `RLBD_SIM_RULE_OFF=HoldDown` switches a rule off (to see what catches it).
+    /// seed's own; `RLBD_SIM_RULE_OFF=HoldDown` switches a rule off, `HoldDownShort` weakens
+    /// one (to see what catches it).
     pub fn with_env(mut self) -> Setup {
         if let Ok(name) = std::env::var("RLBD_SIM_RULE_OFF") {
-            let rule = RULES.into_iter().find(|r| format!("{r:?}") == name.trim());
-            self.mutate =
-                Some(rule.unwrap_or_else(|| panic!("RLBD_SIM_RULE_OFF: one of {RULES:?}")));
+            let m = Mutation::parse(&name);
+            let all = Mutation::ALL.map(Mutation::name);
+            self.mutate = Some(m.unwrap_or_else(|| panic!("RLBD_SIM_RULE_OFF: one of {all:?}")));
         }
         if let Ok(n) = std::env::var("RLBD_SIM_CLIENTS") {
             self.clients = n.trim().parse().expect("RLBD_SIM_CLIENTS: a number");
@@ -152,7 +141,7 @@ impl Setup {
     pub fn env(&self) -> String {
         let off = self
             .mutate
-            .map(|r| format!(" RLBD_SIM_RULE_OFF={r:?}"))
+            .map(|m| format!(" RLBD_SIM_RULE_OFF={}", m.name()))
             .unwrap_or_default();
         format!(
             "RLBD_SIM_SEED={} RLBD_SIM_DAYS={:.6} RLBD_SIM_CLIENTS={} RLBD_SIM_FAULTS={}{off}",

@@ -41,6 +41,7 @@ fn shrink(first: &Setup, failure: &Failure) -> (Setup, Failure) {
     best.seconds = failure.at_ms / 1000;
     let mut fail = Failure {
         at_ms: failure.at_ms,
+        check: failure.check,
         why: failure.why.clone(),
         trace: failure.trace.clone(),
     };

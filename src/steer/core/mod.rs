@@ -36,7 +36,7 @@ use crate::Mac;
 pub use crate::policy::model::PortId;
 pub use types::{
     Action, ClientSnap, Counters, Ctx, LogKind, Moved, PortInfo, Rule, RulesOff, SendOutcome,
-    SteerConfig,
+    SteerConfig, Weakening,
 };
 
 /// Queued sends per client at most; past it a re-assertion storm is shed, not buffered.
@@ -259,9 +259,27 @@ impl Steerer {
         Record {
             moved: self.moved.get(client),
             refused: self.refused.get(client),
-            hold_ms: self.cfg.policy.hold_down.saturating_mul(1000),
+            hold_ms: self.hold_ms(),
             hold_kept: !self.cfg.rules_off.has(Rule::HoldDown),
         }
+    }
+
+    /// The hold-down, ms (a second short when weakened, to prove the simulation sees it).
+    fn hold_ms(&self) -> u64 {
+        let ms = self.cfg.policy.hold_down.saturating_mul(1000);
+        if self.cfg.rules_off.weakened(Weakening::HoldDownShort) {
+            return ms.saturating_sub(1000);
+        }
+        ms
+    }
+
+    /// Whether the kernel's neighbour table allows an update of `claim` to `client`; weakened,
+    /// only whether it knows the client's MAC at all.
+    fn allowed(&self, ctx: &Ctx, client: ClientKey, claim: &Claim) -> bool {
+        if self.cfg.rules_off.weakened(Weakening::ConfirmMacOnly) {
+            return ctx.host.is_ours(claim.server()) && ctx.host.knows(client);
+        }
+        ctx.host.allows(client, claim)
     }
 
     /// The earliest time a send is due, for the loop's timeout.
@@ -338,7 +356,7 @@ impl Steerer {
         let mut issued = 0;
         for claim in claims {
             let confirm = !self.cfg.rules_off.has(Rule::ConfirmBeforeSend);
-            if confirm && !ctx.host.allows(client, &claim) {
+            if confirm && !self.allowed(ctx, client, &claim) {
                 log(
                     out,
                     Level::Debug,

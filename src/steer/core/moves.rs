@@ -227,11 +227,18 @@ impl Steerer {
         // On plain ports the record also holds whom the host's own frames placed; on a bond (the
         // driver keeps its own answers) only the moves forgotten while their clients were idle.
         let on = !self.cfg.rules_off.has(super::Rule::AnsweredFailover);
-        let answered = if on {
+        let mut answered = if on {
             self.answered.on_ports(down)
         } else {
             Vec::new()
         };
+        if self
+            .cfg
+            .rules_off
+            .weakened(super::Weakening::FailoverForgetsPort1)
+        {
+            answered.retain(|a| a.port != 1);
+        }
         if answered.is_empty() {
             return Vec::new();
         }

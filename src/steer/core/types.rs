@@ -119,16 +119,38 @@ pub enum Rule {
     Rebalance,
 }
 
-/// The rules switched off (none, outside the simulation's mutation runs).
+/// A rule kept, but a little short: each only to prove that the simulation catches a rule
+/// that is nearly right, not only one that is gone. The daemon never weakens one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weakening {
+    /// The hold-down one second short (29 s of 30).
+    HoldDownShort,
+    /// The rate limits let twice their budget through.
+    LimitsDoubled,
+    /// No re-assertion for a client on a VLAN.
+    ReassertionSkipsVlan,
+    /// Confirm-before-send asks whether the kernel knows the client's MAC, at any address.
+    ConfirmMacOnly,
+    /// The failover forgets the clients the host answered on the port of index 1.
+    FailoverForgetsPort1,
+}
+
+/// The rules switched off or weakened (none, outside the simulation's mutation runs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RulesOff(u8);
+pub struct RulesOff(u16);
 
 impl RulesOff {
     pub fn with(self, rule: Rule) -> RulesOff {
-        RulesOff(self.0 | 1 << rule as u8)
+        RulesOff(self.0 | 1 << rule as u16)
     }
     pub fn has(self, rule: Rule) -> bool {
-        self.0 & 1 << rule as u8 != 0
+        self.0 & 1 << rule as u16 != 0
+    }
+    pub fn with_weakened(self, w: Weakening) -> RulesOff {
+        RulesOff(self.0 | 1 << (8 + w as u16))
+    }
+    pub fn weakened(self, w: Weakening) -> bool {
+        self.0 & 1 << (8 + w as u16) != 0
     }
 }
 

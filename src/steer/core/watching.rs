@@ -4,7 +4,7 @@
 
 use log::Level;
 
-use super::{log, Action, Ctx, LogKind, PortId, Rule, Steerer};
+use super::{log, Action, Ctx, LogKind, PortId, Rule, Steerer, Weakening};
 use crate::capture::NdKind;
 use crate::client::ClientKey;
 use crate::host::Claim;
@@ -28,7 +28,9 @@ impl Steerer {
         let Some(m) = self.moved.get_mut(&client) else {
             return;
         };
-        if self.cfg.rules_off.has(Rule::Reassertion) || m.pending.iter().any(|t| *t <= due) {
+        let off = self.cfg.rules_off.has(Rule::Reassertion)
+            || (client.vlan != 0 && self.cfg.rules_off.weakened(Weakening::ReassertionSkipsVlan));
+        if off || m.pending.iter().any(|t| *t <= due) {
             return;
         }
         m.reasserts += 1;

@@ -1,0 +1,51 @@
+//! The checks of rlbd's moves that run once a second from the wire's side: an undone move told
+//! again, and every move in a state file soon after it.
+
+use std::net::IpAddr;
+
+use super::checks::Check;
+use super::driver::Driver;
+
+impl Driver {
+    /// Each move a host frame undid is told again, or excused.
+    pub fn reasserted(&mut self) {
+        let now = self.now;
+        self.rules.moves.watch(now, &self.world);
+        let (world, rules) = (&self.world, &mut self.rules);
+        let (limits, excluded) = (&rules.limits, &rules.excluded);
+        let (refusing, restarted) = (self.refusing_at, self.restarted_at);
+        let excused = |(mac, vlan): (rlbd::Mac, u16), since: u64| {
+            let cl = world
+                .clients
+                .iter()
+                .find(|c| c.mac == mac && c.vlan == vlan);
+            let confirmed = cl.is_some_and(|c| {
+                let ip = c.ip6.map_or(IpAddr::V4(c.ip), IpAddr::V6);
+                world.confirms_at(ip, mac)
+            });
+            let excluded = cl.is_some_and(|c| c.ip6.is_none() && excluded.contains(&c.ip));
+            !confirmed
+                || excluded
+                || limits.tight_since(mac, since.saturating_sub(1000), now)
+                || refusing.is_some_and(|t| t + 2000 >= since)
+                || restarted + 2000 >= since
+        };
+        if let Err(e) = rules.moves.check_reasserted(now, world, 2000, excused) {
+            self.fail(Check::Reassertion, e);
+        }
+    }
+
+    /// A move the wire saw is in a state file handed out within two seconds: a daemon killed
+    /// after that keeps it.
+    pub fn state_file_follows(&mut self) {
+        let moved = self.rules.moves.last_change;
+        let written = self.state_written_at.is_some_and(|w| w >= moved);
+        if moved > 0 && self.now >= moved + 2000 && !written {
+            let why = format!(
+                "the move at {moved} ms is in no state file (last written at {:?} ms)",
+                self.state_written_at
+            );
+            self.fail(Check::StateFile, why);
+        }
+    }
+}
