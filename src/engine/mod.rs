@@ -391,7 +391,7 @@ impl Engine {
             self.out.log(Level::Debug, Topic::NoMove, text.into());
             // The guests' counts are their own maps', whole: a busy host whose rings drop every
             // second must not stop their balancing (no client moved).
-            self.rebalance_guests(now, false);
+            self.rebalance_guests(now, false, false);
             return;
         }
         second::fill_snaps(&self.table, &self.lan.ports, true, &mut b.snaps);
@@ -416,7 +416,7 @@ impl Engine {
         second::explain_no_move(&mut self.lan.ports, parts, &facts, &mut self.out);
         let client_moves = !steer.made().is_empty();
         self.carry_out();
-        self.rebalance_guests(now, client_moves);
+        self.rebalance_guests(now, client_moves, true);
     }
 
     /// An ARP or ND frame seen on a port: a foreign claim of the server's address is warned

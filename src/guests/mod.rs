@@ -336,11 +336,14 @@ impl Guests {
     /// The second's balancing: guests on a port that is down go at once; pinned guests go back
     /// to their port; the rest as the planner decides, by the clients' rules (K of W over the
     /// threshold, hold-down, settle, room, exchange, the largest flow left alone).
+    /// `hosts`: the host's own clients as (port, rate), flows on the same ports that this
+    /// planner may not move: they count among a port's flows (who is largest, how many may
+    /// leave), so a guest beside a larger host client is not "the one flow" left alone.
     pub fn rebalance(
         &mut self,
         now: u64,
         cfg: &PolicyConfig,
-        ports: &[PortView],
+        (ports, hosts): (&[PortView], &[(PortId, f64)]),
         out: &mut Vec<GuestAction>,
     ) {
         if !self.enabled() {
@@ -353,9 +356,20 @@ impl Guests {
             .filter(|g| g.port.is_some_and(|p| p < ports.len()))
             .map(|g| g.key)
             .collect();
-        let views: Vec<ClientView> = keys.iter().map(|k| self.view(&self.list[k], now)).collect();
+        let mut views: Vec<ClientView> =
+            keys.iter().map(|k| self.view(&self.list[k], now)).collect();
+        views.extend(hosts.iter().map(|&(port, rate_bps)| ClientView {
+            port,
+            rate_bps,
+            held: true,
+            since_move: None,
+            last_move: None,
+        }));
         for m in policy::plan(cfg, ports, &views) {
-            self.moved(now, keys[m.client], m.to, m.reason, out);
+            // Only guests move here: a host client's place is the clients' planner's.
+            if let Some(&key) = keys.get(m.client) {
+                self.moved(now, key, m.to, m.reason, out);
+            }
         }
         self.pins_home(now, ports, out);
         self.announce_idle(now, out);

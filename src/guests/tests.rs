@@ -181,7 +181,7 @@ fn an_overloaded_port_sheds_a_guest_and_the_hold_down_keeps_it_there() {
     assert_eq!(g.guests_per_port(2), vec![2, 2]);
     let cfg = PolicyConfig::default();
     let ports = [port(28.8e6, true), port(0.0, false)];
-    g.rebalance(10_200, &cfg, &ports, &mut out);
+    g.rebalance(10_200, &cfg, (&ports, &[]), &mut out);
     let p = pins(&out);
     assert_eq!(p.len(), 1, "{out:?}");
     assert_eq!((p[0].1, p[0].2), (1, Some(Reason::Overload)));
@@ -190,16 +190,46 @@ fn an_overloaded_port_sheds_a_guest_and_the_hold_down_keeps_it_there() {
     out.clear();
     let ports = [port(14.4e6, false), port(28.8e6, true)];
     for s in 1..=25u64 {
-        g.rebalance(10_200 + s * 1000, &cfg, &ports, &mut out);
+        g.rebalance(10_200 + s * 1000, &cfg, (&ports, &[]), &mut out);
     }
     assert!(pins(&out).is_empty(), "{out:?}");
+}
+
+/// The kernel lab's host phase: a saturated port 0 carries one guest (5.8 Mbit/s) beside the
+/// host's own clients (21.8 and, starved by TCP, 1.0). Alone the guest is the port's one flow
+/// and stays; weighed with the host's flows it is one of three, and the one that fits on port 1.
+#[test]
+fn a_guest_beside_a_larger_host_client_is_not_the_one_flow_left_alone() {
+    let (mut g, mut out) = table(enabled());
+    four(&mut g, &mut out);
+    let counts = [GuestCount {
+        key: guest(0),
+        port: DoorPort::new(0),
+        rx_bytes: 5_800_000 / 8,
+        tx_bytes: 100_000,
+        seen_from_switch: 0,
+    }];
+    g.on_counts(10_000, &counts, &mut out);
+    out.clear();
+    let cfg = PolicyConfig::default();
+    let ports = [port(29.7e6, true), port(9.6e6, false)];
+    g.rebalance(10_200, &cfg, (&ports, &[]), &mut out);
+    assert!(
+        pins(&out).is_empty(),
+        "alone on its port, it stays: {out:?}"
+    );
+    let hosts = [(0, 21.8e6), (0, 1.0e6)];
+    g.rebalance(10_200, &cfg, (&ports, &hosts), &mut out);
+    let p = pins(&out);
+    assert_eq!(p.len(), 1, "{out:?}");
+    assert_eq!((p[0].0, p[0].1), (guest(0), 1));
 }
 
 #[test]
 fn a_port_not_overloaded_moves_nobody() {
     let (mut g, mut out) = heavy_on_port_0();
     let ports = [port(20e6, false), port(0.0, false)];
-    g.rebalance(10_200, &PolicyConfig::default(), &ports, &mut out);
+    g.rebalance(10_200, &PolicyConfig::default(), (&ports, &[]), &mut out);
     assert!(pins(&out).is_empty(), "{out:?}");
 }
 
@@ -218,7 +248,7 @@ fn a_port_that_goes_down_has_its_guests_moved_at_once() {
     // It comes back: nobody moves back but by the balancing rules (nothing is overloaded).
     out.clear();
     ports[1].up = true;
-    g.rebalance(4_000, &PolicyConfig::default(), &ports, &mut out);
+    g.rebalance(4_000, &PolicyConfig::default(), (&ports, &[]), &mut out);
     assert!(pins(&out).is_empty());
 }
 
@@ -234,7 +264,7 @@ fn with_no_live_port_a_guest_is_left_to_the_kernel_and_placed_when_one_returns()
     assert_eq!(unpins(&out).len(), 4);
     out.clear();
     ports[1].up = true;
-    g.rebalance(4_000, &PolicyConfig::default(), &ports, &mut out);
+    g.rebalance(4_000, &PolicyConfig::default(), (&ports, &[]), &mut out);
     assert_eq!(pins(&out).len(), 4);
     assert_eq!(g.guests_per_port(2), vec![0, 4]);
 }
@@ -257,7 +287,7 @@ fn a_pinned_guest_stays_fails_over_and_comes_home() {
     }];
     g.on_counts(5_000, &counts, &mut out);
     let busy = [port(0.0, false), port(28e6, true)];
-    g.rebalance(5_200, &PolicyConfig::default(), &busy, &mut out);
+    g.rebalance(5_200, &PolicyConfig::default(), (&busy, &[]), &mut out);
     assert!(pins(&out).iter().all(|p| p.0 != guest(0)), "{out:?}");
     let mut down = [port(0.0, false), port(0.0, false)];
     down[1].up = false;
@@ -265,7 +295,7 @@ fn a_pinned_guest_stays_fails_over_and_comes_home() {
     assert!(pins(&out).contains(&(guest(0), 0, Some(Reason::Failover))));
     out.clear();
     let up = [port(0.0, false), port(0.0, false)];
-    g.rebalance(7_000, &PolicyConfig::default(), &up, &mut out);
+    g.rebalance(7_000, &PolicyConfig::default(), (&up, &[]), &mut out);
     assert!(
         pins(&out).contains(&(guest(0), 1, Some(Reason::Placement))),
         "{out:?}"
@@ -303,9 +333,9 @@ fn a_guest_quiet_for_a_minute_is_announced_again() {
     out.clear();
     let ports = [port(0.0, false), port(0.0, false)];
     let cfg = PolicyConfig::default();
-    g.rebalance(ANNOUNCE_IDLE_MS - 1, &cfg, &ports, &mut out);
+    g.rebalance(ANNOUNCE_IDLE_MS - 1, &cfg, (&ports, &[]), &mut out);
     assert!(out.is_empty());
-    g.rebalance(ANNOUNCE_IDLE_MS, &cfg, &ports, &mut out);
+    g.rebalance(ANNOUNCE_IDLE_MS, &cfg, (&ports, &[]), &mut out);
     let n = out
         .iter()
         .filter(|a| matches!(a, GuestAction::Announce { .. }))
@@ -333,7 +363,7 @@ fn a_restart_puts_guests_back_where_they_were_with_their_hold_down() {
     g.rebalance(
         10_200,
         &cfg,
-        &[port(28.8e6, true), port(0.0, false)],
+        (&[port(28.8e6, true), port(0.0, false)], &[]),
         &mut out,
     );
     let moved = pins(&out)[0].0;
@@ -373,7 +403,7 @@ fn a_restart_puts_guests_back_where_they_were_with_their_hold_down() {
     h.rebalance(
         12_200,
         &cfg,
-        &[port(0.0, false), port(28.8e6, true)],
+        (&[port(0.0, false), port(28.8e6, true)], &[]),
         &mut out,
     );
     assert!(pins(&out).iter().all(|p| p.0 != moved), "{out:?}");

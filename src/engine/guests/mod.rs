@@ -171,7 +171,9 @@ impl Engine {
 
     /// The second's balancing of guests, after the clients': only when no client moved this
     /// second (the ports' next reading shows what a client move left).
-    pub(super) fn rebalance_guests(&mut self, now: u64, client_moves: bool) {
+    /// `whole`: the host clients' rates of this second are known (no ring drops), and are
+    /// weighed beside the guests.
+    pub(super) fn rebalance_guests(&mut self, now: u64, client_moves: bool, whole: bool) {
         if !self.guest_path {
             return;
         }
@@ -183,8 +185,15 @@ impl Engine {
             return;
         }
         let policy = &self.settings.policy;
+        let hosts: Vec<(usize, f64)> = if whole {
+            let snaps = self.bufs.snaps.iter();
+            snaps.map(|c| (c.port, c.rate_bps)).collect()
+        } else {
+            Vec::new()
+        };
+        let views = (&self.bufs.ports[..], &hosts[..]);
         self.guests
-            .rebalance(now, policy, &self.bufs.ports, &mut self.guest_actions);
+            .rebalance(now, policy, views, &mut self.guest_actions);
         self.carry_out_guests();
     }
 
