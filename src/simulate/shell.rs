@@ -407,3 +407,44 @@ fn rate_of(text: &str) -> Option<f64> {
     let head = &text[..text.find(" Mbit/s")?];
     head.rsplit(' ').next()?.parse().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, run};
+
+    /// Two clients of 600 Mbit/s on one 1 Gbit/s slave from the first tick: the engine's
+    /// detector holds it overloaded at its second sample over the threshold (the engine ran a
+    /// quiet second before, so tick 0's rate is known), and its move record is what is printed.
+    #[test]
+    fn the_engine_decides_and_its_move_record_is_printed() {
+        let s = parse(
+            r#"{"slaves":[{"name":"a","capacity_mbps":1000},{"name":"b","capacity_mbps":1000}],
+                "clients":[{"ip":"c1","slave":"a"},{"ip":"c2","slave":"a"}],
+                "ticks":[{"demand_mbps":{"c1":600,"c2":500}},{},{},{},{}]}"#,
+        )
+        .unwrap();
+        let mut ticks = Vec::new();
+        run(&s, |t| {
+            let over = t.slaves["a"].overloaded;
+            let moves: Vec<_> = t
+                .moves
+                .iter()
+                .map(|m| (m.client.clone(), m.to.clone(), m.rate_mbps, m.reason))
+                .collect();
+            ticks.push((over, moves, t.placement.clone()));
+        });
+        assert!(!ticks[0].0 && ticks[1].0, "{:?}", ticks);
+        assert!(ticks[0].1.is_empty());
+        let moved = &ticks[1].1;
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        let (client, to, rate, reason) = &moved[0];
+        assert_eq!(
+            (to.as_str(), *reason),
+            ("b", crate::policy::Reason::Overload)
+        );
+        // The client lands where its update frame told it, the tick after.
+        let c = if client == "c1" { 0 } else { 1 };
+        assert_eq!((ticks[1].2[c], ticks[2].2[c]), (0, 1));
+        assert!(*rate == 600.0 || *rate == 500.0, "{rate}");
+    }
+}
