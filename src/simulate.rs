@@ -1,4 +1,7 @@
-//! `rlbd simulate`: replays a scenario through the detector and planner, one tick a second.
+//! `rlbd simulate`: replays a scenario through the daemon's own engine, one tick a second: the
+//! engine decides (detector, hold-down, learned ceiling, planner, limits) as the daemon does;
+//! the simulated LAN hands it link counters, client counts and carrier changes, and its update
+//! frames move the clients.
 //!
 //! The switch model: each up slave delivers at most its capacity, shared among the clients
 //! sending to it; a down slave delivers nothing; a move takes effect on the next tick. Demands are
@@ -20,6 +23,7 @@ use crate::policy::{self, PolicyConfig};
 mod counting;
 pub mod generate;
 pub mod ideal;
+mod shell;
 mod world;
 
 pub use counting::SamplingSpec;

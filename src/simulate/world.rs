@@ -1,11 +1,11 @@
 //! The simulated world: slaves that share their capacity among the clients sending to them,
-//! the detector and planner deciding once a tick, moves that land a moment late.
+//! the daemon's engine deciding (through [`Shell`]), moves that land a moment late.
 
 use std::collections::BTreeMap;
 
 use super::counting::SampledCounting;
-use super::{generate, MoveOut, Scenario, SlaveOut, Tick, TickOut};
-use crate::policy::{self, ClientView, Detector, Move, PortView, Reason};
+use super::shell::Shell;
+use super::{generate, Scenario, SlaveOut, Tick, TickOut};
 
 /// Max-min fair shares of `capacity` among `demands` (water filling).
 pub fn fair_share(capacity: f64, demands: &[f64]) -> Vec<f64> {
@@ -44,13 +44,7 @@ struct World<'a> {
     rng: generate::Rng,
     unfairness: f64,
     efficiency: f64,
-    moved_at: Vec<Option<u64>>,
-    /// The port each client's last move took it off, and why it moved.
-    last_move: Vec<Option<(usize, Reason)>>,
-    detectors: Vec<Detector>,
-    /// Where a full port reads, as the daemon learns it.
-    saturation: policy::Ceiling,
-    /// Moves decided this tick, (client, to): they land on the next.
+    /// Moves the engine's update frames made this tick, (client, to): they land on the next.
     pending: Vec<(usize, usize)>,
     /// With the scenario's `sampling`: how the clients' packets are counted.
     counting: Option<SampledCounting>,
@@ -82,19 +76,8 @@ impl<'a> World<'a> {
             rng: generate::Rng::new(s.elastic.seed ^ 0xe1a5_71c5_ba5e_d5ee),
             unfairness: s.elastic.unfairness,
             efficiency: s.elastic.efficiency,
-            moved_at: vec![None; n],
-            last_move: vec![None; n],
-            detectors: s
-                .slaves
-                .iter()
-                .map(|_| Detector::new(s.config.window, s.config.hits))
-                .collect(),
-            saturation: policy::Ceiling::default(),
             pending: Vec::new(),
-            counting: s
-                .sampling
-                .as_ref()
-                .map(|spec| SampledCounting::new(spec, s.slaves.len())),
+            counting: s.sampling.as_ref().map(SampledCounting::new),
         };
         for c in 0..n {
             w.weight[c] = w.new_weight();
@@ -167,9 +150,11 @@ impl<'a> World<'a> {
 
     /// Applies the tick's link events and demands and lands last tick's moves; returns the
     /// placement before they landed.
-    fn begin_tick(&mut self, s: &Scenario, t: u64, tick: &Tick) -> Vec<usize> {
+    fn begin_tick(&mut self, s: &Scenario, t: u64, tick: &Tick, shell: &mut Shell) -> Vec<usize> {
         for e in s.events.iter().filter(|e| e.t == t) {
-            self.up[self.slave_ix[e.slave.as_str()]] = e.up;
+            let p = self.slave_ix[e.slave.as_str()];
+            self.up[p] = e.up;
+            shell.carrier(t, p, e.up);
         }
         if let Some(d) = &tick.demand_mbps {
             for (i, c) in s.clients.iter().enumerate() {
@@ -180,6 +165,11 @@ impl<'a> World<'a> {
         }
         let before = self.on.clone();
         for (c, to) in std::mem::take(&mut self.pending) {
+            // An update that tells a client the port it is on already (a re-assertion) is no
+            // arrival.
+            if self.on[c] == to {
+                continue;
+            }
             self.on[c] = to;
             // A flow arriving on a slave ramps up against the ones already there.
             self.weight[c] = self.new_weight();
@@ -213,113 +203,47 @@ impl<'a> World<'a> {
         }
         (rate, rx)
     }
-
-    /// The ports as the daemon sees them, each detector fed this second's utilization.
-    fn port_views(&mut self, s: &Scenario, rx: &[f64]) -> Vec<PortView> {
-        let mut ports = Vec::with_capacity(s.slaves.len());
-        for (p, sl) in s.slaves.iter().enumerate() {
-            let util = rx[p] / sl.capacity_mbps;
-            if self.up[p] {
-                self.detectors[p].push(Some(util), s.config.threshold);
-            } else {
-                self.detectors[p].reset();
-            }
-            ports.push(PortView {
-                capacity_bps: sl.capacity_mbps * 1e6,
-                up: self.up[p],
-                rx_bps: rx[p] * 1e6,
-                overloaded: self.detectors[p].overloaded(),
-                resolution_bps: self.counting.as_ref().map_or(0.0, |k| k.resolution_bps(p)),
-            });
-        }
-        ports
-    }
-
-    /// The clients as the daemon sees them. A down slave's clients demand as before; the daemon
-    /// sees them there (their last frames).
-    fn client_views(
-        &mut self,
-        s: &Scenario,
-        t: u64,
-        rate: &[f64],
-        ports: &[PortView],
-    ) -> Vec<ClientView> {
-        (0..self.on.len())
-            .map(|c| {
-                let held =
-                    self.moved_at[c].is_some_and(|m| t.saturating_sub(m) < s.config.hold_down);
-                let port = self.on[c];
-                ClientView {
-                    port,
-                    rate_bps: if self.up[port] {
-                        let counted = self
-                            .counting
-                            .as_mut()
-                            .map_or(rate[c], |k| k.counted(port, rate[c]));
-                        ports[port].resolved(counted * 1e6)
-                    } else {
-                        self.demand[c] * 1e6
-                    },
-                    held,
-                    since_move: self.moved_at[c].map(|m| t.saturating_sub(m)),
-                    last_move: self.last_move[c].filter(|_| held),
-                }
-            })
-            .collect()
-    }
-
-    /// Records the planner's moves (they land next tick) and returns them as output.
-    fn decide(&mut self, s: &Scenario, t: u64, moves: &[Move]) -> Vec<MoveOut> {
-        moves
-            .iter()
-            .map(|m| {
-                self.moved_at[m.client] = Some(t);
-                self.last_move[m.client] = Some((m.from, m.reason));
-                self.pending.push((m.client, m.to));
-                MoveOut {
-                    client: s.clients[m.client].ip.clone(),
-                    from: s.slaves[m.from].name.clone(),
-                    to: s.slaves[m.to].name.clone(),
-                    rate_mbps: round(m.rate_bps / 1e6),
-                    reason: m.reason,
-                }
-            })
-            .collect()
-    }
 }
 
-/// Runs the scenario; one `TickOut` per tick goes to `emit`.
+/// Runs the scenario through the daemon's engine; one `TickOut` per tick goes to `emit`.
 pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
     let mut w = World::new(s);
+    let mut shell = Shell::new(s);
     for (t, tick) in s.ticks.iter().enumerate() {
         let t = t as u64;
-        let before = w.begin_tick(s, t, tick);
+        let before = w.begin_tick(s, t, tick, &mut shell);
         let (rate, rx) = w.deliver(s, &before);
         w.shrink(&rate);
-        let ports = w.port_views(s, &rx);
         // Counted under the ratio in force this second; the counter read at its end sets the
         // next second's.
-        let clients = w.client_views(s, t, &rate, &ports);
-        if let Some(k) = &mut w.counting {
-            k.on_second(t, &rx);
-        }
-        w.saturation.observe(&s.config, &ports);
-        let cfg = w.saturation.tune(&s.config);
-        let moves = w.decide(s, t, &policy::plan(&cfg, &ports, &clients));
+        let counted: Vec<f64> = (0..rate.len())
+            .map(|c| {
+                let p = w.on[c];
+                match &mut w.counting {
+                    _ if !w.up[p] => 0.0,
+                    Some(k) => k.counted(rate[c], shell.one_in[p]),
+                    None => rate[c],
+                }
+            })
+            .collect();
+        let decided = shell.second(t, &rx, &w.on, &counted);
+        w.pending.extend(shell.take_updates());
         let slaves = s
             .slaves
             .iter()
-            .zip(&ports)
             .enumerate()
-            .map(|(i, (sl, p))| {
-                let rx = p.rx_bps / 1e6;
+            .map(|(i, sl)| {
                 (
                     sl.name.clone(),
                     SlaveOut {
-                        rx_mbps: round(rx),
-                        util: round(rx / sl.capacity_mbps),
-                        overloaded: p.overloaded,
-                        one_in: w.counting.as_ref().map(|k| k.one_in(i)).filter(|n| *n > 1),
+                        rx_mbps: round(rx[i]),
+                        util: round(rx[i] / sl.capacity_mbps),
+                        overloaded: decided.overloaded[i],
+                        one_in: w
+                            .counting
+                            .as_ref()
+                            .map(|_| shell.one_in[i])
+                            .filter(|n| *n > 1),
                     },
                 )
             })
@@ -327,7 +251,7 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
         emit(&TickOut {
             t,
             slaves,
-            moves,
+            moves: decided.moves,
             delivered_mbps: round(rx.iter().sum()),
             demand_mbps: round(w.demand.iter().sum()),
             placement: w.on.clone(),
