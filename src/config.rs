@@ -85,6 +85,26 @@ pub struct Settings {
 
 pub use crate::policy::ConfigError;
 
+impl Settings {
+    /// Settings for `target` from no file: every section at its default, log level info. What
+    /// `rlbd simulate` and the tests start from, setting only what they need.
+    pub fn for_target(target: Target) -> Settings {
+        Settings {
+            target: Some(target),
+            log_level: "info".into(),
+            dry_run: false,
+            policy: Default::default(),
+            capacity_mbps: BTreeMap::new(),
+            steering: Default::default(),
+            capture: Default::default(),
+            observability: Default::default(),
+            guests: Default::default(),
+            clients: Default::default(),
+            config_path: None,
+        }
+    }
+}
+
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
 /// An error about `full_key` (`policy.threshold`, `capacity.eth0`, `log_level`) set in `text`,

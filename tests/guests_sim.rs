@@ -35,20 +35,12 @@ fn guest(n: usize) -> ClientKey {
 
 fn settings() -> Settings {
     Settings {
-        target: Some(Target::Bond("bond0".into())),
-        log_level: "info".into(),
-        dry_run: false,
-        policy: Default::default(),
         capacity_mbps: [("sl0".to_string(), 30.0), ("sl1".to_string(), 30.0)].into(),
-        steering: Default::default(),
-        capture: Default::default(),
-        observability: Default::default(),
         guests: GuestsConfig {
             enabled: true,
             ..Default::default()
         },
-        clients: Default::default(),
-        config_path: None,
+        ..Settings::for_target(Target::Bond("bond0".into()))
     }
 }
 

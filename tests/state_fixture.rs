@@ -16,17 +16,8 @@ const CLIENT: Mac = Mac(0x02, 0x00, 0xc6, 0x12, 0x00, 0x01);
 
 fn settings() -> Settings {
     Settings {
-        target: Some(Target::Ports(vec!["p0".into(), "p1".into()])),
-        log_level: "info".into(),
-        dry_run: false,
-        policy: Default::default(),
         capacity_mbps: [("p0".to_string(), 40.0), ("p1".to_string(), 40.0)].into(),
-        steering: Default::default(),
-        capture: Default::default(),
-        observability: Default::default(),
-        guests: Default::default(),
-        clients: Default::default(),
-        config_path: None,
+        ..Settings::for_target(Target::Ports(vec!["p0".into(), "p1".into()]))
     }
 }
 

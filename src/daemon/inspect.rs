@@ -166,17 +166,8 @@ mod tests {
         let capacity_mbps: BTreeMap<String, f64> =
             capacity.iter().map(|(n, m)| (n.to_string(), *m)).collect();
         Settings {
-            target: Some(Target::Bond("bond0".into())),
-            log_level: "info".into(),
-            dry_run: false,
-            policy: Default::default(),
             capacity_mbps,
-            steering: Default::default(),
-            capture: Default::default(),
-            observability: Default::default(),
-            guests: Default::default(),
-            clients: Default::default(),
-            config_path: None,
+            ..Settings::for_target(Target::Bond("bond0".into()))
         }
     }
 

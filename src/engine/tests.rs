@@ -19,17 +19,8 @@ fn settings() -> Settings {
     let capacity_mbps: BTreeMap<String, f64> =
         ["sl0", "sl1", "sl2"].map(|n| (n.to_string(), 10.0)).into();
     Settings {
-        target: Some(Target::Bond("bond0".into())),
-        log_level: "info".into(),
-        dry_run: false,
-        policy: Default::default(),
         capacity_mbps,
-        steering: Default::default(),
-        capture: Default::default(),
-        observability: Default::default(),
-        guests: Default::default(),
-        clients: Default::default(),
-        config_path: None,
+        ..Settings::for_target(Target::Bond("bond0".into()))
     }
 }
 

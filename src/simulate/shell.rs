@@ -81,21 +81,14 @@ fn settings(s: &Scenario) -> Settings {
         capture.max_frames_per_sec = spec.max_frames_per_sec;
     }
     Settings {
-        target: Some(Target::Ports(names)),
-        log_level: "info".into(),
-        dry_run: false,
         policy: s.config.clone(),
         capacity_mbps: s
             .slaves
             .iter()
             .map(|p| (p.name.clone(), p.capacity_mbps))
             .collect(),
-        steering: Default::default(),
         capture,
-        observability: Default::default(),
-        guests: Default::default(),
-        clients: Default::default(),
-        config_path: None,
+        ..Settings::for_target(Target::Ports(names))
     }
 }
 

@@ -99,15 +99,8 @@ pub fn table_size(population: usize, small: bool) -> usize {
 pub fn settings(ports: usize, bonded: bool, population: usize, small_table: bool) -> Settings {
     let names: Vec<String> = (0..ports).map(|i| format!("p{i}")).collect();
     Settings {
-        target: Some(if bonded {
-            Target::Bond("bond0".into())
-        } else {
-            Target::Ports(names.clone())
-        }),
         // `RLBD_SIM_LOG=debug` (with `RLBD_SIM_WATCH`) to follow one client closely.
         log_level: std::env::var("RLBD_SIM_LOG").unwrap_or_else(|_| "info".into()),
-        dry_run: false,
-        policy: Default::default(),
         capacity_mbps: names.iter().map(|n| (n.clone(), 100.0)).collect(),
         // A total budget a port's failure can reach: the rate rule then has work to do.
         steering: rlbd::config::SteeringConfig {
@@ -118,10 +111,11 @@ pub fn settings(ports: usize, bonded: bool, population: usize, small_table: bool
             table_size: table_size(population, small_table),
             ..Default::default()
         },
-        observability: Default::default(),
-        guests: Default::default(),
-        clients: Default::default(),
-        config_path: None,
+        ..Settings::for_target(if bonded {
+            Target::Bond("bond0".into())
+        } else {
+            Target::Ports(names.clone())
+        })
     }
 }
 

@@ -20,20 +20,12 @@ const START: u64 = 5_000_000;
 fn settings(enabled: bool) -> Settings {
     let capacity_mbps: BTreeMap<String, f64> = ["sl0", "sl1"].map(|n| (n.to_string(), 30.0)).into();
     Settings {
-        target: Some(Target::Bond("bond0".into())),
-        log_level: "info".into(),
-        dry_run: false,
-        policy: Default::default(),
         capacity_mbps,
-        steering: Default::default(),
-        capture: Default::default(),
-        observability: Default::default(),
         guests: GuestsConfig {
             enabled,
             ..Default::default()
         },
-        clients: Default::default(),
-        config_path: None,
+        ..Settings::for_target(Target::Bond("bond0".into()))
     }
 }
 
