@@ -400,7 +400,13 @@ impl Engine {
         let why = |m: &Move| second::move_reason(ports, policy, m);
         self.steer.refresh_claims(now, clients, &ctx, out);
         let views = &b.ports;
-        self.steer.rebalance(now, views, clients, &why, &ctx, out);
+        let guests = if self.guest_path {
+            self.guests.flows(now)
+        } else {
+            Vec::new()
+        };
+        self.steer
+            .rebalance(now, (views, &guests), clients, &why, &ctx, out);
         if self.lan.ports.bond_mode == Some(crate::netlink::BondMode::BalanceTlb) {
             self.steer.place_new(now, views, clients, &ctx, out);
         }

@@ -336,14 +336,16 @@ impl Guests {
     /// The second's balancing: guests on a port that is down go at once; pinned guests go back
     /// to their port; the rest as the planner decides, by the clients' rules (K of W over the
     /// threshold, hold-down, settle, room, exchange, the largest flow left alone).
-    /// `hosts`: the host's own clients as (port, rate), flows on the same ports that this
-    /// planner may not move: they count among a port's flows (who is largest, how many may
-    /// leave), so a guest beside a larger host client is not "the one flow" left alone.
+    /// `hosts`: the host's own clients as the clients' planner weighed them, flows on the same
+    /// ports that this planner may not move: they count among a port's flows (who is largest,
+    /// how many may leave), so a guest beside a larger host client is not "the one flow" left
+    /// alone; and a client moved a moment ago still shows partly on the port it left, so no
+    /// guest moves on that second's figures.
     pub fn rebalance(
         &mut self,
         now: u64,
         cfg: &PolicyConfig,
-        (ports, hosts): (&[PortView], &[(PortId, f64)]),
+        (ports, hosts): (&[PortView], &[ClientView]),
         out: &mut Vec<GuestAction>,
     ) {
         if !self.enabled() {
@@ -358,13 +360,7 @@ impl Guests {
             .collect();
         let mut views: Vec<ClientView> =
             keys.iter().map(|k| self.view(&self.list[k], now)).collect();
-        views.extend(hosts.iter().map(|&(port, rate_bps)| ClientView {
-            port,
-            rate_bps,
-            held: true,
-            since_move: None,
-            last_move: None,
-        }));
+        views.extend(hosts.iter().map(ClientView::fixed));
         for m in policy::plan(cfg, ports, &views) {
             // Only guests move here: a host client's place is the clients' planner's.
             if let Some(&key) = keys.get(m.client) {
@@ -514,6 +510,12 @@ impl Guests {
             }
         }
         r
+    }
+
+    /// The placed guests as the clients' planner weighs them: fixed flows on their ports.
+    pub fn flows(&self, now: u64) -> Vec<ClientView> {
+        let placed = self.list.values().filter(|g| g.port.is_some());
+        placed.map(|g| self.view(g, now).fixed()).collect()
     }
 
     /// The planner's view of `g`: a pinned guest is held (its load is fixed).

@@ -218,10 +218,57 @@ fn a_guest_beside_a_larger_host_client_is_not_the_one_flow_left_alone() {
         pins(&out).is_empty(),
         "alone on its port, it stays: {out:?}"
     );
-    let hosts = [(0, 21.8e6), (0, 1.0e6)];
+    let hosts = [host_flow(0, 21.8e6, None), host_flow(0, 1.0e6, None)];
     g.rebalance(10_200, &cfg, (&ports, &hosts), &mut out);
     let p = pins(&out);
     assert_eq!(p.len(), 1, "{out:?}");
+    assert_eq!((p[0].0, p[0].1), (guest(0), 1));
+}
+
+/// A host client as the clients' planner weighed it: on `port`, drawing `rate_bps`, moved
+/// `since_move` seconds ago (if rlbd moved it).
+fn host_flow(port: usize, rate_bps: f64, since_move: Option<u64>) -> ClientView {
+    ClientView {
+        port,
+        rate_bps,
+        held: since_move.is_some(),
+        since_move,
+        last_move: since_move.map(|_| (1, Reason::Overload)),
+    }
+}
+
+/// Found in the kernel lab (guests on a VLAN, 6.12): a host client moved to port 1 a second
+/// ago still showed partly on port 0 and had not grown into port 1; the guests' planner, blind
+/// to that move, saw room on port 1 and sent a guest there, onto the client's growth. A host
+/// client moved less than `SETTLE_SECS` ago makes the guests wait for a clean second, as a
+/// guest moved a moment ago makes the clients wait.
+#[test]
+fn no_guest_moves_on_the_second_after_a_host_client_moved() {
+    let (mut g, mut out) = table(enabled());
+    four(&mut g, &mut out);
+    let counts = [GuestCount {
+        key: guest(0),
+        port: DoorPort::new(0),
+        rx_bytes: 9_000_000 / 8,
+        tx_bytes: 100_000,
+        seen_from_switch: 0,
+    }];
+    g.on_counts(10_000, &counts, &mut out);
+    out.clear();
+    let cfg = PolicyConfig::default();
+    let ports = [port(29.7e6, true), port(12.0e6, false)];
+    for since in 0..crate::policy::SETTLE_SECS {
+        let hosts = [host_flow(0, 19.0e6, None), host_flow(1, 3.0e6, Some(since))];
+        g.rebalance(10_200, &cfg, (&ports, &hosts), &mut out);
+        assert!(pins(&out).is_empty(), "{since} s after: {out:?}");
+    }
+    let hosts = [
+        host_flow(0, 19.0e6, None),
+        host_flow(1, 3.0e6, Some(crate::policy::SETTLE_SECS)),
+    ];
+    g.rebalance(10_200, &cfg, (&ports, &hosts), &mut out);
+    let p = pins(&out);
+    assert_eq!(p.len(), 1, "on a clean second the guest moves: {out:?}");
     assert_eq!((p[0].0, p[0].1), (guest(0), 1));
 }
 

@@ -77,6 +77,20 @@ pub struct ClientView {
     pub last_move: Option<(PortId, Reason)>,
 }
 
+impl ClientView {
+    /// This flow as another planner's: its load, and how lately it moved, count on its port (a
+    /// moved flow still shows partly where it was; it grows into its new port), but this
+    /// planner may not move it: held, with no move of its own to correct. The guests' planner
+    /// weighs the host's clients so, and the clients' planner the guests.
+    pub fn fixed(&self) -> ClientView {
+        ClientView {
+            held: true,
+            last_move: None,
+            ..self.clone()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {

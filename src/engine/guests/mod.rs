@@ -185,13 +185,8 @@ impl Engine {
             return;
         }
         let policy = &self.settings.policy;
-        let hosts: Vec<(usize, f64)> = if whole {
-            let snaps = self.bufs.snaps.iter();
-            snaps.map(|c| (c.port, c.rate_bps)).collect()
-        } else {
-            Vec::new()
-        };
-        let views = (&self.bufs.ports[..], &hosts[..]);
+        let hosts = if whole { self.steer.flows() } else { &[] };
+        let views = (&self.bufs.ports[..], hosts);
         self.guests
             .rebalance(now, policy, views, &mut self.guest_actions);
         self.carry_out_guests();

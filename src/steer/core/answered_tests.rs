@@ -103,7 +103,7 @@ fn answers_on_another_port_a_counted_client_and_a_bond_leave_it_alone() {
     let views = w.port_views();
     w.with(|ctx| {
         let why = |_: &crate::policy::Move| String::new();
-        s.rebalance(3000, &views, &[counted], &why, ctx, &mut Vec::new())
+        s.rebalance(3000, (&views, &[]), &[counted], &why, ctx, &mut Vec::new())
     });
     let out = fail_p0(&mut w, &mut s, 5000, &[counted]);
     assert!(s.moved(&CLIENT).is_none() && out.is_empty(), "{out:?}");

@@ -68,7 +68,7 @@ fn a_quiet_client_failed_over_is_not_moved_again_while_its_old_port_is_down() {
         let made = w.with(|ctx| {
             s.rebalance(
                 t * 1000,
-                &ports,
+                (&ports, &[]),
                 &[snap],
                 &|_| "overload".into(),
                 ctx,

@@ -91,11 +91,28 @@ fn no_chosen_move_onto_a_port_that_just_came_back() {
     };
     let clients = [snap(0, 35e6), other];
     let mut out = Vec::new();
-    let made =
-        w.with(|ctx| s.rebalance(11_000, &v, &clients, &|_| "overload".into(), ctx, &mut out));
+    let made = w.with(|ctx| {
+        s.rebalance(
+            11_000,
+            (&v, &[]),
+            &clients,
+            &|_| "overload".into(),
+            ctx,
+            &mut out,
+        )
+    });
     assert!(made.is_empty(), "moved onto p2 1 s after it came back");
     let at = 10_000 + STABLE_MS;
-    let made = w.with(|ctx| s.rebalance(at, &v, &clients, &|_| "overload".into(), ctx, &mut out));
+    let made = w.with(|ctx| {
+        s.rebalance(
+            at,
+            (&v, &[]),
+            &clients,
+            &|_| "overload".into(),
+            ctx,
+            &mut out,
+        )
+    });
     assert_eq!(made, vec![0]);
     assert_eq!(s.moved(&CLIENT).map(|m| m.port), Some(2));
 }
@@ -242,7 +259,7 @@ fn exchange(p1_usable: bool) -> (Steerer, Vec<Action>, ClientKey) {
         },
     ];
     let why = |_: &crate::policy::Move| "overload".to_string();
-    w.with(|ctx| s.rebalance(3000, &ports, &clients, &why, ctx, &mut out));
+    w.with(|ctx| s.rebalance(3000, (&ports, &[]), &clients, &why, ctx, &mut out));
     (s, out, other)
 }
 

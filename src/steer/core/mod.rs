@@ -468,6 +468,9 @@ mod forget_tests;
 mod pins_tests;
 
 #[cfg(test)]
+mod beside_tests;
+
+#[cfg(test)]
 mod props;
 
 #[cfg(test)]

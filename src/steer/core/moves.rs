@@ -260,13 +260,15 @@ impl Steerer {
     }
 
     /// The once-a-second decision: the planner's moves for overloaded ports, with the clients
-    /// rlbd moved less than the hold-down ago held where they are. `why(move)` says, for the log,
-    /// why the source port counts as overloaded. Returns the ports moves were made off.
+    /// rlbd moved less than the hold-down ago held where they are. `beside`: flows on the same
+    /// ports that this planner may not move (the guests, whose places are the guests'
+    /// planner's), weighed as fixed load. `why(move)` says, for the log, why the source port
+    /// counts as overloaded. Returns the ports moves were made off.
     #[allow(clippy::too_many_arguments)]
     pub fn rebalance(
         &mut self,
         now: u64,
-        ports: &[PortView],
+        (ports, beside): (&[PortView], &[ClientView]),
         clients: &[ClientSnap],
         why: &dyn Fn(&Move) -> String,
         ctx: &Ctx,
@@ -299,6 +301,10 @@ impl Steerer {
                 last_move: r.last_move(now).filter(|_| claims),
             }
         }));
+        // A guest beside a client is one of the port's flows: a client beside a larger guest is
+        // not "the one flow" left alone, and a guest's move a moment ago still shows in the
+        // second's figures. The planner may not move them (held, nothing to correct).
+        views.extend(beside.iter().map(ClientView::fixed));
         self.note_ports(now, ports);
         let in_force = self.learn_saturation(ports, out);
         let mut targets = std::mem::take(&mut self.scratch.ports);
@@ -313,6 +319,13 @@ impl Steerer {
         let mut skip = false;
         for (i, mv) in moves.iter().enumerate() {
             if std::mem::take(&mut skip) {
+                continue;
+            }
+            // A flow beside the clients is not this planner's to move (failover of a guest is
+            // the guests' planner's); an exchange with one is not made at all.
+            let own = |m: &Move| m.client < clients.len();
+            if !own(mv) || (mv.exchange && !moves.get(i + 1).is_some_and(own)) {
+                skip = mv.exchange;
                 continue;
             }
             // An exchange is made whole or not at all: one half alone fills a port further.
@@ -339,12 +352,20 @@ impl Steerer {
             }
         }
         self.place_pinned(now, ports, &targets, clients, ctx, out);
+        views.truncate(clients.len());
         self.scratch = Scratch {
             clients: views,
             ports: targets,
             made,
         };
         &self.scratch.made
+    }
+
+    /// The clients as the last [`rebalance`](Self::rebalance) weighed them (where their frames
+    /// arrive, their rates, how lately rlbd moved them): the flows the guests' planner weighs
+    /// beside the guests.
+    pub fn flows(&self) -> &[ClientView] {
+        &self.scratch.clients
     }
 
     /// The ports the last [`rebalance`](Self::rebalance) moved clients off.

@@ -67,7 +67,7 @@ fn rebalance(
 ) -> Vec<Action> {
     let mut out = Vec::new();
     w.with(|ctx| {
-        s.rebalance(now, ports, c, &|_| "overload".into(), ctx, &mut out);
+        s.rebalance(now, (ports, &[]), c, &|_| "overload".into(), ctx, &mut out);
     });
     out
 }

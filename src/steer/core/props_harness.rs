@@ -440,7 +440,7 @@ impl Harness {
             views[s.port].rx_bps += s.rate_bps;
         }
         self.run(|s, ctx, now, out| {
-            s.rebalance(now, &views, &snaps, &|_| "prop".into(), ctx, out);
+            s.rebalance(now, (&views, &[]), &snaps, &|_| "prop".into(), ctx, out);
         });
         // A client counted since it was told sends where its frames arrive.
         let since = self.now.saturating_sub(1500);

@@ -330,8 +330,16 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
     let mut out = Vec::new();
     // `other` is biggest, but the kernel does not confirm it: the planner is offered it as one
     // that stays, and walks no further (one client stays on the hot port).
-    let made =
-        w.with(|ctx| s.rebalance(0, &ports, &clients, &|_| "overload".into(), ctx, &mut out));
+    let made = w.with(|ctx| {
+        s.rebalance(
+            0,
+            (&ports, &[]),
+            &clients,
+            &|_| "overload".into(),
+            ctx,
+            &mut out,
+        )
+    });
     assert!(made.is_empty());
     assert!(s.moved(&other).is_none());
     // Confirmed: now it moves.
@@ -342,14 +350,22 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
         other.mac,
         libc::NUD_REACHABLE,
     ));
-    let made =
-        w2.with(|ctx| s.rebalance(0, &ports, &clients, &|_| "overload".into(), ctx, &mut out));
+    let made = w2.with(|ctx| {
+        s.rebalance(
+            0,
+            (&ports, &[]),
+            &clients,
+            &|_| "overload".into(),
+            ctx,
+            &mut out,
+        )
+    });
     assert_eq!(made, vec![0]);
     assert!(s.held(&other, 1000));
     let again = w2.with(|ctx| {
         s.rebalance(
             1000,
-            &ports,
+            (&ports, &[]),
             &clients,
             &|_| "overload".into(),
             ctx,
@@ -384,9 +400,18 @@ fn a_full_port_raises_saturated_and_max_fill_to_just_under_where_it_reads_and_sa
     ports[0].overloaded = true;
     let mut out = Vec::new();
     // One second teaches nothing: the next must read as much.
-    w.with(|ctx| s.rebalance(0, &ports, &[], &|_| "overload".into(), ctx, &mut out));
+    w.with(|ctx| s.rebalance(0, (&ports, &[]), &[], &|_| "overload".into(), ctx, &mut out));
     assert_eq!(s.policy_in_force(), configured);
-    w.with(|ctx| s.rebalance(1000, &ports, &[], &|_| "overload".into(), ctx, &mut out));
+    w.with(|ctx| {
+        s.rebalance(
+            1000,
+            (&ports, &[]),
+            &[],
+            &|_| "overload".into(),
+            ctx,
+            &mut out,
+        )
+    });
     let tuned = s.policy_in_force();
     assert!((tuned.saturated - 0.95).abs() < 1e-9, "{tuned:?}");
     assert!((tuned.max_fill - 0.945).abs() < 1e-9, "{tuned:?}");
@@ -400,6 +425,15 @@ fn a_full_port_raises_saturated_and_max_fill_to_just_under_where_it_reads_and_sa
     );
     // Said once: the same reading again changes nothing worth a line.
     out.clear();
-    w.with(|ctx| s.rebalance(2000, &ports, &[], &|_| "overload".into(), ctx, &mut out));
+    w.with(|ctx| {
+        s.rebalance(
+            2000,
+            (&ports, &[]),
+            &[],
+            &|_| "overload".into(),
+            ctx,
+            &mut out,
+        )
+    });
     assert!(logs(&out, Level::Info).is_empty());
 }
