@@ -35,9 +35,7 @@ use crate::config::{ConfigError, Settings, Target};
 use crate::guests::{GuestAction, Guests};
 use crate::host::PortTable;
 use crate::netlink::NlEvent;
-use crate::policy::Move;
-use crate::steer::explain::Facts;
-use crate::steer::{Action, ClientSnap, LogKind, Rule, RulesOff, Steerer};
+use crate::steer::{Action, LogKind, Rule, RulesOff, Steerer};
 use frames::Seen;
 pub use io::{
     CountingHook, HookFacts, Input, MapRead, Output, PortId, PortRef, PortSecond, SendTag, Topic,
@@ -323,106 +321,6 @@ impl Engine {
         self.steer
             .failover(now, down, &b.ports, &b.snaps, &ctx, &mut self.actions);
         self.durable.dirty = true;
-    }
-
-    /// A second ended: the kernel's counts into the client table, the table rolled over, the
-    /// ports' counters asked for (the evaluation follows when they are in), idle moves
-    /// forgotten.
-    fn on_second(&mut self, now: u64, counts: &[(PortId, Delta)], facts: &[PortSecond]) {
-        let (whole, drops) = self.capture_second(now, facts);
-        for (port, d) in counts {
-            if let Some(p) = self.lan.ports.list.get_mut(port.index()) {
-                p.counted_bytes += d.bytes;
-            }
-        }
-        let (lan, tick) = (&self.lan, self.schedule.tick);
-        self.table
-            .account_kernel_counts(counts, tick, |ip| lan.is_ours(ip));
-        self.schedule.tick += 1;
-        self.table.roll_over(self.schedule.tick);
-        self.durable.started = true;
-        // Only the ports' counters: a dump of every link costs in proportion to the host's links.
-        for p in self.lan.ports.list.iter().filter(|p| p.present) {
-            self.out
-                .push(Output::RequestCounters { ifindex: p.ifindex });
-        }
-        self.schedule.eval_at = Some(now + EVAL_DELAY_MS);
-        self.trouble.rates_unreliable = drops || !whole;
-        let (table, before) = (&self.table, self.steer.moved_count());
-        self.steer
-            .forget_idle(now, |key| table.get(key).is_some(), &mut self.actions);
-        // The state file also says the daemon that wrote it was alive lately: a restart takes
-        // it over only while it is younger than the hold-down, so it is rewritten well within
-        // one while it holds moves or answers (a sixth of it, at most every 10 s).
-        let every = (self.settings.policy.hold_down / 6).clamp(1, 10);
-        let moved = self.steer.moved_count();
-        let kept = moved > 0 || self.steer.answered_count() > 0 || !self.guests.is_empty();
-        self.durable.dirty |= moved != before || (self.schedule.tick % every == 0 && kept);
-        self.durable.dirty |= self.steer.take_durable_changed();
-        self.carry_out();
-        let ports = self.lan.ports.list.iter().filter(|p| p.present);
-        let sig = ports.fold(0u64, |h, p| {
-            h.wrapping_mul(31)
-                .wrapping_add(u64::from(p.ifindex) << 1 | u64::from(p.up))
-        });
-        if self.schedule.tick % 10 == 0 || sig != self.schedule.summary_ports {
-            self.schedule.summary_ports = sig;
-            let summary = report::status(self, now, Some(0)).summary();
-            self.out.push(Output::Summary(summary));
-        }
-    }
-
-    /// The evaluation: counters to rates, rates to the detectors, the snapshot to the steering
-    /// core's planner, and why nothing moved off an overloaded port.
-    fn evaluate(&mut self, now: u64) {
-        let policy = &self.settings.policy;
-        second::feed_detectors(&mut self.lan.ports, now, policy.threshold);
-        let b = &mut self.bufs;
-        self.lan.ports.views_into(&mut b.ports);
-        let unreliable = std::mem::take(&mut self.trouble.rates_unreliable);
-        if unreliable && !self.rules_off.has(Rule::RingDropVeto) {
-            // The rings dropped frames this second: the client rates miss an unknown share, so
-            // the split among clients, which every move rests on, is not known. Port loads are
-            // exact (kernel counters) and keep feeding the detectors; moves wait for a clean
-            // second.
-            self.trouble.unreliable_seconds += 1;
-            let text =
-                "capture ring drops this second: client rates incomplete, no move made on them";
-            self.out.log(Level::Debug, Topic::NoMove, text.into());
-            // The guests' counts are their own maps', whole: a busy host whose rings drop every
-            // second must not stop their balancing (no client moved).
-            self.rebalance_guests(now, false, false);
-            return;
-        }
-        second::fill_snaps(&self.table, &self.lan.ports, true, &mut b.snaps);
-        let (ctx, clients, out) = (self.lan.ctx(), &b.snaps, &mut self.actions);
-        let ports = &self.lan.ports;
-        let why = |m: &Move| second::move_reason(ports, policy, m);
-        self.steer.refresh_claims(now, clients, &ctx, out);
-        let views = &b.ports;
-        let guests = if self.guest_path {
-            self.guests.flows(now)
-        } else {
-            Vec::new()
-        };
-        self.steer
-            .rebalance(now, (views, &guests), clients, &why, &ctx, out);
-        if self.lan.ports.bond_mode == Some(crate::netlink::BondMode::BalanceTlb) {
-            self.steer.place_new(now, views, clients, &ctx, out);
-        }
-        self.durable.dirty |= !out.is_empty();
-        let steer = &self.steer;
-        let held = |c: &ClientSnap| steer.held(&c.key, now);
-        let facts = Facts {
-            host: &self.lan.host,
-            policy,
-            held: &held,
-        };
-        let parts = (&b.ports[..], &b.snaps[..], steer.made());
-        second::explain_no_move(&mut self.lan.ports, parts, &facts, &mut self.out);
-        let client_moves = !steer.made().is_empty();
-        self.carry_out();
-        self.rebalance_guests(now, client_moves, true);
     }
 
     /// An ARP or ND frame seen on a port: a foreign claim of the server's address is warned

@@ -10,7 +10,9 @@
 //! answers with [`GuestAction`]s (pin, unpin, announce, log). Times are the engine's ms.
 
 mod config;
+mod facts;
 mod macvlan;
+mod pins;
 mod place;
 mod status;
 #[cfg(test)]
@@ -24,76 +26,14 @@ use crate::client::ClientKey;
 use crate::policy::model::PortId;
 use crate::policy::{self, ClientView, PolicyConfig, PortView, Reason};
 pub use config::{parse_mac, GuestsConfig};
+pub use facts::{FdbFact, GuestAction, GuestCount};
 pub use macvlan::{macvlan_fact, MACVLAN_DUMP_SECS};
+pub use pins::GuestPin;
 pub use status::{GuestMove, GuestStatus, GuestTotals};
 
 /// A guest that has sent nothing for this long is announced again where it is pinned, so a
 /// switch whose table aged it out (300 s is usual) learns it before it floods its frames.
 pub const ANNOUNCE_IDLE_MS: u64 = 60_000;
-
-/// One entry of a bridge's forwarding database, as the guests table wants it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FdbFact {
-    /// The MAC on its VLAN (0: untagged).
-    pub key: ClientKey,
-    /// The bridge port it sits behind (a guest's tap or veth, or the bond: the switch's side).
-    pub bridge_port: u32,
-    /// The bridge.
-    pub bridge: u32,
-    /// Learned from the guest's frames (or by an external learner), not one of the host's own
-    /// local or static entries.
-    pub learned: bool,
-    /// The entry went away (aged out, the port removed, deleted).
-    pub removed: bool,
-    /// A container's macvlan, not a bridge's entry: `bridge` and `bridge_port` are then both
-    /// the device whose address list holds the MAC (the bond, or a VLAN over it).
-    pub macvlan: bool,
-}
-
-/// One guest's counts of one second on one port, as the kernel's programs have them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GuestCount {
-    pub key: ClientKey,
-    /// The port, as the engine's door names it.
-    pub port: crate::engine::PortId,
-    pub rx_bytes: u64,
-    pub tx_bytes: u64,
-    /// Frames from the guest's own MAC that arrived from the switch on the very port it is
-    /// pinned to: the MAC is now elsewhere on the LAN (the guest migrated away).
-    pub seen_from_switch: u64,
-}
-
-/// What the table asks the engine to do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GuestAction {
-    /// Send `key`'s frames out of `port` (the egress program's map), accept its frames there
-    /// only, and announce it there (a learning frame from its MAC). `reason`: why it moved
-    /// (`None`: its first placement).
-    Pin {
-        key: ClientKey,
-        port: PortId,
-        reason: Option<Reason>,
-    },
-    /// Leave `key` to the kernel again.
-    Unpin {
-        key: ClientKey,
-    },
-    /// Announce `key` on `port` again (the switch may have aged it out).
-    Announce {
-        key: ClientKey,
-        port: PortId,
-    },
-    Log(Level, String),
-}
-
-/// Where a guest is pinned and its last move, as the state file keeps them across a restart.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GuestPin {
-    pub key: ClientKey,
-    pub port: PortId,
-    pub moved_ms: Option<u64>,
-    pub last_move: Option<(PortId, Reason)>,
-}
 
 /// One guest.
 #[derive(Debug, Clone, PartialEq)]
@@ -393,89 +333,6 @@ impl Guests {
             }
         }
         self.place_unplaced(now, ports, out);
-    }
-
-    /// Every placed guest's pin and last move, for the state file.
-    pub fn export(&self) -> Vec<GuestPin> {
-        self.list
-            .values()
-            .filter_map(|g| {
-                Some(GuestPin {
-                    key: g.key,
-                    port: g.port?,
-                    moved_ms: g.moved_ms,
-                    last_move: g.last_move,
-                })
-            })
-            .collect()
-    }
-
-    /// An earlier daemon's pins (a restart): a guest already learned goes back to its port
-    /// (its hold-down kept), one not learned yet will when it is.
-    pub fn import(&mut self, pins: Vec<GuestPin>, ports: &[PortView], out: &mut Vec<GuestAction>) {
-        for pin in pins {
-            let Some(g) = self.list.get_mut(&pin.key) else {
-                self.remembered.insert(pin.key, pin);
-                continue;
-            };
-            if !ports.get(pin.port).is_some_and(|v| v.up) {
-                continue;
-            }
-            (g.moved_ms, g.last_move) = (pin.moved_ms, pin.last_move);
-            if g.port != Some(pin.port) {
-                g.port = Some(pin.port);
-                out.push(GuestAction::Pin {
-                    key: pin.key,
-                    port: pin.port,
-                    reason: None,
-                });
-            }
-        }
-    }
-
-    /// Every guest for the status, busiest first (ties by MAC); `name` names an ifindex.
-    pub fn statuses(
-        &self,
-        now: u64,
-        ports: &[String],
-        name: &dyn Fn(u32) -> String,
-    ) -> Vec<GuestStatus> {
-        let port = |p: Option<PortId>| {
-            p.and_then(|p| ports.get(p))
-                .map_or_else(|| "-".into(), Clone::clone)
-        };
-        let mut v: Vec<GuestStatus> = self
-            .list
-            .values()
-            .map(|g| GuestStatus {
-                mac: crate::client::mac_text(g.key.mac),
-                vlan: g.key.vlan,
-                bridge_port: if g.macvlan {
-                    format!("macvlan on {}", name(g.bridge))
-                } else {
-                    name(g.bridge_port)
-                },
-                port: port(g.port),
-                rx_bps: g.rx_bps,
-                tx_bps: g.tx_bps,
-                pinned: g.pinned,
-                moved: g.last_move.zip(g.moved_ms).map(|((from, reason), at)| {
-                    let ago = now.saturating_sub(at) / 1000;
-                    GuestMove {
-                        from: port(Some(from)),
-                        secs_ago: ago,
-                        reason,
-                        hold_down_left_secs: (self.hold_down_ms / 1000).saturating_sub(ago),
-                    }
-                }),
-            })
-            .collect();
-        v.sort_by(|a, b| {
-            b.rx_bps
-                .total_cmp(&a.rx_bps)
-                .then_with(|| a.mac.cmp(&b.mac))
-        });
-        v
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Guest> {

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Guests;
+use crate::policy::model::PortId;
 use crate::policy::Reason;
 
 /// One guest behind the bond.
@@ -42,4 +44,51 @@ pub struct GuestTotals {
     pub room: u64,
     pub settle: u64,
     pub released: u64,
+}
+
+impl Guests {
+    /// Every guest for the status, busiest first (ties by MAC); `name` names an ifindex.
+    pub fn statuses(
+        &self,
+        now: u64,
+        ports: &[String],
+        name: &dyn Fn(u32) -> String,
+    ) -> Vec<GuestStatus> {
+        let port = |p: Option<PortId>| {
+            p.and_then(|p| ports.get(p))
+                .map_or_else(|| "-".into(), Clone::clone)
+        };
+        let mut v: Vec<GuestStatus> = self
+            .list
+            .values()
+            .map(|g| GuestStatus {
+                mac: crate::client::mac_text(g.key.mac),
+                vlan: g.key.vlan,
+                bridge_port: if g.macvlan {
+                    format!("macvlan on {}", name(g.bridge))
+                } else {
+                    name(g.bridge_port)
+                },
+                port: port(g.port),
+                rx_bps: g.rx_bps,
+                tx_bps: g.tx_bps,
+                pinned: g.pinned,
+                moved: g.last_move.zip(g.moved_ms).map(|((from, reason), at)| {
+                    let ago = now.saturating_sub(at) / 1000;
+                    GuestMove {
+                        from: port(Some(from)),
+                        secs_ago: ago,
+                        reason,
+                        hold_down_left_secs: (self.hold_down_ms / 1000).saturating_sub(ago),
+                    }
+                }),
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            b.rx_bps
+                .total_cmp(&a.rx_bps)
+                .then_with(|| a.mac.cmp(&b.mac))
+        });
+        v
+    }
 }

@@ -280,31 +280,9 @@ impl Steerer {
             self.answered
                 .counted(&c.key, c.port, now.saturating_sub(RATE_WINDOW_MS));
         }
-        // A client that cannot be moved whole is not offered to the planner: it would pick it,
-        // the move would be refused, and a client that could have gone would stay.
         // The buffers are the core's, reused every second (taken out while the core is used).
         let mut views = std::mem::take(&mut self.scratch.clients);
-        views.clear();
-        views.extend(clients.iter().map(|c| {
-            // A client `[clients]` names stays where it is: its load is fixed.
-            let claims = ctx.host.can_claim(c.key, &c.talk) && self.mark(&c.key, &c.talk).is_none();
-            let r = self.record(&c.key);
-            let port = Self::current_port(c, r.moved, ports);
-            ClientView {
-                port,
-                // Under a sampled port's resolution a reading is noise: below every floor.
-                rate_bps: ports
-                    .get(port)
-                    .map_or(c.rate_bps, |p| p.resolved(c.rate_bps)),
-                held: r.held(now) || !claims,
-                since_move: r.since_move_secs(now),
-                last_move: r.last_move(now).filter(|_| claims),
-            }
-        }));
-        // A guest beside a client is one of the port's flows: a client beside a larger guest is
-        // not "the one flow" left alone, and a guest's move a moment ago still shows in the
-        // second's figures. The planner may not move them (held, nothing to correct).
-        views.extend(beside.iter().map(ClientView::fixed));
+        self.views_into(now, (ports, beside), clients, ctx, &mut views);
         self.note_ports(now, ports);
         let in_force = self.learn_saturation(ports, out);
         let mut targets = std::mem::take(&mut self.scratch.ports);
@@ -359,6 +337,40 @@ impl Steerer {
             made,
         };
         &self.scratch.made
+    }
+
+    /// The planner's view of the second: each client where its frames arrive, held while rlbd's
+    /// move of it holds, then the flows `beside` it as fixed load. A client that cannot be
+    /// moved whole (or that `[clients]` names) is offered as held: the planner would pick it,
+    /// the move would be refused, and a client that could have gone would stay.
+    fn views_into(
+        &self,
+        now: u64,
+        (ports, beside): (&[PortView], &[ClientView]),
+        clients: &[ClientSnap],
+        ctx: &Ctx,
+        views: &mut Vec<ClientView>,
+    ) {
+        views.clear();
+        views.extend(clients.iter().map(|c| {
+            let claims = ctx.host.can_claim(c.key, &c.talk) && self.mark(&c.key, &c.talk).is_none();
+            let r = self.record(&c.key);
+            let port = Self::current_port(c, r.moved, ports);
+            ClientView {
+                port,
+                // Under a sampled port's resolution a reading is noise: below every floor.
+                rate_bps: ports
+                    .get(port)
+                    .map_or(c.rate_bps, |p| p.resolved(c.rate_bps)),
+                held: r.held(now) || !claims,
+                since_move: r.since_move_secs(now),
+                last_move: r.last_move(now).filter(|_| claims),
+            }
+        }));
+        // A guest beside a client is one of the port's flows: a client beside a larger guest is
+        // not "the one flow" left alone, and a guest's move a moment ago still shows in the
+        // second's figures. The planner may not move them (held, nothing to correct).
+        views.extend(beside.iter().map(ClientView::fixed));
     }
 
     /// The clients as the last [`rebalance`](Self::rebalance) weighed them (where their frames
