@@ -297,6 +297,30 @@ pub struct Totals {
     pub timers_late: u64,
 }
 
+impl Totals {
+    /// Every move since start, of any reason.
+    pub fn moves(&self) -> u64 {
+        self.moves_overload
+            + self.moves_failover
+            + self.moves_placement
+            + self.moves_room
+            + self.moves_settle
+    }
+
+    /// The moves by reason, as the status text and the state dump both print them:
+    /// "overload A, failover B, placement C, room D, settle E".
+    pub fn moves_by_reason(&self) -> String {
+        format!(
+            "overload {}, failover {}, placement {}, room {}, settle {}",
+            self.moves_overload,
+            self.moves_failover,
+            self.moves_placement,
+            self.moves_room,
+            self.moves_settle
+        )
+    }
+}
+
 /// How a port counts IPv4/IPv6 frames (`PortStatus::counting`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

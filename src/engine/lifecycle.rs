@@ -91,12 +91,8 @@ fn state_lines(r: &StatusReport) -> Vec<String> {
     }
     let t = &r.totals;
     lines.push(format!(
-        "  totals: moves overload {} failover {} placement {} room {} settle {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
-        t.moves_overload,
-        t.moves_failover,
-        t.moves_placement,
-        t.moves_room,
-        t.moves_settle,
+        "  totals: moves {}, re-assertions {}, updates sent {}, suppressed {}, table evictions {}",
+        t.moves_by_reason(),
         t.reasserts,
         t.updates_sent,
         t.updates_suppressed,

@@ -317,14 +317,10 @@ pub(super) fn totals_line(r: &StatusReport) -> String {
     let t = &r.totals;
     let _ = writeln!(
         out,
-        "TOTALS: moves {} (overload {}, failover {}, placement {}, room {}, settle {}); re-assertions {}; updates sent {}, \
+        "TOTALS: moves {} ({}); re-assertions {}; updates sent {}, \
          suppressed {}, deferred {}; table {}/{}, evictions {}, expirations {}",
-        t.moves_overload + t.moves_failover + t.moves_placement + t.moves_room + t.moves_settle,
-        t.moves_overload,
-        t.moves_failover,
-        t.moves_placement,
-        t.moves_room,
-        t.moves_settle,
+        t.moves(),
+        t.moves_by_reason(),
         t.reasserts,
         t.updates_sent,
         t.updates_suppressed,

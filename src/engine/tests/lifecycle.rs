@@ -44,7 +44,7 @@ fn the_state_dump_and_the_start_are_the_engines_log_records() {
         "{:?}",
         r.logs
     );
-    assert_eq!(logged(&r, "  totals: moves overload 0"), 1);
+    assert_eq!(logged(&r, "  totals: moves overload 0, failover 0"), 1);
     r.e.handle(r.now, Input::Stopping { signal: 15 });
     r.drain();
     assert_eq!(logged(&r, "signal 15: exiting"), 1);
