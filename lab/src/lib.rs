@@ -17,16 +17,17 @@ use std::path::{Path, PathBuf};
 
 /// The `rlbd-lab` binary beside the daemon binary `daemon` (a workspace's binaries of one profile
 /// share a directory). A test or bench of the `rlbd` package cannot have cargo build another
-/// package's binary, so the scripts build it first: `cargo build -p rlbd-lab` (with `--release`
-/// for the benches).
+/// package's binary, so the scripts build it first, in the profile `rlbd` was built in:
+/// `cargo build --profile test -p rlbd-lab` for the tests, `--release` for the benches.
 pub fn exe_beside(daemon: &Path) -> Result<PathBuf, String> {
     let exe = daemon.with_file_name("rlbd-lab");
     if exe.is_file() {
         Ok(exe)
     } else {
         Err(format!(
-            "no {} beside {}: build the lab tooling first with the same profile \
-             (`cargo build -p rlbd-lab`, or `cargo build --release -p rlbd-lab` for the benches)",
+            "no {} beside {}: build the lab tooling first, in the same profile \
+             (`cargo build --profile test -p rlbd-lab` for the tests, \
+             `cargo build --release -p rlbd-lab` for the benches)",
             exe.display(),
             daemon.display()
         ))
