@@ -1,4 +1,4 @@
-//! The packing bench (issue 15; see src/lab/packing.rs): rlbd against the best placement on a
+//! The packing bench (issue 15; see lab/src/packing/mod.rs): rlbd against the best placement on a
 //! nearly full bond of namespace ports. Root only. Prints a line per run and a table per load
 //! level; exits non-zero when any run stays under the goal (97% of the control's goodput) —
 //! the short form when a demand set's median run does, or any run falls under 85%.
@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rlbd::lab::packing::{self, BenchConfig};
+use rlbd_lab::packing::{self, BenchConfig};
 
 fn list<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<Vec<T>, String> {
     let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
@@ -34,7 +34,7 @@ fn one<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String>
 
 fn config() -> Result<BenchConfig, String> {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_rlbd"));
-    let lab_exe = PathBuf::from(env!("CARGO_BIN_EXE_rlbd-lab"));
+    let lab_exe = rlbd_lab::exe_beside(&exe)?;
     let logs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("packing");
     let mut args = std::env::args().skip(1).peekable();
     let mut cfg = if std::env::args().any(|a| a == "--short") {
@@ -78,7 +78,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !rlbd::lab::netns::is_root() {
+    if !rlbd_lab::netns::is_root() {
         if std::env::var("RLBD_REQUIRE_ROOT_TESTS").is_ok_and(|v| v == "1") {
             eprintln!("packing bench: needs root, and RLBD_REQUIRE_ROOT_TESTS=1 requires it");
             return ExitCode::FAILURE;

@@ -140,7 +140,7 @@ fn main() -> ExitCode {
             }
             Err(e) => fail("reload", &e, e.code),
         },
-        Command::Demo(args) => match rlbd::lab::demo::run(&args) {
+        Command::Demo(args) => match rlbd::demo::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("demo", e, 1),
         },

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use common::daemon::{cpu_rss, finish, lab_test, signal, start, status, stop, tmp, Daemon};
 use common::neigh::{batch, neigh_lines};
 use common::{lab_exe, overload};
-use rlbd::lab::netns::{Lab, LabResult, PORTS};
-use rlbd::lab::scenario::{start_sink, watch_move};
 use rlbd::status::StatusReport;
+use rlbd_lab::netns::{Lab, LabResult, PORTS};
+use rlbd_lab::scenario::{start_sink, watch_move};
 
 /// Confirmed neighbours (with a MAC, not FAILED/INCOMPLETE) on the server's ports, per the
 /// kernel.

@@ -22,10 +22,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rlbd::capture::{parse, CaptureSocket, Frame, Mac, RingConfig, PACKET_OUTGOING};
-use rlbd::lab::flood::{parse_mac, FloodReport};
-use rlbd::lab::netns::{run_cmd, Lab, LabResult, PORTS, SERVER_IP};
-use rlbd::lab::scenario::start_daemon;
 use rlbd::status::StatusReport;
+use rlbd_lab::flood::{parse_mac, FloodReport};
+use rlbd_lab::netns::{run_cmd, Lab, LabResult, PORTS, SERVER_IP};
+use rlbd_lab::scenario::start_daemon;
 
 /// The lab's per-port cap and the capacity given to the daemon, Mbit/s.
 const CAP: u32 = 1000;

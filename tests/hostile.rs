@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use common::daemon::{finish, lab_test, lab_test_with, start, status, Daemon};
 use common::{client_mac, lab_exe, overload, raw, rawsend};
-use rlbd::lab::netns::{client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6};
-use rlbd::lab::scenario::{start_sink, watch_move};
+use rlbd_lab::netns::{client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6};
+use rlbd_lab::scenario::{start_sink, watch_move};
 
 const PER_CLIENT_PER_SEC: u64 = rlbd::config::DEFAULT_PER_CLIENT_PER_SEC as u64;
 

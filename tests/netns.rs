@@ -13,9 +13,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rlbd::lab::netns::{Lab, LabResult, PORTS};
-use rlbd::lab::sample::Sampler;
-use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, watch_move};
+use rlbd_lab::netns::{Lab, LabResult, PORTS};
+use rlbd_lab::sample::Sampler;
+use rlbd_lab::scenario::{start_daemon, start_sink, start_sources, watch_move};
 
 const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];
@@ -142,7 +142,7 @@ fn scenario(lab: &Lab, log: &Path, extra: &[&str]) -> LabResult<Vec<String>> {
 /// (b) figures after the move, then (c) and (d).
 fn after_move(
     lab: &Lab,
-    moved: Option<rlbd::lab::scenario::Move>,
+    moved: Option<rlbd_lab::scenario::Move>,
     t0_lab: f64,
     failures: &mut Vec<String>,
 ) -> LabResult<()> {

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use rlbd::lab::netns::{Lab, LabOptions, LabResult, PORTS, SERVER_IP6, SINK_PORT};
-use rlbd::lab::scenario::{start_daemon, start_sink_on};
+use rlbd_lab::netns::{Lab, LabOptions, LabResult, PORTS, SERVER_IP6, SINK_PORT};
+use rlbd_lab::scenario::{start_daemon, start_sink_on};
 
 const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];

@@ -18,14 +18,14 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rlbd::lab::chart::{svg, Mark};
-use rlbd::lab::netns::{client_ip, Lab, LabResult, PORTS};
-use rlbd::lab::sample::{Sample, Series};
-use rlbd::lab::scenario::{start_daemon, start_sink, start_sources, watch_move};
 use rlbd::status::{
     ClientStatus, Mode, MoveStatus, PortState, PortStatus, Reason, StatusReport, Totals,
     SCHEMA_VERSION,
 };
+use rlbd_lab::chart::{svg, Mark};
+use rlbd_lab::netns::{client_ip, Lab, LabResult, PORTS};
+use rlbd_lab::sample::{Sample, Series};
+use rlbd_lab::scenario::{start_daemon, start_sink, start_sources, watch_move};
 
 const CAP: u32 = 100;
 const BUSY: [&str; 2] = ["c1", "c3"];

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::daemon::{finish, lab_test, start, status, tmp};
 use common::{exe, fmt_rates, lab_exe, measure, Checks};
-use rlbd::lab::netns::{Lab, LabResult, PORTS};
-use rlbd::lab::scenario::{start_sink, start_sources};
+use rlbd_lab::netns::{Lab, LabResult, PORTS};
+use rlbd_lab::scenario::{start_sink, start_sources};
 
 const CAP: u32 = common::daemon::CAP;
 const CONFIG: &str = "[clients]\n\

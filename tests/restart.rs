@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::daemon::{lab_test, signal, start, status, stop, tmp, Daemon};
 use common::{lab_exe, overload};
-use rlbd::lab::netns::{Lab, LabResult, PORTS};
-use rlbd::lab::scenario::{start_sink, watch_move};
+use rlbd_lab::netns::{Lab, LabResult, PORTS};
+use rlbd_lab::scenario::{start_sink, watch_move};
 
 #[test]
 fn a_daemon_killed_and_started_again_keeps_its_moves_and_their_hold_downs() {

@@ -42,8 +42,9 @@ fi
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy
 
 step "format and lints"
-cargo fmt --check
-cargo clippy --all-targets --features rule-switches -- -D warnings
+# The whole workspace: the daemon (with the simulation's rule switches) and the lab tooling.
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --features rlbd/rule-switches -- -D warnings
 
 step "unit, property and namespace integration tests"
 # The property tests draw their cases from one seed per commit, printed: a red run is the same
@@ -57,7 +58,10 @@ echo "property tests: PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-random}"
 # Every integration test but the simulation (tests/*.rs; tests/sim runs in its own step).
 itests=()
 for t in tests/*.rs; do itests+=(--test "$(basename "$t" .rs)"); done
-cargo test --lib --bins "${itests[@]}" -- --test-threads=1
+# The namespace tests run the lab tooling's binary (sink, source, flooder), another package's:
+# built first, in the profile `cargo test` builds `rlbd` in, so it lies beside it.
+cargo build --profile test -p rlbd-lab
+cargo test --workspace --lib --bins "${itests[@]}" -- --test-threads=1
 
 step "the simulated LAN: 30 simulated days over 6 seeds, every rule switched off in turn (release)"
 # Release: the dependencies are the packing bench's and the labs' (built once); the seeds share
@@ -84,6 +88,8 @@ if [ "${SKIP_PACKING_BENCH:-0}" != 1 ]; then
   # (one run on TCP's dynamics can be slow with nothing changed: 91.8% in a run where the one
   # before had 100.1%); `cargo bench --bench packing` is the full bench, every run judged.
   step "packing bench, short form"
+  # Its clients run the lab tooling's binary, found beside the bench's `rlbd` (release).
+  cargo build --release -p rlbd-lab
   cargo bench --bench packing -- --short
 fi
 

@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use common::daemon::{cpu_rss, finish, lab_test, lab_test_with, signal, start, status, tmp};
 use common::neigh::{batch, neigh_lines};
 use common::{client_mac, lab_exe, overload, raw};
-use rlbd::lab::netns::{
+use rlbd::status::Totals;
+use rlbd_lab::netns::{
     client_ip, client_ip6, Lab, LabOptions, LabResult, PORTS, SERVER_IP, SERVER_IP6,
 };
-use rlbd::lab::scenario::{start_sink, watch_move};
-use rlbd::status::Totals;
+use rlbd_lab::scenario::{start_sink, watch_move};
 
 #[test]
 fn refused_sends_are_counted_retried_and_never_spin() {
@@ -45,7 +45,7 @@ fn refused_sends_are_counted_retried_and_never_spin() {
         let tc = |args: &[&str]| -> LabResult<()> {
             let mut full = vec!["tc", "-n", &srv];
             full.extend_from_slice(args);
-            rlbd::lab::netns::run_cmd(&full).map(drop)
+            rlbd_lab::netns::run_cmd(&full).map(drop)
         };
         tc(&[
             "qdisc", "replace", "dev", "p1", "root", "pfifo", "limit", "0",

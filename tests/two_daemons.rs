@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::prom::{parse_metrics, value, Families};
 use common::{conclude, exe, root_or_skip, Checks};
-use rlbd::lab::netns::{Lab, LabOptions, LabResult};
+use rlbd_lab::netns::{Lab, LabOptions, LabResult};
 
 const CAP: u32 = 100;
 /// The two daemons: each one's name (its first port, the `bond` label) and its ports.
@@ -229,7 +229,7 @@ fn two_daemons_scraped_through_node_exporter() {
     for (name, _) in DAEMONS {
         say!(
             "daemon {name}'s log, last 10 lines:\n{}",
-            rlbd::lab::scenario::tail(&dir.join(format!("{name}.log")), 10)
+            rlbd_lab::scenario::tail(&dir.join(format!("{name}.log")), 10)
         );
     }
     let log = dir.join("node-exporter.log");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rlbd::capture::Mac;
-use rlbd::lab::flood::thread_cpu_ns;
+use rlbd_lab::flood::thread_cpu_ns;
 
 use super::recv::{ready, status_kb};
 use super::{Res, RX_MAC};

@@ -38,8 +38,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
-use rlbd::lab::flood::pin_to_cpu;
-use rlbd::lab::netns::is_root;
+use rlbd_lab::flood::pin_to_cpu;
+use rlbd_lab::netns::is_root;
 
 use super::gro_lab::{
     cpu_busy_ns, dev_rx, process_ns, program_deltas, programs, task_ns, BpfStats, Lab, SRV_IP,
@@ -494,7 +494,7 @@ pub fn main() {
         println!("GRO benchmark: skipped, needs root (network namespaces, tc, eBPF)");
         return;
     }
-    let _ = rlbd::lab::netns::stop_flag();
+    let _ = rlbd_lab::netns::stop_flag();
     match gro_setup::ensure("ethtool", "ethtool").and_then(|()| bench()) {
         Ok(f) => {
             let _ = FIGURES.set(f);

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use rlbd::lab::netns::run_cmd;
+use rlbd_lab::netns::run_cmd;
 
 use super::{Res, RX_CPU, TX_CPU};
 

@@ -10,7 +10,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rlbd::lab::netns::run_cmd;
+use rlbd_lab::netns::run_cmd;
 
 use super::lab::check_stop;
 use super::Res;

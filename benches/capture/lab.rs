@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rlbd::lab::netns::{run_cmd, stop_flag};
+use rlbd_lab::netns::{run_cmd, stop_flag};
 
 use super::{Res, RX_MAC, TX_MAC};
 

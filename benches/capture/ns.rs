@@ -12,12 +12,13 @@
 //! receiver minus without one (in the same round) is that receiver's kernel share.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rlbd::lab::flood::FloodReport;
-use rlbd::lab::netns::is_root;
+use rlbd_lab::flood::FloodReport;
+use rlbd_lab::netns::is_root;
 
 use super::lab::{
     backlog_drops, check_stop, expect_line, lines_of, wait_for_other_labs, wait_for_quiet, Pair,
@@ -95,14 +96,11 @@ impl Run {
 }
 
 fn flood(pair: &Pair, count: u64, sources: u32) -> Res<FloodReport> {
+    let lab_exe = rlbd_lab::exe_beside(Path::new(env!("CARGO_BIN_EXE_rlbd")))?;
     let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &pair.tx,
-            env!("CARGO_BIN_EXE_rlbd-lab"),
-            "flood",
-        ])
+        .args(["netns", "exec", &pair.tx])
+        .arg(&lab_exe)
+        .arg("flood")
         .args(["--iface", "tx0", "--dst-mac", &RX_MAC.to_string()])
         .args(["--count", &count.to_string()])
         .args(["--sources", &sources.to_string(), "--sizes", SIZES])
@@ -404,7 +402,7 @@ pub fn main() {
     }
     // SIGINT/SIGTERM set the flag; the waits turn it into an error, and dropping the
     // namespaces cleans up.
-    let _ = rlbd::lab::netns::stop_flag();
+    let _ = rlbd_lab::netns::stop_flag();
     let idle = if std::env::var("RLBD_BENCH_IDLE").as_deref() == Ok("0") {
         None
     } else {

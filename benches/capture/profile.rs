@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use rlbd::lab::perf::hook_and_self_samples;
+use rlbd_lab::perf::hook_and_self_samples;
 
 use super::Res;
 

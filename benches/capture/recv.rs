@@ -13,8 +13,8 @@ use rlbd::capture::ebpf::{map_entries, Delta, Hook, KernelCounter};
 use rlbd::capture::sampling::Sampler;
 use rlbd::capture::{parse, CaptureSocket, ClientTable, Frame, Mac, RingConfig, PACKET_HOST};
 use rlbd::config::{DEFAULT_RING_BLOCKS, DEFAULT_RING_BLOCK_KIB};
-use rlbd::lab::flood::{pin_to_cpu, thread_cpu_ns};
 use rlbd::netlink::{NlEvent, RouteSocket};
+use rlbd_lab::flood::{pin_to_cpu, thread_cpu_ns};
 
 use super::baselines;
 use super::{kv, Res, RX_CPU, RX_MAC};
@@ -142,7 +142,7 @@ fn churn(capacity: usize, words: &[&str]) -> Res<String> {
     };
     let (clients, frames) = (get("clients")?, get("frames")?);
     let captures: Vec<Vec<u8>> = (0..clients as u32)
-        .map(|i| super::frame96(rlbd::lab::flood::source(i, None).0))
+        .map(|i| super::frame96(rlbd_lab::flood::source(i, None).0))
         .collect();
     let mut table = ClientTable::new(capacity, ClientTable::DEFAULT_IDLE_TICKS);
     for i in 0..frames as usize {

@@ -1,7 +1,7 @@
 //! The namespace benchmark's output: the table of medians, the targets with their verdicts, and
 //! the one-line `capture-summary:` that ends the benchmark.
 
-use rlbd::lab::flood::source;
+use rlbd_lab::flood::source;
 
 use super::idle::IdleFigures;
 use super::ns::{Run, ACCURACY_SOURCES, FRAMES};

@@ -9,9 +9,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{exe, root_or_skip};
-use rlbd::lab::netns::{Lab, LabResult};
-use rlbd::lab::scenario::Source;
 use rlbd::status::StatusReport;
+use rlbd_lab::netns::{Lab, LabResult};
+use rlbd_lab::scenario::Source;
 
 pub const CAP: u32 = 100;
 static LAB: Mutex<()> = Mutex::new(());
@@ -64,7 +64,7 @@ pub fn start(lab: &Lab, tag: &str, env: &[(&str, &str)], extra: &[&str]) -> LabR
             return Err(format!(
                 "rlbd did not answer on {} within 5 s:\n{}",
                 d.socket.display(),
-                rlbd::lab::scenario::tail(&d.log, 20)
+                rlbd_lab::scenario::tail(&d.log, 20)
             ));
         }
         lab.sleep(Duration::from_millis(100))?;
@@ -126,12 +126,12 @@ pub fn finish(lab: &Lab, d: &mut Daemon, sources: &mut [Source], log: &Path) {
 
 /// Runs one lab scenario and concludes it (teardown checked, failures with the daemon's log).
 pub fn lab_test(what: &str, f: impl FnOnce(&Lab, &Path) -> LabResult<Vec<String>>) {
-    lab_test_with(what, rlbd::lab::netns::LabOptions::default(), f)
+    lab_test_with(what, rlbd_lab::netns::LabOptions::default(), f)
 }
 
 pub fn lab_test_with(
     what: &str,
-    opts: rlbd::lab::netns::LabOptions,
+    opts: rlbd_lab::netns::LabOptions,
     f: impl FnOnce(&Lab, &Path) -> LabResult<Vec<String>>,
 ) {
     if !root_or_skip() {

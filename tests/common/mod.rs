@@ -3,8 +3,9 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-use rlbd::lab::netns::{Lab, LabResult};
+use rlbd_lab::netns::{Lab, LabResult};
 
 pub mod daemon;
 pub mod neigh;
@@ -24,16 +25,18 @@ pub fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_rlbd"))
 }
 
-/// The test-only tooling binary: traffic sink and source, the flooder.
+/// The test-only tooling binary: traffic sink and source, the flooder. Another package's binary
+/// (`rlbd-lab`): built beforehand, it lies beside `rlbd`.
 pub fn lab_exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_rlbd-lab"))
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| rlbd_lab::exe_beside(exe()).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// True when the test may run; false (after saying so) when it is skipped. Under CI, or with
 /// `RLBD_REQUIRE_ROOT_TESTS=1`, not being root fails the test instead: a green run must mean the
 /// privileged tests really ran.
 pub fn root_or_skip() -> bool {
-    if rlbd::lab::netns::is_root() {
+    if rlbd_lab::netns::is_root() {
         return true;
     }
     let required = std::env::var("CI").is_ok_and(|v| v == "true")
@@ -62,7 +65,7 @@ pub fn conclude(what: &str, prefix: &str, log: &Path, result: Result<Vec<String>
         say!(
             "daemon log ({}), last 40 lines:\n{}",
             log.display(),
-            rlbd::lab::scenario::tail(log, 40)
+            rlbd_lab::scenario::tail(log, 40)
         )
     };
     match result {
@@ -84,10 +87,10 @@ pub fn conclude(what: &str, prefix: &str, log: &Path, result: Result<Vec<String>
 
 /// The lab's per-port receive rates over `d`, Mbit/s, in `PORTS` order.
 pub fn measure(
-    lab: &rlbd::lab::netns::Lab,
+    lab: &rlbd_lab::netns::Lab,
     d: std::time::Duration,
-) -> rlbd::lab::netns::LabResult<Vec<f64>> {
-    use rlbd::lab::netns::PORTS;
+) -> rlbd_lab::netns::LabResult<Vec<f64>> {
+    use rlbd_lab::netns::PORTS;
     let before = lab.rx_bytes_all(&PORTS)?;
     let t = std::time::Instant::now();
     lab.sleep(d)?;
@@ -158,6 +161,6 @@ impl Checks {
 }
 
 /// c1 and c3 on p0 at full rate: p0 is overloaded and one of them should move.
-pub fn overload(lab: &Lab, secs: f64) -> LabResult<Vec<rlbd::lab::scenario::Source>> {
-    rlbd::lab::scenario::start_sources(lab, lab_exe(), &["c1", "c3"], secs)
+pub fn overload(lab: &Lab, secs: f64) -> LabResult<Vec<rlbd_lab::scenario::Source>> {
+    rlbd_lab::scenario::start_sources(lab, lab_exe(), &["c1", "c3"], secs)
 }

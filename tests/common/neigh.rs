@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use rlbd::lab::netns::{Lab, LabResult};
+use rlbd_lab::netns::{Lab, LabResult};
 
 use super::daemon::tmp;
 

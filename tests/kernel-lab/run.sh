@@ -209,8 +209,10 @@ T_BUILD=$(now)
 if [ -n "${RLBD_BIN:-}" ]; then
     [ -x "$RLBD_BIN" ] || die "RLBD_BIN=$RLBD_BIN is not an executable"
 else
-    log "cargo build --release --bin rlbd --bin rlbd-lab"
-    (cd "$REPO" && cargo build --release --quiet --bin rlbd --bin rlbd-lab) || die "cargo build --release failed"
+    # rlbd-lab is the workspace's other package (lab/): --workspace lets --bin reach it.
+    log "cargo build --release --workspace --bin rlbd --bin rlbd-lab"
+    (cd "$REPO" && cargo build --release --quiet --workspace --bin rlbd --bin rlbd-lab) ||
+        die "cargo build --release failed"
     RLBD_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/rlbd"
     [ -x "$RLBD_BIN" ] || die "no $RLBD_BIN after cargo build"
 fi

@@ -287,17 +287,11 @@ else
     DEB="$REPO/$DEB"
 fi
 [ -f "$DEB" ] || die "no package at $DEB"
-# Traffic sink and source for the clients: the test-only rlbd-lab binary where the tree has
-# one, else the lab subcommands of the rlbd binary. Either is copied to the run disk as test
-# tooling, never installed as a package.
+# Traffic sink and source for the clients: the test-only rlbd-lab binary (the workspace's lab/
+# package), copied to the run disk as test tooling, never installed as a package.
 TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
-if [ -f "$REPO/src/bin/rlbd-lab.rs" ] || [ -d "$REPO/src/bin/rlbd-lab" ]; then
-    (cd "$REPO" && cargo build --release --quiet --bin rlbd-lab) || die "cargo build --bin rlbd-lab failed"
-    LAB_TOOL="$TARGET_DIR/release/rlbd-lab" LAB_SINK=sink LAB_SOURCE=source
-else
-    (cd "$REPO" && cargo build --release --quiet --bin rlbd) || die "cargo build --bin rlbd failed"
-    LAB_TOOL="$TARGET_DIR/release/rlbd" LAB_SINK=lab-sink LAB_SOURCE=lab-source
-fi
+(cd "$REPO" && cargo build --release --quiet -p rlbd-lab) || die "cargo build -p rlbd-lab failed"
+LAB_TOOL="$TARGET_DIR/release/rlbd-lab" LAB_SINK=sink LAB_SOURCE=source
 log "package $(basename "$DEB"), traffic tool $LAB_TOOL ($(elapsed "$T_PKG")s)"
 
 # ---------------------------------------------------------------------------------------------

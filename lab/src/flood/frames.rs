@@ -3,7 +3,7 @@
 use std::net::Ipv4Addr;
 
 use super::{DST_PORT, HEADER_LEN};
-use crate::capture::Mac;
+use rlbd::capture::Mac;
 
 /// A 32-bit bijection (so distinct inputs stay distinct), scrambled by `key`.
 fn mix32(x: u32, key: u64) -> u32 {
@@ -76,7 +76,7 @@ pub fn header(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::{parse, Frame};
+    use rlbd::capture::{parse, Frame};
 
     #[test]
     fn headers_parse_and_check() {

@@ -17,7 +17,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::capture::Mac;
+use rlbd::capture::Mac;
 
 pub use frames::{header, source};
 use sys::open_sender;

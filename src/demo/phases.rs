@@ -33,12 +33,6 @@ pub struct Phase {
     pub moved: Option<Move>,
 }
 
-impl Phase {
-    pub fn total(&self) -> f64 {
-        self.port_mbit.iter().sum()
-    }
-}
-
 /// The demo's traffic sink: a thread in the server namespace, stopped when dropped.
 struct Sink {
     stop: Arc<AtomicBool>,

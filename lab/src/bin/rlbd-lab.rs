@@ -37,7 +37,7 @@ enum Command {
         seconds: f64,
     },
     /// Spoofed-source frame flood for the flood test and the capture benchmark (root).
-    Flood(rlbd::lab::flood::FloodArgs),
+    Flood(rlbd_lab::flood::FloodArgs),
     /// Chart of a kernel-lab console log: per-port receive rate from its `KLAB-SAMPLE <t>
     /// <name>=<rx_bytes>...` lines, with its `KLAB-MARK <t> <label>` lines marked.
     Chart {
@@ -70,7 +70,7 @@ fn done<T: std::fmt::Display, E: std::fmt::Display>(what: &str, r: Result<T, E>)
 }
 
 fn main() -> ExitCode {
-    use rlbd::lab::{flood, labchart, traffic};
+    use rlbd_lab::{flood, labchart, traffic};
     match Cli::parse().command {
         Command::Sink { listen } => match traffic::run_sink(&listen, None) {
             Ok(()) => ExitCode::SUCCESS,

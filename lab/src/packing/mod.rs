@@ -7,7 +7,7 @@
 //! to `load` x the bond's capacity). For each load, seed and repetition:
 //!
 //! 1. **Control**: each client's neighbour entry for the server is pinned (`nud permanent`) to
-//!    the port of the best placement ([`crate::simulate::ideal::best`]); no rlbd. Its mean
+//!    the port of the best placement ([`rlbd::simulate::ideal::best`]); no rlbd. Its mean
 //!    goodput is the run's 100%.
 //! 2. **rlbd**: every client starts on `p0` (a dynamic entry, as the bonding driver would leave
 //!    it), rlbd runs with its defaults, the clients send for `run_secs`. The mean goodput after
@@ -28,8 +28,8 @@ use std::time::Instant;
 use super::devsample::DevSampler;
 use super::netns::{Lab, LabOptions, LabResult};
 use super::scenario::{finish_sources, output_to, start_daemon, start_sink, start_sources, tail};
-use crate::simulate::generate::{demands, DemandSpec};
-use crate::simulate::ideal;
+use rlbd::simulate::generate::{demands, DemandSpec};
+use rlbd::simulate::ideal;
 
 /// Everything a bench run is made of.
 #[derive(Debug, Clone)]

@@ -221,7 +221,7 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::sample::Sample;
+    use crate::demo::sample::Sample;
 
     #[test]
     fn renders_lines_legend_and_marks() {

@@ -48,7 +48,7 @@ fn rusage_ns(who: libc::c_int) -> u64 {
 /// A raw AF_PACKET socket bound to an interface for sending only (protocol 0: it receives
 /// nothing), bypassing the qdisc.
 pub(super) fn open_sender(iface: &str) -> io::Result<OwnedFd> {
-    let ifindex = crate::capture::socket::if_index(iface)?;
+    let ifindex = rlbd::capture::socket::if_index(iface)?;
     // SAFETY: plain socket(2) call with constant arguments.
     let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
