@@ -51,21 +51,6 @@ fn hosts_macvlan() -> NlEvent {
     })
 }
 
-/// An entry of `dev`'s own address list, as the FDB dump reports it.
-fn own(dev: u32, mac: Mac) -> FdbEntry {
-    FdbEntry {
-        ifindex: dev,
-        master: None,
-        mac,
-        vlan: 0,
-        kind: FdbKind::Local,
-        ext_learned: false,
-        own: true,
-        state: libc::NUD_PERMANENT,
-        flags: 2,
-    }
-}
-
 /// The engine on bond0 (sl0, sl1), a VLAN 100 over it and the host's mv0, with every output
 /// collected.
 fn engine(enabled: bool) -> (Engine, Vec<Output>) {
@@ -135,9 +120,9 @@ fn a_containers_macvlan_turns_the_guest_path_on_and_is_pinned_without_a_bridge()
     // The host's own macvlan's MAC on the bond's list, a multicast entry, a container's MAC.
     let mv0_mac = Mac(2, 0, 0, 0, 1, HOSTS_MACVLAN as u8);
     let dump = [
-        NlEvent::Fdb(own(BOND, mv0_mac)),
-        NlEvent::Fdb(own(BOND, Mac(0x33, 0x33, 0, 0, 0, 1))),
-        NlEvent::Fdb(own(BOND, CONTAINER)),
+        NlEvent::Fdb(FdbEntry::own_address(BOND, mv0_mac)),
+        NlEvent::Fdb(FdbEntry::own_address(BOND, Mac(0x33, 0x33, 0, 0, 0, 1))),
+        NlEvent::Fdb(FdbEntry::own_address(BOND, CONTAINER)),
     ];
     let out = feed(&mut e, &dump);
     let on = out
@@ -158,9 +143,17 @@ fn a_containers_macvlan_turns_the_guest_path_on_and_is_pinned_without_a_bridge()
     // Its VLAN device's entry (the dump lists it after the bond's copy): the guest is on VLAN
     // 100; then the entry gone (the container stopped): released, and the path stays on only
     // while a guest is left (the next topology change turns it off).
-    let out = feed(&mut e, &[NlEvent::Fdb(own(VLAN_IF, CONTAINER))]);
+    let out = feed(
+        &mut e,
+        &[NlEvent::Fdb(FdbEntry::own_address(VLAN_IF, CONTAINER))],
+    );
     assert_eq!(pins(&out), vec![ClientKey::new(CONTAINER, 100)]);
-    let out = feed(&mut e, &[NlEvent::FdbRemoved(own(VLAN_IF, CONTAINER))]);
+    let out = feed(
+        &mut e,
+        &[NlEvent::FdbRemoved(FdbEntry::own_address(
+            VLAN_IF, CONTAINER,
+        ))],
+    );
     assert!(out.iter().any(
         |o| matches!(o, Output::UnpinGuest { key } if *key == ClientKey::new(CONTAINER, 100))
     ));
@@ -175,7 +168,10 @@ fn a_containers_macvlan_turns_the_guest_path_on_and_is_pinned_without_a_bridge()
 #[test]
 fn with_guests_off_a_containers_macvlan_changes_nothing() {
     let (mut e, _) = engine(false);
-    let out = feed(&mut e, &[NlEvent::Fdb(own(BOND, CONTAINER))]);
+    let out = feed(
+        &mut e,
+        &[NlEvent::Fdb(FdbEntry::own_address(BOND, CONTAINER))],
+    );
     assert!(
         !out.iter().any(|o| matches!(
             o,

@@ -41,6 +41,25 @@ pub struct FdbEntry {
     pub flags: u8,
 }
 
+#[cfg(test)]
+impl FdbEntry {
+    /// An entry of `dev`'s own address list, as its dump reports it (`self`, permanent): the
+    /// tests' fixture for a device's own MAC or a macvlan's.
+    pub fn own_address(dev: u32, mac: Mac) -> FdbEntry {
+        FdbEntry {
+            ifindex: dev,
+            master: None,
+            mac,
+            vlan: 0,
+            kind: FdbKind::Local,
+            ext_learned: false,
+            own: true,
+            state: libc::NUD_PERMANENT,
+            flags: 2, // NTF_SELF
+        }
+    }
+}
+
 /// What `ndm_state` says about an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FdbKind {
