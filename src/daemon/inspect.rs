@@ -36,6 +36,30 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
     let mut e = Engine::new(settings.clone(), super::monotonic_ms());
     e.handle(super::monotonic_ms(), Input::Netlink(&events));
     let guest_path = settle(&mut e);
+    refusals(&e, settings)?;
+    let slaves = slaves(&e, &name)?;
+    lines.push(format!("slaves: {}", slaves.join(", ")));
+    lines.push(format!("the server's interfaces: {}", e.shape().join(", ")));
+    lines.push(guests_line(
+        settings,
+        guest_path,
+        (learned, e.macvlan_guests()),
+    ));
+    lines.push(format!(
+        "rlbd run would steer the clients of these addresses among {} slaves{}",
+        slaves.len(),
+        if guest_path {
+            ", and the guests behind the bond"
+        } else {
+            ""
+        }
+    ));
+    Ok(lines)
+}
+
+/// The first reason `run` would refuse the bond as the engine sees it: a shape it cannot steer,
+/// guests it cannot balance, a pin to a port that is not a slave.
+fn refusals(e: &Engine, settings: &Settings) -> Result<(), Failure> {
     if let Some((ifname, why)) = e.unsupported().first() {
         return Err(Failure::config(format!(
             "interface {ifname} on the bond cannot be steered: {why}"
@@ -47,6 +71,12 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
     if let Some(err) = e.pins_refused(&settings.clients) {
         return Err(Failure::config(err.to_string()));
     }
+    Ok(())
+}
+
+/// Each present slave as "NAME (SPEED, STATE)"; refused with fewer than two, or with one whose
+/// capacity is not known.
+fn slaves(e: &Engine, name: &str) -> Result<Vec<String>, Failure> {
     let slaves: Vec<String> = e
         .ports()
         .list
@@ -71,7 +101,6 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
             if slaves.len() == 1 { "" } else { "s" }
         )));
     }
-    lines.push(format!("slaves: {}", slaves.join(", ")));
     if let Some(p) = e
         .ports()
         .list
@@ -83,22 +112,7 @@ pub fn check_live(settings: &Settings) -> Result<Vec<String>, Failure> {
             p.name, p.name
         )));
     }
-    lines.push(format!("the server's interfaces: {}", e.shape().join(", ")));
-    lines.push(guests_line(
-        settings,
-        guest_path,
-        (learned, e.macvlan_guests()),
-    ));
-    lines.push(format!(
-        "rlbd run would steer the clients of these addresses among {} slaves{}",
-        slaves.len(),
-        if guest_path {
-            ", and the guests behind the bond"
-        } else {
-            ""
-        }
-    ));
-    Ok(lines)
+    Ok(slaves)
 }
 
 /// Drains the engine's outputs as `run` would carry them, up to what a look needs: each port
