@@ -3,8 +3,8 @@
 
 use crate::capture::Frame;
 use crate::host::HostView;
+use crate::policy::reassert::{ArpSeen, NdSeen};
 use crate::steer::foreign::{arp_claim, nd_claim, ForeignClaims};
-use crate::steer::{ArpSeen, NdSeen};
 
 /// A frame the steering core looks at.
 pub enum Seen {

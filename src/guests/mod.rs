@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use log::Level;
 
 use crate::client::ClientKey;
+use crate::policy::hold_down::{since_move_secs, HoldDown};
 use crate::policy::model::PortId;
 use crate::policy::{self, ClientView, PolicyConfig, PortView, Reason};
 pub use config::{parse_mac, GuestsConfig};
@@ -63,7 +64,7 @@ pub struct Guest {
 #[derive(Debug, Default)]
 pub struct Guests {
     cfg: GuestsConfig,
-    hold_down_ms: u64,
+    hold_down: HoldDown,
     /// The bond's ifindex, and the bridges over it whose guests are balanced (ifindex, name).
     bond: Option<u32>,
     bridges: Vec<(u32, String)>,
@@ -83,7 +84,7 @@ impl Guests {
     pub fn new(cfg: GuestsConfig, hold_down_secs: u64) -> Guests {
         Guests {
             cfg,
-            hold_down_ms: hold_down_secs.saturating_mul(1000),
+            hold_down: HoldDown::from_secs(hold_down_secs),
             ..Guests::default()
         }
     }
@@ -109,7 +110,7 @@ impl Guests {
         hold_down_secs: u64,
         out: &mut Vec<GuestAction>,
     ) {
-        self.hold_down_ms = hold_down_secs.saturating_mul(1000);
+        self.hold_down = HoldDown::from_secs(hold_down_secs);
         if cfg != self.cfg {
             self.failed = None;
         }
@@ -377,13 +378,12 @@ impl Guests {
 
     /// The planner's view of `g`: a pinned guest is held (its load is fixed).
     fn view(&self, g: &Guest, now: u64) -> ClientView {
-        let held_until = g.moved_ms.map_or(0, |m| m + self.hold_down_ms);
-        let held = now < held_until;
+        let held = g.moved_ms.is_some_and(|m| self.hold_down.holds(m, now));
         ClientView {
             port: g.port.unwrap_or(usize::MAX),
             rate_bps: g.rx_bps,
             held: held || g.pinned,
-            since_move: g.moved_ms.map(|m| now.saturating_sub(m) / 1000),
+            since_move: g.moved_ms.map(|m| since_move_secs(m, now)),
             last_move: g.last_move.filter(|_| held),
         }
     }

@@ -79,7 +79,7 @@ impl Guests {
                         from: port(Some(from)),
                         secs_ago: ago,
                         reason,
-                        hold_down_left_secs: (self.hold_down_ms / 1000).saturating_sub(ago),
+                        hold_down_left_secs: (self.hold_down.ms() / 1000).saturating_sub(ago),
                     }
                 }),
             })

@@ -6,7 +6,7 @@ use super::fixture::*;
 use super::*;
 use crate::capture::NdKind;
 use crate::host::testing::{CLIENT_IP, SERVER, SERVER6};
-use crate::steer::watch::*;
+use crate::policy::reassert::*;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);

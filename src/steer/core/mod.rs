@@ -25,11 +25,12 @@ use log::Level;
 
 use super::answered::Answered;
 use super::arp::{steering_update, tagged};
-use super::limiter::{Admit, Limiter};
 use super::nd::neighbor_advertisement;
 use crate::client::ClientKey;
 use crate::host::Claim;
 use crate::logging::Fields;
+use crate::policy::hold_down::{since_move_secs, HoldDown};
+use crate::policy::limits::{Admit, Limiter};
 use crate::policy::{Ceiling, PolicyConfig, PortView, Reason};
 use crate::Mac;
 
@@ -73,7 +74,7 @@ pub struct Steerer {
 pub(super) struct Record<'a> {
     pub(super) moved: Option<&'a Moved>,
     refused: Option<&'a outcome::Refused>,
-    hold_ms: u64,
+    hold: HoldDown,
     hold_kept: bool,
 }
 
@@ -84,10 +85,7 @@ impl Record<'_> {
 
     /// Within the hold-down of its move, or of a refused one.
     pub(super) fn held(&self, now: u64) -> bool {
-        self.hold_kept
-            && self
-                .moved
-                .is_some_and(|m| now.saturating_sub(m.at_ms) < self.hold_ms)
+        self.hold_kept && self.moved.is_some_and(|m| self.hold.holds(m.at_ms, now))
             || self.refused_now(now)
     }
 
@@ -99,13 +97,12 @@ impl Record<'_> {
             return None;
         }
         self.moved
-            .filter(|m| now.saturating_sub(m.at_ms) < self.hold_ms && m.left != m.port)
+            .filter(|m| self.hold.holds(m.at_ms, now) && m.left != m.port)
             .map(|m| (m.left, m.reason))
     }
 
     pub(super) fn since_move_secs(&self, now: u64) -> Option<u64> {
-        self.moved
-            .map(|m| (now.saturating_sub(m.at_ms) + 500) / 1000)
+        self.moved.map(|m| since_move_secs(m.at_ms, now))
     }
 }
 
@@ -259,7 +256,7 @@ impl Steerer {
         Record {
             moved: self.moved.get(client),
             refused: self.refused.get(client),
-            hold_ms: self.hold_ms(),
+            hold: HoldDown::from_ms(self.hold_ms()),
             hold_kept: !self.cfg.rules_off.has(Rule::HoldDown),
         }
     }

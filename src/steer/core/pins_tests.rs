@@ -8,7 +8,7 @@ use super::fixture::*;
 use super::*;
 use crate::config::{ClientRules, ClientsConfig};
 use crate::host::testing::{CLIENT_IP, SERVER};
-use crate::steer::watch::ArpSeen;
+use crate::policy::reassert::ArpSeen;
 
 const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);
 

@@ -11,8 +11,8 @@ use crate::capture::NdKind;
 use crate::host::testing::*;
 use crate::host::Talk;
 use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
+use crate::policy::reassert::*;
 use crate::policy::Move;
-use crate::steer::watch::*;
 
 pub(super) use super::props_ops::*;
 

@@ -8,7 +8,7 @@ use crate::capture::NdKind;
 use crate::host::testing::*;
 use crate::host::Talk;
 use crate::netlink::NlEvent;
-use crate::steer::watch::*;
+use crate::policy::reassert::*;
 
 use super::fixture::*;
 

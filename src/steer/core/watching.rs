@@ -9,7 +9,7 @@ use crate::capture::NdKind;
 use crate::client::ClientKey;
 use crate::host::Claim;
 use crate::logging::Fields;
-use crate::steer::watch::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
+use crate::policy::reassert::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
 use crate::Mac;
 
 impl Steerer {

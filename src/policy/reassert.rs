@@ -4,13 +4,13 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::arp::Mac;
 use crate::capture::NdKind;
 use crate::client::ClientKey;
+use crate::Mac;
 
 const BROADCAST: Mac = Mac(0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
-pub(super) const ARP_REQUEST: u16 = 1;
-pub(super) const ARP_REPLY: u16 = 2;
+pub(crate) const ARP_REQUEST: u16 = 1;
+pub(crate) const ARP_REPLY: u16 = 2;
 
 /// Why a client needs its update again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::arp::Mac;
+use crate::Mac;
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
