@@ -13,8 +13,10 @@
 #          administrator would (networkd disabled, /etc/network/interfaces, networking.service
 #          enabled), and rebooted;
 #   boot 2 (ifupdown + ifenslave make bond0): the start at boot, enable --now again, steering,
-#          ifdown/ifup; switched back to networkd and rebooted;
-#   boot 3 (networkd): the start at boot, steering, a clean journal, apt purge; power-off.
+#          ifdown/ifup; switched back to networkd (which is also to make bond-san, with
+#          rlbd@bond\x2dsan enabled) and rebooted;
+#   boot 3 (networkd): the start at boot (bond0's and bond-san's instances), steering, a clean
+#          journal, apt purge; power-off.
 # Each check prints `SLAB-CHECK PASS|FAIL <name> -- <figures>` on the console; `SLAB: ` lines
 # are progress, `SLAB-REBOOT` comes before each reboot and `SLAB-DONE` before the power-off.
 # Everything else goes to /lab/out/guest.log; journals and status files are left in /lab/out.
@@ -806,6 +808,7 @@ boot2() {
     clean_journal "journal: nothing at error during the boot with ifupdown (start at boot, enable, a move)" journal-clean2-err.txt
     bond_remade ifupdown
     to_networkd
+    san_for_boot
     reboot_now 2
 }
 
@@ -855,9 +858,56 @@ boot3() {
     move_and_measure "networkd, after a reboot" 40
     stop_sources
     clean_journal "journal: nothing at error during the boot with networkd (start at boot, a move)" journal-clean3-err.txt
+    san_started_at_boot
     purge
     journalctl -b -o short-monotonic --no-pager >"$OUT/journal-boot3.txt"
     systemd-analyze --no-pager >"$OUT/boot-times.txt" 2>&1
+}
+
+# bond-san at boot (Debian 12, the boot into networkd): networkd makes bond-san (balance-alb)
+# over two dummies, and rlbd@bond\x2dsan is enabled, not started: the device's appearance at
+# boot must start it (the unit's wants link names the escaped device unit). No address on it,
+# and not required for online, so the boot does not wait for it.
+san_for_boot() {
+    local d=/etc/systemd/network
+    printf '[NetDev]\nName=bond-san\nKind=bond\n\n[Bond]\nMode=balance-alb\nMIIMonitorSec=100ms\n' >$d/30-bond-san.netdev
+    printf '[Match]\nName=bond-san\n\n[Link]\nRequiredForOnline=no\n\n[Network]\nLinkLocalAddressing=no\nConfigureWithoutCarrier=yes\n' >$d/30-bond-san.network
+    for i in 0 1; do
+        printf '[NetDev]\nName=d%s\nKind=dummy\n' "$i" >"$d/30-d$i.netdev"
+        printf '[Match]\nName=d%s\n\n[Link]\nRequiredForOnline=no\n\n[Network]\nBond=bond-san\n' "$i" >"$d/30-d$i.network"
+    done
+    printf '[capacity]\nd0 = 1000\nd1 = 1000\n' >/etc/rlbd/bond-san.toml
+    systemctl enable "rlbd@$(systemd-escape bond-san).service" >"$OUT/san-enable.log" 2>&1
+    say "bond-san for the next boot: networkd files written, rlbd@$(systemd-escape bond-san) enabled ($?)"
+}
+
+# The boot after san_for_boot: rlbd@bond\x2dsan started by bond-san's device, with both slaves,
+# and never restarted. Then bond-san goes again (the unit disabled, networkd's files removed),
+# for purge's own bond-san.
+san_started_at_boot() {
+    local san t0 ports dev_t svc_t state n
+    san="rlbd@$(systemd-escape bond-san).service"
+    t0=$(ts)
+    ports=""
+    while fcmp "$(since "$t0")" '<' 30; do
+        ports=$(rlbd status --json bond-san 2>/dev/null | jq -r '[.ports[] | select(.state == "up") | .name] | join(" ")')
+        [ "$ports" = "d0 d1" ] && break
+        sleep 1
+    done
+    state="$(prop ActiveState "$san")/$(prop SubState "$san")"
+    n=$(prop NRestarts "$san")
+    dev_t=$(prop ActiveEnterTimestampMonotonic 'sys-subsystem-net-devices-bond\x2dsan.device')
+    svc_t=$(prop ExecMainStartTimestampMonotonic "$san")
+    [ "$state" = active/running ] && [ "$n" = 0 ] && [ "$ports" = "d0 d1" ] &&
+        [ "${dev_t:-0}" -gt 0 ] && [ "${svc_t:-0}" -ge "${dev_t:-0}" ]
+    check $? "$san starts at boot when networkd makes bond-san, with both slaves" \
+        "$state, NRestarts $n; bond-san's device active at $(fcalc "${dev_t:-0} / 1e6")s, rlbd started at $(fcalc "${svc_t:-0} / 1e6")s; ports up: '$ports'; $(prop StatusText "$san")"
+    systemctl disable --now "$san" >/dev/null 2>&1
+    rm -f /etc/systemd/network/30-bond-san.* /etc/systemd/network/30-d[01].*
+    networkctl reload >/dev/null 2>&1
+    ip link del bond-san 2>/dev/null
+    ip link del d0 2>/dev/null
+    ip link del d1 2>/dev/null
 }
 
 # A second instance, on bond-san (two dummy slaves): a name with a dash, so its instance is
