@@ -61,6 +61,11 @@ pub struct Steerer {
     answered: Answered,
     /// The next free turn for a move's first frame held back by the total rate limit.
     next_turn_ms: u64,
+    /// Moved clients whose port's MAC changed since they last heard it (balance-alb swapped
+    /// MACs): they send to a MAC the port no longer has, so their next update waits its turn
+    /// like a move's first instead of being shed by the total rate limit (a failover that
+    /// swaps MACs spends that budget at once). Each with the first of its claims not yet told.
+    unheard: HashMap<ClientKey, usize>,
     /// The once-a-second rebalance's buffers, kept so that a second allocates nothing.
     scratch: Scratch,
     /// Where a full port reads, learned: `saturated` and `max_fill` follow it.
@@ -157,6 +162,7 @@ impl Steerer {
             up_since: Vec::new(),
             answered: Answered::new(cfg.max_moved),
             next_turn_ms: 0,
+            unheard: HashMap::new(),
             scratch: Scratch::default(),
             saturation: Ceiling::default(),
             saturation_said: cfg.policy.saturated,
@@ -343,6 +349,7 @@ impl Steerer {
     /// still allows, each within the rate limits.
     fn send_update(&mut self, now: u64, client: ClientKey, ctx: &Ctx, out: &mut Vec<Action>) {
         let Some(m) = self.moved.get(&client) else {
+            self.unheard.remove(&client);
             return;
         };
         let Some(port) = ctx.ports.get(m.port).filter(|p| p.usable) else {
@@ -353,8 +360,13 @@ impl Steerer {
         }
         let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
         let first = m.issued == 0;
-        let mut issued = 0;
-        for claim in claims {
+        let unheard = self.unheard.get(&client).copied();
+        let (mut issued, mut waits) = (0, false);
+        for (i, claim) in claims.into_iter().enumerate() {
+            // The claims told the new MAC already, on an earlier turn.
+            if unheard.is_some_and(|k| i < k) {
+                continue;
+            }
             let confirm = !self.cfg.rules_off.has(Rule::ConfirmBeforeSend);
             if confirm && !self.allowed(ctx, client, &claim) {
                 log(
@@ -375,8 +387,12 @@ impl Steerer {
             };
             match admit {
                 Admit::Yes => {}
-                Admit::Busy if first && issued == 0 => {
+                Admit::Busy if (first && issued == 0) || unheard.is_some() => {
+                    if let Some(k) = self.unheard.get_mut(&client) {
+                        *k = i;
+                    }
                     self.wait_for_turn(now, client, claim.client(), out);
+                    waits = true;
                     break;
                 }
                 _ => {
@@ -401,6 +417,9 @@ impl Steerer {
         }
         if let Some(m) = self.moved.get_mut(&client) {
             m.issued = m.issued.saturating_add(issued);
+        }
+        if !waits {
+            self.unheard.remove(&client);
         }
     }
 
@@ -466,6 +485,9 @@ mod forget_tests;
 
 #[cfg(test)]
 mod pins_tests;
+
+#[cfg(test)]
+mod mac_change_tests;
 
 #[cfg(test)]
 mod props;

@@ -180,7 +180,7 @@ impl Steerer {
     }
 
     /// A port's MAC changed (balance-alb swaps MACs on failover): re-asserts every client rlbd
-    /// put on it.
+    /// put on it, each update waiting its turn for the total budget rather than shed.
     pub fn on_port_mac_changed(
         &mut self,
         now: u64,
@@ -194,6 +194,10 @@ impl Steerer {
             .filter(|(_, m)| m.port == port)
             .map(|(k, _)| (*k, "the port's MAC changed"))
             .collect();
+        // Bounded by the moves: a client forgotten since needs no word of the new MAC.
+        let moved = &self.moved;
+        self.unheard.retain(|k, _| moved.contains_key(k));
+        self.unheard.extend(on.iter().map(|(k, _)| (*k, 0)));
         self.reassert_all(now, "port MAC change", on, ctx, out);
     }
 }
