@@ -38,3 +38,36 @@ fn a_mac_change_re_assertion_waits_for_the_total_budget_instead_of_being_shed() 
         logs(&out, Level::Debug)
     );
 }
+
+#[test]
+fn a_client_the_host_put_on_a_port_follows_its_mac_to_the_dead_slave_that_took_it() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let key = ClientKey::untagged(CLIENT);
+    // The host (or an idle move forgotten) left the client on p1's MAC.
+    s.answered.restore(0, key, 1 << 1, vec![V4]);
+    // p0, the active slave, fails: the driver gives p1 the bond's MAC (p0's) and p0 p1's.
+    let ports: Vec<PortInfo> = [(P[1], false), (P[0], true), (P[2], true)]
+        .iter()
+        .enumerate()
+        .map(|(i, (mac, usable))| PortInfo {
+            name: format!("p{i}"),
+            mac: *mac,
+            usable: *usable,
+        })
+        .collect();
+    let mut out = Vec::new();
+    w.with(|real| {
+        let ctx = Ctx {
+            host: real.host,
+            ports: &ports,
+        };
+        let dead = s.follow_port_macs(&[(0, P[0]), (1, P[1])], &ctx);
+        assert_eq!(dead, vec![0], "p1's old MAC is on the dead p0 now");
+        let mut views = w.port_views();
+        views[0].up = false;
+        s.failover(1000, &dead, &views, &[], &ctx, &mut out);
+    });
+    let to = s.moved(&key).map(|m| m.port);
+    assert!(to.is_some_and(|p| p != 0), "left on the dead p0: {to:?}");
+}
