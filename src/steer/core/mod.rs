@@ -145,6 +145,40 @@ pub(super) fn forget_oldest<V, A: Ord>(
     }
 }
 
+impl Steerer {
+    /// Keeps the moves within their bound (the client table's size) as [`forget_oldest`] does,
+    /// but never by forgetting a move within its hold-down or with updates still to send: a
+    /// LAN larger than the table moves more clients than it tracks, and a move forgotten early
+    /// let its client be moved again within the hold-down (the simulation's seed 634869, a move
+    /// 44 s after the last under a 45 s hold-down). Past the bound for a while, the moves are
+    /// bounded by the moves one hold-down makes. A move forgotten goes where an idle one goes:
+    /// the client still sends to that port, and a failover must find it.
+    fn forget_oldest_moves(&mut self, now: u64) {
+        let bound = self.cfg.max_moved.max(1);
+        if self.moved.len() <= bound {
+            return;
+        }
+        let hold = self.hold_ms();
+        let mut done: Vec<(u64, ClientKey)> = self
+            .moved
+            .iter()
+            .filter(|(_, m)| now.saturating_sub(m.at_ms) >= hold && m.pending.is_empty())
+            .map(|(k, m)| (m.at_ms, *k))
+            .collect();
+        let drop = (self.moved.len() - (bound - bound / 8)).min(done.len());
+        if drop == 0 {
+            return;
+        }
+        done.select_nth_unstable(drop - 1);
+        for (_, k) in &done[..drop] {
+            if let Some(m) = self.moved.remove(k) {
+                self.answered
+                    .restore(now, *k, 1u64 << m.port.min(63), m.claims);
+            }
+        }
+    }
+}
+
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
     out.push(Action::Log(level, LogKind::Steer, msg, Fields::default()));
 }
@@ -488,6 +522,9 @@ mod pins_tests;
 
 #[cfg(test)]
 mod mac_change_tests;
+
+#[cfg(test)]
+mod bound_tests;
 
 #[cfg(test)]
 mod props;
