@@ -169,19 +169,21 @@ impl Moves {
         Ok(())
     }
 
-    /// The time of the oldest move the engine's bound still lets it keep: of more moves than
-    /// the bound, the oldest may be forgotten.
+    /// The time of the oldest move the engine's bound still lets it keep: past the bound it
+    /// forgets the oldest moves down to seven eighths of it (never one within its hold-down).
     fn oldest_kept(&self) -> u64 {
-        if self.told.len() <= self.bound {
+        let keep = (self.bound - self.bound / 8).max(1);
+        if self.told.len() <= keep {
             return 0;
         }
         let mut at: Vec<u64> = self.told.values().map(|t| t.at).collect();
         at.sort_unstable_by(|a, b| b.cmp(a));
-        at[self.bound.saturating_sub(1)]
+        at[keep - 1]
     }
 
-    /// The moves the engine must still hold at `now`: those in their hold-down, and those of
-    /// clients that have sent every second since (an engine forgets only idle clients' moves).
+    /// The moves the engine must still hold at `now`: those in their hold-down (its bound
+    /// forgets none of them), and those of clients that have sent every second since (an
+    /// engine forgets only idle clients' moves, and past its bound the oldest).
     pub fn kept(&self, now: u64, hold: u64) -> impl Iterator<Item = (Mac, u16, u64)> + '_ {
         let oldest = self.oldest_kept();
         self.told
@@ -189,7 +191,7 @@ impl Moves {
             .filter(move |(k, t)| {
                 let busy = self.idle_at.get(k).is_none_or(|i| *i + 120_000 < t.at);
                 let old = self.evicting && now >= t.at + IDLE_MS;
-                (t.at + hold > now || (busy && !old)) && t.at > oldest
+                t.at + hold > now || (busy && !old && t.at > oldest)
             })
             .map(|(k, t)| (k.0, k.1, t.at))
     }
