@@ -22,6 +22,9 @@ pub enum Check {
     /// No client that sends stays on a dead port the engine knows of (down, released, or
     /// holding the MAC a swap gave it).
     DeadPort,
+    /// A port back from a flap (or a failure) takes no moved client for `STABLE_MS` while another
+    /// port is up and stable.
+    Flap,
     /// No update leaves by (names) a port the engine was told is down or gone.
     DeadTarget,
     /// The engine's ports are the kernel's by ifindex: name (a rename followed), MAC (a swap

@@ -21,7 +21,9 @@ impl World {
     pub fn set_carrier(&mut self, now: u64, p: usize, up: bool) {
         let port = &mut self.ports[p];
         port.up = up;
-        if !up {
+        if up {
+            port.up_since = now;
+        } else {
             port.down_since = now;
         }
         let ev = vec![self.port_link(p)];

@@ -82,6 +82,16 @@ impl Moves {
         }
     }
 
+    /// The port rlbd's updates last told `key`, if any.
+    pub fn told_port(&self, key: Key) -> Option<usize> {
+        self.told.get(&key).map(|t| t.port)
+    }
+
+    /// The state file's moves are being re-asserted (their times are not known here).
+    pub fn restoring(&self, now: u64) -> bool {
+        self.restored_at.is_some_and(|r| now < r + 5_000)
+    }
+
     /// An update to `key` naming `port` reached the wire at `now`.
     pub fn on_update(
         &mut self,

@@ -19,8 +19,10 @@ pub struct Port {
     /// Still a slave of the bond (always, on plain ports): a released one carries nothing.
     pub enslaved: bool,
     pub capacity_mbps: f64,
-    /// When the carrier last went down (or the slave was released).
+    /// When the carrier last went down (or the slave was released), and came back (0: up
+    /// from the start, or since it was enslaved).
     pub down_since: u64,
+    pub up_since: u64,
     pub rx_bytes: u64,
 }
 
@@ -44,6 +46,7 @@ impl Port {
             enslaved: true,
             capacity_mbps: CAPACITY_MBPS,
             down_since: 0,
+            up_since: 0,
             rx_bytes: 0,
         }
     }

@@ -99,7 +99,7 @@ impl Driver {
     }
 
     /// The engine's ports are the kernel's: every slave (or named port) by its ifindex, with its
-    /// name, MAC and carrier as the kernel last told them, and no other.
+    /// name, MAC, carrier and capacity as the kernel last told them, and no other.
     pub fn ports_agree(&mut self) {
         if self.down.is_some() {
             return;
@@ -108,12 +108,18 @@ impl Driver {
         let present = ours.list.iter().filter(|p| p.present);
         for e in present {
             let w = self.world.ports.iter().find(|w| w.ifindex == e.ifindex);
-            let same =
-                w.is_some_and(|w| w.enslaved && w.name == e.name && w.mac == e.mac && w.up == e.up);
+            // Its capacity too: configured by name, else the link's speed (a renamed slave's).
+            let same = w.is_some_and(|w| {
+                w.enslaved
+                    && w.name == e.name
+                    && w.mac == e.mac
+                    && w.up == e.up
+                    && w.capacity_bps() == e.capacity_bps
+            });
             if !same {
                 let why = format!(
-                    "the engine has port {} (ifindex {}, MAC {}, up {}), the kernel {:?}",
-                    e.name, e.ifindex, e.mac, e.up, w
+                    "the engine has port {} (ifindex {}, MAC {}, up {}, {} bit/s), the kernel {:?}",
+                    e.name, e.ifindex, e.mac, e.up, e.capacity_bps, w
                 );
                 return self.fail(Check::PortView, why);
             }
