@@ -238,9 +238,8 @@ impl World {
     /// The ports that answer a request to `to` from client address `ip`, in order.
     fn answering(&mut self, to: Mac, ip: Ipv4Addr, v6: bool) -> Vec<usize> {
         let up: Vec<bool> = self.ports.iter().map(Port::live).collect();
-        if self.rlb.is_some() {
-            let slaves = self.slaves();
-            let rlb = self.rlb.as_mut().expect("a bond");
+        let slaves = self.slaves();
+        if let Some(rlb) = self.rlb.as_mut() {
             // ND is answered with the bond's MAC, which the active slave holds.
             let p = if v6 {
                 rlb.active
