@@ -121,11 +121,12 @@ impl Moves {
         let dead = |p: Option<usize>| p.is_some_and(|p| !world.ports[p].up);
         // Or, for an update that waited (not sent as it was decided), the port rlbd last told
         // went down lately: a failover's frames wait their turns of the total rate limit, and
-        // the bond's driver may have moved the client meanwhile.
+        // the bond's driver may have moved the client meanwhile; the port may be back by then
+        // (a flap under 3 s, seed 25).
         let told_died = !prompt
             && prev.is_some_and(|p| {
                 let was = &world.ports[p.port];
-                !was.up && was.down_since >= p.at && now < was.down_since + 30_000
+                was.down_since >= p.at && now < was.down_since + 30_000
             });
         let failover = dead(sends_to) || dead(counted) || told_died;
         let restoring = self.restored_at.is_some_and(|r| now < r + 5_000);
@@ -228,11 +229,12 @@ impl Moves {
     }
 
     /// Each undone move is answered within `grace` ms, or excused by `excused(key, since)`.
+    /// `hold`: the hold-down, past which a table smaller than the LAN may forget a move.
     pub fn check_reasserted(
         &mut self,
         now: u64,
         world: &World,
-        grace: u64,
+        (grace, hold): (u64, u64),
         excused: impl Fn(Key, u64) -> bool,
     ) -> Result<(), String> {
         let mut due: Vec<(Key, u64)> = self
@@ -253,7 +255,10 @@ impl Moves {
                 .clients
                 .iter()
                 .any(|c| c.present && (c.mac, c.vlan) == key);
-            let forgotten = t.at <= self.oldest_kept() || (self.evicting && at >= t.at + IDLE_MS);
+            // Past its hold-down, the engine's bound may forget a move when the table evicts
+            // (its moves then outnumber the table's size: which ones it keeps is its own).
+            let past = at >= t.at + IDLE_MS.min(hold);
+            let forgotten = t.at <= self.oldest_kept() || (self.evicting && past);
             if !port.up || port.down_since >= t.at || idle || gone || forgotten || excused(key, at)
             {
                 self.excused.insert(key, at);
