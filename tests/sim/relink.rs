@@ -83,11 +83,16 @@ impl Driver {
             self.trace
                 .note(now, || format!("{old} renamed {name} (still up)"));
         } else {
-            let capacity = self.world.ports[p].capacity_mbps;
             let later = now + 5_000 + self.world.rng.below(115_000);
-            if !self.world.release(now, p) {
+            // The first slave from `p` on that the driver lets go without a swap of MACs.
+            let n = self.world.ports.len();
+            let Some(p) = (0..n)
+                .map(|k| (p + k) % n)
+                .find(|q| self.world.release(now, *q))
+            else {
                 return;
-            }
+            };
+            let capacity = self.world.ports[p].capacity_mbps;
             self.stats.releases += 1;
             let name = self.world.ports[p].name.clone();
             self.trace
