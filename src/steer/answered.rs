@@ -231,6 +231,10 @@ impl Answered {
     /// the host told port `from`'s MAC now sends to port `to`, which holds it, for each
     /// `(from, to)` at once.
     pub fn follow_macs(&mut self, moved: &[(PortId, PortId)]) {
+        // Asked on every batch of netlink messages: nothing to do is the common case.
+        if moved.is_empty() {
+            return;
+        }
         let map = |mask: u64| {
             (0..MAX_PORT)
                 .filter(|p| mask & bit(*p) != 0)

@@ -184,6 +184,9 @@ impl Steerer {
     /// and are not usable (the failed active slave that took the next one's): the caller fails
     /// them over, as the clients the host left there are on a dead port.
     pub fn follow_port_macs(&mut self, changed: &[(PortId, Mac)], ctx: &Ctx) -> Vec<PortId> {
+        if changed.is_empty() {
+            return Vec::new();
+        }
         let moved: Vec<(PortId, PortId)> = changed
             .iter()
             .filter_map(|(p, old)| {
