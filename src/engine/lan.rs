@@ -21,7 +21,8 @@ use crate::steer::{Ctx, PortInfo};
 pub struct PortChanges {
     pub down: Vec<usize>,
     pub up: bool,
-    pub macs: Vec<usize>,
+    /// Each with its old MAC.
+    pub macs: Vec<(usize, crate::Mac)>,
     /// Ports whose capture was closed (they went away).
     pub closed: Vec<usize>,
 }
@@ -257,7 +258,7 @@ impl Lan {
                 let p = &self.ports.list[port];
                 let text = format!("port {}: MAC {old} -> {}", p.name, p.mac);
                 out.log_with(Level::Info, Topic::Port, text, Fields::port(&p.name));
-                changes.macs.push(port);
+                changes.macs.push((port, old));
             }
             Change::BondFound(index) => {
                 if let Target::Bond(name) = &self.ports.target {

@@ -300,12 +300,15 @@ impl Engine {
         self.guests_topology();
         self.on_fdb(now, events);
         let ctx = self.lan.ctx();
-        for p in changes.macs {
+        // The host's answers follow the MACs first: a swap may leave them on a dead port.
+        let mut down = changes.down;
+        down.extend(self.steer.follow_port_macs(&changes.macs, &ctx));
+        for &(p, _) in &changes.macs {
             self.steer
                 .on_port_mac_changed(now, p, &ctx, &mut self.actions);
         }
-        if !changes.down.is_empty() || changes.up {
-            self.fail_over(now, &changes.down);
+        if !down.is_empty() || changes.up {
+            self.fail_over(now, &down);
             self.fail_over_guests(now);
         }
         self.carry_out();

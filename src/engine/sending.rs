@@ -145,7 +145,14 @@ impl Sender {
             // The rule of every send holds for a retry too: only to a client the kernel still
             // confirms (found by the simulation, seed 4: a retry 50 ms after the first try went
             // to a client whose neighbour entry had gone meanwhile).
-            let usable = lan.ports.list.get(port).is_some_and(|x| x.usable());
+            // Nor with a MAC the port no longer has (balance-alb swapped it away, maybe to a
+            // dead slave; found by the simulation, seed 11): the MAC change's own re-assertion
+            // tells the client the new one.
+            let usable = lan
+                .ports
+                .list
+                .get(port)
+                .is_some_and(|x| x.usable() && frame.get(6..12) == Some(&x.mac.octets()[..]));
             let port = lan.port_ref(port).filter(|_| usable);
             let Some(port) = port.filter(|_| lan.host.confirms(client, to)) else {
                 outcomes.push((client, move_id, SendOutcome::Refused));

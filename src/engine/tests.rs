@@ -56,6 +56,8 @@ struct Rig {
     /// `fail_refused`, the refused client's neighbour entry fails right after.
     refuse_next: bool,
     fail_refused: bool,
+    /// With the refusal, the port's MAC changes right after (balance-alb's swap).
+    swap_refused: bool,
     /// The hooks the kernel refuses the counting program at (none: tc takes it).
     refuse_hooks: Vec<CountingHook>,
     /// What the shell reports of each port at the end of the next second.
@@ -92,6 +94,7 @@ impl Rig {
             at: Default::default(),
             refuse_next: false,
             fail_refused: false,
+            swap_refused: false,
             refuse_hooks: refuse.to_vec(),
             facts: Vec::new(),
             others: Vec::new(),
@@ -123,6 +126,14 @@ impl Rig {
                         if self.fail_refused {
                             let ip = client(c.mac.5).1;
                             let ev = [neigh(BOND, ip.into(), c.mac, libc::NUD_FAILED)];
+                            self.e.handle(self.now, Input::Netlink(&ev));
+                        }
+                        if self.swap_refused {
+                            let NlEvent::Link(l) = slave(port, self.rx[port]) else {
+                                unreachable!()
+                            };
+                            let mac = Some(Mac(2, 0, 0, 0, 0x77, port as u8));
+                            let ev = [NlEvent::Link(LinkInfo { mac, ..l })];
                             self.e.handle(self.now, Input::Netlink(&ev));
                         }
                     }

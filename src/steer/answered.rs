@@ -227,6 +227,34 @@ impl Answered {
         self.trim();
     }
 
+    /// Ports' MACs moved (balance-alb swaps the active slave's with the next one's): a client
+    /// the host told port `from`'s MAC now sends to port `to`, which holds it, for each
+    /// `(from, to)` at once.
+    pub fn follow_macs(&mut self, moved: &[(PortId, PortId)]) {
+        // Asked on every batch of netlink messages: nothing to do is the common case.
+        if moved.is_empty() {
+            return;
+        }
+        let map = |mask: u64| {
+            (0..MAX_PORT)
+                .filter(|p| mask & bit(*p) != 0)
+                .fold(0u64, |m, p| {
+                    let to = moved.iter().find(|(f, _)| *f == p).map_or(p, |(_, t)| *t);
+                    m | if to < MAX_PORT { bit(to) } else { 0 }
+                })
+        };
+        for e in self.map.values_mut() {
+            let ports = map(e.ports);
+            self.changed |= ports != e.ports;
+            e.ports = ports;
+        }
+        let casts: Vec<((u16, PortId), u64)> = self.broadcasts.drain().collect();
+        for ((vlan, p), at) in casts {
+            let to = moved.iter().find(|(f, _)| *f == p).map_or(p, |(_, t)| *t);
+            self.broadcasts.insert((vlan, to), at);
+        }
+    }
+
     /// Forgets the clients told longest ago past the bound.
     fn trim(&mut self) {
         forget_oldest(&mut self.map, self.bound, |e| e.stamp);

@@ -104,10 +104,17 @@ impl Balance {
             .filter(|p| *p != hot && world.ports[*p].up)
             .min_by(|a, b| util(*a).total_cmp(&util(*b)))?;
         let rate = |c: usize| world.clients[c].delivered_bps;
+        // The engine walks the clients it tracks: one evicted from a table smaller than the
+        // LAN is load it cannot see (it may then take the hot port's one known client for its
+        // only one, and rightly leave it).
+        let tracked = |c: usize| {
+            let mac = world.clients[c].mac.to_string();
+            st.clients.iter().any(|s| s.mac == mac)
+        };
         let mut eligible: Vec<usize> = on[hot]
             .iter()
             .copied()
-            .filter(|c| rate(*c) >= self.min_rate_bps)
+            .filter(|c| rate(*c) >= self.min_rate_bps && tracked(*c))
             .collect();
         if eligible.len() < 2 {
             return None;

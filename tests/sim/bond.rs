@@ -5,7 +5,10 @@
 //! a slave that comes up makes the driver deal every client round again and tell each one; a
 //! probe of the host's own goes out with the bond's MAC and the driver answers it with an update
 //! to the client's assigned slave a little later. IPv6 is not balanced: Neighbor Discovery
-//! answers carry the bond's MAC (slave 0's, which the simulation never fails, so no MAC swap).
+//! answers carry the bond's MAC, which the active slave holds; when it fails, the driver swaps
+//! MACs with the slave that becomes active (bond_alb_handle_active_change), and the clients of
+//! the slave that took the bond's MAC are told anew. The round robin deals a client to the
+//! fastest slave in turn (rlb_next_rx_slave): a slow slave gets none while a faster one is up.
 //! The bond carries VLAN 100 (bond0.100) for some clients.
 
 use std::collections::BTreeMap;
@@ -26,26 +29,60 @@ pub const UPDATE_DELAY_MS: u64 = 2_000;
 pub struct Rlb {
     /// Client address -> the slave assigned to it (rx_hashtbl).
     table: BTreeMap<Ipv4Addr, usize>,
-    /// The next slave of the round robin.
-    next: usize,
+    /// The slave the round robin last chose (rx_slave).
+    last: Option<usize>,
+    /// The slave that carries the bond's MAC and the host's own frames (curr_active_slave).
+    pub active: Option<usize>,
 }
 
+/// Each slave as the driver's round robin sees it: usable (up, still a slave), and its speed.
+pub type Slaves = [(bool, f64)];
+
 impl Rlb {
-    /// The slave for `ip`: its assigned one while that is up, else the next up slave in turn.
-    pub fn choose(&mut self, ip: Ipv4Addr, up: &[bool]) -> Option<usize> {
-        if let Some(&s) = self.table.get(&ip).filter(|s| up[**s]) {
+    /// A bond whose first slave is active (it holds the bond's MAC).
+    pub fn with_active_first() -> Rlb {
+        Rlb {
+            active: Some(0),
+            ..Rlb::default()
+        }
+    }
+
+    /// The slave for `ip`: its assigned one while that is up, else the next slave in turn.
+    pub fn choose(&mut self, ip: Ipv4Addr, slaves: &Slaves) -> Option<usize> {
+        if let Some(&s) = self.table.get(&ip).filter(|s| slaves[**s].0) {
             return Some(s);
         }
-        let s = self.turn(up)?;
+        let s = self.turn(slaves)?;
         self.table.insert(ip, s);
         Some(s)
     }
 
-    fn turn(&mut self, up: &[bool]) -> Option<usize> {
-        let n = up.len();
-        let s = (0..n).map(|k| (self.next + k) % n).find(|s| up[*s])?;
-        self.next = (s + 1) % n;
-        Some(s)
+    /// rlb_next_rx_slave: the fastest usable slave after the last one chosen, unless one up to
+    /// it is faster (a slow slave is dealt no client while a faster one is up).
+    fn turn(&mut self, slaves: &Slaves) -> Option<usize> {
+        let (mut before, mut after, mut found) = (None::<usize>, None::<usize>, false);
+        for (s, (ok, speed)) in slaves.iter().enumerate() {
+            if !ok {
+                continue;
+            }
+            if !found {
+                if before.is_none_or(|b| slaves[b].1 < *speed) {
+                    before = Some(s);
+                }
+            } else if after.is_none_or(|a| slaves[a].1 < *speed) {
+                after = Some(s);
+            }
+            found |= Some(s) == self.last;
+        }
+        let pick = match (after, before) {
+            (Some(a), Some(b)) if slaves[a].1 < slaves[b].1 => Some(b),
+            (None, b) => b,
+            (a, _) => a,
+        };
+        if pick.is_some() {
+            self.last = pick;
+        }
+        pick
     }
 
     /// The slave `ip` is assigned to, if any.
@@ -53,9 +90,18 @@ impl Rlb {
         self.table.get(&ip).copied()
     }
 
-    /// A slave failed (rlb_clear_slave): its clients go to other slaves in turn; the ones to
-    /// tell, with their new slave.
-    pub fn clear_slave(&mut self, failed: usize, up: &[bool]) -> Vec<(Ipv4Addr, usize)> {
+    /// The clients assigned to `slave` (rlb_req_update_slave_clients: its MAC changed).
+    pub fn clients_of(&self, slave: usize) -> Vec<(Ipv4Addr, usize)> {
+        self.table
+            .iter()
+            .filter(|(_, s)| **s == slave)
+            .map(|(ip, s)| (*ip, *s))
+            .collect()
+    }
+
+    /// A slave failed or was released (rlb_clear_slave): its clients go to other slaves in
+    /// turn; the ones to tell, with their new slave.
+    pub fn clear_slave(&mut self, failed: usize, slaves: &Slaves) -> Vec<(Ipv4Addr, usize)> {
         let moved: Vec<Ipv4Addr> = self
             .table
             .iter()
@@ -64,7 +110,7 @@ impl Rlb {
             .collect();
         let mut told = Vec::new();
         for ip in moved {
-            match self.turn(up) {
+            match self.turn(slaves) {
                 Some(s) => {
                     self.table.insert(ip, s);
                     told.push((ip, s));
@@ -77,16 +123,22 @@ impl Rlb {
         told
     }
 
-    /// A slave came up (rlb_rebalance): every client dealt round again; each is told.
-    pub fn rebalance(&mut self, up: &[bool]) -> Vec<(Ipv4Addr, usize)> {
-        let ips: Vec<Ipv4Addr> = self.table.keys().copied().collect();
+    /// A slave came up or was added (rlb_rebalance): every client dealt round again; each
+    /// whose slave changed is told.
+    pub fn rebalance(&mut self, slaves: &Slaves) -> Vec<(Ipv4Addr, usize)> {
+        let ips: Vec<(Ipv4Addr, usize)> = self.table.iter().map(|(ip, s)| (*ip, *s)).collect();
         ips.into_iter()
-            .filter_map(|ip| {
-                let s = self.turn(up)?;
+            .filter_map(|(ip, was)| {
+                let s = self.turn(slaves)?;
                 self.table.insert(ip, s);
-                Some((ip, s))
+                (s != was).then_some((ip, s))
             })
             .collect()
+    }
+
+    /// A slave was released (bond_alb_deinit_slave): the round robin starts over.
+    pub fn released(&mut self) {
+        self.last = None;
     }
 }
 

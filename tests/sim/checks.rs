@@ -19,8 +19,17 @@ pub enum Check {
     StateFile,
     /// A frame of the host that undoes a move is answered by the update again.
     Reassertion,
-    /// No client that sends stays on a dead port the engine knows of.
+    /// No client that sends stays on a dead port the engine knows of (down, released, or
+    /// holding the MAC a swap gave it).
     DeadPort,
+    /// A port back from a flap (or a failure) takes no moved client for `STABLE_MS` while another
+    /// port is up and stable.
+    Flap,
+    /// No update leaves by (names) a port the engine was told is down or gone.
+    DeadTarget,
+    /// The engine's ports are the kernel's by ifindex: name (a rename followed), MAC (a swap
+    /// followed), carrier; a released slave gone, a new one there.
+    PortView,
     /// No client the host's frames put on a port stays on it once dead (plain ports).
     AnsweredFailover,
     /// No move decided on a second whose rates the capture rings left incomplete.

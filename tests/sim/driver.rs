@@ -13,6 +13,7 @@ use rlbd::status::StatusReport;
 use super::alloc;
 use super::checks::{Check, Mutation};
 use super::nd::SERVER6;
+use super::relink::LinkEvent;
 use super::rules::Rules;
 use super::trace::Trace;
 use super::world::{ToEngine, World};
@@ -27,8 +28,8 @@ pub struct Driver {
     /// The last state the engine handed out (the state file).
     pub state: Option<Persisted>,
     pub status: Option<StatusReport>,
-    /// Engine port index -> world port index.
-    map: Vec<usize>,
+    /// World port index -> engine port index (by ifindex), as of the last second.
+    map: Vec<Option<usize>>,
     /// Probability that the kernel refuses a frame (ENOBUFS), for stretches of the run.
     pub refuse_p: f64,
     pub failure: Option<(Check, String)>,
@@ -58,6 +59,10 @@ pub struct Driver {
     pub last_foreign: Option<u64>,
     /// The engine's last input led to a frame, a log record, a summary or the state file.
     busy: bool,
+    /// Link events due between the seconds (flaps, a new slave), by time.
+    pub due_links: Vec<(u64, LinkEvent)>,
+    /// The input being handled is the evaluation's deadline.
+    evaluating: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -72,6 +77,11 @@ pub struct Stats {
     pub foreign: u64,
     pub drop_seconds: u64,
     pub calms: u64,
+    pub flaps: u64,
+    pub mac_swaps: u64,
+    pub renames: u64,
+    pub releases: u64,
+    pub enslaved: u64,
     /// Allocations inside the engine while it took seconds and deadlines, and frames.
     pub allocs_second: u64,
     /// Of those, the calls that sent, logged, summarised or handed the state file out (they
@@ -95,13 +105,33 @@ pub fn table_size(population: usize, small: bool) -> usize {
     }
 }
 
-/// Plain ports `p0`.., or (`bonded`) the slaves of bond0; `small_table`: see [`table_size`].
-pub fn settings(ports: usize, bonded: bool, population: usize, small_table: bool) -> Settings {
-    let names: Vec<String> = (0..ports).map(|i| format!("p{i}")).collect();
+/// Whether seed `seed`'s client table is smaller than its population: every third seed on a
+/// bond (3, 9, ...) by default; `RLBD_SIM_SMALL_TABLE=1` every seed on a bond, `=0` none.
+pub fn small_table(seed: u64) -> bool {
+    let bonded = seed % 2 == 1;
+    match std::env::var("RLBD_SIM_SMALL_TABLE").as_deref() {
+        Ok("0") => false,
+        Ok(_) => bonded,
+        Err(_) => bonded && seed % 3 == 0,
+    }
+}
+
+/// Plain ports `p0`.., or (`bonded`) the slaves of bond0, each with its capacity configured
+/// by name (a renamed or new slave's is its link speed); `small_table`: see [`table_size`].
+pub fn settings(
+    ports: &[super::ports::Port],
+    bonded: bool,
+    population: usize,
+    small_table: bool,
+) -> Settings {
+    let names: Vec<String> = ports.iter().map(|p| p.name.clone()).collect();
     Settings {
         // `RLBD_SIM_LOG=debug` (with `RLBD_SIM_WATCH`) to follow one client closely.
         log_level: std::env::var("RLBD_SIM_LOG").unwrap_or_else(|_| "info".into()),
-        capacity_mbps: names.iter().map(|n| (n.clone(), 100.0)).collect(),
+        capacity_mbps: ports
+            .iter()
+            .map(|p| (p.name.clone(), p.capacity_mbps))
+            .collect(),
         // A total budget a port's failure can reach: the rate rule then has work to do.
         steering: rlbd::config::SteeringConfig {
             total_per_sec: 20,
@@ -123,14 +153,9 @@ impl Driver {
     /// Odd seeds run on a bond (balance-alb, with VLAN 100), even ones on plain ports.
     pub fn new(seed: u64, ports: usize, population: usize, mutate: Option<Mutation>) -> Driver {
         let bonded = seed % 2 == 1;
-        // `RLBD_SIM_SMALL_TABLE=1`: every third seed's table, on a bond, is smaller than its
-        // population, so that it evicts. Not in CI yet: the engine then forgets moves (its
-        // bound is the table's size) in ways the checks do not model exactly (a move 44 s
-        // after the last under a 45 s hold-down, seed 634869); and on plain ports the clients
-        // the host answered are bounded by the table too.
-        let small = std::env::var_os("RLBD_SIM_SMALL_TABLE").is_some() && bonded && seed % 3 == 0;
-        let mut settings = settings(ports, bonded, population, small);
+        let small = small_table(seed);
         let world = World::new(seed, ports, population, bonded);
+        let mut settings = settings(&world.ports, bonded, population, small);
         // `[clients]`: the untagged IPv4 clients of slots 0, 1 and 3 are excluded (a prefix and
         // an address); no frame may ever go to whoever holds one (a slot outlives its MACs).
         settings.clients.exclude = vec!["198.18.0.10/31".into(), "198.18.0.13".into()];
@@ -152,7 +177,13 @@ impl Driver {
             settings,
             world,
             rules,
-            trace: Trace::new(200),
+            // `RLBD_SIM_TRACE=n`: the last n events kept for a failure's report (200).
+            trace: Trace::new(
+                std::env::var("RLBD_SIM_TRACE")
+                    .ok()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(200),
+            ),
             state: None,
             status: None,
             map: Vec::new(),
@@ -172,6 +203,8 @@ impl Driver {
             foreign_warnings: 0,
             last_foreign: None,
             busy: false,
+            due_links: Vec::new(),
+            evaluating: false,
         };
         d.start_engine();
         d
@@ -181,19 +214,19 @@ impl Driver {
     pub(super) fn start_engine(&mut self) {
         let dump = self.world.dump();
         self.input(Input::Netlink(&dump));
-        self.map = self
-            .engine
-            .ports()
-            .list
-            .iter()
-            .map(|p| {
-                self.world
-                    .ports
-                    .iter()
-                    .position(|w| w.name == p.name)
-                    .expect("a port of ours")
-            })
-            .collect();
+        self.remap();
+        self.ports_agree();
+    }
+
+    /// Each world port's engine port, by ifindex (a renamed slave keeps its index, a new one
+    /// takes the next, and a restarted engine numbers the slaves it finds afresh).
+    fn remap(&mut self) {
+        let list = &self.engine.ports().list;
+        self.map.clear();
+        self.map.extend(self.world.ports.iter().map(|w| {
+            list.iter()
+                .position(|p| p.present && p.ifindex == w.ifindex)
+        }));
     }
 
     pub fn fail(&mut self, check: Check, why: String) {
@@ -232,6 +265,8 @@ impl Driver {
         // the total rate limit), later than its move was decided.
         let eval = self.now == self.last_second + rlbd::engine::EVAL_DELAY_MS;
         self.rules.prompt = !matches!(input, Input::Deadline) || eval;
+        // The veto is of the evaluation's moves, not of a failover on a link event.
+        self.evaluating = matches!(input, Input::Deadline) && eval;
         let before = alloc::count();
         self.engine.handle(self.now, input);
         let made = alloc::count() - before;
@@ -261,8 +296,13 @@ impl Driver {
             Output::Send { port, tag, frame } => {
                 self.busy = true;
                 self.stats.sends += 1;
-                let wp = self.map.get(port.id.index()).copied();
-                let up = wp.is_some_and(|p| self.world.ports[p].up);
+                let wp = self
+                    .world
+                    .ports
+                    .iter()
+                    .position(|w| w.ifindex == port.ifindex);
+                let up = wp.is_some_and(|p| self.world.ports[p].live());
+                self.dead_target(&port, &tag);
                 let result = if !up {
                     Err(Some(libc::ENETDOWN))
                 } else if self.refuse_p > 0.0 && self.world.rng.chance(self.refuse_p) {
@@ -300,9 +340,16 @@ impl Driver {
                     .handle(now, Input::SendResult { tag, frame, result });
             }
             Output::OpenCapture { port } => {
+                // The link's speed: what a renamed or new slave's capacity comes from.
+                let speed = self
+                    .world
+                    .ports
+                    .iter()
+                    .find(|w| w.ifindex == port.ifindex)
+                    .map(|w| w.capacity_mbps as u64);
                 let input = Input::CaptureOpened {
                     port: port.id,
-                    speed_mbps: Some(100),
+                    speed_mbps: speed,
                     error: None,
                 };
                 self.engine.handle(now, input);
@@ -332,7 +379,7 @@ impl Driver {
                 if topic == rlbd::engine::Topic::ForeignClaim && level <= log::Level::Warn {
                     self.foreign_warnings += 1;
                 }
-                if self.veto && topic == rlbd::engine::Topic::Move {
+                if self.veto && self.evaluating && topic == rlbd::engine::Topic::Move {
                     self.fail(
                         Check::RingDropVeto,
                         format!("a move decided on a second with capture ring drops: {text}"),
@@ -420,8 +467,9 @@ impl Driver {
     /// neighbour table knows the client by its IPv6 address alone).
     fn counts(&mut self) -> Vec<(PortId, Delta)> {
         let mut counts = Vec::new();
+        self.remap();
         for (p, c, bytes) in self.world.traffic() {
-            let Some(ep) = self.map.iter().position(|m| *m == p) else {
+            let Some(ep) = self.map.get(p).copied().flatten() else {
                 continue;
             };
             let cl = &self.world.clients[c];
@@ -474,9 +522,10 @@ impl Driver {
         }
         self.reasserted();
         self.state_file_follows();
+        self.ports_agree();
         // The status (every client's line) is the dearest part of a quiet second: asked every
         // 5 s, and every second while a port is down (the dead-port rule's window is 2 s).
-        if self.now % 5000 != 0 && self.world.ports.iter().all(|p| p.up) {
+        if self.now % 5000 != 0 && self.world.ports.iter().all(|p| p.up || !p.enslaved) {
             return;
         }
         self.input(Input::StatusQuery { top: None });

@@ -6,7 +6,13 @@
 //! simulated clock. Rules are checked on every frame and after every simulated second, each by
 //! a named check (`checks.rs`); a broken rule fails with the check, the seed and the last events.
 //!
+//! The links change too: carriers fail and flap (back within 0.2-3 s), a bond's active slave
+//! fails and the driver swaps its MAC with the next one's, slaves are renamed while up, released
+//! and replaced; every third seed has one slow port (a tenth or a quarter of the others'), and
+//! every third seed on a bond a client table smaller than its population (it evicts).
+//!
 //! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed);
+//! `RLBD_SIM_SMALL_TABLE=1` gives every seed on a bond the small table, `=0` none;
 //! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address),
 //! `RLBD_SIM_LOG=debug` with the engine's debug lines.
 
@@ -17,9 +23,11 @@ mod checks;
 mod clients;
 mod driver;
 mod limits;
+mod links;
 mod moves;
 mod nd;
 mod ports;
+mod relink;
 mod restart;
 mod rules;
 mod run;

@@ -82,6 +82,16 @@ impl Moves {
         }
     }
 
+    /// The port rlbd's updates last told `key`, if any.
+    pub fn told_port(&self, key: Key) -> Option<usize> {
+        self.told.get(&key).map(|t| t.port)
+    }
+
+    /// The state file's moves are being re-asserted (their times are not known here).
+    pub fn restoring(&self, now: u64) -> bool {
+        self.restored_at.is_some_and(|r| now < r + 5_000)
+    }
+
     /// An update to `key` naming `port` reached the wire at `now`.
     pub fn on_update(
         &mut self,
@@ -111,11 +121,12 @@ impl Moves {
         let dead = |p: Option<usize>| p.is_some_and(|p| !world.ports[p].up);
         // Or, for an update that waited (not sent as it was decided), the port rlbd last told
         // went down lately: a failover's frames wait their turns of the total rate limit, and
-        // the bond's driver may have moved the client meanwhile.
+        // the bond's driver may have moved the client meanwhile; the port may be back by then
+        // (a flap under 3 s, seed 25).
         let told_died = !prompt
             && prev.is_some_and(|p| {
                 let was = &world.ports[p.port];
-                !was.up && was.down_since >= p.at && now < was.down_since + 30_000
+                was.down_since >= p.at && now < was.down_since + 30_000
             });
         let failover = dead(sends_to) || dead(counted) || told_died;
         let restoring = self.restored_at.is_some_and(|r| now < r + 5_000);
@@ -169,19 +180,21 @@ impl Moves {
         Ok(())
     }
 
-    /// The time of the oldest move the engine's bound still lets it keep: of more moves than
-    /// the bound, the oldest may be forgotten.
+    /// The time of the oldest move the engine's bound still lets it keep: past the bound it
+    /// forgets the oldest moves down to seven eighths of it (never one within its hold-down).
     fn oldest_kept(&self) -> u64 {
-        if self.told.len() <= self.bound {
+        let keep = (self.bound - self.bound / 8).max(1);
+        if self.told.len() <= keep {
             return 0;
         }
         let mut at: Vec<u64> = self.told.values().map(|t| t.at).collect();
         at.sort_unstable_by(|a, b| b.cmp(a));
-        at[self.bound.saturating_sub(1)]
+        at[keep - 1]
     }
 
-    /// The moves the engine must still hold at `now`: those in their hold-down, and those of
-    /// clients that have sent every second since (an engine forgets only idle clients' moves).
+    /// The moves the engine must still hold at `now`: those in their hold-down (its bound
+    /// forgets none of them), and those of clients that have sent every second since (an
+    /// engine forgets only idle clients' moves, and past its bound the oldest).
     pub fn kept(&self, now: u64, hold: u64) -> impl Iterator<Item = (Mac, u16, u64)> + '_ {
         let oldest = self.oldest_kept();
         self.told
@@ -189,7 +202,7 @@ impl Moves {
             .filter(move |(k, t)| {
                 let busy = self.idle_at.get(k).is_none_or(|i| *i + 120_000 < t.at);
                 let old = self.evicting && now >= t.at + IDLE_MS;
-                (t.at + hold > now || (busy && !old)) && t.at > oldest
+                t.at + hold > now || (busy && !old && t.at > oldest)
             })
             .map(|(k, t)| (k.0, k.1, t.at))
     }
@@ -216,11 +229,12 @@ impl Moves {
     }
 
     /// Each undone move is answered within `grace` ms, or excused by `excused(key, since)`.
+    /// `hold`: the hold-down, past which a table smaller than the LAN may forget a move.
     pub fn check_reasserted(
         &mut self,
         now: u64,
         world: &World,
-        grace: u64,
+        (grace, hold): (u64, u64),
         excused: impl Fn(Key, u64) -> bool,
     ) -> Result<(), String> {
         let mut due: Vec<(Key, u64)> = self
@@ -241,7 +255,10 @@ impl Moves {
                 .clients
                 .iter()
                 .any(|c| c.present && (c.mac, c.vlan) == key);
-            let forgotten = t.at <= self.oldest_kept() || (self.evicting && at >= t.at + IDLE_MS);
+            // Past its hold-down, the engine's bound may forget a move when the table evicts
+            // (its moves then outnumber the table's size: which ones it keeps is its own).
+            let past = at >= t.at + IDLE_MS.min(hold);
+            let forgotten = t.at <= self.oldest_kept() || (self.evicting && past);
             if !port.up || port.down_since >= t.at || idle || gone || forgotten || excused(key, at)
             {
                 self.excused.insert(key, at);

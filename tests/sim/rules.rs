@@ -16,6 +16,10 @@ use super::moves::Moves;
 use super::nd::SERVER6;
 use super::world::World;
 
+/// How long a port back up is no target while another is stable (rlbd's `STABLE_MS`, as
+/// documented: the check keeps its own figure, so that an engine that shortens it is caught).
+const STABLE_MS: u64 = 5_000;
+
 pub struct Rules {
     pub per_client: u32,
     pub total: u32,
@@ -141,6 +145,8 @@ impl Rules {
         let (hold, old, reloaded) = (self.hold_down_ms, self.old_hold_down_ms, self.reloaded_at);
         let hold_at = move |at| hold_down_at(hold, old, reloaded, at);
         let key = (eth_dst, vlan);
+        self.stable_target(now, world, key, port)
+            .map_err(|e| (Check::Flap, e))?;
         let moved = self
             .moves
             .on_update(now, world, key, port, self.prompt, hold_at);
@@ -376,6 +382,44 @@ impl Rules {
             }
         }
         Ok(())
+    }
+}
+
+impl Rules {
+    /// A port back from a flap takes no client rlbd moves for `STABLE_MS` while another port
+    /// has been up that long: a link that flaps would take clients on and drop them again. A
+    /// port this engine never saw down (up at its start, or a new slave) is stable at once.
+    fn stable_target(
+        &self,
+        now: u64,
+        world: &World,
+        key: (Mac, u16),
+        port: usize,
+    ) -> Result<(), String> {
+        let back = world.ports[port].up_since;
+        let unstable = back > self.engine_started && now < back + STABLE_MS;
+        if !unstable || self.moves.told_port(key) == Some(port) || self.moves.restoring(now) {
+            return Ok(());
+        }
+        let stable = |q: &super::ports::Port| {
+            q.live() && (q.up_since <= self.engine_started || now >= q.up_since + STABLE_MS)
+        };
+        let other = world
+            .ports
+            .iter()
+            .enumerate()
+            .find(|(i, q)| *i != port && stable(q));
+        let Some((_, other)) = other else {
+            return Ok(());
+        };
+        Err(format!(
+            "{} {}: moved to {} {} ms after it came back, while {} was up and stable",
+            key.0,
+            key.1,
+            world.ports[port].name,
+            now - back,
+            other.name
+        ))
     }
 }
 

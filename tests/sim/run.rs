@@ -80,6 +80,7 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
     let faults = setup.faults;
     for sec in 1..=setup.seconds {
         let t = sec * 1000;
+        d.links_due(t);
         d.run_deadlines(t);
         d.veto = false;
         d.now = t;
@@ -176,22 +177,26 @@ fn chaos(d: &mut Driver, faults: Faults) {
     let refuse = rng.chance(1.0 / HOUR);
     let drops = rng.chance(1.0 / HOUR);
     let drop_secs = 10 + rng.below(50) as u32;
-    let pick = rng.below(PORTS as u64) as usize;
-    // A bond's slave 0 holds the bond's MAC: its failure would swap MACs, which is not
-    // modelled, so it never fails.
-    let bond_mac = d.world.rlb.is_some() && pick == 0;
-    if fail
-        && faults.has(Fault::PortFailure)
-        && !bond_mac
-        && d.world.ports.iter().filter(|p| p.up).count() > 1
-        && d.world.ports[pick].up
-    {
+    let pick = rng.below(d.world.ports.len() as u64) as usize;
+    let flap = rng.chance(1.0 / (2.0 * HOUR));
+    let relink = rng.chance(1.0 / (8.0 * HOUR));
+    // A bond's active slave fails too: the driver then swaps its MAC (the bond's) with the
+    // slave that becomes active.
+    let live = d.world.ports.iter().filter(|p| p.live()).count();
+    let flapping = !d.due_links.is_empty();
+    if fail && faults.has(Fault::PortFailure) && live > 1 && d.world.ports[pick].live() {
         port_set(d, pick, false);
     }
     if ret {
-        if let Some(p) = d.world.ports.iter().position(|p| !p.up) {
+        if let Some(p) = d.world.ports.iter().position(|p| !p.up && p.enslaved) {
             port_set(d, p, true);
         }
+    }
+    if flap && faults.has(Fault::Flap) && live > 1 && !flapping && d.world.ports[pick].live() {
+        d.flap(pick);
+    }
+    if relink && faults.has(Fault::Relink) && d.world.rlb.is_some() && !flapping {
+        d.relink(pick);
     }
     if restart && faults.has(Fault::Restart) {
         d.restart(with_state, down_ms);
@@ -279,19 +284,29 @@ fn foreign_claim(d: &mut Driver, garp: &[u8]) {
     d.last_foreign = Some(d.now);
 }
 
-fn port_set(d: &mut Driver, p: usize, up: bool) {
-    let port = &mut d.world.ports[p];
-    port.up = up;
+pub fn port_set(d: &mut Driver, p: usize, up: bool) {
     if !up {
-        port.down_since = d.now;
         d.stats.port_failures += 1;
     }
-    let name = port.name.clone();
+    let name = d.world.ports[p].name.clone();
     d.trace.note(d.now, || {
         format!("port {name} {}", if up { "up" } else { "down" })
     });
-    let ev = [d.world.port_link(p)];
-    d.input(Input::Netlink(&ev));
-    d.world.slave_changed(d.now, p);
+    let holder = |d: &Driver| d.world.ports.iter().position(|q| q.mac == d.world.bond_mac);
+    let before = holder(d);
+    d.world.set_carrier(d.now, p, up);
     d.flush_world();
+    d.ports_agree();
+    // The driver's round follows, with the MACs of a swap the change brought.
+    if d.world.reselect_active(d.now) {
+        d.stats.mac_swaps += 1;
+        let names = |x: Option<usize>| x.map_or("none".into(), |i| d.world.ports[i].name.clone());
+        let (from, to) = (names(before), names(holder(d)));
+        d.trace.note(d.now, || {
+            format!("the bond's MAC moves from {from} to {to} (MACs swapped)")
+        });
+    }
+    d.world.rlb_round(d.now);
+    d.flush_world();
+    d.ports_agree();
 }

@@ -15,10 +15,12 @@ pub enum Fault {
     Refusal,
     RingDrops,
     Calm,
+    Flap,
+    Relink,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 10] = [
         Fault::PortFailure,
         Fault::Restart,
         Fault::Reload,
@@ -27,6 +29,8 @@ impl Fault {
         Fault::Refusal,
         Fault::RingDrops,
         Fault::Calm,
+        Fault::Flap,
+        Fault::Relink,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,6 +43,8 @@ impl Fault {
             Fault::Refusal => "refusal",
             Fault::RingDrops => "ring-drops",
             Fault::Calm => "calm",
+            Fault::Flap => "flap",
+            Fault::Relink => "relink",
         }
     }
 

@@ -30,7 +30,11 @@ impl Driver {
                 || refusing.is_some_and(|t| t + 2000 >= since)
                 || restarted + 2000 >= since
         };
-        if let Err(e) = rules.moves.check_reasserted(now, world, 2000, excused) {
+        let hold = rules.hold_down_ms;
+        if let Err(e) = rules
+            .moves
+            .check_reasserted(now, world, (2000, hold), excused)
+        {
             self.fail(Check::Reassertion, e);
         }
     }

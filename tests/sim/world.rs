@@ -54,19 +54,32 @@ pub struct World {
     /// The ports are slaves of bond0 in balance-alb, and this is its rlb.
     pub rlb: Option<Rlb>,
     /// The driver's updates due after a probe of the host's: (when, client).
-    rlb_due: Vec<(u64, usize)>,
+    pub(super) rlb_due: Vec<(u64, usize)>,
+    /// The bond's MAC (the first slave's own): the active slave holds it.
+    pub bond_mac: Mac,
+    /// The clients the driver is to tell their slave on its next round.
+    pub(super) rlb_ntt: Vec<Ipv4Addr>,
 }
 
 impl World {
     pub fn new(seed: u64, ports: usize, population: usize, bonded: bool) -> World {
         let mut rng = Rng::new(seed);
         let population = population.clamp(1, MAX_POPULATION);
+        let mut ports: Vec<Port> = (0..ports).map(Port::new).collect();
+        // Every third seed (1, 4, ...) has one port of a tenth or a quarter of the others'
+        // capacity: the balance is of utilization, not of bytes.
+        if seed % 3 == 1 {
+            let slow = rng.below(ports.len() as u64) as usize;
+            ports[slow].capacity_mbps /= if rng.chance(0.5) { 10.0 } else { 4.0 };
+        }
         // Total demand around 60-90% of the ports' sum: overloads come from imbalance.
         let load = 0.6 + 0.3 * rng.unit();
-        let mean_demand = load * ports as f64 * 100e6 / population as f64;
+        let capacity: f64 = ports.iter().map(Port::capacity_bps).sum();
+        let mean_demand = load * capacity / population as f64;
+        let bond_mac = ports[0].mac;
         World {
             rng,
-            ports: (0..ports).map(Port::new).collect(),
+            ports,
             clients: Vec::new(),
             neigh: HashMap::new(),
             to_engine: Vec::new(),
@@ -74,8 +87,10 @@ impl World {
             mean_demand,
             population,
             calm: false,
-            rlb: bonded.then(Rlb::default),
+            rlb: bonded.then(Rlb::with_active_first),
             rlb_due: Vec::new(),
+            bond_mac,
+            rlb_ntt: Vec::new(),
         }
     }
 
@@ -84,7 +99,7 @@ impl World {
         let mut ev: Vec<NlEvent> = (0..self.ports.len()).map(|p| self.port_link(p)).collect();
         let home = self.home_if(0);
         if self.rlb.is_some() {
-            ev.extend(bond_links(self.ports[0].mac));
+            ev.extend(bond_links(self.bond_mac));
             ev.push(NlEvent::Addr(AddrEntry {
                 ifindex: VLAN_IF,
                 network: "198.18.1.1/24".parse().unwrap(),
@@ -145,8 +160,20 @@ impl World {
         self.neigh.get(&ip).is_some_and(|n| n.mac == mac)
     }
 
+    /// The port holding `mac` (a released slave keeps its own), if any.
     pub fn port_of_mac(&self, mac: Mac) -> Option<usize> {
-        self.ports.iter().position(|p| p.mac == mac)
+        self.ports
+            .iter()
+            .position(|p| p.mac == mac && p.enslaved)
+            .or_else(|| self.ports.iter().position(|p| p.mac == mac))
+    }
+
+    /// Each slave as the bond's round robin sees it: usable, and its speed.
+    pub fn slaves(&self) -> Vec<(bool, f64)> {
+        self.ports
+            .iter()
+            .map(|p| (p.live(), p.capacity_mbps))
+            .collect()
     }
 
     /// The server kernel heard `ip` at `mac`: its entry made or refreshed, told on change.
@@ -175,7 +202,7 @@ impl World {
         let cl = &self.clients[c];
         let (cmac, cip, cip6, server, vlan) = (cl.mac, cl.ip, cl.ip6, cl.server, cl.vlan);
         // A unicast probe to a port that is down reaches nobody.
-        if to != BROADCAST && !self.ports.iter().any(|p| p.up && p.mac == to) {
+        if to != BROADCAST && !self.ports.iter().any(|p| p.live() && p.mac == to) {
             return;
         }
         let (req, ip) = match cip6 {
@@ -210,9 +237,15 @@ impl World {
 
     /// The ports that answer a request to `to` from client address `ip`, in order.
     fn answering(&mut self, to: Mac, ip: Ipv4Addr, v6: bool) -> Vec<usize> {
-        let up: Vec<bool> = self.ports.iter().map(|p| p.up).collect();
+        let up: Vec<bool> = self.ports.iter().map(Port::live).collect();
+        let slaves = self.slaves();
         if let Some(rlb) = self.rlb.as_mut() {
-            let p = if v6 { Some(0) } else { rlb.choose(ip, &up) };
+            // ND is answered with the bond's MAC, which the active slave holds.
+            let p = if v6 {
+                rlb.active
+            } else {
+                rlb.choose(ip, &slaves)
+            };
             return p.into_iter().filter(|p| up[*p]).collect();
         }
         let mut answering: Vec<usize> = (0..self.ports.len())
@@ -272,9 +305,9 @@ impl World {
 
     /// The bond's driver tells client `c` its assigned slave (rlb_update_client): a unicast ARP
     /// reply from that slave, which rlbd sees go out.
-    fn rlb_update(&mut self, now: u64, c: usize, slave: usize) {
+    pub(super) fn rlb_update(&mut self, now: u64, c: usize, slave: usize) {
         let cl = &self.clients[c];
-        if !cl.present || cl.ip6.is_some() || !self.ports[slave].up {
+        if !cl.present || cl.ip6.is_some() || !self.ports[slave].live() {
             return;
         }
         let pmac = self.ports[slave].mac;
@@ -282,41 +315,6 @@ impl World {
         let vlan = cl.vlan;
         self.to_engine.push(ToEngine::Frame(f.clone(), true, vlan));
         self.deliver_on(now, vlan, &f);
-    }
-
-    /// A slave's carrier changed: the bond's driver deals its clients anew and tells them.
-    pub fn slave_changed(&mut self, now: u64, p: usize) {
-        let up: Vec<bool> = self.ports.iter().map(|p| p.up).collect();
-        let Some(rlb) = self.rlb.as_mut() else {
-            return;
-        };
-        let told = if up[p] {
-            rlb.rebalance(&up)
-        } else {
-            rlb.clear_slave(p, &up)
-        };
-        for (ip, slave) in told {
-            if let Some(c) = self.clients.iter().position(|c| c.present && c.ip == ip) {
-                self.rlb_update(now, c, slave);
-            }
-        }
-    }
-
-    /// The driver's updates that follow a probe of the host's.
-    fn rlb_followups(&mut self, now: u64) {
-        let due: Vec<usize> = self
-            .rlb_due
-            .iter()
-            .filter(|(t, _)| *t <= now)
-            .map(|(_, c)| *c)
-            .collect();
-        self.rlb_due.retain(|(t, _)| *t > now);
-        for c in due {
-            let ip = self.clients[c].ip;
-            if let Some(s) = self.rlb.as_ref().and_then(|r| r.assigned(ip)) {
-                self.rlb_update(now, c, s);
-            }
-        }
     }
 
     /// A foreign host's gratuitous ARP for the server's address, broadcast: every client takes
@@ -344,7 +342,7 @@ impl World {
             let port = c
                 .target()
                 .and_then(|m| self.ports.iter().position(|p| p.mac == m));
-            if let Some(p) = port.filter(|p| self.ports[*p].up) {
+            if let Some(p) = port.filter(|p| self.ports[*p].live()) {
                 per_port[p].push(i);
             }
         }
@@ -490,7 +488,12 @@ impl World {
     /// (ARP, or NS with its link-layer address) from the first up port (its egress), which
     /// moves the client there (a request overrides).
     pub fn server_probe(&mut self, now: u64, c: usize) {
-        let Some(p) = self.ports.iter().position(|p| p.up) else {
+        // On a bond, the host's own frames leave by the active slave, with the bond's MAC.
+        let egress = match &self.rlb {
+            Some(rlb) => rlb.active.filter(|a| self.ports[*a].live()),
+            None => self.ports.iter().position(|p| p.up),
+        };
+        let Some(p) = egress else {
             return;
         };
         let cl = &self.clients[c];

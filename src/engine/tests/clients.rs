@@ -1,5 +1,5 @@
 //! Pinned and excluded clients through the door, a reload that pins to no port, and a retry
-//! only to a client the kernel still confirms.
+//! only to a client the kernel still confirms, with the port's MAC still the frame's.
 
 use super::*;
 
@@ -116,4 +116,38 @@ fn a_retry_goes_only_to_a_client_still_confirmed() {
             );
         }
     }
+}
+
+/// A refused update is not tried again once its port's MAC changed (balance-alb swapped it,
+/// maybe to the slave that died): its bytes would send the client to the old MAC. The MAC
+/// change's own re-assertion tells it the new one (found by the simulation, seed 11).
+#[test]
+fn a_retry_is_not_sent_with_a_mac_its_port_no_longer_has() {
+    // A total budget of one a second: the MAC change's re-assertion waits its turn, as after
+    // a failover that spent the budget, while the retry is due 50 ms after the refusal.
+    let mut s = settings();
+    s.steering.total_per_sec = 1;
+    let mut r = Rig::with(s, &[]);
+    r.swap_refused = true;
+    let mut moved = None;
+    for _ in 0..8 {
+        r.refuse_next = moved.is_none();
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+        moved = moved.or_else(|| (1..=2).find(|n| !r.moves_of(*n).is_empty()));
+    }
+    let n = moved.expect("an overload move");
+    r.deadlines(5000);
+    let (mac, _) = client(n);
+    let to = |retry: bool| {
+        r.sends
+            .iter()
+            .filter(|(_, t)| matches!(t, SendTag::Update { client, tries, .. } if client.mac == mac && (*tries > 1) == retry))
+            .count()
+    };
+    assert_eq!(to(true), 0, "a retry with the old MAC: {:?}", r.sends);
+    assert!(
+        to(false) > 1,
+        "told again after the MAC change: {:?}",
+        r.sends
+    );
 }

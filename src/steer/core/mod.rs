@@ -62,6 +62,11 @@ pub struct Steerer {
     answered: Answered,
     /// The next free turn for a move's first frame held back by the total rate limit.
     next_turn_ms: u64,
+    /// Moved clients whose port's MAC changed since they last heard it (balance-alb swapped
+    /// MACs): they send to a MAC the port no longer has, so their next update waits its turn
+    /// like a move's first instead of being shed by the total rate limit (a failover that
+    /// swaps MACs spends that budget at once). Each with the first of its claims not yet told.
+    unheard: HashMap<ClientKey, usize>,
     /// The once-a-second rebalance's buffers, kept so that a second allocates nothing.
     scratch: Scratch,
     /// Where a full port reads, learned: `saturated` and `max_fill` follow it.
@@ -137,6 +142,40 @@ pub(super) fn forget_oldest<V, A: Ord>(
     }
 }
 
+impl Steerer {
+    /// Keeps the moves within their bound (the client table's size) as [`forget_oldest`] does,
+    /// but never by forgetting a move within its hold-down or with updates still to send: a
+    /// LAN larger than the table moves more clients than it tracks, and a move forgotten early
+    /// let its client be moved again within the hold-down (the simulation's seed 634869, a move
+    /// 44 s after the last under a 45 s hold-down). Past the bound for a while, the moves are
+    /// bounded by the moves one hold-down makes. A move forgotten goes where an idle one goes:
+    /// the client still sends to that port, and a failover must find it.
+    fn forget_oldest_moves(&mut self, now: u64) {
+        let bound = self.cfg.max_moved.max(1);
+        if self.moved.len() <= bound {
+            return;
+        }
+        let hold = self.hold_ms();
+        let mut done: Vec<(u64, ClientKey)> = self
+            .moved
+            .iter()
+            .filter(|(_, m)| now.saturating_sub(m.at_ms) >= hold && m.pending.is_empty())
+            .map(|(k, m)| (m.at_ms, *k))
+            .collect();
+        let drop = (self.moved.len() - (bound - bound / 8)).min(done.len());
+        if drop == 0 {
+            return;
+        }
+        done.select_nth_unstable(drop - 1);
+        for (_, k) in &done[..drop] {
+            if let Some(m) = self.moved.remove(k) {
+                self.answered
+                    .restore(now, *k, 1u64 << m.port.min(63), m.claims);
+            }
+        }
+    }
+}
+
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
     out.push(Action::Log(level, LogKind::Steer, msg, Fields::default()));
 }
@@ -154,6 +193,7 @@ impl Steerer {
             up_since: Vec::new(),
             answered: Answered::new(cfg.max_moved),
             next_turn_ms: 0,
+            unheard: HashMap::new(),
             scratch: Scratch::default(),
             saturation: Ceiling::default(),
             saturation_said: cfg.policy.saturated,
@@ -340,6 +380,7 @@ impl Steerer {
     /// still allows, each within the rate limits.
     fn send_update(&mut self, now: u64, client: ClientKey, ctx: &Ctx, out: &mut Vec<Action>) {
         let Some(m) = self.moved.get(&client) else {
+            self.unheard.remove(&client);
             return;
         };
         let Some(port) = ctx.ports.get(m.port).filter(|p| p.usable) else {
@@ -350,8 +391,13 @@ impl Steerer {
         }
         let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
         let first = m.issued == 0;
-        let mut issued = 0;
-        for claim in claims {
+        let unheard = self.unheard.get(&client).copied();
+        let (mut issued, mut waits) = (0, false);
+        for (i, claim) in claims.into_iter().enumerate() {
+            // The claims told the new MAC already, on an earlier turn.
+            if unheard.is_some_and(|k| i < k) {
+                continue;
+            }
             let confirm = !self.cfg.rules_off.has(Rule::ConfirmBeforeSend);
             if confirm && !self.allowed(ctx, client, &claim) {
                 log(
@@ -372,8 +418,12 @@ impl Steerer {
             };
             match admit {
                 Admit::Yes => {}
-                Admit::Busy if first && issued == 0 => {
+                Admit::Busy if (first && issued == 0) || unheard.is_some() => {
+                    if let Some(k) = self.unheard.get_mut(&client) {
+                        *k = i;
+                    }
                     self.wait_for_turn(now, client, claim.client(), out);
+                    waits = true;
                     break;
                 }
                 _ => {
@@ -398,6 +448,9 @@ impl Steerer {
         }
         if let Some(m) = self.moved.get_mut(&client) {
             m.issued = m.issued.saturating_add(issued);
+        }
+        if !waits {
+            self.unheard.remove(&client);
         }
     }
 
@@ -466,6 +519,12 @@ mod pins_tests;
 
 #[cfg(test)]
 mod beside_tests;
+
+#[cfg(test)]
+mod mac_change_tests;
+
+#[cfg(test)]
+mod bound_tests;
 
 #[cfg(test)]
 mod props;

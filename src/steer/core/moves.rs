@@ -5,9 +5,7 @@ use log::Level;
 
 use super::lines::{move_fields, move_line, settle_line};
 use super::ports::RATE_WINDOW_MS;
-use super::{
-    forget_oldest, log, Action, ClientSnap, Ctx, LogKind, Moved, PortId, Scratch, Steerer,
-};
+use super::{log, Action, ClientSnap, Ctx, LogKind, Moved, PortId, Scratch, Steerer};
 
 use std::collections::HashSet;
 
@@ -142,7 +140,7 @@ impl Steerer {
                 prior,
             },
         );
-        forget_oldest(&mut self.moved, self.cfg.max_moved, |m| m.at_ms);
+        self.forget_oldest_moves(now);
     }
 
     /// Moves every client on a port that just went down or disappeared to live ports, now: those

@@ -179,8 +179,34 @@ impl Steerer {
             .note(now, key, port, Claim::V6 { client, server });
     }
 
+    /// Ports' MACs changed, each given with its old one: a client the host told a port's old
+    /// MAC sends to the port that holds it now. The ports that now hold a MAC the host gave out
+    /// and are not usable (the failed active slave that took the next one's): the caller fails
+    /// them over, as the clients the host left there are on a dead port.
+    pub fn follow_port_macs(&mut self, changed: &[(PortId, Mac)], ctx: &Ctx) -> Vec<PortId> {
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        let moved: Vec<(PortId, PortId)> = changed
+            .iter()
+            .filter_map(|(p, old)| {
+                let to = ctx.ports.iter().position(|q| q.mac == *old)?;
+                (to != *p).then_some((*p, to))
+            })
+            .collect();
+        self.answered.follow_macs(&moved);
+        let mut dead: Vec<PortId> = moved
+            .iter()
+            .map(|(_, to)| *to)
+            .filter(|to| !ctx.ports.get(*to).is_some_and(|p| p.usable))
+            .collect();
+        dead.sort_unstable();
+        dead.dedup();
+        dead
+    }
+
     /// A port's MAC changed (balance-alb swaps MACs on failover): re-asserts every client rlbd
-    /// put on it.
+    /// put on it, each update waiting its turn for the total budget rather than shed.
     pub fn on_port_mac_changed(
         &mut self,
         now: u64,
@@ -194,6 +220,10 @@ impl Steerer {
             .filter(|(_, m)| m.port == port)
             .map(|(k, _)| (*k, "the port's MAC changed"))
             .collect();
+        // Bounded by the moves: a client forgotten since needs no word of the new MAC.
+        let moved = &self.moved;
+        self.unheard.retain(|k, _| moved.contains_key(k));
+        self.unheard.extend(on.iter().map(|(k, _)| (*k, 0)));
         self.reassert_all(now, "port MAC change", on, ctx, out);
     }
 }

@@ -1,0 +1,73 @@
+//! A port whose MAC changed (balance-alb swaps the active slave's MAC with the next one's when
+//! it fails): the clients rlbd put on it must hear the new MAC, even when the failover that came
+//! with the swap spent the total budget.
+
+use super::fixture::*;
+use super::*;
+use crate::host::testing::*;
+use crate::policy::Reason;
+
+#[test]
+fn a_mac_change_re_assertion_waits_for_the_total_budget_instead_of_being_shed() {
+    let w = World::new();
+    // One frame per move and a total budget of two a second: the move's ARP and NA spend it.
+    let mut s = Steerer::new(SteerConfig {
+        repeats: 1,
+        total_per_sec: 2,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    w.with(|ctx| {
+        let to_p1 = mv(0, 1, Reason::Failover);
+        let key = ClientKey::untagged(CLIENT);
+        assert!(s.apply_move(0, key, &talk(), &to_p1, "test", ctx, &mut out));
+    });
+    assert_eq!(sends(&out).len(), 2, "the move's ARP and NA");
+    out.clear();
+    // p1's MAC changes 10 ms later, while the budget is empty.
+    w.with(|ctx| {
+        s.on_port_mac_changed(10, 1, ctx, &mut out);
+        for t in (10..5000).step_by(10) {
+            s.on_timer(t, ctx, &mut out);
+        }
+    });
+    let told = sends(&out);
+    assert!(
+        told.contains(&(1, V4)) && told.contains(&(1, V6)),
+        "the client never heard p1's new MAC: {told:?}; {:?}",
+        logs(&out, Level::Debug)
+    );
+}
+
+#[test]
+fn a_client_the_host_put_on_a_port_follows_its_mac_to_the_dead_slave_that_took_it() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let key = ClientKey::untagged(CLIENT);
+    // The host (or an idle move forgotten) left the client on p1's MAC.
+    s.answered.restore(0, key, 1 << 1, vec![V4]);
+    // p0, the active slave, fails: the driver gives p1 the bond's MAC (p0's) and p0 p1's.
+    let ports: Vec<PortInfo> = [(P[1], false), (P[0], true), (P[2], true)]
+        .iter()
+        .enumerate()
+        .map(|(i, (mac, usable))| PortInfo {
+            name: format!("p{i}"),
+            mac: *mac,
+            usable: *usable,
+        })
+        .collect();
+    let mut out = Vec::new();
+    w.with(|real| {
+        let ctx = Ctx {
+            host: real.host,
+            ports: &ports,
+        };
+        let dead = s.follow_port_macs(&[(0, P[0]), (1, P[1])], &ctx);
+        assert_eq!(dead, vec![0], "p1's old MAC is on the dead p0 now");
+        let mut views = w.port_views();
+        views[0].up = false;
+        s.failover(1000, &dead, &views, &[], &ctx, &mut out);
+    });
+    let to = s.moved(&key).map(|m| m.port);
+    assert!(to.is_some_and(|p| p != 0), "left on the dead p0: {to:?}");
+}
