@@ -331,9 +331,11 @@ guests_host() {
     say "host: c3 ${_i3} -> $9, c4 ${_i4} -> ${10} (first change at $HOST_MOVE s); last 3 s: host from c3 $1, c4 $2 Mbit/s = ${3}% on sl0, ${4}% on sl1; slaves sl0 $5, sl1 $6 Mbit/s; guests g1 $7, g2 $8 Mbit/s; switch FDB $FDB_HOST"
     say "  rlbd meanwhile: $H_LOG"
     say "  c3/c4 entries by time: $(awk '$2 != p2 || $3 != p3 { printf "%s:%s/%s ", $1, $2, $3; p2 = $2; p3 = $3 }' /tmp/hsnaps)"
-    # balanced: a client's entry changed (or the driver split them), and each slave carries at
-    # least a quarter of the host's receive
-    [ "$HOST_MOVE" != never ] && [ "$3" -ge 25 ] && [ "$4" -ge 25 ] && HOST_CLIENTS=balanced
+    # balanced: a client's entry changed (or the driver split them), and c3 and c4 end on two
+    # slaves, each receiving. Not a share of the host's bytes: where both guests share a slave
+    # with one host client (as good a placement for the bond), that client draws what the guests
+    # leave, and the host's split is 71/29 or 75/25 with nothing wrong (CI, 2026-12-05).
+    [ "$HOST_MOVE" != never ] && [ "$9" != "${10}" ] && fcmp "$1" '>=' 1 && fcmp "$2" '>=' 1 && HOST_CLIENTS=balanced
     # the guests meanwhile: g1 and g2 each learned on one switch port and receiving, and the
     # bond full. Where they end up is the planners' choice: with c3 and c4 arriving on g2's
     # slave, moving g2 (it fits beside g1) is as good as moving a host client; either way each
@@ -352,7 +354,7 @@ guests_host() {
 guests_host_checks() {
     [ -n "$H_FIGS" ] || return 0
     [ "$HOST_CLIENTS" = balanced ]
-    verdict $? host "with rlbd the host's own clients are balanced in the same run (an ARP entry moved, >= 25% of the host's receive on each slave)" "$H_FIGS"
+    verdict $? host "with rlbd the host's own clients are balanced in the same run (an ARP entry moved; c3 and c4 on two slaves, each receiving)" "$H_FIGS"
     [ "${GIVEN_UP:-0}" = 1 ] && return 0
     [ "$H_GUESTS" = 0 ]
     verdict $? host-guests "meanwhile g1 and g2 receive, each learned on one slave, and the slaves carry >= 1.8x cap" "$H_FIGS"

@@ -297,8 +297,11 @@ bond_remade() {
         # bond0 again on `networkctl delete bond0; networkctl reload`, but never enslaves sl0
         # and sl1 again (their join request waits, `networkctl reconfigure` or not); restarting
         # networkd configures everything afresh, as at boot.
+        # The restart waits until bond0 is gone: once (CI, 2026-12-05) networkd restarted while
+        # the old bond0 was still there made the new one but never enslaved sl0 and sl1.
         sed -i 's/^MIIMonitorSec=.*/MIIMonitorSec=200ms/' /etc/systemd/network/10-bond0.netdev
         networkctl delete bond0 >"$OUT/remake-$st.log" 2>&1
+        for _ in $(seq 50); do [ -e /sys/class/net/bond0 ] || break; sleep 0.1; done
         systemctl restart systemd-networkd >>"$OUT/remake-$st.log" 2>&1
         how="MIIMonitorSec edited, networkctl delete bond0, systemctl restart systemd-networkd"
         ;;
