@@ -218,23 +218,14 @@ fn a_guest_beside_a_larger_host_client_is_not_the_one_flow_left_alone() {
         pins(&out).is_empty(),
         "alone on its port, it stays: {out:?}"
     );
-    let hosts = [host_flow(0, 21.8e6, None), host_flow(0, 1.0e6, None)];
+    let hosts = [
+        ClientView::moved_flow(0, 21.8e6, None),
+        ClientView::moved_flow(0, 1.0e6, None),
+    ];
     g.rebalance(10_200, &cfg, (&ports, &hosts), &mut out);
     let p = pins(&out);
     assert_eq!(p.len(), 1, "{out:?}");
     assert_eq!((p[0].0, p[0].1), (guest(0), 1));
-}
-
-/// A host client as the clients' planner weighed it: on `port`, drawing `rate_bps`, moved
-/// `since_move` seconds ago (if rlbd moved it).
-fn host_flow(port: usize, rate_bps: f64, since_move: Option<u64>) -> ClientView {
-    ClientView {
-        port,
-        rate_bps,
-        held: since_move.is_some(),
-        since_move,
-        last_move: since_move.map(|_| (1, Reason::Overload)),
-    }
 }
 
 /// Found in the kernel lab (guests on a VLAN, 6.12): a host client moved to port 1 a second
@@ -258,13 +249,16 @@ fn no_guest_moves_on_the_second_after_a_host_client_moved() {
     let cfg = PolicyConfig::default();
     let ports = [port(29.7e6, true), port(12.0e6, false)];
     for since in 0..crate::policy::SETTLE_SECS {
-        let hosts = [host_flow(0, 19.0e6, None), host_flow(1, 3.0e6, Some(since))];
+        let hosts = [
+            ClientView::moved_flow(0, 19.0e6, None),
+            ClientView::moved_flow(1, 3.0e6, Some(since)),
+        ];
         g.rebalance(10_200, &cfg, (&ports, &hosts), &mut out);
         assert!(pins(&out).is_empty(), "{since} s after: {out:?}");
     }
     let hosts = [
-        host_flow(0, 19.0e6, None),
-        host_flow(1, 3.0e6, Some(crate::policy::SETTLE_SECS)),
+        ClientView::moved_flow(0, 19.0e6, None),
+        ClientView::moved_flow(1, 3.0e6, Some(crate::policy::SETTLE_SECS)),
     ];
     g.rebalance(10_200, &cfg, (&ports, &hosts), &mut out);
     let p = pins(&out);

@@ -78,6 +78,19 @@ pub struct ClientView {
 }
 
 impl ClientView {
+    /// A flow on `port` drawing `rate_bps`, moved off port 1 for overload `since_move` seconds
+    /// ago (held while it was moved), for the tests of the planners that weigh it.
+    #[cfg(test)]
+    pub fn moved_flow(port: PortId, rate_bps: f64, since_move: Option<u64>) -> ClientView {
+        ClientView {
+            port,
+            rate_bps,
+            held: since_move.is_some(),
+            since_move,
+            last_move: since_move.map(|_| (1, Reason::Overload)),
+        }
+    }
+
     /// This flow as another planner's: its load, and how lately it moved, count on its port (a
     /// moved flow still shows partly where it was; it grows into its new port), but this
     /// planner may not move it: held, with no move of its own to correct. The guests' planner

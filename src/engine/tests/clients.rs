@@ -88,13 +88,7 @@ fn a_retry_goes_only_to_a_client_still_confirmed() {
     for gone in [false, true] {
         let mut r = Rig::new();
         r.fail_refused = gone;
-        let mut moved = None;
-        for _ in 0..8 {
-            r.refuse_next = moved.is_none();
-            r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
-            moved = moved.or_else(|| (1..=2).find(|n| !r.moves_of(*n).is_empty()));
-        }
-        let n = moved.expect("an overload move");
+        let n = refused_overload_move(&mut r);
         r.deadlines(5000);
         let (mac, _) = client(n);
         let retries = r
@@ -129,13 +123,7 @@ fn a_retry_is_not_sent_with_a_mac_its_port_no_longer_has() {
     s.steering.total_per_sec = 1;
     let mut r = Rig::with(s, &[]);
     r.swap_refused = true;
-    let mut moved = None;
-    for _ in 0..8 {
-        r.refuse_next = moved.is_none();
-        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
-        moved = moved.or_else(|| (1..=2).find(|n| !r.moves_of(*n).is_empty()));
-    }
-    let n = moved.expect("an overload move");
+    let n = refused_overload_move(&mut r);
     r.deadlines(5000);
     let (mac, _) = client(n);
     let to = |retry: bool| {
@@ -150,4 +138,16 @@ fn a_retry_is_not_sent_with_a_mac_its_port_no_longer_has() {
         "told again after the MAC change: {:?}",
         r.sends
     );
+}
+
+/// Clients 1 and 2 overload port 0 until one of them is moved, the move's first update refused
+/// by the kernel; returns the moved client.
+fn refused_overload_move(r: &mut Rig) -> u8 {
+    let mut moved = None;
+    for _ in 0..8 {
+        r.refuse_next = moved.is_none();
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+        moved = moved.or_else(|| (1..=2).find(|n| !r.moves_of(*n).is_empty()));
+    }
+    moved.expect("an overload move")
 }

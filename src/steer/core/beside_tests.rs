@@ -4,20 +4,9 @@
 
 use super::fixture::*;
 use super::*;
-use crate::policy::{ClientView, Move, PortView, Reason};
+use crate::policy::{ClientView, Move, PortView};
 
 const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);
-
-/// A guest's flow on `port`, moved `since_move` seconds ago (if it was).
-fn guest(port: PortId, rate_bps: f64, since_move: Option<u64>) -> ClientView {
-    ClientView {
-        port,
-        rate_bps,
-        held: since_move.is_some(),
-        since_move,
-        last_move: since_move.map(|_| (1, Reason::Overload)),
-    }
-}
 
 /// Port 0 saturated (98 of 100 Mbit/s), the host's one client on it drawing 20.
 fn saturated_p0(w: &World) -> (Vec<PortView>, [ClientSnap; 1]) {
@@ -55,7 +44,7 @@ fn a_client_alone_on_its_port_is_the_one_flow_left_alone() {
 
 #[test]
 fn a_client_beside_a_larger_guest_moves_and_the_guest_stays() {
-    let (s, made, out) = rebalance(0, &[guest(0, 70e6, None)]);
+    let (s, made, out) = rebalance(0, &[ClientView::moved_flow(0, 70e6, None)]);
     assert_eq!(made, vec![0], "{out:?}");
     assert!(s.moved(&CLIENT).is_some_and(|m| m.port != 0));
     assert_eq!(s.flows().len(), 1, "the flows are the clients only");
@@ -64,10 +53,17 @@ fn a_client_beside_a_larger_guest_moves_and_the_guest_stays() {
 #[test]
 fn no_client_moves_on_the_second_after_a_guest_moved() {
     for since in 0..crate::policy::SETTLE_SECS {
-        let (s, made, out) = rebalance(0, &[guest(0, 70e6, Some(since))]);
+        let (s, made, out) = rebalance(0, &[ClientView::moved_flow(0, 70e6, Some(since))]);
         assert!(made.is_empty(), "{since} s after a guest moved: {out:?}");
         assert!(s.moved(&CLIENT).is_none());
     }
-    let (_, made, _) = rebalance(0, &[guest(0, 70e6, Some(crate::policy::SETTLE_SECS))]);
+    let (_, made, _) = rebalance(
+        0,
+        &[ClientView::moved_flow(
+            0,
+            70e6,
+            Some(crate::policy::SETTLE_SECS),
+        )],
+    );
     assert_eq!(made, vec![0], "on a clean second the client moves");
 }
