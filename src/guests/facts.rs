@@ -4,7 +4,7 @@
 use log::Level;
 
 use crate::client::ClientKey;
-use crate::policy::model::PortId;
+use crate::policy::model::PortIndex;
 use crate::policy::Reason;
 
 /// One entry of a bridge's forwarding database, as the guests table wants it.
@@ -47,7 +47,7 @@ pub enum GuestAction {
     /// (`None`: its first placement).
     Pin {
         key: ClientKey,
-        port: PortId,
+        port: PortIndex,
         reason: Option<Reason>,
     },
     /// Leave `key` to the kernel again.
@@ -57,7 +57,7 @@ pub enum GuestAction {
     /// Announce `key` on `port` again (the switch may have aged it out).
     Announce {
         key: ClientKey,
-        port: PortId,
+        port: PortIndex,
     },
     Log(Level, String),
 }

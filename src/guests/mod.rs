@@ -24,7 +24,7 @@ use log::Level;
 
 use crate::client::ClientKey;
 use crate::policy::hold_down::{since_move_secs, HoldDown};
-use crate::policy::model::PortId;
+use crate::policy::model::PortIndex;
 use crate::policy::{self, ClientView, PolicyConfig, PortView, Reason};
 pub use config::{parse_mac, GuestsConfig};
 pub use facts::{FdbFact, GuestAction, GuestCount};
@@ -44,13 +44,13 @@ pub struct Guest {
     pub bridge_port: u32,
     pub bridge: u32,
     /// The slave it is pinned to (`None`: no port could take it yet).
-    pub port: Option<PortId>,
+    pub port: Option<PortIndex>,
     /// Received and transmitted, bit/s, in the last second.
     pub rx_bps: f64,
     pub tx_bps: f64,
     /// When rlbd last moved it, and from where and why.
     pub moved_ms: Option<u64>,
-    pub last_move: Option<(PortId, Reason)>,
+    pub last_move: Option<(PortIndex, Reason)>,
     pub moves: u64,
     /// Pinned by the configuration (`[guests] pin`): never moved by the balancing rules.
     pub pinned: bool,
@@ -392,7 +392,7 @@ impl Guests {
         &mut self,
         now: u64,
         key: ClientKey,
-        to: PortId,
+        to: PortIndex,
         reason: Reason,
         out: &mut Vec<GuestAction>,
     ) {
@@ -438,7 +438,7 @@ impl Guests {
                 .cfg
                 .pinned_to(key.mac)
                 .and_then(|n| self.names.iter().position(|x| x == n));
-            let usable = |p: &PortId| ports.get(*p).is_some_and(|v| v.up);
+            let usable = |p: &PortIndex| ports.get(*p).is_some_and(|v| v.up);
             let before = self.remembered.remove(&key).filter(|r| usable(&r.port));
             let to = pin
                 .filter(usable)
@@ -463,7 +463,7 @@ impl Guests {
 
     /// A pinned guest that failed over goes back to its port once it is up again.
     fn pins_home(&mut self, now: u64, ports: &[PortView], out: &mut Vec<GuestAction>) {
-        let home: Vec<(ClientKey, PortId)> = self
+        let home: Vec<(ClientKey, PortIndex)> = self
             .list
             .values()
             .filter(|g| g.pinned)

@@ -3,16 +3,16 @@
 
 use super::{GuestAction, Guests};
 use crate::client::ClientKey;
-use crate::policy::model::PortId;
+use crate::policy::model::PortIndex;
 use crate::policy::{PortView, Reason};
 
 /// Where a guest is pinned and its last move, as the state file keeps them across a restart.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GuestPin {
     pub key: ClientKey,
-    pub port: PortId,
+    pub port: PortIndex,
     pub moved_ms: Option<u64>,
-    pub last_move: Option<(PortId, Reason)>,
+    pub last_move: Option<(PortIndex, Reason)>,
 }
 
 impl Guests {

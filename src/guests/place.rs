@@ -1,11 +1,11 @@
 //! Where a guest goes when its rate is not known: a new guest, or one whose port failed.
 
-use crate::policy::model::PortId;
+use crate::policy::model::PortIndex;
 use crate::policy::PortView;
 
 /// The live port with the fewest guests (`per_port`), then the least utilized, then the lowest
 /// index: new guests weigh nothing yet, so by load alone they would all land on one port.
-pub fn least_loaded(ports: &[PortView], per_port: &[usize]) -> Option<PortId> {
+pub fn least_loaded(ports: &[PortView], per_port: &[usize]) -> Option<PortIndex> {
     ports
         .iter()
         .enumerate()

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Guests;
-use crate::policy::model::PortId;
+use crate::policy::model::PortIndex;
 use crate::policy::Reason;
 
 /// One guest behind the bond.
@@ -54,7 +54,7 @@ impl Guests {
         ports: &[String],
         name: &dyn Fn(u32) -> String,
     ) -> Vec<GuestStatus> {
-        let port = |p: Option<PortId>| {
+        let port = |p: Option<PortIndex>| {
             p.and_then(|p| ports.get(p))
                 .map_or_else(|| "-".into(), Clone::clone)
         };

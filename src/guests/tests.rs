@@ -53,7 +53,7 @@ fn enabled() -> GuestsConfig {
     }
 }
 
-fn pins(out: &[GuestAction]) -> Vec<(ClientKey, PortId, Option<Reason>)> {
+fn pins(out: &[GuestAction]) -> Vec<(ClientKey, PortIndex, Option<Reason>)> {
     out.iter()
         .filter_map(|a| match a {
             GuestAction::Pin { key, port, reason } => Some((*key, *port, *reason)),
@@ -143,7 +143,7 @@ fn seen_from_the_switch_on_its_own_port_releases_on_another_port_does_not() {
     let (mut g, mut out) = table(enabled());
     four(&mut g, &mut out);
     out.clear();
-    let count = |n: u8, port: PortId| GuestCount {
+    let count = |n: u8, port: PortIndex| GuestCount {
         key: guest(n),
         port: DoorPort::new(port),
         rx_bytes: 0,

@@ -24,32 +24,32 @@
 //! single gathering move did it.
 
 use super::config::PolicyConfig;
-use super::model::{utilization, ClientView, Move, PortId, Reason};
+use super::model::{utilization, ClientView, Move, PortIndex, Reason};
 use super::packing::swap;
 use super::planner::Targets;
 use super::settle::{may_join, reason_for, second_move_from};
 
 /// A client of a port with room that may trade places: its rate, its index, and the port its
 /// one move of the hold-down took it off (it may not go back there), if it is held.
-type Candidate = (f64, usize, Option<PortId>);
+type Candidate = (f64, usize, Option<PortIndex>);
 
 /// Swaps two clients of two ports other than `h`, both with room (`ports`), so that the
 /// emptiest port afterwards has room for `need` under `max_fill` and the other stays under
 /// it; the smallest difference that does it. Returns whether it made one.
 pub(super) fn gather_by_exchange(
     cfg: &PolicyConfig,
-    (h, need): (PortId, f64),
+    (h, need): (PortIndex, f64),
     clients: &[ClientView],
-    ports: &[PortId],
+    ports: &[PortIndex],
     targets: &mut Targets,
     took: &mut [bool],
     moves: &mut Vec<Move>,
 ) -> bool {
     let fill = cfg.max_fill.max(cfg.threshold);
-    let room = |p: PortId| fill * targets.capacity[p] - targets.load[p];
+    let room = |p: PortIndex| fill * targets.capacity[p] - targets.load[p];
     let on = candidates(ports, clients, moves);
     // (difference, x on a, z on b, a, b)
-    let mut best: Option<(f64, usize, usize, PortId, PortId)> = None;
+    let mut best: Option<(f64, usize, usize, PortIndex, PortIndex)> = None;
     for (&a, xs) in ports.iter().zip(&on) {
         let short = need - room(a);
         if short <= 0.0 {
@@ -97,7 +97,7 @@ pub(super) fn gather_by_exchange(
 /// For each of `ports`, in its order, the clients that may trade places, smallest rate first:
 /// drawing something, not moved this round, and free to move or held after one overload or
 /// room move (their second, final one). One pass over the clients.
-fn candidates(ports: &[PortId], clients: &[ClientView], moves: &[Move]) -> Vec<Vec<Candidate>> {
+fn candidates(ports: &[PortIndex], clients: &[ClientView], moves: &[Move]) -> Vec<Vec<Candidate>> {
     let mut on = vec![Vec::new(); ports.len()];
     for (i, c) in clients.iter().enumerate() {
         let Some(k) = ports.iter().position(|&p| p == c.port) else {
@@ -123,11 +123,11 @@ fn candidates(ports: &[PortId], clients: &[ClientView], moves: &[Move]) -> Vec<V
 /// or an exchange).
 pub(super) fn emptiest_after(
     targets: &Targets,
-    h: PortId,
-    (a, b): (PortId, PortId),
+    h: PortIndex,
+    (a, b): (PortIndex, PortIndex),
     delta: f64,
 ) -> bool {
-    let load = |q: PortId| match q {
+    let load = |q: PortIndex| match q {
         q if q == a => targets.load[a] - delta,
         q if q == b => targets.load[b] + delta,
         q => targets.load[q],
@@ -155,7 +155,7 @@ pub(super) fn emptiest_after(
 /// a bisection per client of `h` and port, only in a round where nothing else moved off `h`.
 pub(super) fn exchange_off_saturated(
     cfg: &PolicyConfig,
-    h: PortId,
+    h: PortIndex,
     xs: &[usize],
     clients: &[ClientView],
     targets: &mut Targets,
@@ -164,7 +164,7 @@ pub(super) fn exchange_off_saturated(
 ) -> bool {
     let fill = cfg.max_fill.max(cfg.threshold);
     let shed = cfg.min_gain * targets.capacity[h];
-    let open = |d: PortId| {
+    let open = |d: PortIndex| {
         d != h
             && !took[d]
             && targets.order.iter().any(|&(_, q)| q == d)

@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Index into the `ports` slice given to the planner.
-pub type PortId = usize;
+/// A port as the planner, the steering core and the guests' table number it: its index in the
+/// `ports` slice they are given, which is the engine's port table (`engine::PortId::index`). A
+/// plain index because these modules index slices with it; the door's typed `PortId` wraps it.
+pub type PortIndex = usize;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortView {
@@ -63,7 +65,7 @@ pub(crate) fn utilization(rate: f64, capacity: f64) -> f64 {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientView {
     /// The port its frames arrive on now (not where it was told to go).
-    pub port: PortId,
+    pub port: PortIndex,
     /// Measured rate, bit/s.
     pub rate_bps: f64,
     /// Moved less than the hold-down ago: it stays where it is, except for failover.
@@ -74,14 +76,14 @@ pub struct ClientView {
     /// While it is held by the hold-down after a move: the port that move took it off, and why
     /// it moved. It never goes back there within the hold-down, and a move of reason
     /// `Overload` or `Room` may still be corrected once (`Reason::Settle`).
-    pub last_move: Option<(PortId, Reason)>,
+    pub last_move: Option<(PortIndex, Reason)>,
 }
 
 impl ClientView {
     /// A flow on `port` drawing `rate_bps`, moved off port 1 for overload `since_move` seconds
     /// ago (held while it was moved), for the tests of the planners that weigh it.
     #[cfg(test)]
-    pub fn moved_flow(port: PortId, rate_bps: f64, since_move: Option<u64>) -> ClientView {
+    pub fn moved_flow(port: PortIndex, rate_bps: f64, since_move: Option<u64>) -> ClientView {
         ClientView {
             port,
             rate_bps,
@@ -138,8 +140,8 @@ impl Reason {
 pub struct Move {
     /// Index into the `clients` slice.
     pub client: usize,
-    pub from: PortId,
-    pub to: PortId,
+    pub from: PortIndex,
+    pub to: PortIndex,
     pub rate_bps: f64,
     pub reason: Reason,
     /// Utilization of the source and target before and after, for the log line.

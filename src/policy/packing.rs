@@ -40,7 +40,7 @@
 
 use super::config::PolicyConfig;
 use super::exchange::{emptiest_after, exchange_off_saturated};
-use super::model::{utilization, ClientView, Move, PortId, Reason};
+use super::model::{utilization, ClientView, Move, PortIndex, Reason};
 use super::planner::{Targets, Walk};
 use super::settle::{reason_for, second_move_from, settling};
 
@@ -56,7 +56,7 @@ const STARVED_SHARE: f64 = 0.25;
 /// to the least-loaded port that has not taken one this round (`took`).
 pub(super) fn relieve_saturated(
     cfg: &PolicyConfig,
-    h: PortId,
+    h: PortIndex,
     on_h: &[usize],
     clients: &[ClientView],
     targets: &mut Targets,
@@ -146,7 +146,7 @@ fn starved_under(clients: &[ClientView], eligible: &[usize], elephant_rate: f64)
 /// that much for certain, and the next round learns from what `c` then draws.
 fn least_served(
     cfg: &PolicyConfig,
-    h: PortId,
+    h: PortIndex,
     c: usize,
     clients: &[ClientView],
     targets: &mut Targets,
@@ -174,7 +174,7 @@ fn least_served(
 /// nothing else moved off `h`.
 fn gather_room(
     cfg: &PolicyConfig,
-    h: PortId,
+    h: PortIndex,
     need: f64,
     clients: &[ClientView],
     targets: &mut Targets,
@@ -195,14 +195,14 @@ fn gather_room(
         return false;
     }
     let fill = cfg.max_fill.max(cfg.threshold);
-    let open = |p: PortId| {
+    let open = |p: PortIndex| {
         p != h
             && !took[p]
             && targets.order.iter().any(|&(_, q)| q == p)
             && targets.util(p) < cfg.max_fill
     };
-    let fits = |p: PortId, load: f64| utilization(load + need, targets.capacity[p]) <= fill;
-    let mut best: Option<(f64, usize, PortId, PortId)> = None;
+    let fits = |p: PortIndex, load: f64| utilization(load + need, targets.capacity[p]) <= fill;
+    let mut best: Option<(f64, usize, PortIndex, PortIndex)> = None;
     for (x, cx) in clients.iter().enumerate() {
         let (a, r) = (cx.port, cx.rate_bps);
         let moved = moves.iter().any(|m| m.client == x);
@@ -233,7 +233,7 @@ fn gather_room(
     }
     let Some((r, x, a, b)) = best else {
         // No single move does it: two clients of two ports with room may, by trading places.
-        let ports: Vec<PortId> = targets
+        let ports: Vec<PortIndex> = targets
             .order
             .iter()
             .map(|&(_, p)| p)
@@ -258,7 +258,7 @@ fn gather_room(
 /// with it; `to` takes no other client this round.
 pub(super) fn shift(
     reason: Reason,
-    (from, to): (PortId, PortId),
+    (from, to): (PortIndex, PortIndex),
     c: usize,
     rate: f64,
     targets: &mut Targets,
@@ -287,7 +287,7 @@ pub(super) fn shift(
 /// half alone may overfill `b`; the pair never does).
 pub(super) fn swap(
     (why_x, why_y): (Reason, Reason),
-    (a, b): (PortId, PortId),
+    (a, b): (PortIndex, PortIndex),
     (x, y): (usize, usize),
     clients: &[ClientView],
     targets: &mut Targets,
@@ -311,8 +311,8 @@ fn emptiest_free(
     cfg: &PolicyConfig,
     targets: &Targets,
     took: &[bool],
-    h: PortId,
-) -> Option<PortId> {
+    h: PortIndex,
+) -> Option<PortIndex> {
     targets
         .order
         .iter()

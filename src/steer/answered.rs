@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use super::core::forget_oldest;
-use super::core::PortId;
+use super::core::PortIndex;
 use crate::client::ClientKey;
 use crate::host::Claim;
 
@@ -21,7 +21,7 @@ pub const ROUND_MS: u64 = 1000;
 
 /// Ports tracked per client: a bitmask. Ports past the 64th are not tracked (plain-port setups
 /// name a handful).
-const MAX_PORT: PortId = 64;
+const MAX_PORT: PortIndex = 64;
 
 /// Claims kept per client: one per server address it asked for, as a move claims
 /// (`ServerSet::MAX`).
@@ -46,7 +46,7 @@ struct Entry {
 pub struct Stranded {
     pub key: ClientKey,
     /// The failed port it may be on.
-    pub port: PortId,
+    pub port: PortIndex,
     pub claims: Vec<Claim>,
 }
 
@@ -58,14 +58,14 @@ pub struct Answered {
     /// broadcast ARP request, a multicast NA or NS): each hearer with an entry for the server
     /// takes that port's MAC. Kept apart and applied when asked, so a burst of broadcasts costs
     /// nothing per client.
-    broadcasts: HashMap<(u16, PortId), u64>,
+    broadcasts: HashMap<(u16, PortIndex), u64>,
     bound: usize,
     /// What the state file holds of it changed since [`take_changed`](Self::take_changed): a
     /// host answering the same client on the same port again changes nothing durable.
     changed: bool,
 }
 
-fn bit(port: PortId) -> u64 {
+fn bit(port: PortIndex) -> u64 {
     1u64 << port
 }
 
@@ -92,7 +92,7 @@ impl Answered {
     }
 
     /// The host told `key`, at `now`, to use `port` for `claim`'s server address.
-    pub fn note(&mut self, now: u64, key: ClientKey, port: PortId, claim: Claim) {
+    pub fn note(&mut self, now: u64, key: ClientKey, port: PortIndex, claim: Claim) {
         if port >= MAX_PORT {
             return;
         }
@@ -129,7 +129,7 @@ impl Answered {
     }
 
     /// The host sent a frame from `port` to every neighbour on `vlan`.
-    pub fn broadcast(&mut self, now: u64, vlan: u16, port: PortId) {
+    pub fn broadcast(&mut self, now: u64, vlan: u16, port: PortIndex) {
         if port < MAX_PORT {
             self.broadcasts.insert((vlan, port), now);
             self.changed = true;
@@ -141,7 +141,7 @@ impl Answered {
     /// than the frames: the whole round is kept then). The record follows them: once
     /// the client idles long enough for the client table to forget it, this is all that says
     /// where its next frames go.
-    pub fn counted(&mut self, key: &ClientKey, port: PortId, since_ms: u64) {
+    pub fn counted(&mut self, key: &ClientKey, port: PortIndex, since_ms: u64) {
         if let Some(e) = self.map.get_mut(key).filter(|e| e.last_ms < since_ms) {
             if port < MAX_PORT {
                 self.changed |= e.ports != bit(port);
@@ -171,7 +171,7 @@ impl Answered {
 
     /// The clients the host's answers may have left on one of the `down` ports, in key order
     /// (the planner breaks ties by index: a stable order keeps the outcome deterministic).
-    pub fn on_ports(&self, down: &[PortId]) -> Vec<Stranded> {
+    pub fn on_ports(&self, down: &[PortIndex]) -> Vec<Stranded> {
         let mask = down
             .iter()
             .filter(|p| **p < MAX_PORT)
@@ -186,7 +186,7 @@ impl Answered {
                 let hit = self.ports_of(k, e) & mask;
                 (hit != 0).then(|| Stranded {
                     key: *k,
-                    port: hit.trailing_zeros() as PortId,
+                    port: hit.trailing_zeros() as PortIndex,
                     claims: e.claims.clone(),
                 })
             })
@@ -230,7 +230,7 @@ impl Answered {
     /// Ports' MACs moved (balance-alb swaps the active slave's with the next one's): a client
     /// the host told port `from`'s MAC now sends to port `to`, which holds it, for each
     /// `(from, to)` at once.
-    pub fn follow_macs(&mut self, moved: &[(PortId, PortId)]) {
+    pub fn follow_macs(&mut self, moved: &[(PortIndex, PortIndex)]) {
         // Asked on every batch of netlink messages: nothing to do is the common case.
         if moved.is_empty() {
             return;
@@ -248,7 +248,7 @@ impl Answered {
             self.changed |= ports != e.ports;
             e.ports = ports;
         }
-        let casts: Vec<((u16, PortId), u64)> = self.broadcasts.drain().collect();
+        let casts: Vec<((u16, PortIndex), u64)> = self.broadcasts.drain().collect();
         for ((vlan, p), at) in casts {
             let to = moved.iter().find(|(f, _)| *f == p).map_or(p, |(_, t)| *t);
             self.broadcasts.insert((vlan, to), at);
@@ -280,7 +280,7 @@ mod tests {
         }
     }
 
-    fn keys(v: &[Stranded]) -> Vec<(ClientKey, PortId)> {
+    fn keys(v: &[Stranded]) -> Vec<(ClientKey, PortIndex)> {
         v.iter().map(|s| (s.key, s.port)).collect()
     }
 

@@ -2,7 +2,7 @@
 //! from the same snapshot the planner saw. Pure; the engine logs a reason once per episode of
 //! overload (again only when it changes, at debug; `engine::second`), and the status shows it.
 
-use super::core::{ClientSnap, PortId};
+use super::core::{ClientSnap, PortIndex};
 use crate::host::HostView;
 use crate::policy::{PolicyConfig, PortView};
 
@@ -15,7 +15,7 @@ pub struct Facts<'a> {
 }
 
 /// The reason port `hot` (overloaded, nothing moved off it this round) keeps its load.
-pub fn no_move(hot: PortId, ports: &[PortView], clients: &[ClientSnap], f: &Facts) -> String {
+pub fn no_move(hot: PortIndex, ports: &[PortView], clients: &[ClientSnap], f: &Facts) -> String {
     let Some(port) = ports.get(hot) else {
         return "the port is gone".into();
     };

@@ -10,7 +10,7 @@ pub mod foreign;
 pub mod nd;
 
 pub use self::core::{
-    Action, ClientSnap, Counters, Ctx, DurableMove, LogKind, Moved, PortId, PortInfo, Rule,
+    Action, ClientSnap, Counters, Ctx, DurableMove, LogKind, Moved, PortIndex, PortInfo, Rule,
     RulesOff, SendOutcome, SteerConfig, SteerState, Steerer, Weakening,
 };
 pub use arp::{guest_announcement, learning_frame, steering_update, tagged};

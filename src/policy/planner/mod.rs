@@ -9,13 +9,13 @@
 use std::collections::BTreeSet;
 
 use super::config::PolicyConfig;
-use super::model::{utilization, ClientView, Move, PortId, PortView, Reason};
+use super::model::{utilization, ClientView, Move, PortIndex, PortView, Reason};
 
 /// Ports that can take traffic, ordered by utilization (ties by index, for determinism).
 pub(super) struct Targets {
     pub(super) load: Vec<f64>,
     pub(super) capacity: Vec<f64>,
-    pub(super) order: BTreeSet<(u64, PortId)>,
+    pub(super) order: BTreeSet<(u64, PortIndex)>,
 }
 
 /// Total order on utilizations. Everything not positive (including -0.0, which an empty float
@@ -54,22 +54,22 @@ impl Targets {
         }
     }
 
-    pub(super) fn util(&self, p: PortId) -> f64 {
+    pub(super) fn util(&self, p: PortIndex) -> f64 {
         utilization(self.load[p], self.capacity[p])
     }
 
-    fn least_loaded(&self) -> Option<PortId> {
+    fn least_loaded(&self) -> Option<PortIndex> {
         self.order.first().map(|&(_, p)| p)
     }
 
     /// The least-loaded port that has not taken a client this round.
-    fn least_loaded_free(&self, took: &[bool]) -> Option<PortId> {
+    fn least_loaded_free(&self, took: &[bool]) -> Option<PortIndex> {
         self.order.iter().map(|&(_, p)| p).find(|&p| !took[p])
     }
 
     /// Moves `rate` of load from `from` to `to`, keeping the ordering right. `from` may be a
     /// down port, which is not in the ordering.
-    pub(super) fn shift(&mut self, from: PortId, to: PortId, rate: f64) {
+    pub(super) fn shift(&mut self, from: PortIndex, to: PortIndex, rate: f64) {
         for (p, delta) in [(from, -rate), (to, rate)] {
             let was = self.order.remove(&(key(self.util(p)), p));
             self.load[p] = nonneg(self.load[p] + delta);
@@ -156,7 +156,7 @@ fn nothing_to_do(cfg: &PolicyConfig, ports: &[PortView], clients: &[ClientView])
 pub const SETTLE_SECS: u64 = 2;
 
 /// Where a new client should go: the least-utilized live port (ties to the lowest index).
-pub fn place(ports: &[PortView]) -> Option<PortId> {
+pub fn place(ports: &[PortView]) -> Option<PortIndex> {
     Targets::new(ports).least_loaded()
 }
 
@@ -200,7 +200,7 @@ pub fn place_new(cfg: &PolicyConfig, ports: &[PortView], new: &[ClientView]) -> 
 fn failover(
     ports: &[PortView],
     clients: &[ClientView],
-    groups: &[(PortId, usize, usize)],
+    groups: &[(PortIndex, usize, usize)],
     by_port: &[usize],
     targets: &mut Targets,
     moves: &mut Vec<Move>,
@@ -235,7 +235,7 @@ fn failover(
             });
         }
     }
-    let live: Vec<PortId> = targets.order.iter().map(|&(_, p)| p).collect();
+    let live: Vec<PortIndex> = targets.order.iter().map(|&(_, p)| p).collect();
     for (i, (port, c)) in quiet.into_iter().enumerate() {
         let Some(&to) = live.get(i % live.len().max(1)) else {
             break;
@@ -260,12 +260,12 @@ fn overload(
     cfg: &PolicyConfig,
     ports: &[PortView],
     clients: &[ClientView],
-    (groups, by_port): (&[(PortId, usize, usize)], &[usize]),
+    (groups, by_port): (&[(PortIndex, usize, usize)], &[usize]),
     targets: &mut Targets,
     took: &mut [bool],
     moves: &mut Vec<Move>,
 ) {
-    let mut hot: Vec<&(PortId, usize, usize)> = groups
+    let mut hot: Vec<&(PortIndex, usize, usize)> = groups
         .iter()
         .filter(|(p, _, _)| ports[*p].up && ports[*p].overloaded && ports[*p].capacity_bps > 0.0)
         .collect();
@@ -299,7 +299,7 @@ fn overload(
 }
 
 /// (port, start, end) ranges of `sorted` (clients sorted by port).
-fn group_bounds(sorted: &[usize], clients: &[ClientView]) -> Vec<(PortId, usize, usize)> {
+fn group_bounds(sorted: &[usize], clients: &[ClientView]) -> Vec<(PortIndex, usize, usize)> {
     let mut groups = Vec::new();
     let mut start = 0;
     for i in 1..=sorted.len() {
@@ -327,7 +327,7 @@ impl Walk {
     /// `None` when at most one client is over the floor: moving it would only move the load.
     pub(super) fn of(
         cfg: &PolicyConfig,
-        h: PortId,
+        h: PortIndex,
         on_h: &[usize],
         clients: &[ClientView],
         targets: &Targets,
@@ -359,7 +359,7 @@ impl Walk {
 /// The paper's walk over one overloaded port `h`; `on_h` is sorted largest first.
 fn relieve(
     cfg: &PolicyConfig,
-    h: PortId,
+    h: PortIndex,
     on_h: &[usize],
     clients: &[ClientView],
     targets: &mut Targets,

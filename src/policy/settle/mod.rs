@@ -19,13 +19,13 @@
 //! most two moves per client per hold-down, never back to the port it left.
 
 use super::config::PolicyConfig;
-use super::model::{ClientView, Move, PortId, PortView, Reason};
+use super::model::{ClientView, Move, PortIndex, PortView, Reason};
 use super::packing::{shift, swap};
 use super::planner::{Targets, SETTLE_SECS};
 
 /// The port `c` left, if its last move may be corrected now: an overload or room move made
 /// between `SETTLE_SECS` and `settle` seconds ago, still held.
-pub(super) fn settling(cfg: &PolicyConfig, c: &ClientView) -> Option<PortId> {
+pub(super) fn settling(cfg: &PolicyConfig, c: &ClientView) -> Option<PortIndex> {
     match (c.held, c.last_move, c.since_move) {
         (true, Some((left, Reason::Overload | Reason::Room)), Some(s))
             if (SETTLE_SECS..=cfg.settle).contains(&s) =>
@@ -43,13 +43,13 @@ const LEAST_SHED: f64 = 0.25;
 
 /// Whether `c` may go to `to` as the other half of an exchange: free to move, or held after one
 /// move (its second within the hold-down, then final) that did not take it off `to`.
-pub(super) fn may_join(c: &ClientView, to: PortId) -> bool {
+pub(super) fn may_join(c: &ClientView, to: PortIndex) -> bool {
     !c.held || second_move_from(c).is_some_and(|left| left != to)
 }
 
 /// The port a held client left, if it may still move once more within its hold-down (then
 /// finally, as `Settle`, and never back there): its one move was an overload or room move.
-pub(super) fn second_move_from(c: &ClientView) -> Option<PortId> {
+pub(super) fn second_move_from(c: &ClientView) -> Option<PortIndex> {
     match c.last_move {
         Some((left, Reason::Overload | Reason::Room)) => Some(left),
         _ => None,
@@ -80,8 +80,8 @@ pub(super) fn settle(
     if cfg.settle < SETTLE_SECS {
         return;
     }
-    let live = |p: PortId| p < ports.len() && ports[p].up && ports[p].capacity_bps > 0.0;
-    let mut due: Vec<(usize, PortId)> = (0..clients.len())
+    let live = |p: PortIndex| p < ports.len() && ports[p].up && ports[p].capacity_bps > 0.0;
+    let mut due: Vec<(usize, PortIndex)> = (0..clients.len())
         .filter_map(|c| settling(cfg, &clients[c]).map(|left| (c, left)))
         .filter(|&(c, _)| live(clients[c].port) && clients[c].rate_bps.is_finite())
         .collect();
@@ -96,10 +96,10 @@ pub(super) fn settle(
         if targets.util(b) < cfg.saturated {
             continue;
         }
-        let open = |d: PortId| {
+        let open = |d: PortIndex| {
             d != left && d != b && live(d) && !took[d] && targets.util(d) < cfg.saturated
         };
-        let room = |d: PortId| fill * targets.capacity[d] - targets.load[d];
+        let room = |d: PortIndex| fill * targets.capacity[d] - targets.load[d];
         // Moved on: to the port with the most room, if that takes what it draws now.
         let roomiest = (0..ports.len())
             .filter(|&d| open(d))
@@ -126,12 +126,12 @@ pub(super) fn settle(
 fn partner(
     cfg: &PolicyConfig,
     c: usize,
-    (b, shed): (PortId, f64),
+    (b, shed): (PortIndex, f64),
     clients: &[ClientView],
-    open: &dyn Fn(PortId) -> bool,
-    room: &dyn Fn(PortId) -> f64,
+    open: &dyn Fn(PortIndex) -> bool,
+    room: &dyn Fn(PortIndex) -> f64,
     moves: &[Move],
-) -> Option<(usize, PortId)> {
+) -> Option<(usize, PortIndex)> {
     let r = clients[c].rate_bps;
     let floor = cfg.min_rate_bps();
     (0..clients.len())

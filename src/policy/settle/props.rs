@@ -12,9 +12,9 @@ use crate::policy::plan;
 const CAP: f64 = 100e6;
 
 struct Run {
-    on: Vec<PortId>,
+    on: Vec<PortIndex>,
     /// (second, from, to, reason) of each client's moves.
-    moves: Vec<Vec<(u64, PortId, PortId, Reason)>>,
+    moves: Vec<Vec<(u64, PortIndex, PortIndex, Reason)>>,
 }
 
 fn views(
@@ -28,7 +28,7 @@ fn views(
     for (c, &p) in run.on.iter().enumerate() {
         load[p] += demand[c];
     }
-    let scale = |p: PortId| if load[p] > CAP { CAP / load[p] } else { 1.0 };
+    let scale = |p: PortIndex| if load[p] > CAP { CAP / load[p] } else { 1.0 };
     let pv = (0..ports)
         .map(|p| PortView {
             capacity_bps: CAP,

@@ -6,7 +6,7 @@ use crate::policy::plan;
 
 const MBIT: f64 = 1e6;
 
-fn client(port: PortId, mbit: f64) -> ClientView {
+fn client(port: PortIndex, mbit: f64) -> ClientView {
     ClientView {
         port,
         rate_bps: mbit * MBIT,
@@ -45,7 +45,10 @@ fn case(since: u64, why: Reason, p2: &[f64]) -> (Vec<PortView>, Vec<ClientView>)
     (ports, clients)
 }
 
-fn moves(ports: &[PortView], clients: &[ClientView]) -> Vec<(usize, PortId, PortId, Reason, bool)> {
+fn moves(
+    ports: &[PortView],
+    clients: &[ClientView],
+) -> Vec<(usize, PortIndex, PortIndex, Reason, bool)> {
     plan(&PolicyConfig::default(), ports, clients)
         .iter()
         .map(|m| (m.client, m.from, m.to, m.reason, m.exchange))

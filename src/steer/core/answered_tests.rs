@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);
 
 /// The host's ARP reply to CLIENT from port `p`.
-fn reply_from(p: PortId) -> ArpSeen {
+fn reply_from(p: PortIndex) -> ArpSeen {
     ArpSeen {
         outgoing: true,
         op: 2,
@@ -34,7 +34,7 @@ fn moves(out: &[Action]) -> Vec<String> {
         .collect()
 }
 
-fn sent_on(out: &[Action]) -> Vec<PortId> {
+fn sent_on(out: &[Action]) -> Vec<PortIndex> {
     out.iter()
         .filter_map(|a| match a {
             Action::Send { port, .. } => Some(*port),

@@ -22,7 +22,7 @@ fn saturated_p0(w: &World) -> (Vec<PortView>, [ClientSnap; 1]) {
     (ports, [snap])
 }
 
-fn rebalance(now: u64, beside: &[ClientView]) -> (Steerer, Vec<PortId>, Vec<Action>) {
+fn rebalance(now: u64, beside: &[ClientView]) -> (Steerer, Vec<PortIndex>, Vec<Action>) {
     let w = World::new();
     let mut s = Steerer::new(cfg());
     let (ports, clients) = saturated_p0(&w);

@@ -4,7 +4,7 @@
 //! within seconds, breaking the hold-down it had promised (see `crate::engine::persist`).
 
 use super::outcome::Refused;
-use super::{Moved, PortId, Steerer};
+use super::{Moved, PortIndex, Steerer};
 use crate::client::ClientKey;
 use crate::host::Claim;
 use crate::policy::Reason;
@@ -14,7 +14,7 @@ use crate::Mac;
 #[derive(Debug, Clone, PartialEq)]
 pub struct DurableMove {
     pub client: ClientKey,
-    pub port: PortId,
+    pub port: PortIndex,
     pub claims: Vec<Claim>,
     pub at_ms: u64,
     pub reason: Reason,
@@ -86,7 +86,7 @@ impl Steerer {
     /// daemon watched. Moves onto ports that are not usable are left to the failover. The
     /// update budgets start spent: the earlier daemon may have used them after it wrote the
     /// state, so the re-assertions go out at the budgets' rate.
-    pub fn import(&mut self, now: u64, state: SteerState, usable: impl Fn(PortId) -> bool) {
+    pub fn import(&mut self, now: u64, state: SteerState, usable: impl Fn(PortIndex) -> bool) {
         self.limiter.start_empty(now);
         for d in state.moves {
             let move_id = self.next_move_id;

@@ -88,7 +88,7 @@ pub fn make_move(s: &mut Steerer, w: &World, at: u64, m: Move, out: &mut Vec<Act
     w.with(|ctx| s.apply_move(at, ClientKey::untagged(CLIENT), &talk(), &m, "", ctx, out))
 }
 
-pub fn mv(from: PortId, to: PortId, reason: Reason) -> Move {
+pub fn mv(from: PortIndex, to: PortIndex, reason: Reason) -> Move {
     Move {
         client: 0,
         from,
@@ -103,7 +103,7 @@ pub fn mv(from: PortId, to: PortId, reason: Reason) -> Move {
 }
 
 /// The (port, claim) of every frame sent.
-pub fn sends(out: &[Action]) -> Vec<(PortId, Claim)> {
+pub fn sends(out: &[Action]) -> Vec<(PortIndex, Claim)> {
     out.iter()
         .filter_map(|a| match a {
             Action::Send { port, claim, .. } => Some((*port, *claim)),

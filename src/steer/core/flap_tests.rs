@@ -9,7 +9,7 @@ use crate::host::Talk;
 
 const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);
 
-fn snap(port: PortId, rate_bps: f64) -> ClientSnap {
+fn snap(port: PortIndex, rate_bps: f64) -> ClientSnap {
     ClientSnap {
         key: CLIENT,
         port,

@@ -34,7 +34,7 @@ use crate::policy::limits::{Admit, Limiter};
 use crate::policy::{Ceiling, PolicyConfig, PortView, Reason};
 use crate::Mac;
 
-pub use crate::policy::model::PortId;
+pub use crate::policy::model::PortIndex;
 pub use types::{
     Action, ClientSnap, Counters, Ctx, LogKind, Moved, PortInfo, Rule, RulesOff, SendOutcome,
     SteerConfig, Weakening,
@@ -81,7 +81,7 @@ pub struct Steerer {
 struct Scratch {
     clients: Vec<crate::policy::ClientView>,
     ports: Vec<crate::policy::PortView>,
-    made: Vec<PortId>,
+    made: Vec<PortIndex>,
 }
 
 fn log(out: &mut Vec<Action>, level: Level, msg: String) {
@@ -187,7 +187,7 @@ impl Steerer {
     /// The port `client`'s last move took it off and why it moved, while the hold-down (not a
     /// refused move) holds it: the planner may correct such a move once (`Reason::Settle`),
     /// never back to that port.
-    pub fn last_move(&self, client: &ClientKey, now: u64) -> Option<(PortId, Reason)> {
+    pub fn last_move(&self, client: &ClientKey, now: u64) -> Option<(PortIndex, Reason)> {
         self.record(client).last_move(now)
     }
 

@@ -5,7 +5,7 @@ use log::Level;
 
 use super::lines::{move_fields, move_line, settle_line};
 use super::ports::RATE_WINDOW_MS;
-use super::{log, Action, ClientSnap, Ctx, LogKind, Moved, PortId, Scratch, Steerer};
+use super::{log, Action, ClientSnap, Ctx, LogKind, Moved, PortIndex, Scratch, Steerer};
 
 use std::collections::HashSet;
 
@@ -150,7 +150,7 @@ impl Steerer {
     pub fn failover(
         &mut self,
         now: u64,
-        down: &[PortId],
+        down: &[PortIndex],
         ports: &[PortView],
         clients: &[ClientSnap],
         ctx: &Ctx,
@@ -164,7 +164,7 @@ impl Steerer {
             }
         }
         self.note_ports(now, &ports);
-        let dead = |p: PortId| !ports.get(p).is_some_and(|v| v.up);
+        let dead = |p: PortIndex| !ports.get(p).is_some_and(|v| v.up);
         let mut snaps: Vec<ClientSnap> = Vec::new();
         for c in clients {
             let moved = self.moved.get(&c.key);
@@ -221,7 +221,7 @@ impl Steerer {
     /// yet) or moved: their next frames go to the dead port. (A client counted since its answer
     /// is no longer in the record: it is where its frames arrive.) `already`: the clients being
     /// failed over anyway.
-    fn stranded_answers(&self, down: &[PortId], already: &[ClientSnap]) -> Vec<ClientSnap> {
+    fn stranded_answers(&self, down: &[PortIndex], already: &[ClientSnap]) -> Vec<ClientSnap> {
         // On plain ports the record also holds whom the host's own frames placed; on a bond (the
         // driver keeps its own answers) only the moves forgotten while their clients were idle.
         let on = !self.cfg.rules_off.has(super::Rule::AnsweredFailover);
@@ -271,7 +271,7 @@ impl Steerer {
         why: &dyn Fn(&Move) -> String,
         ctx: &Ctx,
         out: &mut Vec<Action>,
-    ) -> &[PortId] {
+    ) -> &[PortIndex] {
         // Clients counted this second send where their frames arrived: what the host told them
         // before is past.
         for c in clients.iter().filter(|c| c.rate_bps > 0.0) {
@@ -379,7 +379,7 @@ impl Steerer {
     }
 
     /// The ports the last [`rebalance`](Self::rebalance) moved clients off.
-    pub fn made(&self) -> &[PortId] {
+    pub fn made(&self) -> &[PortIndex] {
         &self.scratch.made
     }
 

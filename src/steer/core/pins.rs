@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use log::Level;
 
-use super::{log, Action, ClientSnap, Ctx, Moved, PortId, Steerer};
+use super::{log, Action, ClientSnap, Ctx, Moved, PortIndex, Steerer};
 use crate::client::ClientKey;
 use crate::config::{ClientMark, MarkRef};
 use crate::host::{Claim, Talk};
@@ -74,7 +74,7 @@ impl Steerer {
     }
 
     /// The port named `name`, if the daemon has it.
-    fn port_named(ctx: &Ctx, name: &str) -> Option<PortId> {
+    fn port_named(ctx: &Ctx, name: &str) -> Option<PortIndex> {
         ctx.ports.iter().position(|p| p.name == name)
     }
 
@@ -142,8 +142,8 @@ impl Steerer {
 }
 
 /// The move that puts a pinned client on `to`; its figures only feed the log line.
-fn pin_move(client: usize, from: PortId, to: PortId, rate: f64, ports: &[PortView]) -> Move {
-    let util = |p: PortId, delta: f64| {
+fn pin_move(client: usize, from: PortIndex, to: PortIndex, rate: f64, ports: &[PortView]) -> Move {
+    let util = |p: PortIndex, delta: f64| {
         ports.get(p).map_or((0.0, 0.0), |v| {
             let before = utilization(v.rx_bps, v.capacity_bps);
             (before, utilization(v.rx_bps + delta, v.capacity_bps))

@@ -41,7 +41,7 @@ fn other() -> ClientSnap {
     }
 }
 
-fn snap(port: PortId, rate_bps: f64) -> ClientSnap {
+fn snap(port: PortIndex, rate_bps: f64) -> ClientSnap {
     ClientSnap {
         key: CLIENT,
         port,

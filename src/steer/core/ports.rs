@@ -2,7 +2,7 @@
 //! may take clients (a port just back up waits [`STABLE_MS`]), and the port a client's traffic
 //! uses now.
 
-use super::{ClientSnap, Moved, PortId, Steerer, STABLE_MS};
+use super::{ClientSnap, Moved, PortIndex, Steerer, STABLE_MS};
 use crate::policy::PortView;
 
 /// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
@@ -78,8 +78,8 @@ impl Steerer {
         c: &ClientSnap,
         moved: Option<&Moved>,
         ports: &[PortView],
-    ) -> PortId {
-        let up = |p: PortId| ports.get(p).is_some_and(|v| v.up);
+    ) -> PortIndex {
+        let up = |p: PortIndex| ports.get(p).is_some_and(|v| v.up);
         match moved {
             Some(m) if !up(c.port) && up(m.port) => m.port,
             _ => c.port,

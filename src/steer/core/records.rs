@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{outcome, ClientKey, Moved, PortId, Steerer};
+use super::{outcome, ClientKey, Moved, PortIndex, Steerer};
 use crate::policy::hold_down::{since_move_secs, HoldDown};
 use crate::policy::Reason;
 
@@ -30,7 +30,7 @@ impl Record<'_> {
     /// The port its move within the hold-down took it off, and why. None for a move taken over
     /// from a state file, whose origin is not kept (`left` is its own port): with no port to
     /// keep it from, it makes no second move within its hold-down.
-    pub(super) fn last_move(&self, now: u64) -> Option<(PortId, Reason)> {
+    pub(super) fn last_move(&self, now: u64) -> Option<(PortIndex, Reason)> {
         if self.refused_now(now) {
             return None;
         }

@@ -12,7 +12,7 @@ fn drive(
     s: &mut Steerer,
     w: &World,
     at: u64,
-    to: PortId,
+    to: PortIndex,
     reason: Reason,
     outcome: impl Fn(usize) -> SendOutcome,
 ) -> (bool, Vec<Action>) {

@@ -11,7 +11,7 @@ use crate::logging::Fields;
 use crate::policy::{PolicyConfig, Reason};
 use crate::Mac;
 
-use super::PortId;
+use super::PortIndex;
 
 /// What the event loop does for the core.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum Action {
     /// once known (sent, or refused for good), goes back with [`Steerer::on_send_result`]
     /// under `move_id`.
     Send {
-        port: PortId,
+        port: PortIndex,
         client: ClientKey,
         claim: Claim,
         frame: Vec<u8>,
@@ -56,7 +56,7 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    pub(super) fn port_name(&self, p: PortId) -> &str {
+    pub(super) fn port_name(&self, p: PortIndex) -> &str {
         self.ports.get(p).map_or("?", |i| &i.name)
     }
 }
@@ -66,7 +66,7 @@ impl Ctx<'_> {
 pub struct ClientSnap {
     pub key: ClientKey,
     /// The port its latest frames arrived on.
-    pub port: PortId,
+    pub port: PortIndex,
     pub rate_bps: f64,
     pub talk: Talk,
 }
@@ -166,9 +166,9 @@ pub enum SendOutcome {
 /// A client rlbd moved, and keeps where it put it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moved {
-    pub port: PortId,
+    pub port: PortIndex,
     /// The port this move took it off: it is not sent back there within the hold-down.
-    pub left: PortId,
+    pub left: PortIndex,
     /// The addresses claimed toward it, checked against the host view at every send.
     pub claims: Vec<Claim>,
     pub at_ms: u64,

@@ -4,7 +4,7 @@
 
 use log::Level;
 
-use super::{log, Action, Ctx, LogKind, PortId, Rule, Steerer, Weakening};
+use super::{log, Action, Ctx, LogKind, PortIndex, Rule, Steerer, Weakening};
 use crate::capture::NdKind;
 use crate::client::ClientKey;
 use crate::host::Claim;
@@ -183,11 +183,11 @@ impl Steerer {
     /// MAC sends to the port that holds it now. The ports that now hold a MAC the host gave out
     /// and are not usable (the failed active slave that took the next one's): the caller fails
     /// them over, as the clients the host left there are on a dead port.
-    pub fn follow_port_macs(&mut self, changed: &[(PortId, Mac)], ctx: &Ctx) -> Vec<PortId> {
+    pub fn follow_port_macs(&mut self, changed: &[(PortIndex, Mac)], ctx: &Ctx) -> Vec<PortIndex> {
         if changed.is_empty() {
             return Vec::new();
         }
-        let moved: Vec<(PortId, PortId)> = changed
+        let moved: Vec<(PortIndex, PortIndex)> = changed
             .iter()
             .filter_map(|(p, old)| {
                 let to = ctx.ports.iter().position(|q| q.mac == *old)?;
@@ -195,7 +195,7 @@ impl Steerer {
             })
             .collect();
         self.answered.follow_macs(&moved);
-        let mut dead: Vec<PortId> = moved
+        let mut dead: Vec<PortIndex> = moved
             .iter()
             .map(|(_, to)| *to)
             .filter(|to| !ctx.ports.get(*to).is_some_and(|p| p.usable))
@@ -210,7 +210,7 @@ impl Steerer {
     pub fn on_port_mac_changed(
         &mut self,
         now: u64,
-        port: PortId,
+        port: PortIndex,
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {

@@ -18,7 +18,7 @@ fn port(cap: f64, rx: f64, overloaded: bool) -> PortView {
     }
 }
 
-fn client(port: PortId, rate: f64) -> ClientView {
+fn client(port: PortIndex, rate: f64) -> ClientView {
     ClientView {
         port,
         rate_bps: rate,
@@ -275,7 +275,7 @@ fn failover_deals_quiet_clients_round_the_live_ports_least_loaded_first() {
         .iter()
         .all(|m| m.reason == Reason::Failover && m.from == 0));
     assert_eq!((moves[0].client, moves[0].to), (0, 2), "{moves:?}");
-    let quiet: Vec<PortId> = moves[1..].iter().map(|m| m.to).collect();
+    let quiet: Vec<PortIndex> = moves[1..].iter().map(|m| m.to).collect();
     // After the busy one: p2 60, p3 100, p1 300 Mbit/s.
     assert_eq!(quiet, vec![2, 3, 1, 2, 3, 1, 2], "{moves:?}");
     assert!(moves[1..]

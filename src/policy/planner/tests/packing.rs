@@ -13,7 +13,7 @@ fn a_saturated_port_sends_one_client_to_each_target_then_waits_for_a_clean_secon
     let caps = [20.0 * MBIT; 4];
     let ports = ports_from(&caps, &clients, &[true, false, false, false]);
     let moves = plan(&cfg(), &ports, &clients);
-    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    let got: Vec<(usize, PortIndex)> = moves.iter().map(|m| (m.client, m.to)).collect();
     assert_eq!(got, vec![(0, 1), (1, 2), (2, 3)]);
     // The next second still shows part of the old placement: nothing moves.
     for m in &moves {
@@ -83,7 +83,7 @@ fn a_saturated_port_stops_sending_when_what_is_left_looks_no_busier_than_the_tar
     ];
     let ports = ports_from(&[20.0 * MBIT; 4], &clients, &[true, false, false, false]);
     let moves = plan(&cfg(), &ports, &clients);
-    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    let got: Vec<(usize, PortIndex)> = moves.iter().map(|m| (m.client, m.to)).collect();
     assert_eq!(got, vec![(0, 3), (1, 1)]);
 }
 
@@ -102,7 +102,7 @@ fn when_nothing_fits_the_least_served_client_goes_but_not_a_starved_one() {
     ];
     let ports = ports_from(&[20.0 * MBIT; 3], &clients, &[true, false, false]);
     let moves = plan(&cfg(), &ports, &clients);
-    let got: Vec<(usize, PortId)> = moves.iter().map(|m| (m.client, m.to)).collect();
+    let got: Vec<(usize, PortIndex)> = moves.iter().map(|m| (m.client, m.to)).collect();
     assert_eq!(got, vec![(2, 1)]);
 }
 
@@ -193,7 +193,7 @@ fn room_split_in_pieces_too_small_is_gathered_into_one_then_used() {
     clients[9].held = true;
     clients[9].since_move = Some(SETTLE_SECS);
     let moves = plan(&cfg(), &ports_from(&FOUR, &clients, &P0_HOT), &clients);
-    let got: Vec<(PortId, PortId, Reason)> =
+    let got: Vec<(PortIndex, PortIndex, Reason)> =
         moves.iter().map(|m| (m.from, m.to, m.reason)).collect();
     assert_eq!(got, vec![(0, 3, Reason::Overload)], "{moves:?}");
 }
@@ -312,14 +312,14 @@ fn a_held_client_gathers_room_as_its_final_move_never_back_where_it_came_from() 
     // The clients on the other ports were moved there off p0 `since` seconds ago: one move each,
     // so one may still move once (issue 27), as `Settle`, and not back to the port it left.
     let since = cfg().settle + 1;
-    let held_since = |clients: &mut [ClientView], left: PortId, why: Reason, since: u64| {
+    let held_since = |clients: &mut [ClientView], left: PortIndex, why: Reason, since: u64| {
         for c in clients.iter_mut().filter(|c| c.port != 0) {
             c.held = true;
             c.since_move = Some(since);
             c.last_move = Some((left, why));
         }
     };
-    let held = |clients: &mut [ClientView], left: PortId, why: Reason| {
+    let held = |clients: &mut [ClientView], left: PortIndex, why: Reason| {
         held_since(clients, left, why, since)
     };
     // While their moves are fresh they may still be growing: their ports' room is not known
@@ -393,7 +393,7 @@ fn two_saturated_ports_never_gather_with_the_same_client() {
 /// Issue 27's study, 95% load, seed 1: p0 saturated with four clients, every other port a few
 /// Mbit/s short of p0's smallest, and no single move between them frees enough. Its clients
 /// were moved off p0 and are held.
-fn split_beyond_one_move(left: PortId) -> Vec<ClientView> {
+fn split_beyond_one_move(left: PortIndex) -> Vec<ClientView> {
     let mut clients: Vec<ClientView> = [6.0, 5.5, 4.1, 3.8]
         .iter()
         .map(|r| client(0, r * MBIT))
