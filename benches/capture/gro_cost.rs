@@ -181,9 +181,7 @@ fn gro_packet() -> Vec<u8> {
 fn ingress_gro() -> Res<u32> {
     let mut c = KernelCounter::new(
         &[],
-        Hook::Tc {
-            snap_len: DEFAULT_SNAP_LEN,
-        },
+        Hook::tc(DEFAULT_SNAP_LEN),
         map_entries(4096),
         "gro_cost",
     )

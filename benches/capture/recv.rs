@@ -227,9 +227,7 @@ impl RlbdReceiver {
                 } else {
                     KernelCounter::with_hash
                 };
-                let hook = Hook::Socket {
-                    snap_len: ring.snap_len,
-                };
+                let hook = Hook::socket(ring.snap_len);
                 let c = make(&[], hook, map_entries(capacity), iface).map_err(|e| e.to_string())?;
                 c.attach(cap.as_fd()).map_err(|e| e.to_string())?;
                 counter = Some(c);

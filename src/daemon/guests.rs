@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use log::{info, warn};
 
 use crate::capture::ebpf::guest::{GuestCounters, GuestKey, GuestMaps, MAX_PORTS};
-use crate::capture::ebpf::tc::hook::{Hook, HookAttached};
+use crate::capture::ebpf::tc::hook::{Direction, HookAttached};
 use crate::capture::promisc::Promiscuous;
 use crate::client::ClientKey;
 use crate::engine::{Engine, Input, PortRef};
@@ -183,8 +183,8 @@ fn attach(
     links: bool,
 ) -> std::io::Result<Attached> {
     let (prog, hook) = match slot {
-        None => (maps.load_egress(dev)?, Hook::Egress),
-        Some(s) => (maps.load_ingress(dev, ifindex, s)?, Hook::Ingress),
+        None => (maps.load_egress(dev)?, Direction::Egress),
+        Some(s) => (maps.load_ingress(dev, ifindex, s)?, Direction::Ingress),
     };
     let name = crate::capture::ebpf::guest::prog_name(dev);
     let hook = HookAttached::attach(dev, ifindex, hook, prog.as_fd(), &name, links)?;

@@ -36,6 +36,7 @@ pub use ringbuf::{RecordMeta, RingBuf};
 use slots::{SlotReader, SLOT_SIZE};
 
 use crate::capture::Mac;
+use crate::engine::CountingHook;
 
 /// The map's size for a client table of `capacity`: an entry the kernel evicts before it is
 /// read loses its count, so the map holds far more (client, destination) pairs than the table
@@ -50,13 +51,30 @@ pub fn map_entries(capacity: usize) -> u32 {
 pub const MIN_ENTRIES: usize = 16_384;
 pub const MAX_ENTRIES: usize = 131_072;
 
-/// Where the program runs: a socket filter on the port's capture socket (which hands ARP and
-/// ND, truncated to `snap_len`, on to its ring), or the port's tc hooks (which pass every frame
-/// on unchanged, with no tap involved, and hand ARP and ND to a ring buffer).
+/// Where the program runs (the engine's [`CountingHook`]: a socket filter on the port's
+/// capture socket, which hands ARP and ND on to its ring, or the port's tc hooks, which pass
+/// every frame on unchanged, with no tap involved, and hand ARP and ND to a ring buffer), and
+/// how much of an ARP or ND frame it hands on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hook {
-    Socket { snap_len: u32 },
-    Tc { snap_len: u32 },
+pub struct Hook {
+    pub at: CountingHook,
+    pub snap_len: u32,
+}
+
+impl Hook {
+    pub const fn tc(snap_len: u32) -> Hook {
+        Hook {
+            at: CountingHook::Tc,
+            snap_len,
+        }
+    }
+
+    pub const fn socket(snap_len: u32) -> Hook {
+        Hook {
+            at: CountingHook::Socket,
+            snap_len,
+        }
+    }
 }
 
 /// What a program is built for: the hook, the sampling ratio's descriptor, and at tc the ring
@@ -264,7 +282,14 @@ impl KernelCounter {
     /// `tc.rs`: tcx `links` where the kernel has them, else filters); they go when this
     /// counter does.
     pub fn attach_tc(&mut self, port: &str, ifindex: u32, links: bool) -> io::Result<()> {
-        let (Hook::Tc { snap_len }, Some(ring)) = (self.hook, &self.ring) else {
+        let (
+            Hook {
+                at: CountingHook::Tc,
+                snap_len,
+            },
+            Some(ring),
+        ) = (self.hook, &self.ring)
+        else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "not a tc counting program",
@@ -356,10 +381,7 @@ impl KernelCounter {
 
     /// Where the program runs: "tc" (ingress hook) or "socket" (a socket filter).
     pub fn hook_name(&self) -> &'static str {
-        match self.hook {
-            Hook::Tc { .. } => "tc",
-            Hook::Socket { .. } => "socket",
-        }
+        self.hook.at.as_str()
     }
 
     /// The kernel's (run time in ns, runs) of the program, counted while the
@@ -402,8 +424,14 @@ impl KernelCounter {
 /// At the tc hooks, the ring buffer for ARP and ND.
 fn ring_for(hook: Hook, name: &str) -> io::Result<Option<RingBuf>> {
     match hook {
-        Hook::Tc { .. } => RingBuf::new(name).map(Some),
-        Hook::Socket { .. } => Ok(None),
+        Hook {
+            at: CountingHook::Tc,
+            ..
+        } => RingBuf::new(name).map(Some),
+        Hook {
+            at: CountingHook::Socket,
+            ..
+        } => Ok(None),
     }
 }
 
@@ -448,12 +476,13 @@ fn load(
     store: Store,
 ) -> io::Result<OwnedFd> {
     let fd = map.as_raw_fd();
-    let (insns, prog_type) = match target.hook {
-        Hook::Socket { snap_len } => (
+    let snap_len = target.hook.snap_len;
+    let (insns, prog_type) = match target.hook.at {
+        CountingHook::Socket => (
             program::counting_program(host_macs, snap_len, fd, store, target.ratio),
             sys::BPF_PROG_TYPE_SOCKET_FILTER,
         ),
-        Hook::Tc { snap_len } => (
+        CountingHook::Tc => (
             tc_program::counting_program(host_macs, fd, store, target.ring(snap_len), target.ratio),
             sys::BPF_PROG_TYPE_SCHED_CLS,
         ),

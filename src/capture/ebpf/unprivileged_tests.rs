@@ -46,7 +46,7 @@ pub(crate) fn drop_effective(caps: &[u32]) -> io::Result<()> {
 fn load_all() -> Result<(), String> {
     drop_effective(&[CAP_SYS_ADMIN, CAP_PERFMON]).map_err(|e| format!("capset: {e}"))?;
     let macs = [Mac(2, 0, 0, 0, 0, 9)];
-    for hook in [Hook::Socket { snap_len: 96 }, Hook::Tc { snap_len: 96 }] {
+    for hook in [Hook::socket(96), Hook::tc(96)] {
         for m in [&[][..], &macs[..]] {
             let c = KernelCounter::new(m, hook, 16_384, "unpriv")
                 .map_err(|e| format!("{hook:?}: {e}"))?;

@@ -10,6 +10,7 @@ use super::super::filter;
 use super::super::frame::Mac;
 use super::super::setup::{attach_filter, bind_proto, with_ctx, ETH_P_NONE};
 use super::{CaptureSocket, Weights};
+use crate::engine::CountingHook;
 
 impl CaptureSocket {
     /// Counts IPv4/IPv6 frames in the kernel from now on, with a map of `max_entries` (client,
@@ -37,9 +38,7 @@ impl CaptureSocket {
     /// arrives (it only sends).
     pub fn count_at_tc(&mut self, host_macs: &[Mac], max_entries: u32) -> io::Result<()> {
         let ctx = |e: io::Error| with_ctx(&self.name, self.ifindex, "eBPF counting at tc", e);
-        let hook = Hook::Tc {
-            snap_len: self.snap_len,
-        };
+        let hook = Hook::tc(self.snap_len);
         let mut c = KernelCounter::new(host_macs, hook, max_entries, &self.name).map_err(ctx)?;
         c.attach_tc(&self.name, self.ifindex, self.tc_links)
             .map_err(ctx)?;
@@ -66,9 +65,7 @@ impl CaptureSocket {
 
     /// Counts with the program in place of the socket's classic filter.
     pub fn count_on_socket(&mut self, host_macs: &[Mac], max_entries: u32) -> io::Result<()> {
-        let hook = Hook::Socket {
-            snap_len: self.snap_len,
-        };
+        let hook = Hook::socket(self.snap_len);
         let c = KernelCounter::new(host_macs, hook, max_entries, &self.name);
         self.count_with(c)
     }
@@ -81,9 +78,7 @@ impl CaptureSocket {
         host_macs: &[Mac],
         max_entries: u32,
     ) -> io::Result<()> {
-        let hook = Hook::Socket {
-            snap_len: self.snap_len,
-        };
+        let hook = Hook::socket(self.snap_len);
         let c = KernelCounter::with_hash(host_macs, hook, max_entries, &self.name);
         self.count_with(c)
     }
@@ -148,7 +143,7 @@ impl CaptureSocket {
         };
         let ctx = |e: io::Error| with_ctx(&name, ifindex, "eBPF counting", e);
         c.reprogram(host_macs, &name).map_err(ctx)?;
-        if matches!(c.hook(), crate::capture::Hook::Socket { .. }) {
+        if c.hook().at == CountingHook::Socket {
             c.attach(self.fd.as_fd()).map_err(ctx)?;
         }
         Ok(())

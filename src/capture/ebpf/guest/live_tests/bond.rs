@@ -31,7 +31,7 @@ fn real_bond() -> Result<(), String> {
     let mut hooks = vec![HookAttached::attach(
         "bond0",
         ifindex("bond0"),
-        Hook::Egress,
+        Direction::Egress,
         egress.as_fd(),
         &prog_name("bond0"),
         true,
@@ -40,7 +40,9 @@ fn real_bond() -> Result<(), String> {
     for (dev, i, slot) in [("s0", s0, 0), ("s1", s1, 1)] {
         let prog = maps.load_ingress(dev, i, slot).unwrap();
         let name = prog_name(dev);
-        hooks.push(HookAttached::attach(dev, i, Hook::Ingress, prog.as_fd(), &name, true).unwrap());
+        hooks.push(
+            HookAttached::attach(dev, i, Direction::Ingress, prog.as_fd(), &name, true).unwrap(),
+        );
     }
     maps.pin(GUEST, 0, s1).unwrap();
     let (p0, p1, vmp) = (Sock::open("p0"), Sock::open("p1"), Sock::open("vmpeer"));

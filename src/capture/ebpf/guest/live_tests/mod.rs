@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::*;
-use crate::capture::ebpf::tc::hook::{Hook, HookAttached, GUEST_PRIO};
-use crate::capture::ebpf::{Hook as CountHook, KernelCounter};
+use crate::capture::ebpf::tc::hook::{Direction, HookAttached, GUEST_PRIO};
+use crate::capture::ebpf::{Hook, KernelCounter};
 use crate::test_support::in_own_thread;
 
 mod bond;
@@ -165,7 +165,8 @@ fn egress_redirects(links: bool) -> Result<(), String> {
     let maps = GuestMaps::new(16).unwrap();
     let prog = maps.load_egress("bond0").unwrap();
     let (i, name) = (ifindex("bond0"), prog_name("bond0"));
-    let at = HookAttached::attach("bond0", i, Hook::Egress, prog.as_fd(), &name, links).unwrap();
+    let at =
+        HookAttached::attach("bond0", i, Direction::Egress, prog.as_fd(), &name, links).unwrap();
     if links && at.how() != "tcx" {
         return Err("this kernel has no tcx".into());
     }
@@ -312,15 +313,22 @@ fn ingress_drops_and_counts(links: bool) -> Result<(), String> {
     let (sa, sb) = (ifindex("sa"), ifindex("sb"));
     // rlbd's counting program first, counting frames for the guest's MAC (as one of the
     // host's): it must still see the floods the guest program drops after it.
-    let mut count = KernelCounter::new(&[GUEST], CountHook::Tc { snap_len: 128 }, 1024, "sa")
+    let mut count = KernelCounter::new(&[GUEST], Hook::tc(128), 1024, "sa")
         .map_err(|e| format!("counting program: {e}"))?;
     count.attach_tc("sa", sa, links).unwrap();
     let maps = GuestMaps::new(16).unwrap();
     let mut hooks = Vec::new();
     for (dev, i, slot) in [("sa", sa, 0), ("sb", sb, 1)] {
         let prog = maps.load_ingress(dev, i, slot).unwrap();
-        let at = HookAttached::attach(dev, i, Hook::Ingress, prog.as_fd(), &prog_name(dev), links)
-            .unwrap();
+        let at = HookAttached::attach(
+            dev,
+            i,
+            Direction::Ingress,
+            prog.as_fd(),
+            &prog_name(dev),
+            links,
+        )
+        .unwrap();
         hooks.push(at);
     }
     let (sap, sbp, vmp) = (
@@ -426,13 +434,14 @@ fn operators_filter_kept() -> Result<(), String> {
     let prog = maps.load_egress("bond0").unwrap();
     let name = prog_name("bond0");
     let i = ifindex("bond0");
-    let e = HookAttached::attach("bond0", i, Hook::Egress, prog.as_fd(), &name, false).unwrap_err();
+    let e = HookAttached::attach("bond0", i, Direction::Egress, prog.as_fd(), &name, false)
+        .unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
     let f = run("tc", "filter show dev bond0 egress")?;
     assert!(f.contains("u32") && !f.contains("rlbdg_"), "{f}");
     // With links the program goes beside it, and goes alone.
     // (Without tcx, the fallback is a filter, refused as above.)
-    let at = HookAttached::attach("bond0", i, Hook::Egress, prog.as_fd(), &name, true)
+    let at = HookAttached::attach("bond0", i, Direction::Egress, prog.as_fd(), &name, true)
         .map_err(|e| format!("this kernel has no tcx? {e}"))?;
     assert_eq!(at.how(), "tcx");
     drop(at);
@@ -479,7 +488,8 @@ fn stale_filter_goes() -> Result<(), String> {
     let maps = GuestMaps::new(4).unwrap();
     let prog = maps.load_egress("bond0").unwrap();
     let (i, name) = (ifindex("bond0"), prog_name("bond0"));
-    let attach = |links| HookAttached::attach("bond0", i, Hook::Egress, prog.as_fd(), &name, links);
+    let attach =
+        |links| HookAttached::attach("bond0", i, Direction::Egress, prog.as_fd(), &name, links);
     // Killed: nothing removes its filter.
     std::mem::forget(attach(false).unwrap());
     let again = attach(false).unwrap();

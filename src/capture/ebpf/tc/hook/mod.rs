@@ -21,25 +21,25 @@ pub const GUEST_HANDLE: u32 = HANDLE + 1;
 /// How a guest filter of rlbd's is told from an operator's (`rlbdg_<dev>`).
 pub const GUEST_PREFIX: &str = "rlbdg_";
 
-/// Which hook of a device.
+/// Which of a device's two tc hooks: where frames arrive, or where they leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hook {
+pub enum Direction {
     Ingress,
     Egress,
 }
 
-impl Hook {
+impl Direction {
     fn parent(self) -> TcHandle {
         match self {
-            Hook::Ingress => INGRESS,
-            Hook::Egress => EGRESS,
+            Direction::Ingress => INGRESS,
+            Direction::Egress => EGRESS,
         }
     }
 
     fn name(self) -> &'static str {
         match self {
-            Hook::Ingress => "ingress",
-            Hook::Egress => "egress",
+            Direction::Ingress => "ingress",
+            Direction::Egress => "egress",
         }
     }
 }
@@ -58,7 +58,7 @@ impl HookAttached {
     pub fn attach(
         dev: &str,
         ifindex: u32,
-        hook: Hook,
+        hook: Direction,
         prog: BorrowedFd<'_>,
         prog_name: &str,
         links: bool,
@@ -85,8 +85,8 @@ impl HookAttached {
 }
 
 /// A tcx link holding `prog` last at `hook` of `ifindex`.
-fn tcx_link_last(prog: BorrowedFd<'_>, ifindex: u32, hook: Hook) -> io::Result<OwnedFd> {
-    sys::tcx_link_last(prog, ifindex, hook == Hook::Ingress).map_err(|e| {
+fn tcx_link_last(prog: BorrowedFd<'_>, ifindex: u32, hook: Direction) -> io::Result<OwnedFd> {
+    sys::tcx_link_last(prog, ifindex, hook == Direction::Ingress).map_err(|e| {
         let at = hook.name();
         io::Error::new(
             e.kind(),
@@ -97,7 +97,7 @@ fn tcx_link_last(prog: BorrowedFd<'_>, ifindex: u32, hook: Hook) -> io::Result<O
 
 /// A guest filter a killed rlbd left at `hook` still acts on its orphaned pins: with a link
 /// in its place it goes, with the qdisc if nothing else uses it. Someone else's stays.
-fn remove_stale_filter(dev: &str, ifindex: u32, hook: Hook) {
+fn remove_stale_filter(dev: &str, ifindex: u32, hook: Direction) {
     let Ok(nl) = Nl::new() else { return };
     match nl.filters(ifindex, hook.parent()) {
         Ok(f) if at_guest_prio(&f) == AtPrio::Ours => {}
@@ -124,7 +124,7 @@ fn no_filters(nl: &Nl, ifindex: u32) -> bool {
 pub struct HookFilter {
     ifindex: u32,
     dev: String,
-    hook: Hook,
+    hook: Direction,
     own_qdisc: bool,
 }
 
@@ -132,7 +132,7 @@ impl HookFilter {
     pub fn attach(
         dev: &str,
         ifindex: u32,
-        hook: Hook,
+        hook: Direction,
         prog: BorrowedFd<'_>,
         prog_name: &str,
     ) -> io::Result<HookFilter> {
@@ -175,7 +175,7 @@ impl HookFilter {
     }
 }
 
-fn guest_filter_msg(ifindex: u32, hook: Hook) -> TcMessage {
+fn guest_filter_msg(ifindex: u32, hook: Direction) -> TcMessage {
     let mut m = TcMessage::with_index(ifindex as i32);
     m.header.parent = hook.parent();
     m.header.handle = TcHandle::from(GUEST_HANDLE);
