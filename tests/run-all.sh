@@ -45,6 +45,8 @@ step "format and lints"
 # The whole workspace: the daemon (with the simulation's rule switches) and the lab tooling.
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --features rlbd/rule-switches -- -D warnings
+# The API documentation, where design.md sends a reader, builds without a broken link.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
 step "unit, property and namespace integration tests"
 # The property tests draw their cases from one seed per commit, printed: a red run is the same

@@ -27,7 +27,7 @@ pub const WARN_EVERY_MS: u64 = 10_000;
 
 /// What the engine keeps about things going wrong around it: foreign claims of the server's
 /// addresses, seconds whose client rates a capture ring's drops made unusable, timers the loop
-/// ran late. (Refused sends are the [`Sender`](super::sending::Sender)'s.)
+/// ran late. (Refused sends are the `Sender`'s.)
 #[derive(Debug, Default)]
 pub struct Trouble {
     pub foreign: crate::steer::foreign::ForeignClaims,

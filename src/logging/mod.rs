@@ -1,6 +1,6 @@
 //! Log set-up: plain lines with timestamps on a terminal; when stderr is the journal
 //! (`JOURNAL_STREAM` names it) records go to the journal's native protocol, each with its fields
-//! ([`fields`]) and at its priority. Should the journal's socket not answer, stderr gets `<N>`
+//! (`fields`) and at its priority. Should the journal's socket not answer, stderr gets `<N>`
 //! syslog priority prefixes instead (no timestamps: the journal adds its own).
 //!
 //! The level can change while running (SIGHUP): env_logger's own filter is fixed when it is

@@ -14,6 +14,8 @@ use super::neigh::{parse_neigh, NeighEntry};
 pub enum NlEvent {
     /// RTM_NEWLINK: a link appeared or changed, one entry of a link dump, or the answer to
     /// [`RouteSocket::request_link`] (the last two with fresh counters).
+    ///
+    /// [`RouteSocket::request_link`]: crate::netlink::RouteSocket::request_link
     Link(LinkInfo),
     LinkRemoved {
         index: u32,

@@ -11,8 +11,11 @@ pub struct FrameMeta {
     /// The real length of the frame on the wire (`tp_len`); the bytes handed over are at most the
     /// snap length.
     pub orig_len: u32,
-    /// `sll_pkttype`: [`PACKET_HOST`], [`PACKET_BROADCAST`], [`PACKET_MULTICAST`],
-    /// [`PACKET_OTHERHOST`] or [`PACKET_OUTGOING`] (sent by this host).
+    /// `sll_pkttype`: [`PACKET_HOST`](super::PACKET_HOST),
+    /// [`PACKET_BROADCAST`](super::PACKET_BROADCAST),
+    /// [`PACKET_MULTICAST`](super::PACKET_MULTICAST),
+    /// [`PACKET_OTHERHOST`](super::PACKET_OTHERHOST) or
+    /// [`PACKET_OUTGOING`](super::PACKET_OUTGOING) (sent by this host).
     pub pkt_type: u8,
     /// How many frames an IPv4/IPv6 data frame stands for: the sampling ratio in force when the
     /// kernel kept it (1 when counting exactly). ARP and Neighbor Discovery frames are never

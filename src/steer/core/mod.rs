@@ -16,6 +16,8 @@
 //!   the move may be tried again after a growing delay ([`Steerer::on_send_result`]);
 //! - one frame seen several times (a broadcast on every port, a client's ARP retries) is answered
 //!   with one re-assertion.
+//!
+//! [`HostView`]: crate::host::HostView
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

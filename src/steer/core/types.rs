@@ -19,6 +19,8 @@ pub enum Action {
     /// Send `frame` out of `port`: an update telling `client` to use that port. Its outcome,
     /// once known (sent, or refused for good), goes back with [`Steerer::on_send_result`]
     /// under `move_id`.
+    ///
+    /// [`Steerer::on_send_result`]: super::Steerer::on_send_result
     Send {
         port: PortIndex,
         client: ClientKey,
@@ -90,6 +92,8 @@ pub struct SteerConfig {
     pub max_moved: usize,
     /// Also fail over the clients the host's own ARP and ND frames placed on a port, not only
     /// those counted there: on plain ports, where nobody else would (see [`answered`]).
+    ///
+    /// [`answered`]: crate::steer::answered
     pub follow_answers: bool,
     /// The clients `[clients]` excludes or pins.
     pub clients: crate::config::ClientRules,

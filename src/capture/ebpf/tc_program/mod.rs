@@ -66,8 +66,8 @@ impl Ring {
 }
 
 /// Builds the ingress program for a port whose map is `map_fd` and whose sampling ratio is in
-/// `ratio_fd` (a one-entry per-CPU array of [`RATIO_VALUE`] bytes); `host_macs` are the server's MACs other than
-/// the port's own whose frames count too.
+/// `ratio_fd` (a one-entry per-CPU array of [`RATIO_VALUE`](super::draw::RATIO_VALUE) bytes);
+/// `host_macs` are the server's MACs other than the port's own whose frames count too.
 pub fn counting_program(
     host_macs: &[Mac],
     map_fd: i32,
