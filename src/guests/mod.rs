@@ -78,6 +78,8 @@ pub struct Guests {
     /// Pins an earlier daemon left (the state file), for guests not learned yet.
     remembered: BTreeMap<ClientKey, GuestPin>,
     pub totals: GuestTotals,
+    /// The hold-down switched off (only ever by the simulation's mutation runs).
+    hold_off: bool,
 }
 
 impl Guests {
@@ -87,6 +89,13 @@ impl Guests {
             hold_down: HoldDown::from_secs(hold_down_secs),
             ..Guests::default()
         }
+    }
+
+    /// Switches the guests' hold-down off: only to prove that the simulation catches its
+    /// absence. Behind the `rule-switches` feature, which the shipped binary does not enable.
+    #[cfg(any(test, feature = "rule-switches"))]
+    pub fn switch_hold_down_off(&mut self) {
+        self.hold_off = true;
     }
 
     pub fn enabled(&self) -> bool {
@@ -378,7 +387,7 @@ impl Guests {
 
     /// The planner's view of `g`: a pinned guest is held (its load is fixed).
     fn view(&self, g: &Guest, now: u64) -> ClientView {
-        let held = g.moved_ms.is_some_and(|m| self.hold_down.holds(m, now));
+        let held = !self.hold_off && g.moved_ms.is_some_and(|m| self.hold_down.holds(m, now));
         ClientView {
             port: g.port.unwrap_or(usize::MAX),
             rate_bps: g.rx_bps,

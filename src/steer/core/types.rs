@@ -117,6 +117,10 @@ pub enum Rule {
     RingDropVeto,
     /// A port over its threshold sheds clients to a port with room (the point of rlbd).
     Rebalance,
+    /// No balancing move of a guest within its hold-down (the guests table's own).
+    GuestHoldDown,
+    /// A guest pinned to a port is announced there at once (its learning frame).
+    GuestAnnounce,
 }
 
 /// A rule kept, but a little short: each only to prove that the simulation catches a rule
@@ -137,20 +141,20 @@ pub enum Weakening {
 
 /// The rules switched off or weakened (none, outside the simulation's mutation runs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RulesOff(u16);
+pub struct RulesOff(u32);
 
 impl RulesOff {
     pub fn with(self, rule: Rule) -> RulesOff {
-        RulesOff(self.0 | 1 << rule as u16)
+        RulesOff(self.0 | 1 << rule as u32)
     }
     pub fn has(self, rule: Rule) -> bool {
-        self.0 & 1 << rule as u16 != 0
+        self.0 & 1 << rule as u32 != 0
     }
     pub fn with_weakened(self, w: Weakening) -> RulesOff {
-        RulesOff(self.0 | 1 << (8 + w as u16))
+        RulesOff(self.0 | 1 << (16 + w as u32))
     }
     pub fn weakened(self, w: Weakening) -> bool {
-        self.0 & 1 << (8 + w as u16) != 0
+        self.0 & 1 << (16 + w as u32) != 0
     }
 }
 
