@@ -254,9 +254,7 @@ impl Engine {
     #[cfg(any(test, feature = "rule-switches"))]
     pub fn switch_off(&mut self, rule: Rule) {
         self.rules_off = self.rules_off.with(rule);
-        if rule == Rule::GuestHoldDown {
-            self.guests.switch_hold_down_off();
-        }
+        self.guests.switch_off(rule);
         self.steer
             .reconfigure(steer_config(&self.settings, self.rules_off));
     }

@@ -121,6 +121,12 @@ pub enum Rule {
     GuestHoldDown,
     /// A guest pinned to a port is announced there at once (its learning frame).
     GuestAnnounce,
+    /// A guest whose MAC shows on the switch's side (it left the host) is released.
+    GuestRelease,
+    /// A guest on a port that goes down is pinned to a live one at once.
+    GuestFailover,
+    /// A port over its threshold sheds guests to a port with room.
+    GuestRebalance,
 }
 
 /// A rule kept, but a little short: each only to prove that the simulation catches a rule
