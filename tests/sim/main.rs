@@ -22,6 +22,9 @@ mod bond;
 mod checks;
 mod clients;
 mod driver;
+mod guest_rules;
+mod guest_shell;
+mod guests;
 mod limits;
 mod links;
 mod moves;
@@ -33,6 +36,7 @@ mod rules;
 mod run;
 mod setup;
 mod shrink;
+mod switch;
 mod trace;
 mod wire;
 mod world;
@@ -288,6 +292,12 @@ fn every_mutation_is_caught_by_its_own_check() {
         // The answered clients' failover is plain ports' (even seeds): they go first for it.
         let seeds = match m.catcher() {
             checks::Check::AnsweredFailover => [2u64, 4, 6, 1, 3, 5],
+            // The guests are on seeds 1 and 5 (every other bond seed).
+            checks::Check::GuestHoldDown
+            | checks::Check::GuestAnnounce
+            | checks::Check::GuestRelease
+            | checks::Check::GuestFailover
+            | checks::Check::GuestBalance => [1, 5, 3, 2, 4, 6],
             _ => [1, 2, 3, 4, 5, 6],
         };
         let caught = seeds.into_iter().find_map(|seed| {
