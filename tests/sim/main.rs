@@ -11,8 +11,14 @@
 //! and replaced; every third seed has one slow port (a tenth or a quarter of the others'), and
 //! every third seed on a bond a client table smaller than its population (it evicts).
 //!
+//! Guests (issue 38): every other bond seed's bond is the port of a bridge with 4 to 28 guests
+//! behind it, arriving, leaving (gone from the FDB, or migrated: seen from the switch), sharing
+//! the slaves with the clients, behind a switch that learns (`guests.rs`, `switch.rs`); the
+//! shell's guest path is `guest_shell.rs`, their checks `guest_rules.rs`.
+//!
 //! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed);
 //! `RLBD_SIM_SMALL_TABLE=1` gives every seed on a bond the small table, `=0` none;
+//! `RLBD_SIM_GUESTS=1` gives every seed on a bond guests, `=0` none;
 //! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address),
 //! `RLBD_SIM_LOG=debug` with the engine's debug lines.
 
