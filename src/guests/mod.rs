@@ -272,10 +272,9 @@ impl Guests {
             if c.tx_bytes > 0 {
                 g.last_tx_ms = now;
             }
-            if c.seen_from_switch > 0 && Some(c.port.index()) == g.port {
-                if !self.off.has(Rule::GuestRelease) {
-                    away.push(c.key);
-                }
+            let releasing = !self.off.has(Rule::GuestRelease);
+            if c.seen_from_switch > 0 && Some(c.port.index()) == g.port && releasing {
+                away.push(c.key);
             }
         }
         for key in away {
