@@ -282,11 +282,13 @@ impl World {
                 g.arrived.resize(self.ports.len(), 0);
             }
             g.arrived[p] += bytes;
-            // The ingress program takes a pinned guest's frames on its slave only; otherwise a
-            // slave takes a frame for a guest's MAC if promiscuous, or if it is the active one.
+            // A slave with its part of the guest path (the ingress program, promiscuous) takes a
+            // pinned guest's frames only if pinned there, any other guest's all; one without
+            // takes a guest's MAC only if it is the active one (the bridge's promiscuity).
             let accepted = match lan.pins.get(&g.key) {
-                Some(&q) if lan.path => q == p,
-                _ => Some(p) == active || (lan.path && lan.promisc.contains(&ifindex)),
+                _ if !lan.path || !lan.promisc.contains(&ifindex) => Some(p) == active,
+                Some(&q) => q == p,
+                None => true,
             };
             if accepted {
                 g.delivered_bps += got;
