@@ -220,3 +220,43 @@ pub struct Counters {
     /// Moves not made: the kernel refused every frame of them.
     pub moves_refused: u64,
 }
+
+#[cfg(test)]
+mod rules_off_tests {
+    use super::{Rule, RulesOff, Weakening};
+
+    /// Every rule switched off and every weakening are bits of their own: the guests' rules
+    /// (the ninth and on) do not switch a weakening on, nor the reverse.
+    #[test]
+    fn every_rule_and_weakening_has_a_bit_of_its_own() {
+        let rules = [
+            Rule::HoldDown,
+            Rule::Rebalance,
+            Rule::GuestHoldDown,
+            Rule::GuestAnnounce,
+            Rule::GuestRelease,
+            Rule::GuestFailover,
+            Rule::GuestRebalance,
+        ];
+        let weak = [
+            Weakening::HoldDownShort,
+            Weakening::LimitsDoubled,
+            Weakening::ReassertionSkipsVlan,
+            Weakening::ConfirmMacOnly,
+            Weakening::FailoverForgetsPort1,
+        ];
+        for r in rules {
+            let off = RulesOff::default().with(r);
+            assert!(off.has(r));
+            assert!(weak.iter().all(|w| !off.weakened(*w)), "{r:?}");
+            assert!(rules.iter().filter(|x| off.has(**x)).count() == 1, "{r:?}");
+        }
+        for w in weak {
+            let off = RulesOff::default().with_weakened(w);
+            assert!(
+                off.weakened(w) && rules.iter().all(|r| !off.has(*r)),
+                "{w:?}"
+            );
+        }
+    }
+}
