@@ -1,23 +1,18 @@
-//! Guests behind the bond, simulated: the real `Engine` through its door, on a host whose bond
-//! (two 30 Mbit/s slaves) is the port of a bridge with four guests behind it, and a switch that
-//! learns each MAC from the frames it receives (the guests' own, rlbd's announcements), floods
-//! what it does not know, forgets a port that goes down. Each second the switch's table decides
-//! on which slave each guest's traffic arrives; a frame arriving on a slave the guest is not
-//! pinned to is dropped there (the ingress program), so a wrong pin costs the guest its
-//! traffic, as on the wire. Seeds vary the demands, port failures and guests leaving.
-//!
-//! Rules checked every second, each by its own check: the balance (two heavy guests on one
-//! slave are split within 4 s), the threshold (a guest leaves a slave only after 2 of 3 seconds
-//! over it), the hold-down (no guest moves twice within it but by failover), the announcement
-//! (every pin is announced on its slave at once), failover (no guest pinned to a slave that is
-//! down after the batch that told of it), release (a guest whose MAC appears behind the bond is
-//! unpinned in the same batch).
+//! Guests behind the bond, two scenarios the simulated month (tests/sim, whose guests, switch
+//! and checks cover the rules over seeded days: balance, threshold, hold-down, announcement,
+//! delivery, failover, release) does not pin down: the bound, two heavy guests that the
+//! switch learned on one slave split within 4 s (also under capture ring drops), and a guest
+//! path that cannot be set up giving guests up. The real `Engine` through its door, on a host
+//! whose bond (two 30 Mbit/s slaves) is the port of a bridge with four guests behind it, and a
+//! switch that learns each MAC from the frames it receives; a frame arriving on a slave the
+//! guest is not pinned to is dropped there (the ingress program). Every pin must be announced
+//! on its slave in the same batch.
 
 use std::collections::{BTreeMap, HashMap};
 
 use rlbd::client::ClientKey;
 use rlbd::config::{Settings, Target};
-use rlbd::engine::{Engine, Input, MapRead, Output, PortSecond, SendTag, Topic};
+use rlbd::engine::{Engine, Input, MapRead, Output, PortSecond, SendTag};
 use rlbd::guests::{GuestCount, GuestsConfig};
 use rlbd::netlink::{BondInfo, BondMode, FdbEntry, FdbKind, LinkInfo, LinkKind, NlEvent};
 use rlbd::Mac;
@@ -27,7 +22,6 @@ const SLAVES: [u32; 2] = [21, 22];
 const BRIDGE: u32 = 30;
 const CAP: f64 = 30e6;
 const START: u64 = 1_000_000;
-const HOLD_DOWN_S: u64 = 30;
 
 fn guest(n: usize) -> ClientKey {
     ClientKey::untagged(Mac(0x52, 0x54, 0, 0, 0, n as u8))
@@ -87,20 +81,6 @@ fn fdb(key: ClientKey, port: u32) -> NlEvent {
     })
 }
 
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() % 10_000) as f64 / 10_000.0 < p
-    }
-}
-
 struct World {
     e: Engine,
     now: u64,
@@ -112,8 +92,7 @@ struct World {
     pins: HashMap<ClientKey, usize>,
     /// Each present guest's demand, bit/s.
     demand: BTreeMap<ClientKey, f64>,
-    /// Each guest's overload/room/settle moves (time), and the last second's utilization.
-    moved_at: HashMap<ClientKey, u64>,
+    /// Each second's utilization of the two slaves.
     util: Vec<[f64; 2]>,
     /// Pins of this batch not yet announced, and guests unpinned in it.
     unannounced: Vec<(ClientKey, usize)>,
@@ -123,8 +102,6 @@ struct World {
     /// refuses).
     path: bool,
     path_fails: bool,
-    moves: usize,
-    overload_moves: usize,
     /// The capture rings drop frames every second (a busy host): client rates unreliable.
     ring_drops: bool,
     /// Frames each port's ring has dropped so far.
@@ -153,15 +130,12 @@ impl World {
             switch: HashMap::new(),
             pins: HashMap::new(),
             demand: BTreeMap::new(),
-            moved_at: HashMap::new(),
             util: Vec::new(),
             unannounced: Vec::new(),
             unpinned: Vec::new(),
             failures: Vec::new(),
             path: false,
             path_fails,
-            moves: 0,
-            overload_moves: 0,
             ring_drops: false,
             drops_total: 0,
         };
@@ -234,11 +208,6 @@ impl World {
                     self.e
                         .handle(self.now, Input::SendResult { tag, frame, result });
                 }
-                Output::Log {
-                    topic: Topic::Guest,
-                    text,
-                    ..
-                } => self.on_guest_log(&text),
                 _ => {}
             }
         }
@@ -246,45 +215,6 @@ impl World {
             self.fail(
                 "announce",
                 format!("{g} pinned to port {p} and not announced there"),
-            );
-        }
-    }
-
-    /// A move's log line: the threshold and the hold-down checked against what the world saw.
-    fn on_guest_log(&mut self, text: &str) {
-        let Some(rest) = text.strip_prefix("guest ") else {
-            return;
-        };
-        let Some((mac, what)) = rest.split_once(": moved to ") else {
-            return;
-        };
-        let key = guest(usize::from_str_radix(&mac[mac.len() - 2..], 16).unwrap_or(0));
-        self.moves += 1;
-        if what.contains("(failover)") || what.contains("(placement)") {
-            return;
-        }
-        if let Some(at) = self.moved_at.get(&key) {
-            if self.now < at + HOLD_DOWN_S * 1000 {
-                self.fail(
-                    "hold-down",
-                    format!("{mac} moved again {} ms after its last move", self.now - at),
-                );
-            }
-        }
-        self.moved_at.insert(key, self.now);
-        let from = 1 - self.pins.get(&key).copied().unwrap_or(0);
-        let over = self
-            .util
-            .iter()
-            .rev()
-            .take(3)
-            .filter(|u| u[from] > 0.8)
-            .count();
-        self.overload_moves += usize::from(what.contains("(overload)"));
-        if what.contains("(overload)") && over < 2 {
-            self.fail(
-                "threshold",
-                format!("{mac} left port {from} with {over} of the last 3 seconds over 80%"),
             );
         }
     }
@@ -350,38 +280,9 @@ impl World {
         self.input(Input::Deadline);
     }
 
-    fn set_port(&mut self, p: usize, up: bool) {
-        self.up[p] = up;
-        if !up {
-            self.switch.retain(|_, q| *q != p);
-        }
-        let ev = [slave(p, self.rx[p], up)];
-        self.input(Input::Netlink(&ev));
-        if let Some((g, _)) = self.pins.iter().find(|(_, q)| !up && **q == p) {
-            let g = *g;
-            self.fail(
-                "failover",
-                format!("{g} still pinned to port {p}, which is down"),
-            );
-        }
-    }
-
     fn arrive(&mut self, n: usize, demand: f64) {
         self.demand.insert(guest(n), demand);
         self.input(Input::Netlink(&[fdb(guest(n), 100 + n as u32)]));
-    }
-
-    fn leave(&mut self, n: usize) {
-        let g = guest(n);
-        self.demand.remove(&g);
-        self.unpinned.clear();
-        self.input(Input::Netlink(&[fdb(g, BOND)]));
-        if self.pins.contains_key(&g) || !self.unpinned.contains(&g) {
-            self.fail(
-                "release",
-                format!("{g}: its MAC behind the bond did not unpin it"),
-            );
-        }
     }
 
     /// Delivered over one slave's capacity, this second.
@@ -429,69 +330,6 @@ fn heavy_pair_split(ring_drops: bool) {
     let s = split_at.expect("the two heavy guests were never split");
     assert!(s <= 4, "split after {s} s");
     assert!(w.total_x() >= 1.8, "total {:.2}x one slave", w.total_x());
-}
-
-#[test]
-fn a_slave_that_fails_has_its_guests_pinned_and_announced_elsewhere_in_the_same_batch() {
-    let mut w = World::new();
-    for n in 0..4 {
-        w.arrive(n, 5e6);
-    }
-    w.second();
-    w.set_port(1, false);
-    assert!(w.pins.values().all(|p| *p == 0), "{:?}", w.pins);
-    assert!(w.demand.keys().all(|g| w.switch.get(g) == Some(&0)));
-    w.second();
-    w.set_port(1, true);
-    for _ in 0..5 {
-        w.second();
-    }
-    assert!(w.failures.is_empty(), "{:#?}", w.failures);
-    // Nothing overloaded: nobody went back but by the balancing rules.
-    assert!(w.pins.values().all(|p| *p == 0));
-}
-
-/// Seeds: guests arriving and leaving, demands changing, slaves failing and returning; every
-/// rule checked every second.
-#[test]
-fn seeded_hours_of_guests_keep_every_rule() {
-    let (mut overload, mut failover) = (0, 0);
-    for seed in 1..=12u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let mut w = World::new();
-        for s in 0..3600u64 {
-            let n = (rng.next() % 8) as usize;
-            if rng.chance(0.02) {
-                if w.demand.contains_key(&guest(n)) {
-                    w.leave(n);
-                } else {
-                    let d = [0.1e6, 2e6, 10e6, 40e6][(rng.next() % 4) as usize];
-                    w.arrive(n, d);
-                }
-            }
-            if rng.chance(0.002) {
-                // One slave down at a time, back a while later.
-                match (rng.next() % 2) as usize {
-                    p if !w.up[p] => w.set_port(p, true),
-                    p if w.up[1 - p] => w.set_port(p, false),
-                    p => w.set_port(1 - p, true),
-                }
-            }
-            w.second();
-            assert!(
-                w.failures.is_empty(),
-                "seed {seed}, second {s}: {:#?}",
-                w.failures
-            );
-        }
-        overload += w.overload_moves;
-        failover += w.moves - w.overload_moves;
-    }
-    eprintln!("12 simulated hours: {overload} overload moves, {failover} failover and other moves");
-    assert!(
-        overload > 10 && failover > 10,
-        "{overload} overload and {failover} other moves: the seeds exercised too little"
-    );
 }
 
 /// The programs cannot be had (Linux 5.10 without CAP_PERFMON refuses them): guests are given up,

@@ -254,6 +254,7 @@ impl Engine {
     #[cfg(any(test, feature = "rule-switches"))]
     pub fn switch_off(&mut self, rule: Rule) {
         self.rules_off = self.rules_off.with(rule);
+        self.guests.switch_off(rule);
         self.steer
             .reconfigure(steer_config(&self.settings, self.rules_off));
     }

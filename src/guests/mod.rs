@@ -26,6 +26,7 @@ use crate::client::ClientKey;
 use crate::policy::hold_down::{since_move_secs, HoldDown};
 use crate::policy::model::PortIndex;
 use crate::policy::{self, ClientView, PolicyConfig, PortView, Reason};
+use crate::steer::{Rule, RulesOff};
 pub use config::{parse_mac, GuestsConfig};
 pub use facts::{FdbFact, GuestAction, GuestCount};
 pub use macvlan::{macvlan_fact, MACVLAN_DUMP_SECS};
@@ -78,6 +79,8 @@ pub struct Guests {
     /// Pins an earlier daemon left (the state file), for guests not learned yet.
     remembered: BTreeMap<ClientKey, GuestPin>,
     pub totals: GuestTotals,
+    /// Rules switched off (only ever by the simulation's mutation runs).
+    off: RulesOff,
 }
 
 impl Guests {
@@ -87,6 +90,13 @@ impl Guests {
             hold_down: HoldDown::from_secs(hold_down_secs),
             ..Guests::default()
         }
+    }
+
+    /// Switches one of the guests' rules off: only to prove that the simulation catches its
+    /// absence. Behind the `rule-switches` feature, which the shipped binary does not enable.
+    #[cfg(any(test, feature = "rule-switches"))]
+    pub fn switch_off(&mut self, rule: Rule) {
+        self.off = self.off.with(rule);
     }
 
     pub fn enabled(&self) -> bool {
@@ -191,7 +201,8 @@ impl Guests {
             return;
         }
         if Some(f.bridge_port) == self.bond {
-            if !f.removed && self.list.contains_key(&f.key) {
+            let off = self.off.has(Rule::GuestRelease);
+            if !f.removed && self.list.contains_key(&f.key) && !off {
                 self.release(
                     f.key,
                     "its MAC is now behind the bond (it left the host)",
@@ -261,7 +272,8 @@ impl Guests {
             if c.tx_bytes > 0 {
                 g.last_tx_ms = now;
             }
-            if c.seen_from_switch > 0 && Some(c.port.index()) == g.port {
+            let releasing = !self.off.has(Rule::GuestRelease);
+            if c.seen_from_switch > 0 && Some(c.port.index()) == g.port && releasing {
                 away.push(c.key);
             }
         }
@@ -302,7 +314,12 @@ impl Guests {
         let mut views: Vec<ClientView> =
             keys.iter().map(|k| self.view(&self.list[k], now)).collect();
         views.extend(hosts.iter().map(ClientView::fixed));
-        for m in policy::plan(cfg, ports, &views) {
+        let plan = if self.off.has(Rule::GuestRebalance) {
+            Vec::new()
+        } else {
+            policy::plan(cfg, ports, &views)
+        };
+        for m in plan {
             // Only guests move here: a host client's place is the clients' planner's.
             if let Some(&key) = keys.get(m.client) {
                 self.moved(now, key, m.to, m.reason, out);
@@ -314,7 +331,7 @@ impl Guests {
 
     /// Ports went down: their guests move to live ports at once (not waiting for the second).
     pub fn fail_over(&mut self, now: u64, ports: &[PortView], out: &mut Vec<GuestAction>) {
-        if !self.enabled() {
+        if !self.enabled() || self.off.has(Rule::GuestFailover) {
             return;
         }
         let keys: Vec<ClientKey> = self
@@ -378,7 +395,8 @@ impl Guests {
 
     /// The planner's view of `g`: a pinned guest is held (its load is fixed).
     fn view(&self, g: &Guest, now: u64) -> ClientView {
-        let held = g.moved_ms.is_some_and(|m| self.hold_down.holds(m, now));
+        let held = !self.off.has(Rule::GuestHoldDown)
+            && g.moved_ms.is_some_and(|m| self.hold_down.holds(m, now));
         ClientView {
             port: g.port.unwrap_or(usize::MAX),
             rate_bps: g.rx_bps,

@@ -90,6 +90,11 @@ impl Balance {
                 on[p].push(i);
             }
         }
+        // The guests behind the bond load the slaves too; a port their load alone puts over
+        // the threshold is the guests' rule's (guest_rules.rs): no client's move mends it.
+        let mut guests = vec![0.0; n];
+        world.guest_load(&mut guests);
+        load.iter_mut().zip(&guests).for_each(|(l, g)| *l += g);
         let cap = |p: usize| world.ports[p].capacity_bps();
         let util = |p: usize| load[p] / cap(p);
         // Over `threshold - min_gain` of the live ports' sum, no placement keeps every port
@@ -99,7 +104,9 @@ impl Balance {
         if total > (self.threshold - self.min_gain) * capacity {
             return None;
         }
-        let hot = (0..n).find(|p| world.ports[*p].up && util(*p) > self.threshold)?;
+        let by_guests = |p: usize| guests[p] > self.threshold * cap(p);
+        let hot =
+            (0..n).find(|p| world.ports[*p].up && util(*p) > self.threshold && !by_guests(*p))?;
         let cold = (0..n)
             .filter(|p| *p != hot && world.ports[*p].up)
             .min_by(|a, b| util(*a).total_cmp(&util(*b)))?;

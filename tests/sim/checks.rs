@@ -42,6 +42,21 @@ pub enum Check {
     ForeignClaim,
     /// No guest output on a host without guests.
     Guests,
+    /// Guests (`guest_rules.rs`): two heavy guests on one overloaded slave are split once
+    /// settled, if another has room.
+    GuestBalance,
+    /// A guest leaves a slave for overload only after 2 of 3 seconds over the threshold.
+    GuestThreshold,
+    /// No guest moved twice within its hold-down but by failover.
+    GuestHoldDown,
+    /// Every pin announced on its slave in the same batch, from the guest's MAC and VLAN.
+    GuestAnnounce,
+    /// No guest delivered the same frames twice, nor anywhere but on its slave.
+    GuestDelivery,
+    /// No guest pinned to a slave the engine knows is down; every guest receiving within 1 s.
+    GuestFailover,
+    /// A guest that leaves (gone from the FDB, or seen from the switch) unpinned in that batch.
+    GuestRelease,
     /// The engine's deadlines move on.
     Deadlines,
     /// The world's own frames parse (a fault of the simulation, not of rlbd).
@@ -56,7 +71,7 @@ pub enum Mutation {
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 13] = [
+    pub const ALL: [Mutation; 18] = [
         Mutation::Off(Rule::HoldDown),
         Mutation::Off(Rule::StateFile),
         Mutation::Off(Rule::RateLimits),
@@ -70,6 +85,11 @@ impl Mutation {
         Mutation::Weak(Weakening::ReassertionSkipsVlan),
         Mutation::Weak(Weakening::ConfirmMacOnly),
         Mutation::Weak(Weakening::FailoverForgetsPort1),
+        Mutation::Off(Rule::GuestHoldDown),
+        Mutation::Off(Rule::GuestAnnounce),
+        Mutation::Off(Rule::GuestRelease),
+        Mutation::Off(Rule::GuestFailover),
+        Mutation::Off(Rule::GuestRebalance),
     ];
 
     /// The check that guards the rule: the one that must catch this mutation first.
@@ -92,6 +112,11 @@ impl Mutation {
             | Mutation::Weak(Weakening::FailoverForgetsPort1) => Check::AnsweredFailover,
             Mutation::Off(Rule::RingDropVeto) => Check::RingDropVeto,
             Mutation::Off(Rule::Rebalance) => Check::Balance,
+            Mutation::Off(Rule::GuestHoldDown) => Check::GuestHoldDown,
+            Mutation::Off(Rule::GuestAnnounce) => Check::GuestAnnounce,
+            Mutation::Off(Rule::GuestRelease) => Check::GuestRelease,
+            Mutation::Off(Rule::GuestFailover) => Check::GuestFailover,
+            Mutation::Off(Rule::GuestRebalance) => Check::GuestBalance,
         }
     }
 

@@ -11,8 +11,15 @@
 //! and replaced; every third seed has one slow port (a tenth or a quarter of the others'), and
 //! every third seed on a bond a client table smaller than its population (it evicts).
 //!
+//! Guests (issue 38): on every bond seed but every fifth (1, 3, 7, 9, 11, ...) the bond is the
+//! port of a bridge with 4 to 28 guests behind it, arriving, leaving (gone from the FDB, or
+//! migrated: seen from the switch), sharing the slaves with the clients, behind a switch that
+//! learns (`guests.rs`, `switch.rs`); the shell's guest path is `guest_shell.rs`, their checks
+//! `guest_rules.rs`.
+//!
 //! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed);
 //! `RLBD_SIM_SMALL_TABLE=1` gives every seed on a bond the small table, `=0` none;
+//! `RLBD_SIM_GUESTS=1` gives every seed on a bond guests, `=0` none;
 //! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address),
 //! `RLBD_SIM_LOG=debug` with the engine's debug lines.
 
@@ -22,6 +29,9 @@ mod bond;
 mod checks;
 mod clients;
 mod driver;
+mod guest_rules;
+mod guest_shell;
+mod guests;
 mod limits;
 mod links;
 mod moves;
@@ -33,6 +43,7 @@ mod rules;
 mod run;
 mod setup;
 mod shrink;
+mod switch;
 mod trace;
 mod wire;
 mod world;
@@ -288,6 +299,12 @@ fn every_mutation_is_caught_by_its_own_check() {
         // The answered clients' failover is plain ports' (even seeds): they go first for it.
         let seeds = match m.catcher() {
             checks::Check::AnsweredFailover => [2u64, 4, 6, 1, 3, 5],
+            // The guests are on seeds 1 and 3.
+            checks::Check::GuestHoldDown
+            | checks::Check::GuestAnnounce
+            | checks::Check::GuestRelease
+            | checks::Check::GuestFailover
+            | checks::Check::GuestBalance => [3, 1, 5, 2, 4, 6],
             _ => [1, 2, 3, 4, 5, 6],
         };
         let caught = seeds.into_iter().find_map(|seed| {

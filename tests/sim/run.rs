@@ -109,7 +109,7 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
         "{} clients on {}, {:?}, frames checked {} (NA {}, tagged {}), moves checked against the \
          hold-down {} (corrections {}), undone moves told again {}; engine \
          allocations per second {:.0}, per ARP/ND frame seen {:.1} (none for {:.0}% of them); \
-         trace hash {:016x}",
+         {}trace hash {:016x}",
         population,
         if d.world.rlb.is_some() {
             "a bond (balance-alb, VLAN 100)"
@@ -126,6 +126,7 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
         d.stats.allocs_second as f64 / d.stats.seconds.max(1) as f64,
         d.stats.allocs_frame as f64 / d.stats.frames.max(1) as f64,
         100.0 * d.stats.frames_alloc_free as f64 / d.stats.frames.max(1) as f64,
+        d.guest_summary(),
         d.trace.hash()
     ))
 }

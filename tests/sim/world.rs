@@ -59,6 +59,8 @@ pub struct World {
     pub bond_mac: Mac,
     /// The clients the driver is to tell their slave on its next round.
     pub(super) rlb_ntt: Vec<Ipv4Addr>,
+    /// The guests behind the bond, on the seeds that have them (`guests.rs`).
+    pub guests: Option<super::guests::GuestLan>,
 }
 
 impl World {
@@ -91,6 +93,7 @@ impl World {
             rlb_due: Vec::new(),
             bond_mac,
             rlb_ntt: Vec::new(),
+            guests: None,
         }
     }
 
@@ -117,6 +120,7 @@ impl World {
                 network: network.parse().unwrap(),
             }));
         }
+        self.guest_dump(&mut ev);
         let mut n: Vec<_> = self.neigh.iter().collect();
         n.sort_by_key(|(ip, _)| **ip);
         ev.extend(
@@ -348,8 +352,12 @@ impl World {
         }
         let mut counts = Vec::new();
         for (p, on) in per_port.iter().enumerate() {
-            let demands: Vec<f64> = on.iter().map(|c| self.clients[*c].demand_bps).collect();
+            let mut demands: Vec<f64> = on.iter().map(|c| self.clients[*c].demand_bps).collect();
+            // The guests behind the bond share the slave (`guests.rs`).
+            let guests = self.guest_demands(p);
+            demands.extend(guests.iter().map(|g| g.1));
             let shares = fair_share(self.ports[p].capacity_bps(), &demands);
+            self.guests_received(p, &guests, &shares[on.len()..]);
             for (c, got) in on.iter().zip(shares) {
                 self.clients[*c].delivered_bps = got;
                 let bytes = (got / 8.0) as u64;

@@ -218,7 +218,9 @@ impl Engine {
                     };
                     let name = p.name.clone();
                     self.out.push(Output::PinGuest { key, port: p });
-                    self.announce(key, port);
+                    if !self.rules_off.has(crate::steer::Rule::GuestAnnounce) {
+                        self.announce(key, port);
+                    }
                     let text = match reason {
                         None => format!("guest {key}: placed on {name}"),
                         Some(r) => format!("guest {key}: moved to {name} ({})", r.as_str()),

@@ -121,6 +121,16 @@ pub enum Rule {
     RingDropVeto,
     /// A port over its threshold sheds clients to a port with room (the point of rlbd).
     Rebalance,
+    /// No balancing move of a guest within its hold-down (the guests table's own).
+    GuestHoldDown,
+    /// A guest pinned to a port is announced there at once (its learning frame).
+    GuestAnnounce,
+    /// A guest whose MAC shows on the switch's side (it left the host) is released.
+    GuestRelease,
+    /// A guest on a port that goes down is pinned to a live one at once.
+    GuestFailover,
+    /// A port over its threshold sheds guests to a port with room.
+    GuestRebalance,
 }
 
 /// A rule kept, but a little short: each only to prove that the simulation catches a rule
@@ -141,20 +151,20 @@ pub enum Weakening {
 
 /// The rules switched off or weakened (none, outside the simulation's mutation runs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RulesOff(u16);
+pub struct RulesOff(u32);
 
 impl RulesOff {
     pub fn with(self, rule: Rule) -> RulesOff {
-        RulesOff(self.0 | 1 << rule as u16)
+        RulesOff(self.0 | 1 << rule as u32)
     }
     pub fn has(self, rule: Rule) -> bool {
-        self.0 & 1 << rule as u16 != 0
+        self.0 & 1 << rule as u32 != 0
     }
     pub fn with_weakened(self, w: Weakening) -> RulesOff {
-        RulesOff(self.0 | 1 << (8 + w as u16))
+        RulesOff(self.0 | 1 << (16 + w as u32))
     }
     pub fn weakened(self, w: Weakening) -> bool {
-        self.0 & 1 << (8 + w as u16) != 0
+        self.0 & 1 << (16 + w as u32) != 0
     }
 }
 
@@ -213,4 +223,44 @@ pub struct Counters {
     pub deferred: u64,
     /// Moves not made: the kernel refused every frame of them.
     pub moves_refused: u64,
+}
+
+#[cfg(test)]
+mod rules_off_tests {
+    use super::{Rule, RulesOff, Weakening};
+
+    /// Every rule switched off and every weakening are bits of their own: the guests' rules
+    /// (the ninth and on) do not switch a weakening on, nor the reverse.
+    #[test]
+    fn every_rule_and_weakening_has_a_bit_of_its_own() {
+        let rules = [
+            Rule::HoldDown,
+            Rule::Rebalance,
+            Rule::GuestHoldDown,
+            Rule::GuestAnnounce,
+            Rule::GuestRelease,
+            Rule::GuestFailover,
+            Rule::GuestRebalance,
+        ];
+        let weak = [
+            Weakening::HoldDownShort,
+            Weakening::LimitsDoubled,
+            Weakening::ReassertionSkipsVlan,
+            Weakening::ConfirmMacOnly,
+            Weakening::FailoverForgetsPort1,
+        ];
+        for r in rules {
+            let off = RulesOff::default().with(r);
+            assert!(off.has(r));
+            assert!(weak.iter().all(|w| !off.weakened(*w)), "{r:?}");
+            assert!(rules.iter().filter(|x| off.has(**x)).count() == 1, "{r:?}");
+        }
+        for w in weak {
+            let off = RulesOff::default().with_weakened(w);
+            assert!(
+                off.weakened(w) && rules.iter().all(|r| !off.has(*r)),
+                "{w:?}"
+            );
+        }
+    }
 }

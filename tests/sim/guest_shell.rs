@@ -1,0 +1,288 @@
+//! The shell's part for the guests (what `src/daemon/guests.rs` and `edge.rs` do): the guest
+//! path on and off, each port's ingress program and promiscuous hold, the pins map, the
+//! announcements on the wire, the second's per-slave counts handed in before the clients'; and
+//! the world's guest events (a tap's FDB entry, a migrated guest learned on the bond) handed in
+//! as netlink. The announcement and the release are checked here, batch by batch.
+
+use rlbd::engine::{Input, Output, PortId, SendTag};
+use rlbd::guests::GuestCount;
+use rlbd::logging::{Fields, MessageId};
+
+use super::bond::{untag, BOND_IF};
+use super::checks::Check;
+use super::driver::Driver;
+use super::guests::{fdb, GuestEvent};
+
+impl Driver {
+    /// A guest output of the engine, carried out as the shell does.
+    pub(super) fn guest_output(&mut self, out: Output) {
+        let world_port =
+            |d: &Driver, ifindex: u32| d.world.ports.iter().position(|w| w.ifindex == ifindex);
+        let wp = match &out {
+            Output::GuestPort { port } | Output::PinGuest { port, .. } => {
+                world_port(self, port.ifindex)
+            }
+            _ => None,
+        };
+        let Some(lan) = self.world.guests.as_mut() else {
+            let why = format!("a guest output on a host without guests: {out:?}");
+            return self.fail(Check::Guests, why);
+        };
+        match out {
+            Output::GuestPath { on, .. } => {
+                // A new engine's path (a restart) starts from nothing, as the daemon's would.
+                lan.path_off();
+                lan.path = on;
+                lan.rules.forget();
+            }
+            Output::GuestPort { port } => {
+                lan.promisc.insert(port.ifindex);
+            }
+            Output::PinGuest { key, port } => {
+                let Some(p) = wp else {
+                    let why = format!("{key} pinned to {}, which is no slave", port.name);
+                    return self.fail(Check::GuestFailover, why);
+                };
+                if let Some(old) = lan.pins.insert(key, p) {
+                    lan.rules.from.insert(key, old);
+                }
+                lan.rules.unannounced.push((key, p));
+            }
+            Output::UnpinGuest { key } => {
+                lan.pins.remove(&key);
+                lan.rules.released(key);
+            }
+            _ => {}
+        }
+    }
+
+    /// An announcement rlbd sent (`ok`: the kernel took it) out of world port `wp`: from the
+    /// guest's MAC on its VLAN, where it is pinned; the switch learns it there.
+    pub(super) fn guest_sent(&mut self, tag: &SendTag, wp: Option<usize>, ok: bool, frame: &[u8]) {
+        let SendTag::Announce { guest, .. } = *tag else {
+            return;
+        };
+        let now = self.now;
+        let Some(lan) = self.world.guests.as_mut() else {
+            return self.fail(Check::Guests, format!("an announcement of {guest}"));
+        };
+        let (vlan, inner) = untag(frame);
+        let from_guest = inner.len() >= 12 && inner[6..12] == guest.mac.octets();
+        let pinned = wp.is_some() && lan.pins.get(&guest).copied() == wp;
+        if !from_guest || vlan != guest.vlan || !pinned {
+            let why = format!(
+                "announcement of {guest} out of port {wp:?} (pinned to {:?}): VLAN {vlan}, \
+                 from the guest's MAC {from_guest}",
+                lan.pins.get(&guest)
+            );
+            return self.fail(Check::GuestAnnounce, why);
+        }
+        lan.rules
+            .unannounced
+            .retain(|x| (x.0, Some(x.1)) != (guest, wp));
+        lan.rules.announced += 1;
+        if let (true, Some(p)) = (ok, wp) {
+            lan.switch.learn(now, guest, Some(p));
+        }
+    }
+
+    /// A guest's move, from its log record: the threshold and the hold-down checked.
+    pub(super) fn guest_log(&mut self, fields: &Fields) {
+        let (Some(MessageId::GuestMove), Some(mac), Some(reason)) =
+            (fields.id, fields.client_mac, fields.reason)
+        else {
+            return;
+        };
+        let key = rlbd::client::ClientKey::new(mac, fields.vlan);
+        let hold_ms = self.settings.policy.hold_down * 1000;
+        let now = self.now;
+        let Some(lan) = self.world.guests.as_mut() else {
+            return;
+        };
+        let to = lan.pins.get(&key).copied();
+        if let Err((check, why)) = lan.rules.on_move(now, (key, to), reason, hold_ms) {
+            self.fail(check, why);
+        }
+    }
+
+    /// The end of a batch: every pin of it announced; no guest pinned to a port the engine
+    /// knows is down or gone.
+    pub(super) fn guest_batch_done(&mut self) {
+        let Some(lan) = self.world.guests.as_mut() else {
+            return;
+        };
+        if let Some((key, p)) = lan.rules.unannounced.first().copied() {
+            lan.rules.unannounced.clear();
+            let why = format!("guest {key} pinned to port {p} and not announced there at once");
+            return self.fail(Check::GuestAnnounce, why);
+        }
+        let list = &self.engine.ports().list;
+        for (key, &p) in lan.pins.iter().filter(|_| lan.path) {
+            let ifindex = self.world.ports[p].ifindex;
+            let known = list.iter().find(|e| e.present && e.ifindex == ifindex);
+            if !known.is_some_and(|e| e.usable()) {
+                let why = format!(
+                    "guest {key} pinned to {} after the batch that told the engine it is {}",
+                    self.world.ports[p].name,
+                    if known.is_some() { "down" } else { "gone" }
+                );
+                return self.fail(Check::GuestFailover, why);
+            }
+        }
+    }
+
+    /// Before the second's traffic: the daemon down (the path with it), links that went down
+    /// (the switch forgets them), the guests' arrivals and departures handed in.
+    pub(super) fn guests_before_traffic(&mut self) {
+        let (now, down) = (self.now, self.down.is_some());
+        let Some(lan) = self.world.guests.as_mut() else {
+            return;
+        };
+        lan.now = now;
+        if down {
+            lan.path_off();
+        }
+        lan.down_seen.resize(self.world.ports.len(), 0);
+        for (p, port) in self.world.ports.iter().enumerate() {
+            if std::mem::replace(&mut lan.down_seen[p], port.down_since) != port.down_since {
+                lan.switch.port_down(p);
+            }
+        }
+        for g in &mut lan.guests {
+            g.arrived.iter_mut().for_each(|b| *b = 0);
+            (g.delivered_bps, g.deliveries, g.delivered_on) = (0.0, 0, None);
+        }
+        for ev in self.world.tick_guests(now) {
+            self.guest_event(ev);
+        }
+    }
+
+    /// A tap's entry or a migrated guest's MAC on the bond, handed in: a guest that leaves is
+    /// released in that batch.
+    fn guest_event(&mut self, ev: GuestEvent) {
+        let Some(lan) = self.world.guests.as_ref() else {
+            return;
+        };
+        let (input, key, leaves) = match ev {
+            GuestEvent::Tap(i, present) => {
+                let g = &lan.guests[i];
+                (fdb(g.key, g.tap, !present), g.key, !present)
+            }
+            GuestEvent::BehindBond(i) => {
+                let key = lan.guests[i].key;
+                (fdb(key, BOND_IF, false), key, true)
+            }
+        };
+        let pinned = lan.path && lan.pins.contains_key(&key);
+        self.input(Input::Netlink(&[input]));
+        self.guest_released(leaves && pinned && self.down.is_none(), key);
+    }
+
+    fn guest_released(&mut self, expected: bool, key: rlbd::client::ClientKey) {
+        let Some(lan) = self.world.guests.as_mut() else {
+            return;
+        };
+        if !expected {
+            return;
+        }
+        lan.rules.released += 1;
+        if lan.pins.contains_key(&key) {
+            let why = format!("guest {key} left the host and is still pinned after that batch");
+            self.fail(Check::GuestRelease, why);
+        }
+    }
+
+    /// After the second's traffic: the guests' counts handed in (before the clients', as the
+    /// daemon does), a migrated guest's RARP among them; then the guests transmit, and the
+    /// rules of the second are checked.
+    pub(super) fn guests_after_traffic(&mut self) {
+        let Some(lan) = self.world.guests.as_ref() else {
+            return;
+        };
+        let mut counts = Vec::new();
+        let mut migrated = Vec::new();
+        for g in lan.guests.iter() {
+            let Some(&home) = lan.pins.get(&g.key).filter(|_| lan.path) else {
+                continue;
+            };
+            let ep = |p: usize| self.map.get(p).copied().flatten().map(PortId::new);
+            for (p, &bytes) in g.arrived.iter().enumerate() {
+                if let (true, Some(port)) = (bytes > 0 && p != home, ep(p)) {
+                    counts.push(count(g.key, port, bytes, 0, 0));
+                }
+            }
+            let rx = g.arrived.get(home).copied().unwrap_or(0);
+            let tx = if g.demand_bps > 0.0 { rx / 50 + 60 } else { 0 };
+            if g.rarp {
+                migrated.push(g.key);
+            }
+            if let Some(port) = ep(home) {
+                counts.push(count(g.key, port, rx, tx, u64::from(g.rarp)));
+            }
+        }
+        if !counts.is_empty() {
+            self.input(Input::GuestCounts(&counts));
+        }
+        for key in migrated {
+            self.guest_released(self.down.is_none(), key);
+        }
+        self.world.guests_transmit(self.now);
+        let threshold = self.rules.balance.threshold;
+        let watching = self.down.is_none() && self.now >= self.restarted_at + 2000;
+        let p = &self.settings.policy;
+        let policy = (threshold, p.min_gain, p.hold_down * 1000);
+        let (now, calm) = (self.now, self.rules.balance.calm_since);
+        // The rules read the world while they change: taken out for the while.
+        let Some(mut rules) = self
+            .world
+            .guests
+            .as_mut()
+            .map(|l| std::mem::take(&mut l.rules))
+        else {
+            return;
+        };
+        rules.record(&self.world, threshold);
+        let result = rules
+            .after_second(now, &self.world, watching)
+            .and_then(|()| rules.balance(now, &self.world, calm, policy));
+        if let Some(lan) = self.world.guests.as_mut() {
+            lan.rules = rules;
+        }
+        if let Err((check, why)) = result {
+            self.fail(check, why);
+        }
+    }
+}
+
+impl Driver {
+    /// The guests' figures for the run's summary ("" without guests).
+    pub fn guest_summary(&self) -> String {
+        let Some(lan) = &self.world.guests else {
+            return String::new();
+        };
+        let r = &lan.rules;
+        format!(
+            "guests: {} slots, {} arrivals, {} vanished, {} migrated; moves {} balancing ({} \
+             overload), {} failover; announcements {}, releases {} checked; ",
+            lan.guests.len(),
+            lan.arrivals,
+            lan.vanished,
+            lan.migrated,
+            r.balancing_moves,
+            r.overload_moves,
+            r.failover_moves,
+            r.announced,
+            r.released
+        )
+    }
+}
+
+fn count(key: rlbd::client::ClientKey, port: PortId, rx: u64, tx: u64, seen: u64) -> GuestCount {
+    GuestCount {
+        key,
+        port,
+        rx_bytes: rx,
+        tx_bytes: tx,
+        seen_from_switch: seen,
+    }
+}
