@@ -220,6 +220,12 @@ impl Engine {
         &self.lan.ports
     }
 
+    /// The kernel's links, addresses and neighbours as the engine keeps them, read-only (the
+    /// simulation compares them with its world after a netlink resync).
+    pub fn host(&self) -> &crate::host::HostView {
+        &self.lan.host
+    }
+
     /// A present port without a capacity (no configured one, no link speed), by name: at start
     /// a configuration error.
     pub fn port_without_capacity(&self) -> Option<String> {
