@@ -275,13 +275,25 @@ impl Lan {
         }
     }
 
+    /// The steering core's view of the ports. A port whose MAC another present port has too is
+    /// no target and sends nothing: balance-alb swaps two slaves' MACs in two messages, and until
+    /// the second is in, the MAC last told for one of them is the other's (a client told it
+    /// would send to the other port, maybe a dead one).
     fn refresh_infos(&mut self) {
+        let list = &self.ports.list;
+        let shared = |i: usize| {
+            let p = &list[i];
+            list.iter()
+                .enumerate()
+                .any(|(j, q)| j != i && q.present && p.present && q.mac == p.mac)
+        };
         self.infos.clear();
-        self.infos.extend(self.ports.list.iter().map(|p| PortInfo {
-            name: p.name.clone(),
-            mac: p.mac,
-            usable: p.usable(),
-        }));
+        self.infos
+            .extend(list.iter().enumerate().map(|(i, p)| PortInfo {
+                name: p.name.clone(),
+                mac: p.mac,
+                usable: p.usable() && !shared(i),
+            }));
     }
 
     /// Names each port for the outputs; a name or index that did not change keeps its shared

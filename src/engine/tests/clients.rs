@@ -151,3 +151,53 @@ fn refused_overload_move(r: &mut Rig) -> u8 {
     }
     moved.expect("an overload move")
 }
+
+/// balance-alb swaps a dead active slave's MAC with the next one's in two messages, which may
+/// reach the engine apart (a batch's end, or counter answers after a netlink overrun): while
+/// port 0, down, has taken port 1's MAC and port 1's own message is not in yet, no update leaves
+/// port 1, whose MAC as last told is now the dead port's (a client told it would send there).
+/// Once port 1's message is in, it is a target again (found by the simulation, seed 3).
+#[test]
+fn no_update_names_a_mac_a_dead_port_took_before_its_owner_is_told() {
+    let mut r = Rig::new();
+    // Client 1 on port 0, client 3 busy on port 2: port 1 is the failover's natural target.
+    for _ in 0..3 {
+        r.second(&[(1, 0, 3.0), (3, 2, 8.0)]);
+    }
+    let mac_of = |i: usize| {
+        let NlEvent::Link(l) = slave(i, 0) else {
+            unreachable!()
+        };
+        l.mac.expect("a MAC")
+    };
+    let (mac0, mac1) = (mac_of(0), mac_of(1));
+    r.sends.clear();
+    let half = |i: usize, mac: Mac, up: bool, rx: u64| {
+        let NlEvent::Link(l) = slave(i, rx) else {
+            unreachable!()
+        };
+        NlEvent::Link(LinkInfo {
+            mac: Some(mac),
+            oper_up: up,
+            ..l
+        })
+    };
+    let ev = [half(0, mac1, false, r.rx[0])];
+    r.e.handle(r.now, Input::Netlink(&ev));
+    r.drain();
+    r.deadlines(300);
+    assert!(
+        r.sends.iter().all(|(p, _)| *p != 1),
+        "an update out of port 1 while its MAC as last told is the dead port 0's: {:?}",
+        r.sends
+    );
+    let ev = [half(1, mac0, true, r.rx[1])];
+    r.e.handle(r.now, Input::Netlink(&ev));
+    r.drain();
+    r.deadlines(2000);
+    assert!(
+        r.at.get(&1).is_some_and(|p| *p != 0),
+        "client 1 left on the dead port: {:?}",
+        r.sends
+    );
+}
