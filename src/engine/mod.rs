@@ -324,7 +324,8 @@ impl Engine {
     /// up): every client in the table, not only this second's, since a quiet one must move too.
     fn fail_over(&mut self, now: u64, down: &[usize]) {
         let b = &mut self.bufs;
-        second::fill_snaps(&self.table, &self.lan.ports, false, &mut b.snaps);
+        let tick = self.schedule.tick;
+        second::fill_snaps(&self.table, &self.lan.ports, false, tick, &mut b.snaps);
         self.lan.ports.views_into(&mut b.ports);
         let ctx = self.lan.ctx();
         self.steer

@@ -201,3 +201,46 @@ fn no_update_names_a_mac_a_dead_port_took_before_its_owner_is_told() {
         r.sends
     );
 }
+
+/// A moved client the host put back on its old port (a broadcast request, its re-assertion
+/// suppressed by its budget) and counted there lately, though not in the last second (a small
+/// client on a sampled port is kept in few seconds), is failed over when that port dies: it is
+/// there, not where its move put it (found by the simulation, seed 2).
+#[test]
+fn a_moved_client_counted_lately_on_a_port_that_dies_is_failed_over() {
+    let mut r = Rig::new();
+    for _ in 0..6 {
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+    }
+    let moved = (1..=2)
+        .find(|n| !r.moves_of(*n).is_empty())
+        .expect("a move");
+    let other = 3 - moved;
+    // Long after, the host puts it back on port 0, where it is counted a while.
+    for _ in 0..40 {
+        r.second(&[(other, 0, 1.0)]);
+    }
+    r.at.insert(moved, 0);
+    for _ in 0..3 {
+        r.second(&[(moved, 0, 0.1), (other, 0, 1.0)]);
+    }
+    // A second in which none of its frames was kept.
+    r.second(&[(other, 0, 1.0)]);
+    r.sends.clear();
+    let NlEvent::Link(l) = slave(0, r.rx[0]) else {
+        unreachable!()
+    };
+    let ev = [NlEvent::Link(LinkInfo {
+        oper_up: false,
+        ..l
+    })];
+    r.e.handle(r.now, Input::Netlink(&ev));
+    r.drain();
+    r.deadlines(500);
+    assert!(
+        r.at.get(&moved).is_some_and(|p| *p != 0),
+        "client {moved} left on the dead port 0: {:?} {:?}",
+        r.sends,
+        r.logs.iter().rev().take(8).collect::<Vec<_>>()
+    );
+}
