@@ -62,6 +62,15 @@ pub fn mode(seed: u64) -> Mode {
     }
 }
 
+/// The bits of a packet where the mode's ports are sampled: the hook's (after GRO), or the
+/// wire's for captured frames (their sampler reads the port's packet counter).
+pub fn packet_bits(mode: Mode) -> f64 {
+    match mode {
+        Mode::Frames => 8_000.0,
+        _ => (HOOK_SEG * 8) as f64,
+    }
+}
+
 /// The mode's `max_frames_per_sec`.
 pub fn limit(mode: Mode) -> u32 {
     match mode {
@@ -209,6 +218,26 @@ impl Driver {
             }
             _ => {}
         }
+    }
+
+    /// The clients too faint for their port's sampling to show the engine every minute (under
+    /// twice its resolution): it may forget their moves as idle.
+    pub fn faint_clients(&self) -> Vec<(rlbd::Mac, u16)> {
+        let bits = packet_bits(self.capture.mode);
+        let w = &self.world;
+        w.clients
+            .iter()
+            .filter(|c| c.present)
+            .filter(|c| {
+                let port = c.target().and_then(|m| w.port_of_mac(m));
+                let one_in = port
+                    .and_then(|p| self.capture.ports.get(&w.ports[p].ifindex))
+                    .map_or(1, |cap| cap.one_in);
+                let res = rlbd::policy::sampling_resolution_bps(one_in, bits);
+                c.delivered_bps < 2.0 * res
+            })
+            .map(|c| (c.mac, c.vlan))
+            .collect()
     }
 
     /// World port `p`'s engine port index, as of the last remap.

@@ -180,6 +180,7 @@ impl Driver {
         rules.moves.bound = settings.capture.table_size;
         rules.moves.evicting = settings.capture.table_size < population;
         rules.excluded = excluded;
+        rules.balance.packet_bits = super::counting::packet_bits(mode);
         let mut engine = Engine::new(settings.clone(), 0);
         if let Some(m) = mutate {
             m.apply(&mut engine);
