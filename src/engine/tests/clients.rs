@@ -244,3 +244,44 @@ fn a_moved_client_counted_lately_on_a_port_that_dies_is_failed_over() {
         r.logs.iter().rev().take(8).collect::<Vec<_>>()
     );
 }
+
+/// The same swap told the other way round: the port that takes the bond's MAC first is told
+/// afresh, and its moved clients hear its new MAC at once; the dead port that still shows that
+/// MAC is the stale one (found by the simulation, seed 7).
+#[test]
+fn the_port_told_first_in_a_swap_re_asserts_its_clients_with_its_new_mac() {
+    let mut r = Rig::new();
+    for _ in 0..6 {
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+    }
+    let moved = (1..=2)
+        .find(|n| !r.moves_of(*n).is_empty())
+        .expect("a move");
+    let to = r.moves_of(moved)[0];
+    let NlEvent::Link(l0) = slave(0, r.rx[0]) else {
+        unreachable!()
+    };
+    let NlEvent::Link(lt) = slave(to, r.rx[to]) else {
+        unreachable!()
+    };
+    r.sends.clear();
+    // Port `to` takes port 0's MAC (the bond's); port 0's own message, down with port `to`'s
+    // old MAC, is not in yet.
+    let ev = [NlEvent::Link(LinkInfo {
+        mac: l0.mac,
+        ..lt.clone()
+    })];
+    r.e.handle(r.now, Input::Netlink(&ev));
+    r.drain();
+    r.deadlines(300);
+    assert!(
+        r.moves_of(moved).contains(&to),
+        "client {moved} not told port {to}'s new MAC: {:?}",
+        r.sends
+    );
+    assert!(
+        r.sends.iter().all(|(p, _)| *p != 0),
+        "an update out of port 0, whose MAC port {to} took: {:?}",
+        r.sends
+    );
+}
