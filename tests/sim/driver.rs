@@ -296,6 +296,7 @@ impl Driver {
         }
         self.busy = false;
         self.drain();
+        self.answer_counters();
         self.answer_redump();
         if second && !self.busy {
             self.stats.calls_quiet += 1;
@@ -309,7 +310,7 @@ impl Driver {
         }
     }
 
-    fn carry_out(&mut self, out: Output) {
+    pub(super) fn carry_out(&mut self, out: Output) {
         let now = self.now;
         match out {
             Output::Send { port, tag, frame } => {
@@ -374,14 +375,8 @@ impl Driver {
                 };
                 self.engine.handle(now, input);
             }
-            Output::RequestCounters { ifindex } => {
-                if let Some(p) = self.world.ports.iter().position(|p| p.ifindex == ifindex) {
-                    let ev = [self.world.port_link(p)];
-                    let before = alloc::count();
-                    self.engine.handle(now, Input::Netlink(&ev));
-                    self.stats.allocs_quiet += alloc::count() - before;
-                }
-            }
+            // Answered together once the outputs are routed, as the reader reads them.
+            Output::RequestCounters { ifindex } => self.nl.counters.push(ifindex),
             Output::Redump => self.nl.redump = true,
             Output::Persist(p) => {
                 self.busy = true;

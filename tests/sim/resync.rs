@@ -26,6 +26,9 @@ pub struct NlShell {
     pub losing: Option<u64>,
     /// The engine asked for a re-dump: answered once the outputs of the moment are routed.
     pub redump: bool,
+    /// Ports whose counters the engine asked for: answered together, one batch, once the
+    /// outputs of the moment are routed (as the reader reads the answers).
+    pub counters: Vec<u32>,
 }
 
 /// The dumps a re-dump asks for, in the order `NetlinkReader::redump` requests them.
@@ -89,6 +92,30 @@ impl Driver {
             format!("netlink overrun reported ({lost} lost so far)")
         });
         self.input(Input::Netlink(&[NlEvent::Overrun]));
+    }
+
+    /// The counters the engine asked for, in one batch of link messages.
+    pub fn answer_counters(&mut self) {
+        while !self.nl.counters.is_empty() {
+            let asked = std::mem::take(&mut self.nl.counters);
+            if self.down.is_some() {
+                return;
+            }
+            let ev: Vec<NlEvent> = asked
+                .iter()
+                .filter_map(|i| self.world.ports.iter().position(|p| p.ifindex == *i))
+                .map(|p| self.world.port_link(p))
+                .collect();
+            for e in &ev {
+                self.nl.mirror.observe(e);
+            }
+            let before = super::alloc::count();
+            self.engine.handle(self.now, Input::Netlink(&ev));
+            self.stats.allocs_quiet += super::alloc::count() - before;
+            while let Some(out) = self.engine.poll_output() {
+                self.carry_out(out);
+            }
+        }
     }
 
     /// The re-dump the engine asked for, answered as the reader answers it.
