@@ -134,11 +134,10 @@ impl Capture {
 
     /// `Output::AttachHook`: what the kernel makes of it, in this mode.
     pub fn attach(&mut self, port: &PortRef, hook: CountingHook) -> Result<HookFacts, String> {
-        let ok = match (self.mode, hook) {
-            (Mode::Tc | Mode::TcSampled, CountingHook::Tc) => true,
-            (Mode::Socket, CountingHook::Socket) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (self.mode, hook),
+            (Mode::Tc | Mode::TcSampled, CountingHook::Tc) | (Mode::Socket, CountingHook::Socket)
+        );
         let Some(cap) = self.ports.get_mut(&port.ifindex).filter(|_| ok) else {
             return Err(match hook {
                 CountingHook::Tc => "tc: Operation not permitted (no CAP_NET_ADMIN)".into(),
@@ -376,7 +375,7 @@ impl Driver {
         let n = self.engine.ports().list.len();
         let mut facts = vec![PortSecond::default(); n];
         let mut dropped = false;
-        for p in 0..self.world.ports.len() {
+        for (p, &handed) in frames.iter().enumerate() {
             let Some(ep) = self.map_of(p).filter(|ep| *ep < n) else {
                 continue;
             };
@@ -410,7 +409,7 @@ impl Driver {
             if !cap.kernel {
                 let input = Input::Drained {
                     port: PortId::new(ep),
-                    frames: frames[p],
+                    frames: handed,
                 };
                 self.input(input);
             }
