@@ -51,6 +51,7 @@ mod limits;
 mod links;
 mod moves;
 mod nd;
+mod population;
 mod ports;
 mod relink;
 mod restart;

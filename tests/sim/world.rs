@@ -4,15 +4,13 @@
 //! events, frames as real bytes) for the driver to hand in.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
 use rlbd::Mac;
 
-use super::bond::{bond_links, untag, Rlb, BOND_IF, SERVER_V, UPDATE_DELAY_MS, VLAN_ID, VLAN_IF};
-use super::clients::{
-    arp_frame, client_ip, Ask, Client, BROADCAST, MAX_POPULATION, SERVER, SERVER_B,
-};
+use super::bond::{bond_links, untag, Rlb, BOND_IF, UPDATE_DELAY_MS, VLAN_IF};
+use super::clients::{arp_frame, Ask, Client, BROADCAST, MAX_POPULATION, SERVER};
 use super::nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
 use super::ports::Port;
 use rlbd::simulate::fair_share;
@@ -45,7 +43,7 @@ pub struct World {
     pub neigh: HashMap<IpAddr, ServerNeigh>,
     pub to_engine: Vec<ToEngine>,
     /// Client MAC generation: a returning slot comes back with a new MAC (its address reused).
-    generation: u32,
+    pub(super) generation: u32,
     /// Mean demand of a client, bit/s; the population aimed at.
     pub mean_demand: f64,
     pub population: usize,
@@ -402,72 +400,6 @@ impl World {
         }
         self.server_gc(now);
         self.rlb_followups(now);
-    }
-
-    fn churn(&mut self, now: u64, c: usize) {
-        let cl = &self.clients[c];
-        if cl.present && now >= cl.leaves_at {
-            let cl = &mut self.clients[c];
-            cl.present = false;
-            cl.demand_bps = 0.0;
-            cl.entry = None;
-            cl.next_change = now + self.rng.exp(600_000.0);
-        } else if !cl.present && now >= cl.next_change {
-            self.clients[c] = self.arrival(now, c);
-        } else if cl.present && now >= cl.next_change {
-            let d = self.draw_demand();
-            let next = now + self.rng.exp(300_000.0);
-            let cl = &mut self.clients[c];
-            cl.demand_bps = d;
-            cl.next_change = next;
-        }
-    }
-
-    fn draw_demand(&mut self) -> f64 {
-        // Mostly light, some heavy, some idle.
-        let r = self.rng.unit();
-        if r < 0.2 {
-            0.0
-        } else if r < 0.9 {
-            self.mean_demand * 0.5 * self.rng.unit()
-        } else {
-            (self.mean_demand * (2.0 + 6.0 * self.rng.unit())).min(60e6)
-        }
-    }
-
-    fn arrival(&mut self, now: u64, slot: usize) -> Client {
-        self.generation += 1;
-        let g = self.generation;
-        let demand_bps = self.draw_demand();
-        // On a bond, every fifth client is on VLAN 100 (bond0.100, its own subnet).
-        let tagged = self.rlb.is_some() && slot % 5 == 3;
-        Client {
-            mac: Mac(
-                2,
-                0xaa,
-                (g >> 16) as u8,
-                (g >> 8) as u8,
-                g as u8,
-                slot as u8,
-            ),
-            ip: client_ip(slot, tagged, self.rlb.is_some()),
-            server: match (tagged, slot % 4) {
-                (true, _) => SERVER_V,
-                (false, 1) => SERVER_B,
-                _ => SERVER,
-            },
-            vlan: if tagged { VLAN_ID } else { 0 },
-            ip6: (slot % 3 == 2 && !tagged)
-                .then(|| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10 + slot as u16)),
-            // Plain ports only: on a bond they upset the balance check (seed 7), not yet understood.
-            dual: self.rlb.is_none() && slot % 6 == 5,
-            present: true,
-            demand_bps,
-            delivered_bps: 0.0,
-            entry: None,
-            next_change: now + self.rng.exp(300_000.0),
-            leaves_at: now + self.rng.exp(3_600_000.0),
-        }
     }
 
     /// Neighbours the server has not heard from for a while are forgotten.
