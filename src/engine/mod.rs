@@ -309,7 +309,7 @@ impl Engine {
         let ctx = self.lan.ctx();
         // The host's answers follow the MACs first: a swap may leave them on a dead port.
         let mut down = changes.down;
-        down.extend(self.steer.follow_port_macs(&changes.macs, &ctx));
+        down.extend(self.steer.follow_port_macs(now, &changes.macs, &ctx));
         for &(p, _) in &changes.macs {
             self.steer
                 .on_port_mac_changed(now, p, &ctx, &mut self.actions);

@@ -3,6 +3,7 @@
 //! with the swap spent the total budget.
 
 use super::fixture::*;
+use super::watching::SWAP_WINDOW_MS;
 use super::*;
 use crate::host::testing::*;
 use crate::policy::Reason;
@@ -62,7 +63,7 @@ fn a_client_the_host_put_on_a_port_follows_its_mac_to_the_dead_slave_that_took_i
             host: real.host,
             ports: &ports,
         };
-        let dead = s.follow_port_macs(&[(0, P[0]), (1, P[1])], &ctx);
+        let dead = s.follow_port_macs(1000, &[(0, P[0]), (1, P[1])], &ctx);
         assert_eq!(dead, vec![0], "p1's old MAC is on the dead p0 now");
         let mut views = w.port_views();
         views[0].up = false;
@@ -70,4 +71,80 @@ fn a_client_the_host_put_on_a_port_follows_its_mac_to_the_dead_slave_that_took_i
     });
     let to = s.moved(&key).map(|m| m.port);
     assert!(to.is_some_and(|p| p != 0), "left on the dead p0: {to:?}");
+}
+
+#[test]
+fn a_swap_told_in_two_batches_still_takes_the_host_s_clients_to_the_dead_slave() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let key = ClientKey::untagged(CLIENT);
+    s.answered.restore(0, key, 1 << 1, vec![V4]);
+    let info = |macs: [(Mac, bool); 3]| -> Vec<PortInfo> {
+        macs.iter()
+            .enumerate()
+            .map(|(i, (mac, usable))| PortInfo {
+                name: format!("p{i}"),
+                mac: *mac,
+                usable: *usable,
+            })
+            .collect()
+    };
+    // p0, the active slave, fails; the driver's swap is told p1 first (it has p0's MAC, which
+    // p0 still has too), then p0 (it has p1's): p1's old MAC is nowhere in the first batch.
+    let first = info([(P[0], false), (P[0], true), (P[2], true)]);
+    let second = info([(P[1], false), (P[0], true), (P[2], true)]);
+    let mut out = Vec::new();
+    w.with(|real| {
+        let ctx = Ctx {
+            host: real.host,
+            ports: &first,
+        };
+        assert!(s.follow_port_macs(1000, &[(1, P[1])], &ctx).is_empty());
+        let ctx = Ctx {
+            host: real.host,
+            ports: &second,
+        };
+        let dead = s.follow_port_macs(1010, &[(0, P[0])], &ctx);
+        assert_eq!(dead, vec![0], "p1's old MAC is on the dead p0 now");
+        let mut views = w.port_views();
+        views[0].up = false;
+        s.failover(1010, &dead, &views, &[], &ctx, &mut out);
+    });
+    let to = s.moved(&key).map(|m| m.port);
+    assert!(to.is_some_and(|p| p != 0), "left on the dead p0: {to:?}");
+}
+
+#[test]
+fn a_mac_given_up_long_ago_is_not_followed_when_a_port_takes_it() {
+    let w = World::new();
+    let mut s = Steerer::new(cfg());
+    let key = ClientKey::untagged(CLIENT);
+    s.answered.restore(0, key, 1 << 1, vec![V4]);
+    let info = |macs: [Mac; 3]| -> Vec<PortInfo> {
+        macs.iter()
+            .enumerate()
+            .map(|(i, mac)| PortInfo {
+                name: format!("p{i}"),
+                mac: *mac,
+                usable: i != 0,
+            })
+            .collect()
+    };
+    let (first, later) = (info([P[0], P[0], P[2]]), info([P[1], P[0], P[2]]));
+    w.with(|real| {
+        let ctx = Ctx {
+            host: real.host,
+            ports: &first,
+        };
+        assert!(s.follow_port_macs(1000, &[(1, P[1])], &ctx).is_empty());
+        let ctx = Ctx {
+            host: real.host,
+            ports: &later,
+        };
+        let dead = s.follow_port_macs(1000 + SWAP_WINDOW_MS + 1, &[(0, P[0])], &ctx);
+        assert!(
+            dead.is_empty(),
+            "followed a MAC given up {SWAP_WINDOW_MS} ms before: {dead:?}"
+        );
+    });
 }

@@ -69,6 +69,9 @@ pub struct Steerer {
     /// like a move's first instead of being shed by the total rate limit (a failover that
     /// swaps MACs spends that budget at once). Each with the first of its claims not yet told.
     unheard: HashMap<ClientKey, usize>,
+    /// MACs ports gave up that no port held yet, with when: balance-alb's swap can reach us in
+    /// two batches, the port that takes the MAC in the second (`follow_port_macs`).
+    macs_untaken: Vec<(PortIndex, Mac, u64)>,
     /// The once-a-second rebalance's buffers, kept so that a second allocates nothing.
     scratch: Scratch,
     /// Where a full port reads, learned: `saturated` and `max_fill` follow it.
@@ -104,6 +107,7 @@ impl Steerer {
             answered: Answered::new(cfg.max_moved),
             next_turn_ms: 0,
             unheard: HashMap::new(),
+            macs_untaken: Vec::new(),
             scratch: Scratch::default(),
             saturation: Ceiling::default(),
             saturation_said: cfg.policy.saturated,

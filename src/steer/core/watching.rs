@@ -12,6 +12,10 @@ use crate::logging::Fields;
 use crate::policy::reassert::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
 use crate::Mac;
 
+/// How long a MAC a port gave up waits for the port that takes it: balance-alb's swap sets both
+/// MACs at once, so the second change is at most a read of the netlink socket behind.
+pub const SWAP_WINDOW_MS: u64 = 5_000;
+
 impl Steerer {
     /// Queues the update again for a moved client whose move something on the wire undid or is
     /// about to undo. Several frames in a burst share one re-assertion: a send already due as
@@ -182,18 +186,32 @@ impl Steerer {
     /// Ports' MACs changed, each given with its old one: a client the host told a port's old
     /// MAC sends to the port that holds it now. The ports that now hold a MAC the host gave out
     /// and are not usable (the failed active slave that took the next one's): the caller fails
-    /// them over, as the clients the host left there are on a dead port.
-    pub fn follow_port_macs(&mut self, changed: &[(PortIndex, Mac)], ctx: &Ctx) -> Vec<PortIndex> {
+    /// them over, as the clients the host left there are on a dead port. A MAC no port holds
+    /// yet waits up to [`SWAP_WINDOW_MS`] for the port that takes it, told in a later batch.
+    pub fn follow_port_macs(
+        &mut self,
+        now: u64,
+        changed: &[(PortIndex, Mac)],
+        ctx: &Ctx,
+    ) -> Vec<PortIndex> {
         if changed.is_empty() {
             return Vec::new();
         }
-        let moved: Vec<(PortIndex, PortIndex)> = changed
-            .iter()
-            .filter_map(|(p, old)| {
-                let to = ctx.ports.iter().position(|q| q.mac == *old)?;
-                (to != *p).then_some((*p, to))
-            })
-            .collect();
+        let mut given_up = std::mem::take(&mut self.macs_untaken);
+        given_up.retain(|&(_, _, at)| now.saturating_sub(at) <= SWAP_WINDOW_MS);
+        given_up.extend(changed.iter().map(|&(p, old)| (p, old, now)));
+        let mut moved: Vec<(PortIndex, PortIndex)> = Vec::new();
+        for (p, old, at) in given_up {
+            match ctx.ports.iter().position(|q| q.mac == old) {
+                Some(to) if to != p => moved.push((p, to)),
+                Some(_) => {}
+                // Bounded: one a port, the latest.
+                None => {
+                    self.macs_untaken.retain(|&(q, _, _)| q != p);
+                    self.macs_untaken.push((p, old, at));
+                }
+            }
+        }
         self.answered.follow_macs(&moved);
         let mut dead: Vec<PortIndex> = moved
             .iter()
