@@ -187,7 +187,7 @@ impl Steerer {
     /// MAC sends to the port that holds it now. The ports that now hold a MAC the host gave out
     /// and are not usable (the failed active slave that took the next one's): the caller fails
     /// them over, as the clients the host left there are on a dead port. A MAC no port holds
-    /// yet waits up to [`SWAP_WINDOW_MS`] for the port that takes it, told in a later batch.
+    /// yet waits up to `SWAP_WINDOW_MS` for the port that takes it, told in a later batch.
     pub fn follow_port_macs(
         &mut self,
         now: u64,
