@@ -7,7 +7,7 @@
 #                                            packaging/monitoring/dashboard.schema.json, then
 #                                            tests/monitoring/check_dashboard.py's cross-checks
 # and, for both, that every rlbd_* metric they use is one that the daemon exports (the names in
-# src/metrics.rs); and that every alert's runbook_url is absolute, to a section of
+# src/metrics/, its tests aside); and that every alert's runbook_url is absolute, to a section of
 # docs/operations.md, and moved whole to another base by packaging/monitoring/runbook-base.sh.
 #
 # promtool comes from Debian's prometheus package, downloaded (never installed) through the
@@ -54,7 +54,7 @@ if ! python3 -c 'import jsonschema' 2>/dev/null; then
 fi
 
 # The metric families the daemon exports, from the renderer's string literals.
-grep -oE '"rlbd_[a-z_]+"' "$REPO/src/metrics.rs" | tr -d '"' | sort -u >"$CACHE/exported"
+grep -ohE '"rlbd_[a-z_]+"' "$REPO/src/metrics/mod.rs" "$REPO/src/metrics/families.rs" | tr -d '"' | sort -u >"$CACHE/exported"
 echo "exported metrics: $(wc -l <"$CACHE/exported")"
 uses_only_exported() { # $1: file; every rlbd_* name in it is exported
     local unknown
