@@ -14,9 +14,7 @@ mod neigh;
 mod rawfd;
 mod request;
 pub use request::request as rtnl_request;
-pub use request::DumpKind;
 mod resync;
-pub use resync::Mirror;
 mod socket;
 mod sysfs;
 

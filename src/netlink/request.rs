@@ -13,9 +13,8 @@ use netlink_packet_route::link::LinkMessage;
 use netlink_packet_route::neighbour::NeighbourMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
-/// The kinds of dump the route socket asks for, one at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DumpKind {
+pub(super) enum DumpKind {
     Links,
     Neighbours,
     /// The bridge forwarding databases, with every device's own (`self`) entries.
