@@ -8,6 +8,19 @@ use super::*;
 use crate::host::testing::*;
 use crate::policy::Reason;
 
+/// The ports as the core sees them: p0, p1, ... with these MACs, usable or not.
+fn infos(ports: &[(Mac, bool)]) -> Vec<PortInfo> {
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, (mac, usable))| PortInfo {
+            name: format!("p{i}"),
+            mac: *mac,
+            usable: *usable,
+        })
+        .collect()
+}
+
 #[test]
 fn a_mac_change_re_assertion_waits_for_the_total_budget_instead_of_being_shed() {
     let w = World::new();
@@ -48,15 +61,7 @@ fn a_client_the_host_put_on_a_port_follows_its_mac_to_the_dead_slave_that_took_i
     // The host (or an idle move forgotten) left the client on p1's MAC.
     s.answered.restore(0, key, 1 << 1, vec![V4]);
     // p0, the active slave, fails: the driver gives p1 the bond's MAC (p0's) and p0 p1's.
-    let ports: Vec<PortInfo> = [(P[1], false), (P[0], true), (P[2], true)]
-        .iter()
-        .enumerate()
-        .map(|(i, (mac, usable))| PortInfo {
-            name: format!("p{i}"),
-            mac: *mac,
-            usable: *usable,
-        })
-        .collect();
+    let ports = infos(&[(P[1], false), (P[0], true), (P[2], true)]);
     let mut out = Vec::new();
     w.with(|real| {
         let ctx = Ctx {
@@ -79,20 +84,10 @@ fn a_swap_told_in_two_batches_still_takes_the_host_s_clients_to_the_dead_slave()
     let mut s = Steerer::new(cfg());
     let key = ClientKey::untagged(CLIENT);
     s.answered.restore(0, key, 1 << 1, vec![V4]);
-    let info = |macs: [(Mac, bool); 3]| -> Vec<PortInfo> {
-        macs.iter()
-            .enumerate()
-            .map(|(i, (mac, usable))| PortInfo {
-                name: format!("p{i}"),
-                mac: *mac,
-                usable: *usable,
-            })
-            .collect()
-    };
     // p0, the active slave, fails; the driver's swap is told p1 first (it has p0's MAC, which
     // p0 still has too), then p0 (it has p1's): p1's old MAC is nowhere in the first batch.
-    let first = info([(P[0], false), (P[0], true), (P[2], true)]);
-    let second = info([(P[1], false), (P[0], true), (P[2], true)]);
+    let first = infos(&[(P[0], false), (P[0], true), (P[2], true)]);
+    let second = infos(&[(P[1], false), (P[0], true), (P[2], true)]);
     let mut out = Vec::new();
     w.with(|real| {
         let ctx = Ctx {
@@ -120,17 +115,8 @@ fn a_mac_given_up_long_ago_is_not_followed_when_a_port_takes_it() {
     let mut s = Steerer::new(cfg());
     let key = ClientKey::untagged(CLIENT);
     s.answered.restore(0, key, 1 << 1, vec![V4]);
-    let info = |macs: [Mac; 3]| -> Vec<PortInfo> {
-        macs.iter()
-            .enumerate()
-            .map(|(i, mac)| PortInfo {
-                name: format!("p{i}"),
-                mac: *mac,
-                usable: i != 0,
-            })
-            .collect()
-    };
-    let (first, later) = (info([P[0], P[0], P[2]]), info([P[1], P[0], P[2]]));
+    let first = infos(&[(P[0], false), (P[0], true), (P[2], true)]);
+    let later = infos(&[(P[1], false), (P[0], true), (P[2], true)]);
     w.with(|real| {
         let ctx = Ctx {
             host: real.host,
