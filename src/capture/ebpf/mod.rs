@@ -282,20 +282,13 @@ impl KernelCounter {
     /// `tc.rs`: tcx `links` where the kernel has them, else filters); they go when this
     /// counter does.
     pub fn attach_tc(&mut self, port: &str, ifindex: u32, links: bool) -> io::Result<()> {
-        let (
-            Hook {
-                at: CountingHook::Tc,
-                snap_len,
-            },
-            Some(ring),
-        ) = (self.hook, &self.ring)
-        else {
+        let (CountingHook::Tc, Some(ring)) = (self.hook.at, &self.ring) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "not a tc counting program",
             ));
         };
-        let r = Target::new(self.hook, Some(ring), &self.ratio).ring(snap_len);
+        let r = Target::new(self.hook, Some(ring), &self.ratio).ring(self.hook.snap_len);
         let insns = tc_program::watching_program(r)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let name = format!("rlbd_{port}");
@@ -423,15 +416,9 @@ impl KernelCounter {
 
 /// At the tc hooks, the ring buffer for ARP and ND.
 fn ring_for(hook: Hook, name: &str) -> io::Result<Option<RingBuf>> {
-    match hook {
-        Hook {
-            at: CountingHook::Tc,
-            ..
-        } => RingBuf::new(name).map(Some),
-        Hook {
-            at: CountingHook::Socket,
-            ..
-        } => Ok(None),
+    match hook.at {
+        CountingHook::Tc => RingBuf::new(name).map(Some),
+        CountingHook::Socket => Ok(None),
     }
 }
 
