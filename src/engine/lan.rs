@@ -43,6 +43,9 @@ pub struct Lan {
     /// The MACs of the server's interfaces on the bond that are no port's: frames to them are
     /// the server's load too (as last handed out).
     host_macs: Vec<crate::Mac>,
+    /// Ports whose MAC another port has just taken, until their own new MAC is told: a swap
+    /// told in two messages (see `refresh_infos`).
+    stale_mac: Vec<bool>,
 }
 
 impl Lan {
@@ -67,6 +70,7 @@ impl Lan {
             infos: Vec::new(),
             refs: Vec::new(),
             host_macs: Vec::new(),
+            stale_mac: Vec::new(),
         }
     }
 
@@ -206,6 +210,7 @@ impl Lan {
         if list.is_empty() {
             return changes;
         }
+        self.mark_stale_macs(&list);
         self.refresh_infos();
         // Before a new port's capture opens, so that it opens with every port's MAC.
         let refilter = list.iter().any(|c| {
@@ -275,13 +280,43 @@ impl Lan {
         }
     }
 
+    /// balance-alb swaps two slaves' MACs in two messages: a port that takes a MAC another
+    /// present port still has (as last told) leaves that one's MAC stale until its own message
+    /// is in. A port whose MAC changes is told afresh.
+    fn mark_stale_macs(&mut self, list: &[Change]) {
+        let ports = &self.ports.list;
+        self.stale_mac.resize(ports.len(), false);
+        for c in list {
+            let port = match *c {
+                Change::Added(i) => {
+                    self.stale_mac[i] = false;
+                    continue;
+                }
+                Change::MacChanged { port, .. } => port,
+                _ => continue,
+            };
+            self.stale_mac[port] = false;
+            for (j, q) in ports.iter().enumerate() {
+                if j != port && q.present && q.mac == ports[port].mac {
+                    self.stale_mac[j] = true;
+                }
+            }
+        }
+    }
+
+    /// The steering core's view of the ports. A port whose MAC is stale (another took it, its
+    /// own new one not told yet) is no target and sends nothing: a client told that MAC would
+    /// send to the other port, maybe a dead one.
     fn refresh_infos(&mut self) {
+        let list = &self.ports.list;
+        let stale = |i: usize| self.stale_mac.get(i).copied().unwrap_or(false);
         self.infos.clear();
-        self.infos.extend(self.ports.list.iter().map(|p| PortInfo {
-            name: p.name.clone(),
-            mac: p.mac,
-            usable: p.usable(),
-        }));
+        self.infos
+            .extend(list.iter().enumerate().map(|(i, p)| PortInfo {
+                name: p.name.clone(),
+                mac: p.mac,
+                usable: p.usable() && !stale(i),
+            }));
     }
 
     /// Names each port for the outputs; a name or index that did not change keeps its shared

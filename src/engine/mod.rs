@@ -220,6 +220,12 @@ impl Engine {
         &self.lan.ports
     }
 
+    /// The kernel's links, addresses and neighbours as the engine keeps them, read-only (the
+    /// simulation compares them with its world after a netlink resync).
+    pub fn host(&self) -> &crate::host::HostView {
+        &self.lan.host
+    }
+
     /// A present port without a capacity (no configured one, no link speed), by name: at start
     /// a configuration error.
     pub fn port_without_capacity(&self) -> Option<String> {
@@ -319,7 +325,8 @@ impl Engine {
     /// up): every client in the table, not only this second's, since a quiet one must move too.
     fn fail_over(&mut self, now: u64, down: &[usize]) {
         let b = &mut self.bufs;
-        second::fill_snaps(&self.table, &self.lan.ports, false, &mut b.snaps);
+        let tick = self.schedule.tick;
+        second::fill_snaps(&self.table, &self.lan.ports, false, tick, &mut b.snaps);
         self.lan.ports.views_into(&mut b.ports);
         let ctx = self.lan.ctx();
         self.steer

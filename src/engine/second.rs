@@ -41,6 +41,12 @@ pub fn feed_detectors(ports: &mut PortTable, now: u64, threshold: f64) {
     }
 }
 
+/// For the failover's question of where a client is: counted on a port within this many seconds,
+/// it still sends there though its last second read nothing (a small client on a sampled port is
+/// kept in few seconds), at this token rate.
+const SEEN_LATELY_TICKS: u64 = 5;
+const SEEN_LATELY_BPS: f64 = 8.0;
+
 /// Every client in the table as the steering core wants it, into `snaps`; with
 /// `active_only`, only those that sent this second (or sit on a port that is not usable, so
 /// failover still finds them).
@@ -48,6 +54,7 @@ pub fn fill_snaps(
     table: &ClientTable,
     ports: &PortTable,
     active_only: bool,
+    tick: u64,
     snaps: &mut Vec<ClientSnap>,
 ) {
     let usable = |p: usize| ports.list.get(p).is_some_and(|p| p.usable());
@@ -60,7 +67,12 @@ pub fn fill_snaps(
             .map(|e| ClientSnap {
                 key: e.key,
                 port: e.port as usize,
-                rate_bps: e.rate as f64 * 8.0,
+                rate_bps: if !active_only && e.rate == 0 && e.last_seen + SEEN_LATELY_TICKS >= tick
+                {
+                    SEEN_LATELY_BPS
+                } else {
+                    e.rate as f64 * 8.0
+                },
                 talk: Talk {
                     v4: (!e.ip.is_unspecified()).then_some(e.ip),
                     v6: e.ip6,
@@ -208,7 +220,13 @@ impl super::Engine {
             self.rebalance_guests(now, false, false);
             return;
         }
-        fill_snaps(&self.table, &self.lan.ports, true, &mut b.snaps);
+        fill_snaps(
+            &self.table,
+            &self.lan.ports,
+            true,
+            self.schedule.tick,
+            &mut b.snaps,
+        );
         let (ctx, clients, out) = (self.lan.ctx(), &b.snaps, &mut self.actions);
         let ports = &self.lan.ports;
         let why = |m: &Move| move_reason(ports, policy, m);

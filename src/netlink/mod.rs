@@ -14,7 +14,9 @@ mod neigh;
 mod rawfd;
 mod request;
 pub use request::request as rtnl_request;
+pub use request::DumpKind;
 mod resync;
+pub use resync::Mirror;
 mod socket;
 mod sysfs;
 

@@ -13,8 +13,9 @@ use netlink_packet_route::link::LinkMessage;
 use netlink_packet_route::neighbour::NeighbourMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
+/// The kinds of dump the route socket asks for, one at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum DumpKind {
+pub enum DumpKind {
     Links,
     Neighbours,
     /// The bridge forwarding databases, with every device's own (`self`) entries.

@@ -5,7 +5,8 @@
 //! notification received since the dump was sent has mentioned. The consumer's view then equals
 //! the kernel's, without having to know which events came from which dump.
 //!
-//! Pure: fed with the events the socket decodes and told when dumps start and end.
+//! Pure: fed with the events the socket decodes and told when dumps start and end (public so
+//! that the simulation's shell runs the same sweep: `tests/sim/resync.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -29,7 +30,7 @@ struct Seen {
 
 /// The keys reported so far, and the sweeps in progress (at most one per kind).
 #[derive(Debug, Default)]
-pub(super) struct Mirror {
+pub struct Mirror {
     links: HashMap<u32, String>,
     addrs: HashSet<AddrEntry>,
     neigh: HashMap<NeighKey, NeighEntry>,

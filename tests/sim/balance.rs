@@ -36,6 +36,9 @@ pub struct Balance {
     pub calm_since: Option<u64>,
     /// Since when the imbalance has held without a break, and the words for it.
     since: Option<u64>,
+    /// The bits of a packet where the ports count (`counting.rs`): on a sampled port a client
+    /// under the engine's resolution reads as nothing to it, and one near it now and then.
+    pub packet_bits: f64,
 }
 
 impl Balance {
@@ -48,6 +51,7 @@ impl Balance {
             max_fill: policy.max_fill,
             calm_since: None,
             since: None,
+            packet_bits: 0.0,
         }
     }
 
@@ -118,10 +122,18 @@ impl Balance {
             let mac = world.clients[c].mac.to_string();
             st.clients.iter().any(|s| s.mac == mac)
         };
+        // Sampled, the engine sees a client only over its resolution (twice it: the reading's
+        // spread): the others are not ones it may move, nor count as such.
+        let one_in = st
+            .ports
+            .iter()
+            .find(|p| p.name == world.ports[hot].name)
+            .map_or(1, |p| p.sampling);
+        let seen = 2.0 * rlbd::policy::sampling_resolution_bps(one_in, self.packet_bits);
         let mut eligible: Vec<usize> = on[hot]
             .iter()
             .copied()
-            .filter(|c| rate(*c) >= self.min_rate_bps && tracked(*c))
+            .filter(|c| rate(*c) >= self.min_rate_bps.max(seen) && tracked(*c))
             .collect();
         if eligible.len() < 2 {
             return None;

@@ -19,6 +19,8 @@ pub enum Check {
     StateFile,
     /// A frame of the host that undoes a move is answered by the update again.
     Reassertion,
+    /// After a netlink overrun's re-dump, the engine's neighbours and addresses are the kernel's.
+    Resync,
     /// No client that sends stays on a dead port the engine knows of (down, released, or
     /// holding the MAC a swap gave it).
     DeadPort,
@@ -32,6 +34,8 @@ pub enum Check {
     PortView,
     /// No client the host's frames put on a port stays on it once dead (plain ports).
     AnsweredFailover,
+    /// A port's sampling ratio follows its rate as the world counts it: up at once, down slowly.
+    Sampling,
     /// No move decided on a second whose rates the capture rings left incomplete.
     RingDropVeto,
     /// Once settled, no port over its threshold while another has room.

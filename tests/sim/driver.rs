@@ -2,18 +2,15 @@
 //! sent on the simulated wire, counters, captures, the state file), honours its deadlines, and
 //! checks the rules. One run is one seed.
 
-use std::net::IpAddr;
-
-use rlbd::capture::ebpf::{Delta, EntryKey};
-use rlbd::client::ClientKey;
 use rlbd::config::{Settings, Target};
-use rlbd::engine::{Engine, Input, Output, Persisted, PortId, PortSecond, SendTag};
+use rlbd::engine::{Engine, Input, Output, Persisted, SendTag};
 use rlbd::status::StatusReport;
 
 use super::alloc;
 use super::checks::{Check, Mutation};
-use super::nd::SERVER6;
+use super::counting::Capture;
 use super::relink::LinkEvent;
+use super::resync::NlShell;
 use super::rules::Rules;
 use super::trace::Trace;
 use super::world::{ToEngine, World};
@@ -63,6 +60,10 @@ pub struct Driver {
     pub due_links: Vec<(u64, LinkEvent)>,
     /// The input being handled is the evaluation's deadline.
     evaluating: bool,
+    /// The netlink reader: its resync mirror, an overrun in progress (`resync.rs`).
+    pub nl: NlShell,
+    /// The capture sockets: where each port counts, its ratio (`counting.rs`).
+    pub capture: Capture,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -74,6 +75,16 @@ pub struct Stats {
     pub port_failures: u64,
     pub reloads: u64,
     pub overruns: u64,
+    /// Netlink messages lost to overruns, and the re-dumps that recovered them.
+    pub netlink_lost: u64,
+    pub redumps: u64,
+    /// Kept frames handed in one by one (`Input::Counted`), and flows a second counted sampled.
+    pub frames_counted: u64,
+    pub sampling_changes: u64,
+    pub sampled_counts: u64,
+    /// The server's broadcast requests and re-announcements (`server_arp.rs`).
+    pub server_broadcasts: u64,
+    pub reannouncements: u64,
     pub foreign: u64,
     pub drop_seconds: u64,
     pub calms: u64,
@@ -158,11 +169,8 @@ impl Driver {
         world.with_guests(seed);
         let mut settings = settings(&world.ports, bonded, population, small);
         settings.guests.enabled = world.guests.is_some();
-        if world.guests.is_some() {
-            // No counting program is attached in the month: a port's guest part follows its
-            // capture at once, not a hook that never answers.
-            settings.capture.counting = "packet".into();
-        }
+        let mode = super::counting::mode(seed);
+        settings.capture.max_frames_per_sec = super::counting::limit(mode);
         // `[clients]`: the untagged IPv4 clients of slots 0, 1 and 3 are excluded (a prefix and
         // an address); no frame may ever go to whoever holds one (a slot outlives its MACs).
         settings.clients.exclude = vec!["198.18.0.10/31".into(), "198.18.0.13".into()];
@@ -174,6 +182,7 @@ impl Driver {
         rules.moves.bound = settings.capture.table_size;
         rules.moves.evicting = settings.capture.table_size < population;
         rules.excluded = excluded;
+        rules.balance.packet_bits = super::counting::packet_bits(mode);
         let mut engine = Engine::new(settings.clone(), 0);
         if let Some(m) = mutate {
             m.apply(&mut engine);
@@ -212,6 +221,8 @@ impl Driver {
             busy: false,
             due_links: Vec::new(),
             evaluating: false,
+            nl: NlShell::default(),
+            capture: Capture::new(mode),
         };
         d.start_engine();
         d
@@ -219,7 +230,9 @@ impl Driver {
 
     /// The initial dump, as the daemon's setup hands it in.
     pub(super) fn start_engine(&mut self) {
+        self.capture.restart();
         let dump = self.world.dump();
+        self.nl = NlShell::fresh(&dump);
         self.input(Input::Netlink(&dump));
         self.remap();
         self.ports_agree();
@@ -227,7 +240,7 @@ impl Driver {
 
     /// Each world port's engine port, by ifindex (a renamed slave keeps its index, a new one
     /// takes the next, and a restarted engine numbers the slaves it finds afresh).
-    fn remap(&mut self) {
+    pub(super) fn remap(&mut self) {
         let list = &self.engine.ports().list;
         self.map.clear();
         self.map.extend(self.world.ports.iter().map(|w| {
@@ -285,6 +298,8 @@ impl Driver {
         }
         self.busy = false;
         self.drain();
+        self.answer_counters();
+        self.answer_redump();
         self.guest_batch_done();
         if second && !self.busy {
             self.stats.calls_quiet += 1;
@@ -298,7 +313,7 @@ impl Driver {
         }
     }
 
-    fn carry_out(&mut self, out: Output) {
+    pub(super) fn carry_out(&mut self, out: Output) {
         let now = self.now;
         match out {
             Output::Send { port, tag, frame } => {
@@ -357,6 +372,7 @@ impl Driver {
                     .iter()
                     .find(|w| w.ifindex == port.ifindex)
                     .map(|w| w.capacity_mbps as u64);
+                self.capture.opened(now, port.ifindex);
                 let input = Input::CaptureOpened {
                     port: port.id,
                     speed_mbps: speed,
@@ -364,18 +380,9 @@ impl Driver {
                 };
                 self.engine.handle(now, input);
             }
-            Output::RequestCounters { ifindex } => {
-                if let Some(p) = self.world.ports.iter().position(|p| p.ifindex == ifindex) {
-                    let ev = [self.world.port_link(p)];
-                    let before = alloc::count();
-                    self.engine.handle(now, Input::Netlink(&ev));
-                    self.stats.allocs_quiet += alloc::count() - before;
-                }
-            }
-            Output::Redump => {
-                let dump = self.world.dump();
-                self.engine.handle(now, Input::Netlink(&dump));
-            }
+            // Answered together once the outputs are routed, as the reader reads them.
+            Output::RequestCounters { ifindex } => self.nl.counters.push(ifindex),
+            Output::Redump => self.nl.redump = true,
             Output::Persist(p) => {
                 self.busy = true;
                 self.state_written_at = Some(now);
@@ -411,13 +418,10 @@ impl Driver {
                 }
             }
             Output::Summary(_) => self.busy = true,
-            // The month's ports count from captured frames: no hook is attached, no ratio set.
-            Output::CloseCapture { .. }
-            | Output::Refilter { .. }
-            | Output::HostMacs(_)
+            o @ (Output::CloseCapture { .. }
             | Output::AttachHook { .. }
-            | Output::SetSampling { .. }
-            | Output::Reloaded(_) => {}
+            | Output::SetSampling { .. }) => self.carry_capture(o),
+            Output::Refilter { .. } | Output::HostMacs(_) | Output::Reloaded(_) => {}
             // Carried out on the seeds with guests, a rule broken on the others (guest_shell.rs).
             o @ (Output::GuestPath { .. }
             | Output::GuestPort { .. }
@@ -434,7 +438,7 @@ impl Driver {
         }
         for m in std::mem::take(&mut self.world.to_engine) {
             match m {
-                ToEngine::Netlink(ev) => self.input(Input::Netlink(&ev)),
+                ToEngine::Netlink(ev) => self.netlink(ev),
                 ToEngine::Frame(bytes, outgoing, vlan) => {
                     let Some(frame) = rlbd::capture::parse(&bytes) else {
                         let why = format!("the world made a frame that does not parse: {bytes:?}");
@@ -472,63 +476,26 @@ impl Driver {
         }
     }
 
-    /// The second's traffic as the kernel's counts: one entry per client, and a dual-stack
-    /// client's IPv4 trickle besides (an inbound stream the server never answers, so its
-    /// neighbour table knows the client by its IPv6 address alone).
-    fn counts(&mut self) -> Vec<(PortId, Delta)> {
-        let mut counts = Vec::new();
-        self.remap();
-        for (p, c, bytes) in self.world.traffic() {
-            let Some(ep) = self.map.get(p).copied().flatten() else {
-                continue;
-            };
-            let cl = &self.world.clients[c];
-            let client = ClientKey::new(cl.mac, cl.vlan);
-            self.rules.moves.counted_on.insert((cl.mac, cl.vlan), p);
-            let delta = |dst: IpAddr, src: IpAddr, bytes: u64| Delta {
-                key: EntryKey { client, dst },
-                frames: bytes / 1500 + 1,
-                bytes,
-                src: Some(src),
-            };
-            let v4 = (IpAddr::V4(cl.server), IpAddr::V4(cl.ip));
-            match cl.ip6 {
-                None => counts.push((PortId::new(ep), delta(v4.0, v4.1, bytes))),
-                Some(ip6) => {
-                    counts.push((PortId::new(ep), delta(SERVER6.into(), ip6.into(), bytes)));
-                    if cl.dual {
-                        counts.push((PortId::new(ep), delta(v4.0, v4.1, bytes / 100 + 64)));
-                    }
-                }
-            }
-        }
-        counts
-    }
-
     /// The second's traffic as the kernel's counts, handed in; then the status, and the rules.
     pub fn second(&mut self) {
         self.guests_before_traffic();
-        let counts = self.counts();
-        self.guests_after_traffic();
         let ring_drops = self.drops_left > 0 && self.world.rng.chance(0.5);
         self.drops_left = self.drops_left.saturating_sub(1);
         if ring_drops {
             self.stats.drop_seconds += 1;
         }
-        // Every port's ring as having dropped the seconds with drops so far (the engine warns
-        // of each new drop and vetoes the second's moves).
-        let facts = vec![
-            PortSecond {
-                ring_drops: Some(self.stats.drop_seconds),
-                ..Default::default()
-            };
-            self.map.len()
-        ];
+        // The rings drop frames this second (`counting.rs`): where they carry the counted
+        // frames, the engine must make no move of the second.
+        let (counts, facts, dropped) = self.count_second(ring_drops);
+        self.guests_after_traffic();
         self.input(Input::Second {
             counts: &counts,
             ports: &facts,
         });
-        self.veto = ring_drops;
+        self.veto = dropped;
+        // After the second's counters: the re-dump's carry the same.
+        self.overrun_reported();
+        self.sampling_follows();
         if self.refuse_p > 0.0 {
             self.refusing_at = Some(self.now);
         }

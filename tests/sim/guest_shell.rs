@@ -174,6 +174,9 @@ impl Driver {
             }
         };
         let pinned = lan.path && lan.pins.contains_key(&key);
+        // Never lost in an overrun (the release is checked in this batch), but seen by the
+        // reader's mirror, so a re-dump's sweep knows it.
+        self.nl.mirror.observe(&input);
         self.input(Input::Netlink(&[input]));
         self.guest_released(leaves && pinned && self.down.is_none(), key);
     }

@@ -17,9 +17,23 @@
 //! learns (`guests.rs`, `switch.rs`); the shell's guest path is `guest_shell.rs`, their checks
 //! `guest_rules.rs`.
 //!
+//! The shell's outputs are carried out as the daemon's shell does: each port's counting program
+//! goes where the engine says or is refused (`counting.rs`): seeds 1, 5, ... count at the tc
+//! hook, 3, 7, ... on the socket's filter (tc refused), 2, 6, ... at tc sampled 1 in N at a low
+//! `max_frames_per_sec`, and 4, 8, ... count captured frames (both hooks refused), each kept
+//! frame an `Input::Counted`, sampled by the capture filter, their rings dropping frames now
+//! and then (the drop veto must hold); the ratio the engine sets is the one the world applies
+//! (the `Sampling` check holds it to its rule). A netlink overrun loses the world's messages of
+//! that moment, and the engine's re-dump is answered through the real resync mirror, each dump
+//! ending in the sweep's removals and `DumpDone` (`resync.rs`, the `Resync` check). The server
+//! broadcasts ARP requests and re-announces its addresses (gratuitous ARP, an unsolicited NA),
+//! which every client hears and the bond's driver follows up (`server_arp.rs`): rlbd must put
+//! its moved clients back (`Reassertion`).
+//!
 //! `RLBD_SIM_SEED=n` (one seed), `RLBD_SIM_SEEDS=a,b,c`, `RLBD_SIM_DAYS=d` (per seed);
 //! `RLBD_SIM_SMALL_TABLE=1` gives every seed on a bond the small table, `=0` none;
 //! `RLBD_SIM_GUESTS=1` gives every seed on a bond guests, `=0` none;
+//! `RLBD_SIM_COUNTING=tc|socket|hook|frames` gives every seed that way of counting;
 //! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address),
 //! `RLBD_SIM_LOG=debug` with the engine's debug lines.
 
@@ -28,6 +42,7 @@ mod balance;
 mod bond;
 mod checks;
 mod clients;
+mod counting;
 mod driver;
 mod guest_rules;
 mod guest_shell;
@@ -40,8 +55,10 @@ mod population;
 mod ports;
 mod relink;
 mod restart;
+mod resync;
 mod rules;
 mod run;
+mod server_arp;
 mod setup;
 mod shrink;
 mod switch;
@@ -306,6 +323,8 @@ fn every_mutation_is_caught_by_its_own_check() {
             | checks::Check::GuestRelease
             | checks::Check::GuestFailover
             | checks::Check::GuestBalance => [3, 1, 5, 2, 4, 6],
+            // The veto is of rings that carry the counted frames (seed 4 counts captured ones).
+            checks::Check::RingDropVeto => [4, 1, 2, 3, 5, 6],
             _ => [1, 2, 3, 4, 5, 6],
         };
         let caught = seeds.into_iter().find_map(|seed| {

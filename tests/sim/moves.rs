@@ -123,11 +123,14 @@ impl Moves {
         // went down lately: a failover's frames wait their turns of the total rate limit, and
         // the bond's driver may have moved the client meanwhile; the port may be back by then
         // (a flap under 3 s, seed 25).
-        let told_died = !prompt
-            && prev.is_some_and(|p| {
-                let was = &world.ports[p.port];
-                was.down_since >= p.at && now < was.down_since + 30_000
-            });
+        // Or the port rlbd last told dies this moment: moving the client off it is a failover of
+        // rlbd's own placement, wherever the driver has put the client meanwhile (its
+        // re-assertion held back by the budgets; seed 3).
+        let told_died = prev.is_some_and(|p| {
+            let was = &world.ports[p.port];
+            let died = was.down_since >= p.at && now < was.down_since + 30_000;
+            died && (!prompt || (!was.up && was.down_since == now))
+        });
         let failover = dead(sends_to) || dead(counted) || told_died;
         let restoring = self.restored_at.is_some_and(|r| now < r + 5_000);
         if !restoring {

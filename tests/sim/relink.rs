@@ -106,7 +106,8 @@ impl Driver {
     /// The engine's ports are the kernel's: every slave (or named port) by its ifindex, with its
     /// name, MAC, carrier and capacity as the kernel last told them, and no other.
     pub fn ports_agree(&mut self) {
-        if self.down.is_some() {
+        // Lost in an overrun: checked again once the re-dump is in (`resync.rs`).
+        if self.down.is_some() || self.nl.losing.is_some() {
             return;
         }
         let ours = self.engine.ports();

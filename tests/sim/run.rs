@@ -1,13 +1,13 @@
 //! One run: the simulated seconds, the chaos between them, and the report of a failure.
 
 use rlbd::engine::Input;
-use rlbd::netlink::NlEvent;
 use rlbd::Mac;
 
 use super::balance::CALM_MS;
 use super::checks::Check;
 use super::clients::{arp_frame, BROADCAST, SERVER};
 use super::driver::Driver;
+use super::server_arp::server_arp;
 use super::setup::{Fault, Faults, Setup};
 
 const PORTS: usize = 4;
@@ -93,6 +93,7 @@ pub fn run(setup: &Setup) -> Result<String, Failure> {
         }
         d.world.tick_clients(t);
         probes(&mut d);
+        server_arp(&mut d, faults);
         d.flush_world();
         d.second();
         if let Some((check, why)) = d.failure.take() {
@@ -173,7 +174,8 @@ fn chaos(d: &mut Driver, faults: Faults) {
     let with_state = rng.chance(0.7);
     let down_ms = 1000 * (1 + rng.below(10));
     let reload = rng.chance(1.0 / (6.0 * HOUR));
-    let overrun = rng.chance(1.0 / (2.0 * HOUR));
+    // Overruns come with bursts of changes: a port's failure is lost with one in three.
+    let overrun = rng.chance(1.0 / (HOUR / 2.0)) || (fail && rng.chance(1.0 / 3.0));
     let foreign = rng.chance(1.0 / (12.0 * HOUR));
     let refuse = rng.chance(1.0 / HOUR);
     let drops = rng.chance(1.0 / HOUR);
@@ -185,6 +187,11 @@ fn chaos(d: &mut Driver, faults: Faults) {
     // slave that becomes active.
     let live = d.world.ports.iter().filter(|p| p.live()).count();
     let flapping = !d.due_links.is_empty();
+    // First: the port changes that follow are lost with the rest of the second's messages.
+    if overrun && faults.has(Fault::Overrun) {
+        d.stats.overruns += 1;
+        d.overrun();
+    }
     if fail && faults.has(Fault::PortFailure) && live > 1 && d.world.ports[pick].live() {
         port_set(d, pick, false);
     }
@@ -210,11 +217,6 @@ fn chaos(d: &mut Driver, faults: Faults) {
         d.trace.note(now, || {
             format!("capture rings drop frames for {drop_secs} s")
         });
-    }
-    if overrun && faults.has(Fault::Overrun) {
-        d.stats.overruns += 1;
-        d.trace.note(now, || "netlink overrun".into());
-        d.input(Input::Netlink(&[NlEvent::Overrun]));
     }
     // Nobody is there to warn of a foreign claim while the daemon is down.
     if foreign && faults.has(Fault::ForeignClaim) && d.down.is_none() {

@@ -17,10 +17,12 @@ pub enum Fault {
     Calm,
     Flap,
     Relink,
+    /// The server's broadcast ARP and its re-announcements (`server_arp.rs`).
+    ServerArp,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::PortFailure,
         Fault::Restart,
         Fault::Reload,
@@ -31,6 +33,7 @@ impl Fault {
         Fault::Calm,
         Fault::Flap,
         Fault::Relink,
+        Fault::ServerArp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +48,7 @@ impl Fault {
             Fault::Calm => "calm",
             Fault::Flap => "flap",
             Fault::Relink => "relink",
+            Fault::ServerArp => "server-arp",
         }
     }
 

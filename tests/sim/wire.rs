@@ -7,10 +7,12 @@ use super::checks::Check;
 use super::driver::Driver;
 
 impl Driver {
-    /// Each move a host frame undid is told again, or excused.
+    /// Each move a host frame undid is told again, or excused (a client too faint for its
+    /// port's sampling too: the engine may have forgotten its move as idle).
     pub fn reasserted(&mut self) {
         let now = self.now;
         self.rules.moves.watch(now, &self.world);
+        let faint = self.faint_clients();
         let (world, rules) = (&self.world, &mut self.rules);
         let (limits, excluded) = (&rules.limits, &rules.excluded);
         let (refusing, restarted) = (self.refusing_at, self.restarted_at);
@@ -26,6 +28,7 @@ impl Driver {
             let excluded = cl.is_some_and(|c| c.ip6.is_none() && excluded.contains(&c.ip));
             !confirmed
                 || excluded
+                || faint.contains(&(mac, vlan))
                 || limits.tight_since(mac, since.saturating_sub(1000), now)
                 || refusing.is_some_and(|t| t + 2000 >= since)
                 || restarted + 2000 >= since

@@ -179,7 +179,7 @@ impl World {
     }
 
     /// The server kernel heard `ip` at `mac`: its entry made or refreshed, told on change.
-    fn server_hears(&mut self, now: u64, ip: IpAddr, mac: Mac, vlan: u16) {
+    pub(super) fn server_hears(&mut self, now: u64, ip: IpAddr, mac: Mac, vlan: u16) {
         let changed = self.neigh.get(&ip).is_none_or(|n| n.mac != mac);
         let ifindex = self.home_if(vlan);
         self.neigh.insert(
