@@ -41,12 +41,6 @@ pub fn feed_detectors(ports: &mut PortTable, now: u64, threshold: f64) {
     }
 }
 
-/// For the failover's question of where a client is: counted on a port within this many seconds,
-/// it still sends there though its last second read nothing (a small client on a sampled port is
-/// kept in few seconds), at this token rate.
-const SEEN_LATELY_TICKS: u64 = 5;
-const SEEN_LATELY_BPS: f64 = 8.0;
-
 /// Every client in the table as the steering core wants it, into `snaps`; with
 /// `active_only`, only those that sent this second (or sit on a port that is not usable, so
 /// failover still finds them).
@@ -67,12 +61,8 @@ pub fn fill_snaps(
             .map(|e| ClientSnap {
                 key: e.key,
                 port: e.port as usize,
-                rate_bps: if !active_only && e.rate == 0 && e.last_seen + SEEN_LATELY_TICKS >= tick
-                {
-                    SEEN_LATELY_BPS
-                } else {
-                    e.rate as f64 * 8.0
-                },
+                rate_bps: e.rate as f64 * 8.0,
+                quiet_secs: tick.saturating_sub(e.last_seen),
                 talk: Talk {
                     v4: (!e.ip.is_unspecified()).then_some(e.ip),
                     v6: e.ip6,

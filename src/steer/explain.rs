@@ -97,6 +97,7 @@ mod tests {
             key: ClientKey::untagged(mac),
             port: 0,
             rate_bps: rate,
+            quiet_secs: 0,
             talk,
         }
     }

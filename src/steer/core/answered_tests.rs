@@ -98,6 +98,7 @@ fn answers_on_another_port_a_counted_client_and_a_bond_leave_it_alone() {
         key: CLIENT,
         port: 2,
         rate_bps: 1e6,
+        quiet_secs: 0,
         talk: talk(),
     };
     let views = w.port_views();

@@ -17,6 +17,7 @@ fn saturated_p0(w: &World) -> (Vec<PortView>, [ClientSnap; 1]) {
         key: CLIENT,
         port: 0,
         rate_bps: 20e6,
+        quiet_secs: 0,
         talk: talk(),
     };
     (ports, [snap])

@@ -36,6 +36,7 @@ fn failover_moves_clients_seen_on_the_failed_port() {
         key: CLIENT,
         port: 0,
         rate_bps: 10e6,
+        quiet_secs: 0,
         talk: talk(),
     };
     let mut out = Vec::new();
@@ -55,6 +56,7 @@ fn a_quiet_client_failed_over_is_not_moved_again_while_its_old_port_is_down() {
         key: CLIENT,
         port: 0,
         rate_bps: 0.0,
+        quiet_secs: u64::MAX,
         talk: talk(),
     };
     let mut out = Vec::new();
@@ -100,6 +102,7 @@ fn a_port_failing_under_more_clients_than_the_total_limit_reaches_each_in_turn()
                 key: ClientKey::untagged(mac),
                 port: 0,
                 rate_bps: 1e3,
+                quiet_secs: 0,
                 talk: Talk {
                     v4: Some(ip),
                     v6: None,

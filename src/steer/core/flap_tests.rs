@@ -14,6 +14,7 @@ fn snap(port: PortIndex, rate_bps: f64) -> ClientSnap {
         key: CLIENT,
         port,
         rate_bps,
+        quiet_secs: 0,
         talk: talk(),
     }
 }
@@ -129,6 +130,7 @@ fn a_client_failed_over_is_not_failed_over_again_when_its_old_port_fails_again()
         key: CLIENT,
         port: 1,
         rate_bps: 0.0,
+        quiet_secs: u64::MAX,
         talk: talk(),
     };
     let mut out = Vec::new();
@@ -142,6 +144,7 @@ fn a_client_failed_over_is_not_failed_over_again_when_its_old_port_fails_again()
     // Still sending, but its frames of the last second predate the move made 1 s ago.
     let busy = ClientSnap {
         rate_bps: 5e6,
+        quiet_secs: 0,
         ..quiet
     };
     let mut s2 = Steerer::new(cfg());
@@ -166,11 +169,64 @@ fn a_client_seen_on_the_failed_port_after_its_move_is_failed_over_again() {
         key: CLIENT,
         port: 1,
         rate_bps: 5e6,
+        quiet_secs: 0,
         talk: talk(),
     };
     w.with(|ctx| s.failover(60_000, &[1], &ports, &[snap], ctx, &mut out));
     assert_eq!(s.counters().moves_failover, 1);
     assert_eq!(s.moved(&CLIENT).unwrap().at_ms, 60_000);
+}
+
+#[test]
+fn a_quiet_client_counted_before_its_move_is_not_failed_over_again() {
+    // Failed over off p1 at 1 s, quiet since: its last frames on p1, a few seconds old,
+    // predate the move, so p1 failing again (removed, added back down) leaves it where it is.
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    w.usable[1] = false;
+    let mut ports = w.port_views();
+    ports[1].up = false;
+    let mut out = Vec::new();
+    let counted = |quiet_secs| ClientSnap {
+        key: CLIENT,
+        port: 1,
+        rate_bps: 0.0,
+        quiet_secs,
+        talk: talk(),
+    };
+    w.with(|ctx| s.failover(1000, &[1], &ports, &[counted(1)], ctx, &mut out));
+    assert_eq!(s.counters().moves_failover, 1);
+    for (t, quiet) in [(3000, 3), (5000, 5), (6000, 6)] {
+        w.with(|ctx| s.failover(t, &[1], &ports, &[counted(quiet)], ctx, &mut out));
+    }
+    assert_eq!(s.counters().moves_failover, 1);
+}
+
+#[test]
+fn a_quiet_client_counted_on_the_failed_port_after_its_move_is_failed_over_again() {
+    // rlbd put it on p2 long ago; its frames came in on p1 3 s ago, none since (a small client
+    // on a sampled port): p1 failing strands it. Counted there 6 s ago is too long ago to say.
+    for (quiet_secs, moved_again) in [(3, true), (6, false)] {
+        let mut w = World::new();
+        let mut s = Steerer::new(cfg());
+        let mut out = Vec::new();
+        make_move(&mut s, &w, 0, mv(1, 2, Reason::Overload), &mut out);
+        w.usable[1] = false;
+        let ports = w.port_views();
+        let snap = ClientSnap {
+            key: CLIENT,
+            port: 1,
+            rate_bps: 0.0,
+            quiet_secs,
+            talk: talk(),
+        };
+        w.with(|ctx| s.failover(60_000, &[1], &ports, &[snap], ctx, &mut out));
+        assert_eq!(
+            s.counters().moves_failover,
+            u64::from(moved_again),
+            "counted {quiet_secs} s ago"
+        );
+    }
 }
 
 /// A held client's move may be corrected once (`settle`): not back to the port it left, and
@@ -249,12 +305,14 @@ fn exchange(p1_usable: bool) -> (Steerer, Vec<Action>, ClientKey) {
             key: CLIENT,
             port: 1,
             rate_bps: 40e6,
+            quiet_secs: 0,
             talk: talk(),
         },
         ClientSnap {
             key: other,
             port: 2,
             rate_bps: 30e6,
+            quiet_secs: 0,
             talk: other_talk,
         },
     ];

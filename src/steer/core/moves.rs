@@ -183,6 +183,7 @@ impl Steerer {
                     key: *key,
                     port: m.port,
                     rate_bps: 0.0,
+                    quiet_secs: u64::MAX,
                     talk: Talk::from_claims(&m.claims),
                 });
             }
@@ -252,6 +253,7 @@ impl Steerer {
                 key: a.key,
                 port: a.port,
                 rate_bps: 0.0,
+                quiet_secs: u64::MAX,
                 talk: Talk::from_claims(&a.claims),
             })
             .collect()

@@ -37,6 +37,7 @@ fn other() -> ClientSnap {
         key: ClientKey::untagged(Mac(2, 0, 0, 0, 0, 0xc3)),
         port: 0,
         rate_bps: 20e6,
+        quiet_secs: 0,
         talk: crate::host::Talk::default(),
     }
 }
@@ -46,6 +47,7 @@ fn snap(port: PortIndex, rate_bps: f64) -> ClientSnap {
         key: CLIENT,
         port,
         rate_bps,
+        quiet_secs: 0,
         talk: talk(),
     }
 }

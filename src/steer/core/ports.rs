@@ -9,6 +9,9 @@ use crate::policy::PortView;
 /// before it is used: frames counted in it may be up to this old.
 pub(super) const RATE_WINDOW_MS: u64 = 1500;
 
+/// How long a client quiet since is still taken to send where it was last counted.
+pub(super) const COUNTED_LATELY_SECS: u64 = 5;
+
 impl Steerer {
     /// Notes which ports are up, and since when.
     pub(super) fn note_ports(&mut self, now: u64, ports: &[PortView]) {
@@ -64,11 +67,22 @@ impl Steerer {
     }
 
     /// Whether `c`'s frames on the port it was last seen on came after rlbd moved it to
-    /// `m.port`. A client quiet in the last second, or moved during it, was last seen before
-    /// the move: it is where rlbd put it, and a failure of its old port is no reason to move it
-    /// again (a port removed and added back failed it over twice, a second port failure thrice).
+    /// `m.port`. Frames counted before the move say nothing of where it is: it is where rlbd
+    /// put it, and a failure of its old port is no reason to move it again (a port removed and
+    /// added back failed it over twice, a second port failure thrice). A client quiet in the
+    /// last second still counts if its frames were counted there within
+    /// [`COUNTED_LATELY_SECS`] and after the move (a small client on a sampled port is kept in
+    /// few seconds; the host may have put it back, say by a broadcast request).
     pub(super) fn sent_there_since_move(&self, c: &ClientSnap, m: &Moved, now: u64) -> bool {
-        c.port != m.port && c.rate_bps > 0.0 && now.saturating_sub(m.at_ms) >= RATE_WINDOW_MS
+        let since = now.saturating_sub(m.at_ms);
+        c.port != m.port
+            && if c.rate_bps > 0.0 {
+                since >= RATE_WINDOW_MS
+            } else {
+                // Counted `quiet_secs` whole seconds ago: up to that much older than a rate.
+                c.quiet_secs <= COUNTED_LATELY_SECS
+                    && since >= RATE_WINDOW_MS + c.quiet_secs * 1000
+            }
     }
 
     /// Where a client's traffic goes now: the port its latest frame came in on, unless that

@@ -433,6 +433,7 @@ impl Harness {
                 key: key(c),
                 port: on[c],
                 rate_bps: f64::from(rates[c]) * 1e6 / 4.0,
+                quiet_secs: 0,
                 talk: talk(c, c % 2 == 0),
             })
             .collect();

@@ -318,12 +318,14 @@ fn rebalance_moves_off_an_overloaded_port_and_holds_the_moved() {
             key: other,
             port: 0,
             rate_bps: 50e6,
+            quiet_secs: 0,
             talk: Talk::default(),
         },
         ClientSnap {
             key: CLIENT,
             port: 0,
             rate_bps: 45e6,
+            quiet_secs: 0,
             talk: talk(),
         },
     ];

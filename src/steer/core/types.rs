@@ -70,6 +70,9 @@ pub struct ClientSnap {
     /// The port its latest frames arrived on.
     pub port: PortIndex,
     pub rate_bps: f64,
+    /// Whole seconds since it was last counted on `port` (0: in the second just closed;
+    /// `u64::MAX`: never, as for a client known only from a move or an answer).
+    pub quiet_secs: u64,
     pub talk: Talk,
 }
 
