@@ -176,8 +176,8 @@ fn rlbds_own_updates_and_frames_to_moved_clients_are_not_answers() {
     fail_p0(&mut w, &mut s, 5000, &[]);
     assert!(s.moved(&CLIENT).is_none());
 
-    // A client rlbd moved to p1, then answered by the host on p0: the move re-asserts it, and
-    // p0's failure does not move it again.
+    // A client rlbd moved to p1, then answered by the host on p0: the move re-asserts it (the
+    // update goes out 20 ms later), and p0's failure does not move it again.
     let mut w = World::new();
     let mut s = Steerer::new(cfg());
     let mut out = Vec::new();
@@ -191,6 +191,7 @@ fn rlbds_own_updates_and_frames_to_moved_clients_are_not_answers() {
     w.with(|ctx| {
         s.on_timer(1000, ctx, &mut out);
         s.on_arp(1000, &reply_from(0), ctx, &mut out);
+        s.on_timer(1020, ctx, &mut out);
     });
     assert_eq!(s.moved(&CLIENT).unwrap().reasserts, 1);
     let out = fail_p0(&mut w, &mut s, 5000, &[]);

@@ -108,6 +108,7 @@ impl Steerer {
                     refused: 0,
                     confirmed: true,
                     prior: None,
+                    undone: None,
                 },
             );
             if usable(d.port) {

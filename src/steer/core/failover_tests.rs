@@ -143,3 +143,65 @@ fn a_port_failing_under_more_clients_than_the_total_limit_reaches_each_in_turn()
     assert!(per_sec.values().all(|&k| k <= 2000), "{per_sec:?}");
     assert!(s.counters().deferred >= u64::from(n) - 1000);
 }
+
+/// The host's broadcast ARP request from p0: every client with an entry for the server takes
+/// p0's MAC for it.
+fn broadcast_from_p0() -> crate::policy::reassert::ArpSeen {
+    crate::policy::reassert::ArpSeen {
+        outgoing: true,
+        op: crate::policy::reassert::ARP_REQUEST,
+        eth_src: P[0],
+        eth_dst: crate::Mac::broadcast(),
+        sha: P[0],
+        spa: SERVER,
+        tpa: Ipv4Addr::new(198, 18, 0, 99),
+        vlan: 0,
+    }
+}
+
+/// A client rlbd moved to p1 that the host's broadcast from p0 put back, with no update out
+/// since (its re-assertion not yet sent, or kept back by its budget), sends to p0: p0 failing
+/// moves it. Once an update is out again, or its frames were counted after the broadcast, it is
+/// where rlbd put it, and p0 failing leaves it there.
+#[test]
+fn a_moved_client_the_host_s_broadcast_put_back_is_failed_over_with_the_port_it_names() {
+    let cases: [(&str, bool, Option<ClientSnap>, bool); 3] = [
+        ("no update since", false, None, true),
+        ("an update out since", true, None, false),
+        (
+            "counted on p1 since",
+            false,
+            Some(ClientSnap {
+                key: CLIENT,
+                port: 1,
+                rate_bps: 1e6,
+                quiet_secs: 0,
+                talk: talk(),
+            }),
+            false,
+        ),
+    ];
+    for (what, reasserted, counted, moved_again) in cases {
+        let mut w = World::new();
+        let mut s = moved_to_p1(&w);
+        let mut out = Vec::new();
+        w.with(|ctx| s.on_arp(10_000, &broadcast_from_p0(), ctx, &mut out));
+        if reasserted {
+            w.with(|ctx| s.on_timer(10_020, ctx, &mut out));
+        }
+        w.usable[0] = false;
+        let ports = w.port_views();
+        let at = if counted.is_some() { 12_000 } else { 10_010 };
+        let clients: Vec<ClientSnap> = counted.into_iter().collect();
+        w.with(|ctx| s.failover(at, &[0], &ports, &clients, ctx, &mut out));
+        assert_eq!(
+            s.counters().moves_failover,
+            u64::from(moved_again),
+            "{what}"
+        );
+        if moved_again {
+            let m = s.moved(&CLIENT).unwrap();
+            assert_eq!((m.reason, m.port == 0), (Reason::Failover, false), "{what}");
+        }
+    }
+}

@@ -362,6 +362,9 @@ impl Steerer {
         }
         if let Some(m) = self.moved.get_mut(&client) {
             m.issued = m.issued.saturating_add(issued);
+            if issued > 0 {
+                m.undone = None;
+            }
         }
         if !waits {
             self.unheard.remove(&client);

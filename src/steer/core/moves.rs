@@ -138,6 +138,7 @@ impl Steerer {
                 refused: 0,
                 confirmed: false,
                 prior,
+                undone: None,
             },
         );
         self.forget_oldest_moves(now);
@@ -169,19 +170,24 @@ impl Steerer {
         for c in clients {
             let moved = self.moved.get(&c.key);
             let port = match moved {
-                Some(m) if dead(m.port) || !self.sent_there_since_move(c, m, now) => m.port,
-                _ => c.port,
+                Some(m) => self.moved_client_port(Some(c), m, now, dead),
+                None => c.port,
             };
             if down.contains(&port) || moved.is_some_and(|m| dead(m.port)) {
                 snaps.push(ClientSnap { port, ..*c });
             }
         }
-        // Moved clients quiet this second are not in the client list, and still need a port.
+        // Moved clients the table forgot still need a port.
+        let counted: HashSet<ClientKey> = clients.iter().map(|c| c.key).collect();
         for (key, m) in &self.moved {
-            if dead(m.port) && !snaps.iter().any(|s| s.key == *key) {
+            if counted.contains(key) {
+                continue;
+            }
+            let port = self.moved_client_port(None, m, now, dead);
+            if (dead(m.port) || down.contains(&port)) && !snaps.iter().any(|s| s.key == *key) {
                 snaps.push(ClientSnap {
                     key: *key,
-                    port: m.port,
+                    port,
                     rate_bps: 0.0,
                     quiet_secs: u64::MAX,
                     talk: Talk::from_claims(&m.claims),

@@ -12,6 +12,15 @@ pub(super) const RATE_WINDOW_MS: u64 = 1500;
 /// How long a client quiet since is still taken to send where it was last counted.
 pub(super) const COUNTED_LATELY_SECS: u64 = 5;
 
+/// Whether `c`'s latest counted frames surely came after `since_ms`: its rate's (the last
+/// second, up to [`RATE_WINDOW_MS`] old), or a quiet client's counted `quiet_secs` whole
+/// seconds before that, within [`COUNTED_LATELY_SECS`].
+fn counted_since(c: &ClientSnap, since_ms: u64, now: u64) -> bool {
+    let quiet = if c.rate_bps > 0.0 { 0 } else { c.quiet_secs };
+    quiet <= COUNTED_LATELY_SECS
+        && now.saturating_sub(since_ms) >= RATE_WINDOW_MS + quiet * 1000
+}
+
 impl Steerer {
     /// Notes which ports are up, and since when.
     pub(super) fn note_ports(&mut self, now: u64, ports: &[PortView]) {
@@ -74,15 +83,30 @@ impl Steerer {
     /// [`COUNTED_LATELY_SECS`] and after the move (a small client on a sampled port is kept in
     /// few seconds; the host may have put it back, say by a broadcast request).
     pub(super) fn sent_there_since_move(&self, c: &ClientSnap, m: &Moved, now: u64) -> bool {
-        let since = now.saturating_sub(m.at_ms);
-        c.port != m.port
-            && if c.rate_bps > 0.0 {
-                since >= RATE_WINDOW_MS
-            } else {
-                // Counted `quiet_secs` whole seconds ago: up to that much older than a rate.
-                c.quiet_secs <= COUNTED_LATELY_SECS
-                    && since >= RATE_WINDOW_MS + c.quiet_secs * 1000
-            }
+        c.port != m.port && counted_since(c, m.at_ms, now)
+    }
+
+    /// The port a client rlbd moved sends to now, for the failover: the move's, unless its
+    /// frames came in on another port since, or a frame of the host's told it another port
+    /// since its last update and it was not counted after that frame. `c`: its counts, if the
+    /// client table still has it.
+    pub(super) fn moved_client_port(
+        &self,
+        c: Option<&ClientSnap>,
+        m: &Moved,
+        now: u64,
+        dead: impl Fn(PortIndex) -> bool,
+    ) -> PortIndex {
+        if dead(m.port) {
+            return m.port;
+        }
+        if let Some(c) = c.filter(|c| self.sent_there_since_move(c, m, now)) {
+            return c.port;
+        }
+        match m.undone {
+            Some((p, at)) if !c.is_some_and(|c| counted_since(c, at, now)) => p,
+            _ => m.port,
+        }
     }
 
     /// Where a client's traffic goes now: the port its latest frame came in on, unless that

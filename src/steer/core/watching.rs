@@ -62,14 +62,25 @@ impl Steerer {
         ctx.ports.get(m.port).map(|p| p.mac)
     }
 
+    /// Re-asserts each client at risk, first noting the port the frame told it (`told`, the
+    /// port whose MAC it carries, if one of ours): until an update is out again, that is where
+    /// it sends.
     fn reassert_all(
         &mut self,
         now: u64,
         what: &str,
+        told: Option<PortIndex>,
         risks: Vec<(ClientKey, &'static str)>,
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
+        if let Some(p) = told {
+            for (client, _) in &risks {
+                if let Some(m) = self.moved.get_mut(client).filter(|m| m.port != p) {
+                    m.undone = Some((p, now));
+                }
+            }
+        }
         if risks.len() > 1 {
             log(
                 out,
@@ -96,7 +107,8 @@ impl Steerer {
             self.moved.keys().copied(),
         );
         let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
-        self.reassert_all(now, "ARP", risks, ctx, out);
+        let told = ctx.ports.iter().position(|p| p.mac == seen.sha);
+        self.reassert_all(now, "ARP", told, risks, ctx, out);
     }
 
     /// Neighbor Discovery seen on a port: the IPv6 counterpart of [`on_arp`](Self::on_arp).
@@ -121,7 +133,9 @@ impl Steerer {
             moved.keys().copied(),
         );
         let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
-        self.reassert_all(now, "Neighbor Discovery", risks, ctx, out);
+        let said = seen.lladdr.unwrap_or(seen.eth_src);
+        let told = ctx.ports.iter().position(|p| p.mac == said);
+        self.reassert_all(now, "Neighbor Discovery", told, risks, ctx, out);
     }
 
     /// Notes where the host's own ARP frame tells its hearers to send: a reply or a unicast
@@ -242,6 +256,6 @@ impl Steerer {
         let moved = &self.moved;
         self.unheard.retain(|k, _| moved.contains_key(k));
         self.unheard.extend(on.iter().map(|(k, _)| (*k, 0)));
-        self.reassert_all(now, "port MAC change", on, ctx, out);
+        self.reassert_all(now, "port MAC change", None, on, ctx, out);
     }
 }
