@@ -170,7 +170,7 @@ impl Steerer {
         for c in clients {
             let moved = self.moved.get(&c.key);
             let port = match moved {
-                Some(m) => self.moved_client_port(Some(c), m, now, dead),
+                Some(m) => self.moved_client_port(Some(c), m, now, ctx, dead),
                 None => c.port,
             };
             if down.contains(&port) || moved.is_some_and(|m| dead(m.port)) {
@@ -183,7 +183,7 @@ impl Steerer {
             if counted.contains(key) {
                 continue;
             }
-            let port = self.moved_client_port(None, m, now, dead);
+            let port = self.moved_client_port(None, m, now, ctx, dead);
             if (dead(m.port) || down.contains(&port)) && !snaps.iter().any(|s| s.key == *key) {
                 snaps.push(ClientSnap {
                     key: *key,

@@ -2,7 +2,7 @@
 //! may take clients (a port just back up waits [`STABLE_MS`]), and the port a client's traffic
 //! uses now.
 
-use super::{ClientSnap, Moved, PortIndex, Steerer, STABLE_MS};
+use super::{ClientSnap, Ctx, Moved, PortIndex, Steerer, STABLE_MS};
 use crate::policy::PortView;
 
 /// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
@@ -87,14 +87,15 @@ impl Steerer {
     }
 
     /// The port a client rlbd moved sends to now, for the failover: the move's, unless its
-    /// frames came in on another port since, or a frame of the host's told it another port
-    /// since its last update and it was not counted after that frame. `c`: its counts, if the
-    /// client table still has it.
+    /// frames came in on another port since, or a frame of the host's told it another port's
+    /// MAC since its last update and it was not counted after that frame. `c`: its counts, if
+    /// the client table still has it.
     pub(super) fn moved_client_port(
         &self,
         c: Option<&ClientSnap>,
         m: &Moved,
         now: u64,
+        ctx: &Ctx,
         dead: impl Fn(PortIndex) -> bool,
     ) -> PortIndex {
         if dead(m.port) {
@@ -103,10 +104,11 @@ impl Steerer {
         if let Some(c) = c.filter(|c| self.sent_there_since_move(c, m, now)) {
             return c.port;
         }
-        match m.undone {
-            Some((p, at)) if !c.is_some_and(|c| counted_since(c, at, now)) => p,
-            _ => m.port,
-        }
+        let told = m
+            .undone
+            .filter(|(_, at)| !c.is_some_and(|c| counted_since(c, *at, now)))
+            .and_then(|(mac, _)| ctx.ports.iter().position(|p| p.mac == mac));
+        told.unwrap_or(m.port)
     }
 
     /// Where a client's traffic goes now: the port its latest frame came in on, unless that

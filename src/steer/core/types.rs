@@ -202,10 +202,11 @@ pub struct Moved {
     /// What rlbd had put the client on before this move, while the move is not confirmed:
     /// where the client still is if every frame of the move is refused.
     pub(super) prior: Option<Box<Moved>>,
-    /// A frame of the host's that told the client another port (that port, when), and no
+    /// A frame of the host's that told the client another port's MAC (that MAC, when), and no
     /// update of rlbd's handed out since: while its re-assertion waits (or its budget keeps it
-    /// back) the client sends there.
-    pub(super) undone: Option<(PortIndex, u64)>,
+    /// back) the client sends to whichever port holds that MAC. A MAC, not a port: balance-alb
+    /// swaps MACs on failover, and its announcement may be read before the swap is.
+    pub(super) undone: Option<(Mac, u64)>,
 }
 
 impl Moved {

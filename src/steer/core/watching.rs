@@ -62,22 +62,21 @@ impl Steerer {
         ctx.ports.get(m.port).map(|p| p.mac)
     }
 
-    /// Re-asserts each client at risk, first noting the port the frame told it (`told`, the
-    /// port whose MAC it carries, if one of ours): until an update is out again, that is where
-    /// it sends.
+    /// Re-asserts each client at risk, first noting the MAC the frame told it (`told`, if a
+    /// port of ours holds it): until an update is out again, that is where it sends.
     fn reassert_all(
         &mut self,
         now: u64,
         what: &str,
-        told: Option<PortIndex>,
+        told: Option<Mac>,
         risks: Vec<(ClientKey, &'static str)>,
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
-        if let Some(p) = told {
+        if let Some(mac) = told.filter(|mac| ctx.ports.iter().any(|p| p.mac == *mac)) {
             for (client, _) in &risks {
-                if let Some(m) = self.moved.get_mut(client).filter(|m| m.port != p) {
-                    m.undone = Some((p, now));
+                if let Some(m) = self.moved.get_mut(client) {
+                    m.undone = Some((mac, now));
                 }
             }
         }
@@ -107,8 +106,7 @@ impl Steerer {
             self.moved.keys().copied(),
         );
         let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
-        let told = ctx.ports.iter().position(|p| p.mac == seen.sha);
-        self.reassert_all(now, "ARP", told, risks, ctx, out);
+        self.reassert_all(now, "ARP", Some(seen.sha), risks, ctx, out);
     }
 
     /// Neighbor Discovery seen on a port: the IPv6 counterpart of [`on_arp`](Self::on_arp).
@@ -134,8 +132,7 @@ impl Steerer {
         );
         let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
         let said = seen.lladdr.unwrap_or(seen.eth_src);
-        let told = ctx.ports.iter().position(|p| p.mac == said);
-        self.reassert_all(now, "Neighbor Discovery", told, risks, ctx, out);
+        self.reassert_all(now, "Neighbor Discovery", Some(said), risks, ctx, out);
     }
 
     /// Notes where the host's own ARP frame tells its hearers to send: a reply or a unicast
