@@ -27,6 +27,17 @@ pub struct PortChanges {
     pub closed: Vec<usize>,
 }
 
+/// The dumps an overrun's `Output::Redump` asks the reader for (links, addresses, neighbours,
+/// the FDB: `daemon::netlink::NetlinkReader::redump`), each ended by a `DumpDone`.
+const REDUMP_DUMPS: u8 = 4;
+
+/// An overrun's re-dump under way: since when, and the `DumpDone`s still to come.
+#[derive(Debug, Clone, Copy)]
+struct Resync {
+    since: u64,
+    left: u8,
+}
+
 pub struct Lan {
     pub host: HostView,
     pub ports: PortTable,
@@ -36,6 +47,8 @@ pub struct Lan {
     unsupported_seen: Vec<String>,
     /// Netlink overruns seen (each answered with a re-dump).
     pub resyncs: u64,
+    /// The re-dump of the latest overrun, while not all in.
+    resync: Option<Resync>,
     /// The steering core's view of the ports, rebuilt when a port changes (not per call).
     infos: Vec<PortInfo>,
     /// Each port named completely, for the outputs (rebuilt when a port changes).
@@ -67,6 +80,7 @@ impl Lan {
             ours: Vec::new(),
             unsupported_seen: Vec::new(),
             resyncs: 0,
+            resync: None,
             infos: Vec::new(),
             refs: Vec::new(),
             host_macs: Vec::new(),
@@ -79,6 +93,7 @@ impl Lan {
         Ctx {
             host: &self.host,
             ports: &self.infos,
+            resync_since: self.resync.map(|r| r.since),
         }
     }
 
@@ -123,8 +138,15 @@ impl Lan {
                     self.ports.list[i].record_counter(now, rx, l.rx_packets);
                 }
             }
+            if matches!(ev, NlEvent::DumpDone) {
+                self.dump_done();
+            }
             if matches!(ev, NlEvent::Overrun) {
                 self.resyncs += 1;
+                self.resync = Some(Resync {
+                    since: now,
+                    left: REDUMP_DUMPS,
+                });
                 out.log(
                     Level::Warn,
                     Topic::Host,
@@ -143,6 +165,16 @@ impl Lan {
             self.refresh_host(out);
         }
         changes
+    }
+
+    /// A dump is in: the last of a re-dump's makes the host view whole again.
+    fn dump_done(&mut self) {
+        if let Some(r) = &mut self.resync {
+            r.left -= 1;
+            if r.left == 0 {
+                self.resync = None;
+            }
+        }
     }
 
     /// The server's addresses, copied once per change rather than asked per frame; shapes on

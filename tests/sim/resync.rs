@@ -1,7 +1,8 @@
 //! The shell's netlink reader, simulated as `src/netlink/socket` is: every event handed to the
 //! engine goes through the real resync mirror (`rlbd::netlink::Mirror`); an overrun loses what
 //! the kernel said from its moment to the end of the second (link, address and neighbour changes
-//! the world made never reach the engine) and is then reported as `NlEvent::Overrun`; the
+//! the world made never reach the engine) and is then reported as `NlEvent::Overrun`, or sooner
+//! when the reader reads an answer from that socket (the kernel reports the loss first); the
 //! engine's `Output::Redump` is answered, once the outputs of the moment are routed, by the four
 //! dumps the daemon's reader asks for (links, addresses, neighbours, the FDB), each followed by
 //! the removals its sweep finds and `DumpDone`, as `RouteSocket::dump_done` ends them. After the
@@ -94,13 +95,16 @@ impl Driver {
         self.input(Input::Netlink(&[NlEvent::Overrun]));
     }
 
-    /// The counters the engine asked for, in one batch of link messages.
+    /// The counters the engine asked for, in one batch of link messages. They come on the
+    /// socket that is losing notifications: the kernel reports the loss (ENOBUFS) before
+    /// anything queued after it, so an overrun under way is reported first.
     pub fn answer_counters(&mut self) {
         while !self.nl.counters.is_empty() {
             let asked = std::mem::take(&mut self.nl.counters);
             if self.down.is_some() {
                 return;
             }
+            self.overrun_reported();
             let ev: Vec<NlEvent> = asked
                 .iter()
                 .filter_map(|i| self.world.ports.iter().position(|p| p.ifindex == *i))

@@ -285,3 +285,52 @@ fn the_port_told_first_in_a_swap_re_asserts_its_clients_with_its_new_mac() {
         r.sends
     );
 }
+
+/// After a netlink overrun the host view may be stale (a neighbour gone, its message lost):
+/// a failover's updates wait until the re-dump's four dumps are in, then go.
+#[test]
+fn updates_wait_for_the_re_dump_after_an_overrun() {
+    let mut r = Rig::new();
+    for _ in 0..6 {
+        r.second(&[(1, 0, 6.0), (2, 0, 6.0)]);
+    }
+    let moved = (1..=2)
+        .find(|n| !r.moves_of(*n).is_empty())
+        .expect("a move");
+    let on = r.at[&moved];
+    r.e.handle(r.now, Input::Netlink(&[NlEvent::Overrun]));
+    r.drain();
+    r.sends.clear();
+    let NlEvent::Link(l) = slave(on, r.rx[on]) else {
+        unreachable!()
+    };
+    let down = [NlEvent::Link(LinkInfo {
+        oper_up: false,
+        ..l
+    })];
+    r.e.handle(r.now, Input::Netlink(&down));
+    r.drain();
+    r.deadlines(500);
+    let updates = |r: &Rig| {
+        r.sends
+            .iter()
+            .filter(|(_, t)| matches!(t, SendTag::Update { .. }))
+            .count()
+    };
+    assert_eq!(updates(&r), 0, "sent before the re-dump: {:?}", r.sends);
+    for _ in 0..3 {
+        r.e.handle(r.now, Input::Netlink(&[NlEvent::DumpDone]));
+    }
+    r.drain();
+    r.deadlines(200);
+    assert_eq!(updates(&r), 0, "sent before the last dump: {:?}", r.sends);
+    r.e.handle(r.now, Input::Netlink(&[NlEvent::DumpDone]));
+    r.drain();
+    r.deadlines(200);
+    assert!(updates(&r) > 0, "nothing sent once the re-dump is in");
+    assert!(
+        r.at.get(&moved).is_some_and(|p| *p != on),
+        "client {moved} left on the dead port {on}: {:?}",
+        r.sends
+    );
+}

@@ -205,3 +205,33 @@ fn a_moved_client_the_host_s_broadcast_put_back_is_failed_over_with_the_port_it_
         }
     }
 }
+
+/// After a netlink overrun, what the host view confirms is not known until the re-dump is in:
+/// a failover's updates wait for it (checked then against the whole view), and go anyway if it
+/// never comes within 2 s.
+#[test]
+fn sends_wait_for_the_re_dump_after_an_overrun() {
+    for (dump_in, sent_at) in [(Some(1_300), 1_300), (None, 3_000)] {
+        let mut w = World::new();
+        let mut s = moved_to_p1(&w);
+        w.resync_since = Some(1_000);
+        w.usable[1] = false;
+        let ports = w.port_views();
+        let mut out = Vec::new();
+        w.with(|ctx| s.failover(1_000, &[1], &ports, &[], ctx, &mut out));
+        assert_eq!(s.counters().moves_failover, 1, "the move is made at once");
+        assert!(sends(&out).is_empty(), "{:?}", sends(&out));
+        let mut t = 1_000;
+        while sends(&out).is_empty() && t < 5_000 {
+            t = s.next_due().expect("a send stays queued");
+            if dump_in.is_some_and(|d| t >= d) {
+                w.resync_since = None;
+            }
+            w.with(|ctx| s.on_timer(t, ctx, &mut out));
+        }
+        assert!(
+            t >= sent_at && t < sent_at + 100,
+            "first sent at {t} ms, not at {sent_at}"
+        );
+    }
+}

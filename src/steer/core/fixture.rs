@@ -35,6 +35,8 @@ pub fn cfg() -> SteerConfig {
 pub struct World {
     pub host: HostView,
     pub usable: [bool; 3],
+    /// Since when an overrun's re-dump is under way.
+    pub resync_since: Option<u64>,
 }
 
 impl World {
@@ -42,6 +44,7 @@ impl World {
         World {
             host: view(),
             usable: [true; 3],
+            resync_since: None,
         }
     }
 
@@ -56,6 +59,7 @@ impl World {
         f(&Ctx {
             host: &self.host,
             ports: &ports,
+            resync_since: self.resync_since,
         })
     }
 

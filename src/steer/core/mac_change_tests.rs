@@ -67,6 +67,7 @@ fn a_client_the_host_put_on_a_port_follows_its_mac_to_the_dead_slave_that_took_i
         let ctx = Ctx {
             host: real.host,
             ports: &ports,
+            resync_since: None,
         };
         let dead = s.follow_port_macs(1000, &[(0, P[0]), (1, P[1])], &ctx);
         assert_eq!(dead, vec![0], "p1's old MAC is on the dead p0 now");
@@ -93,11 +94,13 @@ fn a_swap_told_in_two_batches_still_takes_the_host_s_clients_to_the_dead_slave()
         let ctx = Ctx {
             host: real.host,
             ports: &first,
+            resync_since: None,
         };
         assert!(s.follow_port_macs(1000, &[(1, P[1])], &ctx).is_empty());
         let ctx = Ctx {
             host: real.host,
             ports: &second,
+            resync_since: None,
         };
         let dead = s.follow_port_macs(1010, &[(0, P[0])], &ctx);
         assert_eq!(dead, vec![0], "p1's old MAC is on the dead p0 now");
@@ -121,11 +124,13 @@ fn a_mac_given_up_long_ago_is_not_followed_when_a_port_takes_it() {
         let ctx = Ctx {
             host: real.host,
             ports: &first,
+            resync_since: None,
         };
         assert!(s.follow_port_macs(1000, &[(1, P[1])], &ctx).is_empty());
         let ctx = Ctx {
             host: real.host,
             ports: &later,
+            resync_since: None,
         };
         let dead = s.follow_port_macs(1000 + SWAP_WINDOW_MS + 1, &[(0, P[0])], &ctx);
         assert!(

@@ -250,7 +250,10 @@ impl Steerer {
                 m.pending.retain(|t| *t != due);
                 m.pending.len() < before
             });
-            if live {
+            if live && resyncing(ctx, now) {
+                // Confirm-before-send cannot be checked against a view that may be stale.
+                self.schedule(client, now + RESYNC_RETRY_MS, 1, out);
+            } else if live {
                 self.send_update(now, client, ctx, out);
                 self.undo_if_refused(now, client, ctx, out);
             }
@@ -390,6 +393,18 @@ impl Steerer {
         }
         self.schedule(client, turn, 1, out);
     }
+}
+
+/// While the host view is being re-dumped after an overrun, a due send is tried again this much
+/// later; past [`RESYNC_HOLD_MAX_MS`] it goes anyway (a re-dump lost or never asked for must not
+/// silence rlbd).
+const RESYNC_RETRY_MS: u64 = 50;
+const RESYNC_HOLD_MAX_MS: u64 = 2000;
+
+/// Whether sends wait for the host view's re-dump.
+fn resyncing(ctx: &Ctx, now: u64) -> bool {
+    ctx.resync_since
+        .is_some_and(|since| now.saturating_sub(since) < RESYNC_HOLD_MAX_MS)
 }
 
 /// The frame that tells `client` the server's address of `claim` is at `port_mac`: a

@@ -77,6 +77,7 @@ impl Harness {
         let ctx = Ctx {
             host: &self.w.host,
             ports: &ports,
+            resync_since: None,
         };
         f(&mut self.s, &ctx, self.now, &mut out);
         // The event loop reports each frame's outcome right after sending it.

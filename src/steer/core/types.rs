@@ -55,6 +55,9 @@ pub struct PortInfo {
 pub struct Ctx<'a> {
     pub host: &'a HostView,
     pub ports: &'a [PortInfo],
+    /// Since when the host view may be stale: the kernel dropped netlink notifications and
+    /// the re-dump is not all in. What the view confirms is not known then: sends wait.
+    pub resync_since: Option<u64>,
 }
 
 impl Ctx<'_> {
