@@ -17,8 +17,7 @@ pub(super) const COUNTED_LATELY_SECS: u64 = 5;
 /// seconds before that, within [`COUNTED_LATELY_SECS`].
 fn counted_since(c: &ClientSnap, since_ms: u64, now: u64) -> bool {
     let quiet = if c.rate_bps > 0.0 { 0 } else { c.quiet_secs };
-    quiet <= COUNTED_LATELY_SECS
-        && now.saturating_sub(since_ms) >= RATE_WINDOW_MS + quiet * 1000
+    quiet <= COUNTED_LATELY_SECS && now.saturating_sub(since_ms) >= RATE_WINDOW_MS + quiet * 1000
 }
 
 impl Steerer {
