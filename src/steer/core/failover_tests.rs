@@ -235,3 +235,77 @@ fn sends_wait_for_the_re_dump_after_an_overrun() {
         );
     }
 }
+
+/// Dual-stack clients failed over beyond the total limit: a move's first send that the limit
+/// cuts short after its IPv4 claim waits its turn for the IPv6 one rather than shed it (a
+/// client that talks to the server over IPv6 hears only that one).
+#[test]
+fn a_failover_beyond_the_total_limit_tells_dual_stack_clients_both_claims() {
+    let mut w = World::new();
+    w.host.apply(&addr(BOND, "198.18.0.1/20"));
+    let n = 700u16;
+    let snaps: Vec<ClientSnap> = (0..n)
+        .map(|i| {
+            let [hi, lo] = i.to_be_bytes();
+            let mac = Mac(2, 1, 0, 0, hi, lo);
+            let ip = Ipv4Addr::new(198, 18, 1 + hi, lo);
+            let ip6 = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 1, i);
+            w.host
+                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
+            w.host
+                .apply(&neigh(BOND, ip6.into(), mac, libc::NUD_REACHABLE));
+            let mut servers = crate::client::ServerSet::default();
+            servers.note(SERVER.into(), 0, 0);
+            servers.note(SERVER6.into(), 0, 0);
+            ClientSnap {
+                key: ClientKey::untagged(mac),
+                port: 0,
+                rate_bps: 1e3,
+                quiet_secs: 0,
+                talk: Talk {
+                    v4: Some(ip),
+                    v6: Some(ip6),
+                    servers,
+                },
+            }
+        })
+        .collect();
+    // No repeats: the one send each move makes must tell both claims.
+    let mut s = Steerer::new(SteerConfig {
+        repeats: 1,
+        ..cfg()
+    });
+    w.usable[0] = false;
+    let ports = w.port_views();
+    let mut out = Vec::new();
+    w.with(|ctx| s.failover(0, &[0], &ports, &snaps, ctx, &mut out));
+    let mut told: HashMap<ClientKey, (bool, bool)> = HashMap::new();
+    let mut now = 0;
+    loop {
+        for a in out.drain(..) {
+            if let Action::Send { client, claim, .. } = a {
+                let e = told.entry(client).or_default();
+                match claim {
+                    Claim::V4 { .. } => e.0 = true,
+                    Claim::V6 { .. } => e.1 = true,
+                }
+            }
+        }
+        match s.next_due() {
+            Some(t) if t < 10_000 => {
+                now = t;
+                w.with(|ctx| s.on_timer(now, ctx, &mut out));
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(s.counters().moves_failover, u64::from(n));
+    let missing: Vec<_> = told.iter().filter(|(_, t)| !(t.0 && t.1)).collect();
+    assert!(
+        told.len() == usize::from(n) && missing.is_empty(),
+        "{} told, {} not both claims: {:?}",
+        told.len(),
+        missing.len(),
+        missing.first()
+    );
+}

@@ -65,9 +65,9 @@ pub struct Steerer {
     /// The next free turn for a move's first frame held back by the total rate limit.
     next_turn_ms: u64,
     /// Moved clients whose port's MAC changed since they last heard it (balance-alb swapped
-    /// MACs): they send to a MAC the port no longer has, so their next update waits its turn
-    /// like a move's first instead of being shed by the total rate limit (a failover that
-    /// swaps MACs spends that budget at once). Each with the first of its claims not yet told.
+    /// MACs), or whose move's first send the total rate limit cut short after some claims:
+    /// their next update waits its turn instead of being shed by the total rate limit (a
+    /// failover spends that budget at once). Each with the first of its claims not yet told.
     unheard: HashMap<ClientKey, usize>,
     /// MACs ports gave up that no port held yet, with when: balance-alb's swap can reach us in
     /// two batches, the port that takes the MAC in the second (`follow_port_macs`).
@@ -335,10 +335,10 @@ impl Steerer {
             };
             match admit {
                 Admit::Yes => {}
-                Admit::Busy if (first && issued == 0) || unheard.is_some() => {
-                    if let Some(k) = self.unheard.get_mut(&client) {
-                        *k = i;
-                    }
+                // A move's first send, or a new MAC's, waits for its turn rather than be shed, for
+                // every claim: a dual-stack client may hear only the last (its IPv6 one).
+                Admit::Busy if first || unheard.is_some() => {
+                    self.unheard.insert(client, i);
                     self.wait_for_turn(now, client, claim.client(), out);
                     waits = true;
                     break;
