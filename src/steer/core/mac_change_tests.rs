@@ -139,3 +139,47 @@ fn a_mac_given_up_long_ago_is_not_followed_when_a_port_takes_it() {
         );
     });
 }
+
+/// A client counted on p1 whom rlbd did not move (the driver's, or a move a restart without
+/// its state file forgot) sends to p1's MAC; when the active p0 fails and takes that MAC in the
+/// swap, the client's frames go to the dead p0: it is failed over. One counted on p1 since the
+/// swap (it heard p1's new MAC) stays.
+#[test]
+fn a_client_counted_on_the_port_whose_mac_the_dead_slave_took_is_failed_over() {
+    for (counted_since_swap, moved) in [(false, true), (true, false)] {
+        let w = World::new();
+        let mut s = Steerer::new(cfg());
+        let key = ClientKey::untagged(CLIENT);
+        let ports = infos(&[(P[1], false), (P[0], true), (P[2], true)]);
+        let (at, quiet_secs) = if counted_since_swap {
+            (5_000, 0)
+        } else {
+            (1_000, 1)
+        };
+        let snap = ClientSnap {
+            key,
+            port: 1,
+            rate_bps: if counted_since_swap { 1e6 } else { 0.0 },
+            quiet_secs,
+            talk: talk(),
+        };
+        let mut out = Vec::new();
+        w.with(|real| {
+            let ctx = Ctx {
+                host: real.host,
+                ports: &ports,
+                resync_since: None,
+            };
+            let dead = s.follow_port_macs(1_000, &[(0, P[0]), (1, P[1])], &ctx);
+            assert_eq!(dead, vec![0]);
+            let mut views = w.port_views();
+            views[0].up = false;
+            s.failover(at, &dead, &views, &[snap], &ctx, &mut out);
+        });
+        assert_eq!(
+            s.moved(&key).is_some(),
+            moved,
+            "counted since the swap: {counted_since_swap}"
+        );
+    }
+}

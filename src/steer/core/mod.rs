@@ -72,6 +72,10 @@ pub struct Steerer {
     /// MACs ports gave up that no port held yet, with when: balance-alb's swap can reach us in
     /// two batches, the port that takes the MAC in the second (`follow_port_macs`).
     macs_untaken: Vec<(PortIndex, Mac, u64)>,
+    /// Ports whose old MAC another port took lately, within `SWAP_WINDOW_MS` (the port that
+    /// gave it up, the one that holds it, when): a client counted on the first before then
+    /// sends to the second. One a port, the latest.
+    macs_moved: Vec<(PortIndex, PortIndex, u64)>,
     /// The once-a-second rebalance's buffers, kept so that a second allocates nothing.
     scratch: Scratch,
     /// Where a full port reads, learned: `saturated` and `max_fill` follow it.
@@ -108,6 +112,7 @@ impl Steerer {
             next_turn_ms: 0,
             unheard: HashMap::new(),
             macs_untaken: Vec::new(),
+            macs_moved: Vec::new(),
             scratch: Scratch::default(),
             saturation: Ceiling::default(),
             saturation_said: cfg.policy.saturated,

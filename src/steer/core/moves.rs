@@ -171,7 +171,7 @@ impl Steerer {
             let moved = self.moved.get(&c.key);
             let port = match moved {
                 Some(m) => self.moved_client_port(Some(c), m, now, ctx, dead),
-                None => c.port,
+                None => self.unmoved_client_port(c, now, dead),
             };
             if down.contains(&port) || moved.is_some_and(|m| dead(m.port)) {
                 snaps.push(ClientSnap { port, ..*c });

@@ -85,6 +85,22 @@ impl Steerer {
         c.port != m.port && counted_since(c, m.at_ms, now)
     }
 
+    /// The port a client rlbd did not move sends to now, for the failover: where it was
+    /// counted, unless that port's MAC has since gone to a port that is dead (balance-alb's
+    /// swap gives the failed active slave the MAC of the one that takes over) and it was not
+    /// counted after that: its frames go to that MAC.
+    pub(super) fn unmoved_client_port(
+        &self,
+        c: &ClientSnap,
+        now: u64,
+        dead: impl Fn(PortIndex) -> bool,
+    ) -> PortIndex {
+        self.macs_moved
+            .iter()
+            .find(|&&(from, to, at)| from == c.port && dead(to) && !counted_since(c, at, now))
+            .map_or(c.port, |&(_, to, _)| to)
+    }
+
     /// The port a client rlbd moved sends to now, for the failover: the move's, unless its
     /// frames came in on another port since, or a frame of the host's told it another port's
     /// MAC since its last update and it was not counted after that frame. `c`: its counts, if

@@ -224,6 +224,11 @@ impl Steerer {
             }
         }
         self.answered.follow_macs(&moved);
+        self.macs_moved.retain(|&(p, _, at)| {
+            now.saturating_sub(at) <= SWAP_WINDOW_MS && !moved.iter().any(|m| m.0 == p)
+        });
+        self.macs_moved
+            .extend(moved.iter().map(|&(p, to)| (p, to, now)));
         let mut dead: Vec<PortIndex> = moved
             .iter()
             .map(|(_, to)| *to)
