@@ -165,8 +165,9 @@ impl super::Engine {
         self.schedule.eval_at = Some(now + EVAL_DELAY_MS);
         self.trouble.rates_unreliable = drops || !whole;
         let (table, before) = (&self.table, self.steer.moved_count());
-        self.steer
-            .forget_idle(now, |key| table.get(key).is_some(), &mut self.actions);
+        let ctx = self.lan.ctx();
+        let active = |key: &_| table.get(key).is_some();
+        self.steer.forget_idle(now, active, &ctx, &mut self.actions);
         // The state file also says the daemon that wrote it was alive lately: a restart takes
         // it over only while it is younger than the hold-down, so it is rewritten well within
         // one while it holds moves or answers (a sixth of it, at most every 10 s).

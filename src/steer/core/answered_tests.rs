@@ -298,11 +298,56 @@ fn a_move_forgotten_while_its_client_was_idle_is_still_failed_over() {
     assert!(s.moved(&CLIENT).is_some());
     // Its repeats go out first: a move with an update still to send is not idle.
     w.with(|ctx| s.on_timer(5_000, ctx, &mut out));
-    s.forget_idle(60_000, |_| false, &mut out);
+    w.with(|ctx| s.forget_idle(60_000, |_| false, ctx, &mut out));
     assert!(s.moved(&CLIENT).is_none(), "forgotten while idle");
     let out = fail_p0(&mut w, &mut s, 61_000, &[]);
     assert!(
         s.moved(&CLIENT).is_some_and(|m| m.port != 0),
         "moved off the failed port: {out:?}"
+    );
+}
+
+/// A move forgotten while its client idles, after a broadcast of the host's put the client
+/// back on p0 and its re-assertion was kept back by its budget: the record of where it sends
+/// holds p0 too, and p0 failing moves it (found by the simulation, seed 14).
+#[test]
+fn a_move_forgotten_after_the_host_put_its_client_back_leaves_it_on_that_port() {
+    let mut w = World::new();
+    let mut s = Steerer::new(SteerConfig {
+        per_client_per_sec: 1,
+        repeats: 1,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    assert!(make_move(
+        &mut s,
+        &w,
+        0,
+        mv(0, 1, Reason::Overload),
+        &mut out
+    ));
+    let broadcast = ArpSeen {
+        eth_dst: crate::Mac::broadcast(),
+        op: ARP_REQUEST,
+        tpa: std::net::Ipv4Addr::new(198, 18, 0, 99),
+        ..reply_from(0)
+    };
+    w.with(|ctx| {
+        s.on_timer(0, ctx, &mut out);
+        s.on_arp(500, &broadcast, ctx, &mut out);
+        // The re-assertion is due at 520 and 770 ms, with the client's budget spent by the move.
+        s.on_timer(520, ctx, &mut out);
+        s.on_timer(770, ctx, &mut out);
+        s.forget_idle(60_000, |_| false, ctx, &mut out);
+    });
+    assert!(s.moved(&CLIENT).is_none(), "forgotten while idle");
+    assert!(
+        s.counters().suppressed > 0,
+        "the re-assertion was not kept back"
+    );
+    fail_p0(&mut w, &mut s, 61_000, &[]);
+    assert!(
+        s.moved(&CLIENT).is_some_and(|m| m.port != 0),
+        "left on the dead p0"
     );
 }

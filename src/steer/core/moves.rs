@@ -466,6 +466,7 @@ impl Steerer {
         &mut self,
         now: u64,
         active: impl Fn(&ClientKey) -> bool,
+        ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
         // A refusal streak ends a hold-down after its last delay.
@@ -489,9 +490,17 @@ impl Steerer {
                     format!("forgetting the move of {ip}({mac}): idle"),
                     Fields::default(),
                 ));
-                // The client still sends to that port's MAC when it wakes: if the port fails
+                // The client still sends to that port's MAC when it wakes (or to the one a frame
+                // of the host's told it since, with no update after): if that port fails
                 // meanwhile, the failover must find it, as it finds a client the host placed.
-                answered.restore(now, *mac, 1u64 << m.port.min(63), m.claims.clone());
+                let undone = m
+                    .undone
+                    .and_then(|(mac, _)| ctx.ports.iter().position(|p| p.mac == mac));
+                let ports = [Some(m.port), undone]
+                    .into_iter()
+                    .flatten()
+                    .fold(0u64, |b, p| b | 1u64 << p.min(63));
+                answered.restore(now, *mac, ports, m.claims.clone());
             }
             keep
         });

@@ -202,10 +202,11 @@ impl Harness {
             Op::Rebalance { hot, rates, on } => self.rebalance(hot, rates, on),
             Op::Advance(dt) => self.advance(dt),
             Op::Forget { active } => {
-                self.run(|s, _, now, out| {
+                self.run(|s, ctx, now, out| {
                     s.forget_idle(
                         now,
                         |k| (0..CLIENTS).any(|c| key(c) == *k && active[c]),
+                        ctx,
                         out,
                     )
                 });

@@ -294,11 +294,11 @@ fn idle_moves_are_forgotten_and_their_sends_dropped() {
     let w = World::new();
     let mut s = moved_to_p1(&w);
     let mut out = Vec::new();
-    s.forget_idle(30_000, |_| false, &mut out);
+    w.with(|ctx| s.forget_idle(30_000, |_| false, ctx, &mut out));
     assert!(s.moved(&CLIENT).is_some(), "not idle long enough");
-    s.forget_idle(60_000, |_| true, &mut out);
+    w.with(|ctx| s.forget_idle(60_000, |_| true, ctx, &mut out));
     assert!(s.moved(&CLIENT).is_some(), "still in the table");
-    s.forget_idle(60_000, |_| false, &mut out);
+    w.with(|ctx| s.forget_idle(60_000, |_| false, ctx, &mut out));
     assert!(s.moved(&CLIENT).is_none());
     assert_eq!(logs(&out, Level::Debug).len(), 1);
 }
