@@ -314,6 +314,21 @@ impl Engine {
             self.steer
                 .on_port_mac_changed(now, p, &ctx, &mut self.actions);
         }
+        // A client the failover could not place (no confirmed neighbour then) whose entry is
+        // told now: its dead port is failed over again.
+        let heard: Vec<crate::Mac> = events
+            .iter()
+            .filter_map(|e| match e {
+                NlEvent::Neigh(n) => n.mac,
+                _ => None,
+            })
+            .collect();
+        let usable = |p: usize| self.lan.ports.list.get(p).is_some_and(|p| p.usable());
+        for p in self.steer.retry_unplaced(now, &heard) {
+            if !usable(p) && !down.contains(&p) {
+                down.push(p);
+            }
+        }
         if !down.is_empty() || changes.up {
             self.fail_over(now, &down);
             self.fail_over_guests(now);

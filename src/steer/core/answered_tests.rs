@@ -351,3 +351,47 @@ fn a_move_forgotten_after_the_host_put_its_client_back_leaves_it_on_that_port() 
         "left on the dead p0"
     );
 }
+
+/// A client the host answered on p0 that the failover cannot place when p0 dies (the server
+/// has no confirmed neighbour entry for it at that instant) is failed over once its entry is
+/// told, not left until its own ARP brings it back (found by the simulation, seed 14).
+#[test]
+fn a_client_the_failover_could_not_place_is_retried_when_its_neighbour_is_confirmed() {
+    let mut w = World::new();
+    let mut s = Steerer::new(cfg());
+    w.with(|ctx| s.on_arp(1000, &reply_from(0), ctx, &mut Vec::new()));
+    let entries = |state| {
+        [
+            crate::host::testing::neigh(
+                crate::host::testing::BOND,
+                CLIENT_IP.into(),
+                CLIENT.mac,
+                state,
+            ),
+            crate::host::testing::neigh(
+                crate::host::testing::BOND,
+                crate::host::testing::CLIENT6.into(),
+                CLIENT.mac,
+                state,
+            ),
+        ]
+    };
+    for ev in entries(libc::NUD_FAILED) {
+        w.host.apply(&ev);
+    }
+    fail_p0(&mut w, &mut s, 5000, &[]);
+    assert!(s.moved(&CLIENT).is_none(), "no entry: not placed");
+    assert!(s
+        .retry_unplaced(6000, &[crate::Mac(2, 0, 0, 0, 0, 9)])
+        .is_empty());
+    for ev in entries(libc::NUD_REACHABLE) {
+        w.host.apply(&ev);
+    }
+    assert_eq!(s.retry_unplaced(6000, &[CLIENT.mac]), vec![0]);
+    fail_p0(&mut w, &mut s, 6000, &[]);
+    assert!(s.moved(&CLIENT).is_some_and(|m| m.port != 0), "left on p0");
+    assert!(
+        s.retry_unplaced(7000, &[CLIENT.mac]).is_empty(),
+        "retried once"
+    );
+}

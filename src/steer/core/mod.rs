@@ -76,6 +76,10 @@ pub struct Steerer {
     /// gave it up, the one that holds it, when): a client counted on the first before then
     /// sends to the second. One a port, the latest.
     macs_moved: Vec<(PortIndex, PortIndex, u64)>,
+    /// Clients a failover could not move off a dead port (the host view could not claim them
+    /// yet: no confirmed neighbour entry), with that port and when, for `UNPLACED_MS`: a
+    /// neighbour entry of theirs confirmed since retries them (`retry_unplaced`).
+    unplaced: HashMap<ClientKey, (PortIndex, u64)>,
     /// The once-a-second rebalance's buffers, kept so that a second allocates nothing.
     scratch: Scratch,
     /// Where a full port reads, learned: `saturated` and `max_fill` follow it.
@@ -113,6 +117,7 @@ impl Steerer {
             unheard: HashMap::new(),
             macs_untaken: Vec::new(),
             macs_moved: Vec::new(),
+            unplaced: HashMap::new(),
             scratch: Scratch::default(),
             saturation: Ceiling::default(),
             saturation_said: cfg.policy.saturated,

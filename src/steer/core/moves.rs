@@ -219,7 +219,11 @@ impl Steerer {
                 if only_answered.contains(&s.key) {
                     why.push_str(" (the host or rlbd told it to use that port; no frame of it counted since)");
                 }
-                self.apply_move(now, s.key, &s.talk, &mv, &why, ctx, out);
+                if self.apply_move(now, s.key, &s.talk, &mv, &why, ctx, out) {
+                    self.unplaced.remove(&s.key);
+                } else {
+                    self.note_unplaced(now, s.key, mv.from);
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! may take clients (a port just back up waits [`STABLE_MS`]), and the port a client's traffic
 //! uses now.
 
-use super::{ClientSnap, Ctx, Moved, PortIndex, Steerer, STABLE_MS};
+use super::{ClientKey, ClientSnap, Ctx, Moved, PortIndex, Steerer, STABLE_MS};
 use crate::policy::PortView;
 
 /// A client's rate covers the last whole second, measured up to 200 ms (the evaluation delay)
@@ -20,7 +20,46 @@ fn counted_since(c: &ClientSnap, since_ms: u64, now: u64) -> bool {
     quiet <= COUNTED_LATELY_SECS && now.saturating_sub(since_ms) >= RATE_WINDOW_MS + quiet * 1000
 }
 
+/// How long a client a failover could not place is retried when its neighbour entry is
+/// confirmed (its own ARP or ND would bring it back within its neighbour timers anyway).
+const UNPLACED_MS: u64 = 60_000;
+
 impl Steerer {
+    /// Notes a client the failover could not move off the dead port `from`; bounded by the
+    /// moves the core keeps, the oldest dropped first.
+    pub(super) fn note_unplaced(&mut self, now: u64, key: ClientKey, from: PortIndex) {
+        self.unplaced
+            .retain(|_, (_, at)| now.saturating_sub(*at) <= UNPLACED_MS);
+        if self.unplaced.len() >= self.cfg.max_moved.max(1) {
+            if let Some(oldest) = self.unplaced.iter().min_by_key(|(_, (_, at))| *at) {
+                let k = *oldest.0;
+                self.unplaced.remove(&k);
+            }
+        }
+        self.unplaced.insert(key, (from, now));
+    }
+
+    /// The dead ports to fail over again because a client the failover could not place there
+    /// has a neighbour entry now (`heard`: the MACs of entries just told). Each only once.
+    pub fn retry_unplaced(&mut self, now: u64, heard: &[crate::Mac]) -> Vec<PortIndex> {
+        if self.unplaced.is_empty() || heard.is_empty() {
+            return Vec::new();
+        }
+        self.unplaced
+            .retain(|_, (_, at)| now.saturating_sub(*at) <= UNPLACED_MS);
+        let mut ports: Vec<PortIndex> = Vec::new();
+        self.unplaced.retain(|k, (p, _)| {
+            let retry = heard.contains(&k.mac);
+            if retry {
+                ports.push(*p);
+            }
+            !retry
+        });
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
     /// Notes which ports are up, and since when.
     pub(super) fn note_ports(&mut self, now: u64, ports: &[PortView]) {
         if self.up_since.len() < ports.len() {
