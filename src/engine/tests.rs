@@ -219,6 +219,19 @@ impl Rig {
 
     /// The engine's deadlines over the next `ms`, each handled and its output drained; the
     /// clock ends `ms` later.
+    /// Port `port` loses its link (its counters as they stand), handed in and drained.
+    fn port_down(&mut self, port: usize) {
+        let NlEvent::Link(l) = slave(port, self.rx[port]) else {
+            unreachable!()
+        };
+        let ev = [NlEvent::Link(LinkInfo {
+            oper_up: false,
+            ..l
+        })];
+        self.e.handle(self.now, Input::Netlink(&ev));
+        self.drain();
+    }
+
     fn deadlines(&mut self, ms: u64) {
         let end = self.now + ms;
         while let Some(d) = self.e.next_deadline().filter(|d| *d < end) {
@@ -463,15 +476,7 @@ fn a_port_going_down_is_in_the_service_status_at_the_next_second() {
         quiet,
         "no change, no summary before its 10 s"
     );
-    let NlEvent::Link(l) = slave(1, r.rx[1]) else {
-        unreachable!()
-    };
-    let down = [NlEvent::Link(LinkInfo {
-        oper_up: false,
-        ..l
-    })];
-    r.e.handle(r.now, Input::Netlink(&down));
-    r.drain();
+    r.port_down(1);
     r.second(&[]);
     let last = r.summaries.last().expect("a summary");
     assert!(r.summaries.len() > quiet, "the change is told at once");

@@ -227,15 +227,7 @@ fn a_moved_client_counted_lately_on_a_port_that_dies_is_failed_over() {
     // A second in which none of its frames was kept.
     r.second(&[(other, 0, 1.0)]);
     r.sends.clear();
-    let NlEvent::Link(l) = slave(0, r.rx[0]) else {
-        unreachable!()
-    };
-    let ev = [NlEvent::Link(LinkInfo {
-        oper_up: false,
-        ..l
-    })];
-    r.e.handle(r.now, Input::Netlink(&ev));
-    r.drain();
+    r.port_down(0);
     r.deadlines(500);
     assert!(
         r.at.get(&moved).is_some_and(|p| *p != 0),
@@ -301,15 +293,7 @@ fn updates_wait_for_the_re_dump_after_an_overrun() {
     r.e.handle(r.now, Input::Netlink(&[NlEvent::Overrun]));
     r.drain();
     r.sends.clear();
-    let NlEvent::Link(l) = slave(on, r.rx[on]) else {
-        unreachable!()
-    };
-    let down = [NlEvent::Link(LinkInfo {
-        oper_up: false,
-        ..l
-    })];
-    r.e.handle(r.now, Input::Netlink(&down));
-    r.drain();
+    r.port_down(on);
     r.deadlines(500);
     let updates = |r: &Rig| {
         r.sends
