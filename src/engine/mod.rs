@@ -316,15 +316,13 @@ impl Engine {
         }
         // A client the failover could not place (no confirmed neighbour then) whose entry is
         // told now: its dead port is failed over again.
-        let heard: Vec<crate::Mac> = events
-            .iter()
-            .filter_map(|e| match e {
-                NlEvent::Neigh(n) => n.mac,
-                _ => None,
-            })
-            .collect();
+        let heard = |mac| {
+            events
+                .iter()
+                .any(|e| matches!(e, NlEvent::Neigh(n) if n.mac == Some(mac)))
+        };
         let usable = |p: usize| self.lan.ports.list.get(p).is_some_and(|p| p.usable());
-        for p in self.steer.retry_unplaced(now, &heard) {
+        for p in self.steer.retry_unplaced(now, heard) {
             if !usable(p) && !down.contains(&p) {
                 down.push(p);
             }

@@ -40,16 +40,22 @@ impl Steerer {
     }
 
     /// The dead ports to fail over again because a client the failover could not place there
-    /// has a neighbour entry now (`heard`: the MACs of entries just told). Each only once.
-    pub fn retry_unplaced(&mut self, now: u64, heard: &[crate::Mac]) -> Vec<PortIndex> {
-        if self.unplaced.is_empty() || heard.is_empty() {
-            return Vec::new();
-        }
-        self.unplaced
-            .retain(|_, (_, at)| now.saturating_sub(*at) <= UNPLACED_MS);
+    /// has a neighbour entry now (`heard(mac)`: an entry of that MAC was just told). Each only
+    /// once.
+    pub fn retry_unplaced(
+        &mut self,
+        now: u64,
+        heard: impl Fn(crate::Mac) -> bool,
+    ) -> Vec<PortIndex> {
         let mut ports: Vec<PortIndex> = Vec::new();
-        self.unplaced.retain(|k, (p, _)| {
-            let retry = heard.contains(&k.mac);
+        if self.unplaced.is_empty() {
+            return ports;
+        }
+        self.unplaced.retain(|k, (p, at)| {
+            if now.saturating_sub(*at) > UNPLACED_MS {
+                return false;
+            }
+            let retry = heard(k.mac);
             if retry {
                 ports.push(*p);
             }
