@@ -23,6 +23,7 @@ use crate::policy::{self, PolicyConfig};
 mod counting;
 pub mod generate;
 pub mod ideal;
+pub mod lan;
 mod shell;
 mod world;
 

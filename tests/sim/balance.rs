@@ -16,7 +16,7 @@
 
 use rlbd::status::StatusReport;
 
-use super::world::World;
+use rlbd::simulate::lan::World;
 
 /// How long an imbalance rlbd could mend may last: the detector's 2 of 3 seconds, the
 /// evaluation, the update's way to the client, and a second's counts of it on the new port,

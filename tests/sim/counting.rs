@@ -21,7 +21,7 @@ use rlbd::simulate::generate::Rng;
 
 use super::checks::Check;
 use super::driver::Driver;
-use super::nd::SERVER6;
+use rlbd::simulate::lan::nd::SERVER6;
 
 /// Bytes of a packet at the counting hook, and of a captured frame, after GRO.
 const HOOK_SEG: u64 = 4_000;

@@ -13,7 +13,7 @@ use super::relink::LinkEvent;
 use super::resync::NlShell;
 use super::rules::Rules;
 use super::trace::Trace;
-use super::world::{ToEngine, World};
+use rlbd::simulate::lan::{ToEngine, World};
 
 pub struct Driver {
     pub now: u64,
@@ -130,7 +130,7 @@ pub fn small_table(seed: u64) -> bool {
 /// Plain ports `p0`.., or (`bonded`) the slaves of bond0, each with its capacity configured
 /// by name (a renamed or new slave's is its link speed); `small_table`: see [`table_size`].
 pub fn settings(
-    ports: &[super::ports::Port],
+    ports: &[rlbd::simulate::lan::ports::Port],
     bonded: bool,
     population: usize,
     small_table: bool,

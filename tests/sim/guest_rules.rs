@@ -10,7 +10,7 @@ use rlbd::client::ClientKey;
 
 use super::balance::{PATIENCE_MS, WARMUP_MS};
 use super::checks::Check;
-use super::world::World;
+use rlbd::simulate::lan::World;
 
 /// A guest that is not received for this long (after the first second without) breaks the
 /// failover rule: the "receiving within 1 s of a slave failing".
@@ -238,7 +238,7 @@ impl GuestRules {
         if load > (threshold - min_gain) * capacity {
             return None;
         }
-        let free = |g: &&super::guests::Guest| {
+        let free = |g: &&rlbd::simulate::lan::guests::Guest| {
             let held = self
                 .moved
                 .get(&g.key)

@@ -8,10 +8,10 @@ use rlbd::engine::{Input, Output, PortId, SendTag};
 use rlbd::guests::GuestCount;
 use rlbd::logging::{Fields, MessageId};
 
-use super::bond::{untag, BOND_IF};
 use super::checks::Check;
 use super::driver::Driver;
-use super::guests::{fdb, GuestEvent};
+use rlbd::simulate::lan::bond::{untag, BOND_IF};
+use rlbd::simulate::lan::guests::{fdb, GuestEvent};
 
 impl Driver {
     /// A guest output of the engine, carried out as the shell does.
@@ -33,7 +33,7 @@ impl Driver {
                 // A new engine's path (a restart) starts from nothing, as the daemon's would.
                 lan.path_off();
                 lan.path = on;
-                lan.rules.forget();
+                self.rules.guests.forget();
             }
             Output::GuestPort { port } => {
                 lan.promisc.insert(port.ifindex);
@@ -44,13 +44,13 @@ impl Driver {
                     return self.fail(Check::GuestFailover, why);
                 };
                 if let Some(old) = lan.pins.insert(key, p) {
-                    lan.rules.from.insert(key, old);
+                    self.rules.guests.from.insert(key, old);
                 }
-                lan.rules.unannounced.push((key, p));
+                self.rules.guests.unannounced.push((key, p));
             }
             Output::UnpinGuest { key } => {
                 lan.pins.remove(&key);
-                lan.rules.released(key);
+                self.rules.guests.released(key);
             }
             _ => {}
         }
@@ -77,10 +77,11 @@ impl Driver {
             );
             return self.fail(Check::GuestAnnounce, why);
         }
-        lan.rules
+        self.rules
+            .guests
             .unannounced
             .retain(|x| (x.0, Some(x.1)) != (guest, wp));
-        lan.rules.announced += 1;
+        self.rules.guests.announced += 1;
         if let (true, Some(p)) = (ok, wp) {
             lan.switch.learn(now, guest, Some(p));
         }
@@ -100,7 +101,7 @@ impl Driver {
             return;
         };
         let to = lan.pins.get(&key).copied();
-        if let Err((check, why)) = lan.rules.on_move(now, (key, to), reason, hold_ms) {
+        if let Err((check, why)) = self.rules.guests.on_move(now, (key, to), reason, hold_ms) {
             self.fail(check, why);
         }
     }
@@ -111,8 +112,8 @@ impl Driver {
         let Some(lan) = self.world.guests.as_mut() else {
             return;
         };
-        if let Some((key, p)) = lan.rules.unannounced.first().copied() {
-            lan.rules.unannounced.clear();
+        if let Some((key, p)) = self.rules.guests.unannounced.first().copied() {
+            self.rules.guests.unannounced.clear();
             let why = format!("guest {key} pinned to port {p} and not announced there at once");
             return self.fail(Check::GuestAnnounce, why);
         }
@@ -188,7 +189,7 @@ impl Driver {
         if !expected {
             return;
         }
-        lan.rules.released += 1;
+        self.rules.guests.released += 1;
         if lan.pins.contains_key(&key) {
             let why = format!("guest {key} left the host and is still pinned after that batch");
             self.fail(Check::GuestRelease, why);
@@ -235,22 +236,14 @@ impl Driver {
         let p = &self.settings.policy;
         let policy = (threshold, p.min_gain, p.hold_down * 1000);
         let (now, calm) = (self.now, self.rules.balance.calm_since);
-        // The rules read the world while they change: taken out for the while.
-        let Some(mut rules) = self
-            .world
-            .guests
-            .as_mut()
-            .map(|l| std::mem::take(&mut l.rules))
-        else {
+        if self.world.guests.is_none() {
             return;
-        };
+        }
+        let rules = &mut self.rules.guests;
         rules.record(&self.world, threshold);
         let result = rules
             .after_second(now, &self.world, watching)
             .and_then(|()| rules.balance(now, &self.world, calm, policy));
-        if let Some(lan) = self.world.guests.as_mut() {
-            lan.rules = rules;
-        }
         if let Err((check, why)) = result {
             self.fail(check, why);
         }
@@ -263,7 +256,7 @@ impl Driver {
         let Some(lan) = &self.world.guests else {
             return String::new();
         };
-        let r = &lan.rules;
+        let r = &self.rules.guests;
         format!(
             "guests: {} slots, {} arrivals, {} vanished, {} migrated; moves {} balancing ({} \
              overload), {} failover; announcements {}, releases {} checked; ",

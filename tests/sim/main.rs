@@ -3,8 +3,11 @@
 //! fail and return, clients with Linux-like neighbour caches arriving and leaving, elastic
 //! demand, the server kernel's neighbour table, restarts with and without the state file,
 //! refused sends, netlink overruns, reloads and a foreign claim of the server's address, on a
-//! simulated clock. Rules are checked on every frame and after every simulated second, each by
-//! a named check (`checks.rs`); a broken rule fails with the check, the seed and the last events.
+//! simulated clock. The LAN (ports, clients and their neighbour caches, the server kernel's
+//! table, the bond's driver, guests and the switch) is `rlbd::simulate::lan`, the model
+//! `rlbd simulate` runs too; this harness adds the faults, the shell and the checks. Rules are
+//! checked on every frame and after every simulated second, each by a named check
+//! (`checks.rs`); a broken rule fails with the check, the seed and the last events.
 //!
 //! The links change too: carriers fail and flap (back within 0.2-3 s), a bond's active slave
 //! fails and the driver swaps its MAC with the next one's, slaves are renamed while up, released
@@ -14,7 +17,7 @@
 //! Guests (issue 38): on every bond seed but every fifth (1, 3, 7, 9, 11, ...) the bond is the
 //! port of a bridge with 4 to 28 guests behind it, arriving, leaving (gone from the FDB, or
 //! migrated: seen from the switch), sharing the slaves with the clients, behind a switch that
-//! learns (`guests.rs`, `switch.rs`); the shell's guest path is `guest_shell.rs`, their checks
+//! learns (`lan/guests.rs`, `lan/switch.rs`); the shell's guest path is `guest_shell.rs`, their checks
 //! `guest_rules.rs`.
 //!
 //! The shell's outputs are carried out as the daemon's shell does: each port's counting program
@@ -37,22 +40,17 @@
 //! `RLBD_SIM_WATCH=text` traces every engine log line containing it (a client's address),
 //! `RLBD_SIM_LOG=debug` with the engine's debug lines.
 
+use rlbd::simulate::lan::{clients, nd, World};
+
 mod alloc;
 mod balance;
-mod bond;
 mod checks;
-mod clients;
 mod counting;
 mod driver;
 mod guest_rules;
 mod guest_shell;
-mod guests;
 mod limits;
-mod links;
 mod moves;
-mod nd;
-mod population;
-mod ports;
 mod relink;
 mod restart;
 mod resync;
@@ -61,10 +59,8 @@ mod run;
 mod server_arp;
 mod setup;
 mod shrink;
-mod switch;
 mod trace;
 mod wire;
-mod world;
 
 use std::time::Instant;
 
@@ -190,7 +186,7 @@ fn a_seed_runs_the_same_twice() {
 /// one claiming another address, are caught.
 #[test]
 fn frame_rule_bites() {
-    let world = world::World::new(7, 2, 10, false);
+    let world = World::new(7, 2, 10, false);
     let mut rules = rules::Rules::new(8, 1000, &Default::default());
     let stranger = rlbd::Mac(2, 0x77, 0, 0, 0, 1);
     let port = world.ports[1].mac;

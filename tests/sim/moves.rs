@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use rlbd::Mac;
 
-use super::world::World;
+use rlbd::simulate::lan::World;
 
 type Key = (Mac, u16);
 

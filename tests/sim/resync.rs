@@ -15,9 +15,9 @@ use rlbd::client::ClientKey;
 use rlbd::engine::Input;
 use rlbd::netlink::{DumpKind, Mirror, NlEvent};
 
-use super::bond::{VLAN_ID, VLAN_IF};
 use super::checks::Check;
 use super::driver::Driver;
+use rlbd::simulate::lan::bond::{VLAN_ID, VLAN_IF};
 
 /// The reader's state: its mirror, and an overrun in progress.
 #[derive(Default)]

@@ -8,13 +8,13 @@ use rlbd::status::StatusReport;
 use rlbd::Mac;
 
 use super::balance::Balance;
-use super::bond::{untag, SERVER_V};
 use super::checks::Check;
-use super::clients::{SERVER, SERVER_B};
 use super::limits::Limits;
 use super::moves::Moves;
-use super::nd::SERVER6;
-use super::world::World;
+use rlbd::simulate::lan::bond::{untag, SERVER_V};
+use rlbd::simulate::lan::clients::{SERVER, SERVER_B};
+use rlbd::simulate::lan::nd::SERVER6;
+use rlbd::simulate::lan::World;
 
 /// How long a port back up is no target while another is stable (rlbd's `STABLE_MS`, as
 /// documented: the check keeps its own figure, so that an engine that shortens it is caught).
@@ -44,6 +44,8 @@ pub struct Rules {
     pub restored: Option<(u64, u64)>,
     /// Once settled, no port over its threshold while another has room.
     pub balance: Balance,
+    /// The guests' rules (`guest_rules.rs`), on the seeds with guests.
+    pub guests: super::guest_rules::GuestRules,
     /// Figures for the report.
     pub frames_checked: u64,
     pub advertisements_checked: u64,
@@ -59,6 +61,7 @@ pub const DEAD_PORT_GRACE_MS: u64 = 1_000;
 impl Rules {
     pub fn new(per_client: u32, total: u32, policy: &rlbd::policy::PolicyConfig) -> Rules {
         Rules {
+            guests: Default::default(),
             balance: Balance::new(policy),
             per_client,
             total,
@@ -78,7 +81,7 @@ impl Rules {
     }
 
     /// Whether `[clients]` excludes `c` (by the IPv4 address it uses).
-    pub fn excludes(&self, c: &super::clients::Client) -> bool {
+    pub fn excludes(&self, c: &rlbd::simulate::lan::clients::Client) -> bool {
         c.ip6.is_none() && self.excluded.contains(&c.ip)
     }
 
@@ -324,7 +327,7 @@ impl Rules {
     fn answered_on_dead_ports(&self, now: u64, world: &World) -> Result<(), String> {
         let turns = 1000 * world.clients.len() as u64 / u64::from(self.total.max(1));
         // An excluded client is the kernel's (and the driver's) to place, dead port or not.
-        let ours = |c: &&super::clients::Client| c.present && !self.excludes(c);
+        let ours = |c: &&rlbd::simulate::lan::clients::Client| c.present && !self.excludes(c);
         for cl in world.clients.iter().filter(ours) {
             let Some(e) = cl.entry.filter(|e| e.updated >= self.engine_started) else {
                 continue;
@@ -403,7 +406,7 @@ impl Rules {
         if !unstable || self.moves.told_port(key) == Some(port) || self.moves.restoring(now) {
             return Ok(());
         }
-        let stable = |q: &super::ports::Port| {
+        let stable = |q: &rlbd::simulate::lan::ports::Port| {
             q.live() && (q.up_since <= self.engine_started || now >= q.up_since + STABLE_MS)
         };
         let other = world

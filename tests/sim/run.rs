@@ -5,10 +5,10 @@ use rlbd::Mac;
 
 use super::balance::CALM_MS;
 use super::checks::Check;
-use super::clients::{arp_frame, BROADCAST, SERVER};
 use super::driver::Driver;
 use super::server_arp::server_arp;
 use super::setup::{Fault, Faults, Setup};
+use rlbd::simulate::lan::clients::{arp_frame, BROADCAST, SERVER};
 
 const PORTS: usize = 4;
 const HOUR: f64 = 3600.0;

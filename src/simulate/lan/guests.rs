@@ -10,14 +10,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rlbd::client::ClientKey;
-use rlbd::netlink::{FdbEntry, FdbKind, NlEvent};
-use rlbd::Mac;
+use crate::client::ClientKey;
+use crate::netlink::{FdbEntry, FdbKind, NlEvent};
+use crate::Mac;
 
 use super::bond::{BOND_IF, VLAN_ID};
-use super::guest_rules::GuestRules;
 use super::switch::{Delivery, Switch};
-use super::world::World;
+use super::World;
 
 pub const BRIDGE_IF: u32 = 30;
 /// Guest slot `n`'s tap is ifindex `TAP_BASE + n`.
@@ -79,7 +78,6 @@ pub struct GuestLan {
     pub promisc: HashSet<u32>,
     /// Each port's `down_since` as last seen: a change is a link that went down.
     pub down_seen: Vec<u64>,
-    pub rules: GuestRules,
     /// The second being simulated (the switch's table ages).
     pub now: u64,
     /// Figures for the report.
@@ -117,7 +115,6 @@ impl GuestLan {
             pins: HashMap::new(),
             promisc: HashSet::new(),
             down_seen: Vec::new(),
-            rules: GuestRules::default(),
             now: 0,
             arrivals: 0,
             vanished: 0,
@@ -175,7 +172,7 @@ impl World {
                 }
             }
         }
-        ev.push(NlEvent::Link(rlbd::netlink::LinkInfo {
+        ev.push(NlEvent::Link(crate::netlink::LinkInfo {
             index: BRIDGE_IF,
             name: "br0".into(),
             mac: Some(Mac(2, 0, 0, 0, 3, 0)),
@@ -245,7 +242,7 @@ impl World {
     }
 
     /// The guests' demands reaching port `p` this second: (guest, demand).
-    pub(super) fn guest_demands(&mut self, p: usize) -> Vec<(usize, f64)> {
+    pub fn guest_demands(&mut self, p: usize) -> Vec<(usize, f64)> {
         let live: Vec<bool> = self.ports.iter().map(|x| x.live()).collect();
         let Some(lan) = self.guests.as_mut() else {
             return Vec::new();
@@ -269,7 +266,7 @@ impl World {
 
     /// What reached port `p` for the guests (`shares`, bit/s, as `guest_demands` listed them):
     /// counted on the port, and delivered where the slave accepts it.
-    pub(super) fn guests_received(&mut self, p: usize, on: &[(usize, f64)], shares: &[f64]) {
+    pub fn guests_received(&mut self, p: usize, on: &[(usize, f64)], shares: &[f64]) {
         let active = self.rlb.as_ref().and_then(|r| r.active);
         let ifindex = self.ports[p].ifindex;
         let Some(lan) = self.guests.as_mut() else {
@@ -335,7 +332,7 @@ impl World {
 
 /// A guest's demand: most light, some idle, guests 0 and 1 heavy (over two fifths of a slave
 /// each: the two on one slave overload it by themselves, and only a guest's move mends it).
-fn guest_demand(rng: &mut rlbd::simulate::generate::Rng, mean: f64, cap: f64, slot: usize) -> f64 {
+fn guest_demand(rng: &mut crate::simulate::generate::Rng, mean: f64, cap: f64, slot: usize) -> f64 {
     let r = rng.unit();
     if slot < 2 {
         cap * (0.41 + 0.04 * rng.unit())

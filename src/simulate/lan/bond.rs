@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use rlbd::netlink::{BondInfo, BondMode, LinkInfo, NlEvent, VlanInfo};
-use rlbd::Mac;
+use crate::netlink::{BondInfo, BondMode, LinkInfo, NlEvent, VlanInfo};
+use crate::Mac;
 
 pub const BOND_IF: u32 = 20;
 pub const VLAN_IF: u32 = 21;

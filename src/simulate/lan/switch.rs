@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use rlbd::client::ClientKey;
+use crate::client::ClientKey;
 
 /// The usual age limit of a switch's table (300 s).
 pub const AGING_MS: u64 = 300_000;

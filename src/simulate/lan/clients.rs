@@ -6,7 +6,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use rlbd::Mac;
+use crate::Mac;
 
 /// The server's address (on p0, /24).
 pub const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);

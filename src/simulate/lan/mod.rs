@@ -3,18 +3,28 @@
 //! Everything the world says to the engine goes into `to_engine` as plain inputs (netlink
 //! events, frames as real bytes) for the driver to hand in.
 
+pub mod bond;
+pub mod clients;
+pub mod guests;
+mod links;
+pub mod nd;
+mod population;
+pub mod ports;
+pub mod server_arp;
+pub mod switch;
+
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use rlbd::netlink::{AddrEntry, NeighEntry, NlEvent};
-use rlbd::Mac;
+use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
+use crate::Mac;
 
-use super::bond::{bond_links, untag, Rlb, BOND_IF, UPDATE_DELAY_MS, VLAN_IF};
-use super::clients::{arp_frame, Ask, Client, BROADCAST, MAX_POPULATION, SERVER};
-use super::nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
-use super::ports::Port;
-use rlbd::simulate::fair_share;
-use rlbd::simulate::generate::Rng;
+use crate::simulate::fair_share;
+use crate::simulate::generate::Rng;
+use bond::{bond_links, untag, Rlb, BOND_IF, UPDATE_DELAY_MS, VLAN_IF};
+use clients::{arp_frame, Ask, Client, BROADCAST, MAX_POPULATION, SERVER};
+use nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
+use ports::Port;
 
 /// How long the server's kernel keeps a neighbour it no longer hears from.
 const NEIGH_GC_MS: u64 = 120_000;
@@ -43,7 +53,7 @@ pub struct World {
     pub neigh: HashMap<IpAddr, ServerNeigh>,
     pub to_engine: Vec<ToEngine>,
     /// Client MAC generation: a returning slot comes back with a new MAC (its address reused).
-    pub(super) generation: u32,
+    pub generation: u32,
     /// Mean demand of a client, bit/s; the population aimed at.
     pub mean_demand: f64,
     pub population: usize,
@@ -52,13 +62,13 @@ pub struct World {
     /// The ports are slaves of bond0 in balance-alb, and this is its rlb.
     pub rlb: Option<Rlb>,
     /// The driver's updates due after a probe of the host's: (when, client).
-    pub(super) rlb_due: Vec<(u64, usize)>,
+    pub rlb_due: Vec<(u64, usize)>,
     /// The bond's MAC (the first slave's own): the active slave holds it.
     pub bond_mac: Mac,
     /// The clients the driver is to tell their slave on its next round.
-    pub(super) rlb_ntt: Vec<Ipv4Addr>,
+    pub rlb_ntt: Vec<Ipv4Addr>,
     /// The guests behind the bond, on the seeds that have them (`guests.rs`).
-    pub guests: Option<super::guests::GuestLan>,
+    pub guests: Option<guests::GuestLan>,
 }
 
 impl World {
@@ -179,7 +189,7 @@ impl World {
     }
 
     /// The server kernel heard `ip` at `mac`: its entry made or refreshed, told on change.
-    pub(super) fn server_hears(&mut self, now: u64, ip: IpAddr, mac: Mac, vlan: u16) {
+    pub fn server_hears(&mut self, now: u64, ip: IpAddr, mac: Mac, vlan: u16) {
         let changed = self.neigh.get(&ip).is_none_or(|n| n.mac != mac);
         let ifindex = self.home_if(vlan);
         self.neigh.insert(
@@ -269,8 +279,8 @@ impl World {
     /// A frame of VLAN `vlan` reached the wire: the client it is for hears it.
     fn deliver_on(&mut self, now: u64, vlan: u16, bytes: &[u8]) {
         let on = |c: &Client, mac: Mac| c.present && c.mac == mac && c.vlan == vlan;
-        match rlbd::capture::parse(bytes) {
-            Some(rlbd::capture::Frame::Arp {
+        match crate::capture::parse(bytes) {
+            Some(crate::capture::Frame::Arp {
                 eth_dst,
                 op,
                 sha,
@@ -285,9 +295,9 @@ impl World {
                     }
                 }
             }
-            Some(rlbd::capture::Frame::Nd {
+            Some(crate::capture::Frame::Nd {
                 eth_dst,
-                kind: rlbd::capture::NdKind::Na,
+                kind: crate::capture::NdKind::Na,
                 target,
                 override_flag,
                 lladdr: Some(tll),
@@ -307,7 +317,7 @@ impl World {
 
     /// The bond's driver tells client `c` its assigned slave (rlb_update_client): a unicast ARP
     /// reply from that slave, which rlbd sees go out.
-    pub(super) fn rlb_update(&mut self, now: u64, c: usize, slave: usize) {
+    pub fn rlb_update(&mut self, now: u64, c: usize, slave: usize) {
         let cl = &self.clients[c];
         if !cl.present || cl.ip6.is_some() || !self.ports[slave].live() {
             return;

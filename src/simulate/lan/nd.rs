@@ -4,7 +4,7 @@
 
 use std::net::Ipv6Addr;
 
-use rlbd::Mac;
+use crate::Mac;
 
 /// The server's IPv6 address (on p0, /64).
 pub const SERVER6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);

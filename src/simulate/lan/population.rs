@@ -4,14 +4,14 @@
 
 use std::net::Ipv6Addr;
 
-use rlbd::Mac;
+use crate::Mac;
 
 use super::bond::{SERVER_V, VLAN_ID};
 use super::clients::{client_ip, Client, SERVER, SERVER_B};
-use super::world::World;
+use super::World;
 
 impl World {
-    pub(super) fn churn(&mut self, now: u64, c: usize) {
+    pub fn churn(&mut self, now: u64, c: usize) {
         let cl = &self.clients[c];
         if cl.present && now >= cl.leaves_at {
             let cl = &mut self.clients[c];
@@ -42,7 +42,7 @@ impl World {
         }
     }
 
-    pub(super) fn arrival(&mut self, now: u64, slot: usize) -> Client {
+    pub fn arrival(&mut self, now: u64, slot: usize) -> Client {
         self.generation += 1;
         let g = self.generation;
         let demand_bps = self.draw_demand();

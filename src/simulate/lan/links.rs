@@ -7,11 +7,11 @@
 
 use std::net::Ipv4Addr;
 
-use rlbd::Mac;
+use crate::Mac;
 
 use super::bond::BOND_IF;
 use super::ports::Port;
-use super::world::{ToEngine, World};
+use super::{ToEngine, World};
 
 /// The ifindex of the first slave enslaved while the run goes (clear of the bond's and VLAN's).
 const FIRST_NEW_IFINDEX: u32 = 40;
@@ -113,7 +113,7 @@ impl World {
 
     /// The driver's updates that follow a probe of the host's, but for the clients of the slave
     /// with the bond's MAC, which the probe itself put there (rlb_req_update_subnet_clients).
-    pub(super) fn rlb_followups(&mut self, now: u64) {
+    pub fn rlb_followups(&mut self, now: u64) {
         let due: Vec<usize> = self
             .rlb_due
             .iter()

@@ -3,8 +3,8 @@
 //! it is still a slave of the bond, and the kernel's rx_bytes counter, told to the engine as
 //! netlink link messages.
 
-use rlbd::netlink::{LinkInfo, NlEvent};
-use rlbd::Mac;
+use crate::netlink::{LinkInfo, NlEvent};
+use crate::Mac;
 
 pub const CAPACITY_MBPS: f64 = 100.0;
 
