@@ -162,6 +162,9 @@ fn failover_moves_clients_off_a_down_slave_at_once() {
     assert_eq!(at4.len(), 2, "{mv:?}");
     assert!(at4.iter().all(|m| m.2 == "eth1" && m.3 != "eth1"));
     assert_ne!(at4[0].3, at4[1].3, "spread over the live slaves: {at4:?}");
+    // The updates go out when the carrier's message arrives, at the start of the second, and
+    // the clients' caches take them at once: nothing is lost that second.
+    assert_eq!(ticks[4]["delivered_mbps"].as_f64().unwrap(), 800.0);
     assert_eq!(ticks[5]["delivered_mbps"].as_f64().unwrap(), 800.0);
 }
 

@@ -1,9 +1,10 @@
-//! The daemon's shell, simulated: the scenario's slaves as plain ports and its clients as
-//! confirmed neighbours, handed to the daemon's own [`Engine`] through its door. The engine
-//! decides (the detector, the hold-down, the ceiling it learns, the planner, confirm-before-send
-//! and the limits); this shell only tells it what the simulated LAN did and carries out what it
-//! asks: counters read, ratios set, update frames sent (a client moves to the port the update
-//! names).
+//! The daemon's shell, simulated: the scenario's slaves and clients as a LAN of the month's model
+//! (`lan`: ports, each client's neighbour cache, the server kernel's table), handed to the
+//! daemon's own [`Engine`] through its door. The engine decides (the detector, the hold-down,
+//! the ceiling it learns, the planner, confirm-before-send and the limits); this shell only
+//! tells it what the LAN did (dumps, counters, carrier changes, the clients' ARP) and carries
+//! out what it asks: counters read, ratios set, update frames sent on the wire, where each
+//! client's cache takes them or not, as Linux's does.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -11,16 +12,15 @@ use std::net::{IpAddr, Ipv4Addr};
 use crate::capture::ebpf::{Delta, EntryKey};
 use crate::client::ClientKey;
 use crate::config::{CaptureConfig, Settings, Target};
-use crate::engine::{Engine, Input, Output, PortId, SendTag, Topic, EVAL_DELAY_MS};
+use crate::engine::{Engine, Input, Output, PortId, Topic, EVAL_DELAY_MS};
 use crate::logging::MessageId;
-use crate::netlink::{AddrEntry, LinkInfo, NeighEntry, NlEvent};
 use crate::policy::Reason;
 use crate::Mac;
 
+use super::lan::clients::{Client, SERVER};
+use super::lan::ports::Port;
+use super::lan::{ToEngine, World as Lan};
 use super::{MoveOut, Scenario};
-
-/// The server's address; the clients' are 198.18.1.10 onwards, in its /16.
-const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 
 /// The engine's clock at the start of tick 0, ms: it started a second earlier.
 const START: u64 = 1000;
@@ -33,35 +33,21 @@ pub struct Decided {
     pub overloaded: Vec<bool>,
 }
 
-/// One simulated port: what the kernel would tell of it.
-struct SimPort {
-    name: String,
-    ifindex: u32,
-    mac: Mac,
-    up: bool,
-    rx_bytes: u64,
-    /// Packets, fractional between seconds (a second's bytes over the packet size).
-    rx_packets: f64,
-}
-
 pub struct Shell {
     engine: Engine,
     now: u64,
-    ports: Vec<SimPort>,
-    /// Client index -> its address and MAC, and back.
-    ips: Vec<Ipv4Addr>,
-    macs: Vec<Mac>,
+    /// The simulated LAN: the ports with their counters, the clients' caches, the server's
+    /// neighbour table.
+    lan: Lan,
     by_ip: HashMap<IpAddr, usize>,
-    by_mac: HashMap<Mac, usize>,
     /// The scenario's names of the clients, for the output.
     labels: Vec<String>,
-    packet_bytes: f64,
     /// Each slave's sampling ratio, as the engine set it.
     pub one_in: Vec<u32>,
-    /// Update frames that went out: (client, slave), for the world to land.
-    updates: Vec<(usize, usize)>,
     /// The moves logged since the last second, by client index.
     moves: Vec<(usize, MoveOut)>,
+    /// Clients in the order the engine moved them since the last call of `landed`.
+    moved: Vec<usize>,
     /// Each client's rate as last counted, Mbit/s: what the engine's table holds of it.
     counted: Vec<f64>,
 }
@@ -94,49 +80,53 @@ fn settings(s: &Scenario) -> Settings {
 
 impl Shell {
     pub fn new(s: &Scenario) -> Shell {
-        let ports = s
+        let packet_bytes = s
+            .sampling
+            .as_ref()
+            .map_or(1500.0, |k| k.packet_bytes.max(1.0));
+        let ports: Vec<Port> = s
             .slaves
             .iter()
             .enumerate()
-            .map(|(i, p)| SimPort {
-                name: p.name.clone(),
-                ifindex: 2 + i as u32,
-                mac: Mac(2, 0, 0, 1, (i >> 8) as u8, i as u8),
-                up: true,
-                rx_bytes: 0,
-                rx_packets: 0.0,
+            .map(|(i, p)| {
+                let mac = Mac(2, 0, 0, 1, (i >> 8) as u8, i as u8);
+                let mut port = Port::made(p.name.clone(), 2 + i as u32, mac);
+                port.capacity_mbps = p.capacity_mbps;
+                port.packet_bytes = packet_bytes;
+                port
             })
             .collect();
-        let n = s.clients.len();
-        let ips: Vec<Ipv4Addr> = (0..n)
-            .map(|i| Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 1, 10)) + i as u32))
+        let first = u32::from(Ipv4Addr::new(198, 18, 1, 10));
+        let clients: Vec<Client> = s
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let on = s.slaves.iter().position(|sl| sl.name == c.slave);
+                let port_mac = ports[on.expect("parse checked the slave")].mac;
+                let mac = Mac(2, 0, 0, 2, (i >> 8) as u8, i as u8);
+                Client::placed(mac, Ipv4Addr::from(first + i as u32), port_mac, 0)
+            })
             .collect();
-        let macs: Vec<Mac> = (0..n)
-            .map(|i| Mac(2, 0, 0, 2, (i >> 8) as u8, i as u8))
-            .collect();
+        let net = format!("{SERVER}/16").parse().expect("a network");
+        let lan = Lan::scripted(s.elastic.seed, ports, clients, vec![net]);
         let mut sh = Shell {
             engine: Engine::new(settings(s), 0),
             now: 0,
-            ports,
-            by_ip: ips
+            by_ip: lan
+                .clients
                 .iter()
                 .enumerate()
-                .map(|(i, ip)| ((*ip).into(), i))
+                .map(|(i, c)| (IpAddr::V4(c.ip), i))
                 .collect(),
-            by_mac: macs.iter().enumerate().map(|(i, m)| (*m, i)).collect(),
-            ips,
-            macs,
             labels: s.clients.iter().map(|c| c.ip.clone()).collect(),
-            packet_bytes: s
-                .sampling
-                .as_ref()
-                .map_or(1500.0, |k| k.packet_bytes.max(1.0)),
             one_in: vec![1; s.slaves.len()],
-            updates: Vec::new(),
             moves: Vec::new(),
-            counted: vec![0.0; n],
+            moved: Vec::new(),
+            counted: vec![0.0; s.clients.len()],
+            lan,
         };
-        let dump = sh.dump();
+        let dump = sh.lan.dump();
         sh.input(Input::Netlink(&dump));
         sh.input(Input::Started);
         // The daemon runs a quiet second before the scenario's first tick: its counters are
@@ -151,40 +141,23 @@ impl Shell {
         sh
     }
 
-    /// What the kernel would say in a dump: the ports with their counters, the server's
-    /// address on the first, every client's neighbour entry there (confirmed: each has talked
-    /// to the server).
-    fn dump(&self) -> Vec<NlEvent> {
-        let mut ev: Vec<NlEvent> = (0..self.ports.len()).map(|p| self.link(p, true)).collect();
-        let home = self.ports[0].ifindex;
-        ev.push(NlEvent::Addr(AddrEntry {
-            ifindex: home,
-            network: format!("{SERVER}/16").parse().expect("a network"),
-        }));
-        ev.extend(self.ips.iter().zip(&self.macs).map(|(ip, mac)| {
-            NlEvent::Neigh(NeighEntry {
-                ifindex: home,
-                ip: (*ip).into(),
-                mac: Some(*mac),
-                state: libc::NUD_REACHABLE,
-            })
-        }));
-        ev
-    }
-
-    /// Port `p`'s link message, with its counters (`counters`: a reading) or without.
-    fn link(&self, p: usize, counters: bool) -> NlEvent {
-        let port = &self.ports[p];
-        NlEvent::Link(LinkInfo {
-            index: port.ifindex,
-            name: port.name.clone(),
-            mac: Some(port.mac),
-            admin_up: true,
-            oper_up: port.up,
-            rx_bytes: counters.then_some(port.rx_bytes),
-            rx_packets: counters.then_some(port.rx_packets as u64),
-            ..LinkInfo::default()
-        })
+    /// What the LAN said since it was last asked (netlink, frames seen), handed in.
+    fn hand_in(&mut self) {
+        for item in std::mem::take(&mut self.lan.to_engine) {
+            match item {
+                ToEngine::Netlink(ev) => self.input(Input::Netlink(&ev)),
+                ToEngine::Frame(bytes, outgoing, vlan) => {
+                    // The LAN's own frames are well formed: one that is not is nobody's input.
+                    if let Some(frame) = crate::capture::parse(&bytes) {
+                        self.input(Input::Frame {
+                            frame: &frame,
+                            outgoing,
+                            vlan,
+                        });
+                    }
+                }
+            }
+        }
     }
 
     /// Hands one input in and carries out everything it leads to.
@@ -196,25 +169,24 @@ impl Shell {
     }
 
     fn slave(&self, name: &str) -> Option<usize> {
-        self.ports.iter().position(|p| p.name == name)
+        self.lan.ports.iter().position(|p| p.name == name)
     }
 
     fn carry_out(&mut self, out: Output) {
         let now = self.now;
         match out {
             Output::Send { port, tag, frame } => {
-                let to = self.slave(&port.name);
-                let up = to.is_some_and(|p| self.ports[p].up);
+                // The frame leaves by its port if that one is up; on the wire, the client it
+                // is for hears it and its cache takes it or not.
+                let up = self
+                    .slave(&port.name)
+                    .is_some_and(|p| self.lan.ports[p].live());
                 let result = if up {
+                    self.lan.deliver(now, &frame);
                     Ok(())
                 } else {
                     Err(Some(libc::ENETDOWN))
                 };
-                if let (SendTag::Update { client, .. }, Some(to), true) = (tag, to, up) {
-                    if let Some(&c) = self.by_mac.get(&client.mac) {
-                        self.updates.push((c, to));
-                    }
-                }
                 self.engine
                     .handle(now, Input::SendResult { tag, frame, result });
             }
@@ -228,13 +200,13 @@ impl Shell {
                 self.engine.handle(now, input);
             }
             Output::RequestCounters { ifindex } => {
-                if let Some(p) = self.ports.iter().position(|p| p.ifindex == ifindex) {
-                    let ev = [self.link(p, true)];
+                if let Some(p) = self.lan.ports.iter().position(|p| p.ifindex == ifindex) {
+                    let ev = [self.lan.port_link(p)];
                     self.engine.handle(now, Input::Netlink(&ev));
                 }
             }
             Output::Redump => {
-                let dump = self.dump();
+                let dump = self.lan.dump();
                 self.engine.handle(now, Input::Netlink(&dump));
             }
             Output::SetSampling { port, one_in } => {
@@ -279,6 +251,7 @@ impl Shell {
             reason,
         };
         self.moves.push((c, out));
+        self.moved.push(c);
     }
 
     /// Deadlines the engine asked for up to `until` (inclusive), in order; the clock ends there.
@@ -292,36 +265,34 @@ impl Shell {
 
     /// Slave `p`'s carrier changed, at the start of tick `t`.
     pub fn carrier(&mut self, t: u64, p: usize, up: bool) {
-        if self.ports[p].up == up {
+        if self.lan.ports[p].up == up {
             return;
         }
         self.deadlines(START + t * 1000);
-        self.ports[p].up = up;
-        // No counters: a reading off the second's edge would skew the rate.
-        let ev = [self.link(p, false)];
-        self.input(Input::Netlink(&ev));
+        self.lan.set_carrier(self.now, p, up);
+        self.hand_in();
     }
 
-    /// Tick `t` ended: each slave received `rx` Mbit/s, each client was counted at `counted`
-    /// Mbit/s on slave `on` (0: not counted). The engine's second, and its evaluation
-    /// `EVAL_DELAY_MS` after.
-    pub fn second(&mut self, t: u64, rx: &[f64], on: &[usize], counted: &[f64]) -> Decided {
+    /// Tick `t` ended: each slave received `rx` Mbit/s, each client wanted `demand` and got
+    /// `rate`, and was counted at `counted` Mbit/s on slave `on` (0: not counted). The
+    /// engine's second, its evaluation `EVAL_DELAY_MS` after, then the clients' caches a
+    /// second older (their timers, their questions, the server's answers).
+    pub fn second(&mut self, t: u64, rx: &[f64], flows: Flows) -> Decided {
         let end = START + (t + 1) * 1000;
         self.deadlines(end.saturating_sub(1));
         self.now = end;
         for (p, mbps) in rx.iter().enumerate() {
-            let bytes = mbps * 1e6 / 8.0;
-            self.ports[p].rx_bytes += bytes.round() as u64;
-            self.ports[p].rx_packets += bytes / self.packet_bytes;
+            self.lan.ports[p].rx_bytes += (mbps * 1e6 / 8.0).round() as u64;
         }
-        let counts = self.counts(on, counted);
-        self.counted.copy_from_slice(counted);
+        let counts = self.counts(flows.on, flows.counted);
+        self.counted.copy_from_slice(flows.counted);
         self.input(Input::Second {
             counts: &counts,
             ports: &[],
         });
         self.deadlines(end + EVAL_DELAY_MS);
         let overloaded = self
+            .lan
             .ports
             .iter()
             .map(|sp| {
@@ -331,11 +302,12 @@ impl Shell {
                     .is_some_and(|p| p.detector.overloaded())
             })
             .collect();
-        // The clients land in the order the engine decided their moves (the world draws each
-        // arrival's share weight in turn).
-        let order = |c: usize| self.moves.iter().position(|(m, _)| *m == c);
-        self.updates
-            .sort_by_key(|(c, _)| order(*c).unwrap_or(usize::MAX));
+        for (c, cl) in self.lan.clients.iter_mut().enumerate() {
+            cl.demand_bps = flows.demand[c] * 1e6;
+            cl.delivered_bps = flows.rate[c] * 1e6;
+        }
+        self.lan.tick_clients(self.now);
+        self.hand_in();
         Decided {
             moves: std::mem::take(&mut self.moves)
                 .into_iter()
@@ -346,41 +318,65 @@ impl Shell {
     }
 
     /// The second's counts, as the kernel's counting hands them over.
-    fn counts(&self, on: &[usize], counted: &[f64]) -> Vec<(PortId, Delta)> {
+    fn counts(&self, on: &[Option<usize>], counted: &[f64]) -> Vec<(PortId, Delta)> {
         let engine_port = |p: usize| {
-            let name = &self.ports[p].name;
+            let name = &self.lan.ports[p].name;
             self.engine
                 .ports()
                 .list
                 .iter()
                 .position(|x| &x.name == name)
         };
+        let packet_bytes = |p: usize| self.lan.ports[p].packet_bytes;
         let mut counts = Vec::new();
         for (c, (&p, &mbps)) in on.iter().zip(counted).enumerate() {
             let bytes = (mbps * 1e6 / 8.0).round() as u64;
-            let Some(ep) = engine_port(p).filter(|_| bytes > 0) else {
+            let Some((p, ep)) = p.and_then(|p| Some((p, engine_port(p)?))) else {
                 continue;
             };
+            if bytes == 0 {
+                continue;
+            }
+            let cl = &self.lan.clients[c];
             counts.push((
                 PortId::new(ep),
                 Delta {
                     key: EntryKey {
-                        client: ClientKey::untagged(self.macs[c]),
+                        client: ClientKey::untagged(cl.mac),
                         dst: IpAddr::V4(SERVER),
                     },
-                    frames: (bytes as f64 / self.packet_bytes).ceil() as u64,
+                    frames: (bytes as f64 / packet_bytes(p)).ceil() as u64,
                     bytes,
-                    src: Some(IpAddr::V4(self.ips[c])),
+                    src: Some(IpAddr::V4(cl.ip)),
                 },
             ));
         }
         counts
     }
 
-    /// The update frames that went out since the last call: (client, slave).
-    pub fn take_updates(&mut self) -> Vec<(usize, usize)> {
-        std::mem::take(&mut self.updates)
+    /// The slave each client sends to now (the MAC its cache holds, if any), and the clients
+    /// the engine moved since the last call, in the order it moved them.
+    pub fn landed(&mut self) -> (Vec<Option<usize>>, Vec<usize>) {
+        let lan = &self.lan;
+        let on = lan
+            .clients
+            .iter()
+            .map(|c| {
+                c.target()
+                    .and_then(|m| lan.ports.iter().position(|p| p.mac == m))
+            })
+            .collect();
+        (on, std::mem::take(&mut self.moved))
     }
+}
+
+/// One second of the clients' flows, by client: what each wanted and got (Mbit/s), the slave
+/// it was counted on and what was counted.
+pub struct Flows<'a> {
+    pub demand: &'a [f64],
+    pub rate: &'a [f64],
+    pub on: &'a [Option<usize>],
+    pub counted: &'a [f64],
 }
 
 fn reason(s: &str) -> Option<Reason> {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::counting::SampledCounting;
-use super::shell::Shell;
+use super::shell::{Flows, Shell};
 use super::{generate, Scenario, SlaveOut, Tick, TickOut};
 
 /// Max-min fair shares of `capacity` among `demands` (water filling).
@@ -44,8 +44,9 @@ struct World<'a> {
     rng: generate::Rng,
     unfairness: f64,
     efficiency: f64,
-    /// Moves the engine's update frames made this tick, (client, to): they land on the next.
-    pending: Vec<(usize, usize)>,
+    /// Clients whose cache holds no MAC for the server (it gave up on a dead port and asks
+    /// again): they send nothing.
+    lost: Vec<bool>,
     /// With the scenario's `sampling`: how the clients' packets are counted.
     counting: Option<SampledCounting>,
 }
@@ -76,7 +77,7 @@ impl<'a> World<'a> {
             rng: generate::Rng::new(s.elastic.seed ^ 0xe1a5_71c5_ba5e_d5ee),
             unfairness: s.elastic.unfairness,
             efficiency: s.elastic.efficiency,
-            pending: Vec::new(),
+            lost: vec![false; n],
             counting: s.sampling.as_ref().map(SampledCounting::new),
         };
         for c in 0..n {
@@ -137,7 +138,9 @@ impl<'a> World<'a> {
             if !self.up[p] {
                 continue;
             }
-            let members: Vec<usize> = (0..on.len()).filter(|&c| on[c] == p).collect();
+            let members: Vec<usize> = (0..on.len())
+                .filter(|&c| on[c] == p && !self.lost[c])
+                .collect();
             let d: Vec<f64> = members.iter().map(|&c| self.wants(c)).collect();
             let w: Vec<f64> = members.iter().map(|&c| self.weight[c]).collect();
             let usable = sl.capacity_mbps * self.efficiency;
@@ -164,15 +167,24 @@ impl<'a> World<'a> {
             }
         }
         let before = self.on.clone();
-        for (c, to) in std::mem::take(&mut self.pending) {
+        // The clients' caches as the last second left them: rlbd's updates, their own
+        // questions. The ones the engine moved land in the order it moved them (each arrival
+        // draws its share weight in turn), then the others.
+        let (now_on, moved) = shell.landed();
+        let rest = (0..now_on.len()).filter(|c| !moved.contains(c));
+        for c in moved.iter().copied().chain(rest) {
+            let Some(&to) = now_on.get(c) else { continue };
+            self.lost[c] = to.is_none();
             // An update that tells a client the port it is on already (a re-assertion) is no
             // arrival.
-            if self.on[c] == to {
-                continue;
+            match to {
+                Some(to) if to != self.on[c] => {
+                    self.on[c] = to;
+                    // A flow arriving on a slave ramps up against the ones already there.
+                    self.weight[c] = self.new_weight();
+                }
+                _ => {}
             }
-            self.on[c] = to;
-            // A flow arriving on a slave ramps up against the ones already there.
-            self.weight[c] = self.new_weight();
         }
         self.grow();
         before
@@ -226,8 +238,16 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
                 }
             })
             .collect();
-        let decided = shell.second(t, &rx, &w.on, &counted);
-        w.pending.extend(shell.take_updates());
+        let on: Vec<Option<usize>> = (0..rate.len())
+            .map(|c| (!w.lost[c]).then_some(w.on[c]))
+            .collect();
+        let flows = Flows {
+            demand: &w.demand,
+            rate: &rate,
+            on: &on,
+            counted: &counted,
+        };
+        let decided = shell.second(t, &rx, flows);
         let slaves = s
             .slaves
             .iter()

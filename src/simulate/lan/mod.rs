@@ -10,11 +10,14 @@ mod links;
 pub mod nd;
 mod population;
 pub mod ports;
+mod scripted;
 pub mod server_arp;
 pub mod switch;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
+
+use ipnetwork::IpNetwork;
 
 use crate::netlink::{AddrEntry, NeighEntry, NlEvent};
 use crate::Mac;
@@ -69,6 +72,8 @@ pub struct World {
     pub rlb_ntt: Vec<Ipv4Addr>,
     /// The guests behind the bond, on the seeds that have them (`guests.rs`).
     pub guests: Option<guests::GuestLan>,
+    /// The server's addresses on its home interface (the bond, or the first port).
+    pub server_nets: Vec<IpNetwork>,
 }
 
 impl World {
@@ -87,7 +92,14 @@ impl World {
         let capacity: f64 = ports.iter().map(Port::capacity_bps).sum();
         let mean_demand = load * capacity / population as f64;
         let bond_mac = ports[0].mac;
+        // Plain ports have no VLAN: their subnet is a /23, room for 300 clients.
+        let nets: &[&str] = if bonded {
+            &["198.18.0.1/24", "198.18.0.2/24", "2001:db8::1/64"]
+        } else {
+            &["198.18.0.1/23", "198.18.0.2/23", "2001:db8::1/64"]
+        };
         World {
+            server_nets: nets.iter().map(|n| n.parse().expect("a network")).collect(),
             rng,
             ports,
             clients: Vec::new(),
@@ -116,16 +128,10 @@ impl World {
                 network: "198.18.1.1/24".parse().unwrap(),
             }));
         }
-        // Plain ports have no VLAN: their subnet is a /23, room for 300 clients.
-        let nets = if self.rlb.is_some() {
-            ["198.18.0.1/24", "198.18.0.2/24", "2001:db8::1/64"]
-        } else {
-            ["198.18.0.1/23", "198.18.0.2/23", "2001:db8::1/64"]
-        };
-        for network in nets {
+        for &network in &self.server_nets {
             ev.push(NlEvent::Addr(AddrEntry {
                 ifindex: home,
-                network: network.parse().unwrap(),
+                network,
             }));
         }
         self.guest_dump(&mut ev);

@@ -24,6 +24,8 @@ pub struct Port {
     pub down_since: u64,
     pub up_since: u64,
     pub rx_bytes: u64,
+    /// The size of its packets, for the packet counter (the sampling ratio reads it).
+    pub packet_bytes: f64,
 }
 
 impl Port {
@@ -48,6 +50,7 @@ impl Port {
             down_since: 0,
             up_since: 0,
             rx_bytes: 0,
+            packet_bytes: 1000.0,
         }
     }
 
@@ -70,7 +73,7 @@ impl Port {
             admin_up: true,
             oper_up: self.up,
             rx_bytes: Some(self.rx_bytes),
-            rx_packets: Some(self.rx_bytes / 1000),
+            rx_packets: Some((self.rx_bytes as f64 / self.packet_bytes) as u64),
             ..LinkInfo::default()
         })
     }

@@ -1,0 +1,88 @@
+//! A LAN an operator describes (`rlbd simulate`'s scenario) rather than one a seed draws:
+//! named plain ports of given speeds, each client placed on one with a confirmed entry for the
+//! server's address in its cache and in the server's table, nobody arriving or leaving. All
+//! else is the month's model: a client's cache takes or refuses rlbd's frames as Linux does,
+//! it re-resolves when its port goes quiet, and the server's table forgets the silent.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ipnetwork::IpNetwork;
+
+use super::clients::{Client, Entry, State, SERVER};
+use super::ports::Port;
+use super::{ServerNeigh, World};
+use crate::simulate::generate::Rng;
+use crate::Mac;
+
+impl World {
+    /// `ports` (plain, up) and `clients` (each with its entry), the server at `nets` on the
+    /// first port; `seed` draws who answers a broadcast first.
+    pub fn scripted(
+        seed: u64,
+        ports: Vec<Port>,
+        clients: Vec<Client>,
+        nets: Vec<IpNetwork>,
+    ) -> World {
+        let home = ports.first().map_or(0, |p| p.ifindex);
+        let neigh: HashMap<IpAddr, ServerNeigh> = clients
+            .iter()
+            .filter_map(|c| {
+                let mac = c.target().map(|_| c.mac)?;
+                Some((
+                    IpAddr::V4(c.ip),
+                    ServerNeigh {
+                        mac,
+                        heard: 0,
+                        ifindex: home,
+                    },
+                ))
+            })
+            .collect();
+        World {
+            rng: Rng::new(seed),
+            bond_mac: ports.first().map_or(Mac::zero(), |p| p.mac),
+            population: clients.len(),
+            ports,
+            clients,
+            neigh,
+            to_engine: Vec::new(),
+            generation: 0,
+            mean_demand: 0.0,
+            // Nobody arrives or leaves: the scenario says who sends what.
+            calm: true,
+            rlb: None,
+            rlb_due: Vec::new(),
+            rlb_ntt: Vec::new(),
+            guests: None,
+            server_nets: nets,
+        }
+    }
+}
+
+impl Client {
+    /// A client at `ip` (IPv4, untagged) whose entry for the server's address names `on`,
+    /// confirmed at `now`.
+    pub fn placed(mac: Mac, ip: Ipv4Addr, on: Mac, now: u64) -> Client {
+        Client {
+            mac,
+            ip,
+            server: SERVER,
+            vlan: 0,
+            ip6: None,
+            dual: false,
+            present: true,
+            demand_bps: 0.0,
+            delivered_bps: 0.0,
+            entry: Some(Entry {
+                mac: on,
+                state: State::Reachable,
+                since: now,
+                updated: now,
+                probes: 0,
+            }),
+            next_change: u64::MAX,
+            leaves_at: u64::MAX,
+        }
+    }
+}
