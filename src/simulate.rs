@@ -1,14 +1,20 @@
 //! `rlbd simulate`: replays a scenario through the daemon's own engine, one tick a second: the
-//! engine decides (detector, hold-down, learned ceiling, planner, limits) as the daemon does;
-//! the simulated LAN hands it link counters, client counts and carrier changes, and its update
-//! frames move the clients.
+//! engine decides (detector, hold-down, learned ceiling, planner, confirm-before-send, limits)
+//! as the daemon does, on the LAN model the simulated month runs (`lan`): the scenario's slaves
+//! are its ports (plain, or with `bond` the slaves of a balance-alb bond whose driver answers
+//! ARP, deals clients anew when a slave fails or returns and moves the bond's MAC), its clients
+//! have Linux-like neighbour caches for the server's address, and the server kernel keeps its
+//! table. The engine's update frames go on the wire; a client moves when its cache takes one.
 //!
-//! The switch model: each up slave delivers at most its capacity, shared among the clients
-//! sending to it; a down slave delivers nothing; a move takes effect on the next tick. Demands are
-//! elastic: a client sends its demand when its slave has room, and on a saturated slave it gets
-//! a share of the capacity, max-min fair (water filling), or, with `elastic.unfairness` > 1,
-//! weighted max-min with a weight drawn afresh each time the client lands on a slave, as TCP
-//! flows that ramped up in a different order end up with different shares. With
+//! The traffic model: each up slave delivers at most its capacity, shared among the clients
+//! sending to it; a down slave delivers nothing; a client sends where its cache says, and the
+//! second's traffic follows the caches as they stand after the second's link events (a
+//! failover lands in the second its carrier fell, a move decided at a second's evaluation on
+//! the next). Demands are elastic: a client sends its demand when its slave has room, and on a
+//! saturated slave it gets a share of the capacity, max-min fair (water filling), or, with
+//! `elastic.unfairness` > 1, weighted max-min with a weight drawn afresh each time the client
+//! lands on a slave, as TCP flows that ramped up in a different order end up with different
+//! shares. With
 //! `elastic.move_lag`, a move takes effect that fraction of a second late, as the daemon's moves
 //! do (it decides a little after the second's counters were read), so the first sample after a
 //! move still shows part of the old placement.
@@ -25,11 +31,11 @@ pub mod generate;
 pub mod ideal;
 pub mod lan;
 mod shell;
-mod world;
+mod traffic;
 
 pub use counting::SamplingSpec;
 
-pub use world::{fair_share, run, weighted_share};
+pub use traffic::{fair_share, run, weighted_share};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,6 +59,11 @@ pub struct Scenario {
     /// program samples it; absent: every packet counted.
     #[serde(default)]
     pub sampling: Option<SamplingSpec>,
+    /// The slaves are bond0's, in balance-alb: its driver answers the clients' ARP, deals the
+    /// clients of a slave that fails or returns anew and tells them, and moves the bond's MAC
+    /// when the active slave (the first) fails. Absent or false: plain ports.
+    #[serde(default)]
+    pub bond: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -184,12 +195,21 @@ pub struct TickOut {
     pub demands: Vec<f64>,
 }
 
+/// The most slaves a simulated bond has (their ifindexes stay below the bond's).
+const MAX_BOND_SLAVES: usize = 16;
+
 /// Parses and checks a scenario; every error names the field at fault.
 pub fn parse(text: &str) -> Result<Scenario, String> {
     let mut s: Scenario = serde_json::from_str(text).map_err(|e| format!("scenario: {e}"))?;
     s.config.validate().map_err(|e| format!("config.{e}"))?;
     if s.slaves.is_empty() {
         return Err("slaves: at least one slave is needed".into());
+    }
+    if s.bond && s.slaves.len() > MAX_BOND_SLAVES {
+        return Err(format!(
+            "slaves: a bond of at most {MAX_BOND_SLAVES} slaves is simulated, not {}",
+            s.slaves.len()
+        ));
     }
     let mut names = std::collections::HashSet::new();
     for (i, sl) in s.slaves.iter().enumerate() {
@@ -385,6 +405,17 @@ mod tests {
             "{at_once:?} {ramped:?}"
         );
         assert!(at_once.iter().zip(&ramped).all(|(a, r)| r <= &(a + 1e-9)));
+    }
+
+    #[test]
+    fn a_bond_of_more_slaves_than_simulated_is_refused() {
+        let slaves: Vec<String> = (0..17)
+            .map(|i| format!(r#"{{"name":"s{i}","capacity_mbps":1}}"#))
+            .collect();
+        let text = format!(r#"{{"bond":true,"slaves":[{}]}}"#, slaves.join(","));
+        let e = parse(&text).unwrap_err();
+        assert!(e.starts_with("slaves: a bond of at most 16"), "{e}");
+        assert!(parse(&text.replace("true", "false")).is_ok());
     }
 
     #[test]

@@ -441,3 +441,43 @@ fn every_scenario_decides_the_same_when_its_ports_are_sampled() {
     assert!(sampled_runs >= 20, "only {sampled_runs} runs were sampled");
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
+
+/// On a bond (`"bond": true`) the driver is part of the story: when the active slave (eth0)
+/// fails, its MAC moves to eth1, so rlbd fails over eth1's client too (its frames would reach
+/// the dead slave); when eth0 returns, the driver deals every client anew and tells them at
+/// once, and the load settles with every client delivered and no slave over 80%. On plain
+/// ports the same story has neither.
+#[test]
+fn on_a_bond_the_driver_swaps_macs_and_deals_clients_and_rlbd_follows() {
+    let path = scenario("bond-active.json");
+    let bond = simulate(&path);
+    let moved = moves(&bond);
+    let at5: Vec<_> = moved.iter().filter(|m| m.0 == 5).collect();
+    assert!(at5.iter().any(|m| m.1 == "10.0.0.3"), "{moved:?}");
+    assert!(at5.iter().all(|m| m.3 != "eth0"), "{moved:?}");
+    let rx =
+        |ticks: &[Value], t: usize, s: &str| ticks[t]["slaves"][s]["rx_mbps"].as_f64().unwrap();
+    let delivered = |ticks: &[Value], t: usize| ticks[t]["delivered_mbps"].as_f64().unwrap();
+    for t in 6..15 {
+        assert_eq!(
+            (delivered(&bond, t), rx(&bond, t, "eth0")),
+            (140.0, 0.0),
+            "t={t}"
+        );
+    }
+    // The driver's round when eth0 returns puts clients there at once.
+    assert!(rx(&bond, 15, "eth0") > 0.0, "{:?}", bond[15]);
+    for t in 17..30 {
+        assert_eq!(delivered(&bond, t), 140.0, "t={t}");
+        for s in ["eth0", "eth1", "eth2"] {
+            assert!(rx(&bond, t, s) <= 80.0, "t={t} {s}: {:?}", bond[t]);
+        }
+    }
+    // Plain ports: no MAC moves (eth1's client stays), nobody is dealt back to eth0.
+    let mut text: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    text["bond"] = Value::Bool(false);
+    let plain = ticks_of("plain", simulate_stdin(text.to_string().as_bytes()));
+    assert!(moves(&plain).iter().all(|m| m.1 != "10.0.0.3"), "{plain:?}");
+    assert_eq!(rx(&plain, 5, "eth1") + rx(&plain, 5, "eth2"), 140.0);
+    assert!((5..30).all(|t| rx(&plain, t, "eth0") == 0.0));
+}

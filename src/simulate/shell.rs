@@ -74,7 +74,11 @@ fn settings(s: &Scenario) -> Settings {
             .map(|p| (p.name.clone(), p.capacity_mbps))
             .collect(),
         capture,
-        ..Settings::for_target(Target::Ports(names))
+        ..Settings::for_target(if s.bond {
+            Target::Bond("bond0".into())
+        } else {
+            Target::Ports(names)
+        })
     }
 }
 
@@ -109,7 +113,7 @@ impl Shell {
             })
             .collect();
         let net = format!("{SERVER}/16").parse().expect("a network");
-        let lan = Lan::scripted(s.elastic.seed, ports, clients, vec![net]);
+        let lan = Lan::scripted(s.elastic.seed, ports, clients, vec![net], s.bond);
         let mut sh = Shell {
             engine: Engine::new(settings(s), 0),
             now: 0,
@@ -270,6 +274,11 @@ impl Shell {
         }
         self.deadlines(START + t * 1000);
         self.lan.set_carrier(self.now, p, up);
+        self.hand_in();
+        // On a bond the driver follows: the bond's MAC moves if the active slave fell, and it
+        // tells the clients it dealt anew.
+        self.lan.reselect_active(self.now);
+        self.lan.rlb_round(self.now);
         self.hand_in();
     }
 

@@ -85,6 +85,12 @@ impl Rlb {
         pick
     }
 
+    /// `ip` is assigned to `slave` already (a bond that was running before the story starts).
+    pub fn assign(&mut self, ip: Ipv4Addr, slave: usize) {
+        self.table.insert(ip, slave);
+        self.last = Some(slave);
+    }
+
     /// The slave `ip` is assigned to, if any.
     pub fn assigned(&self, ip: Ipv4Addr) -> Option<usize> {
         self.table.get(&ip).copied()

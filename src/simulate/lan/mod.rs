@@ -74,6 +74,8 @@ pub struct World {
     pub guests: Option<guests::GuestLan>,
     /// The server's addresses on its home interface (the bond, or the first port).
     pub server_nets: Vec<IpNetwork>,
+    /// The bond carries VLAN 100 (bond0.100, the server at 198.18.1.1/24 there).
+    pub bond_vlan: bool,
 }
 
 impl World {
@@ -99,6 +101,7 @@ impl World {
             &["198.18.0.1/23", "198.18.0.2/23", "2001:db8::1/64"]
         };
         World {
+            bond_vlan: bonded,
             server_nets: nets.iter().map(|n| n.parse().expect("a network")).collect(),
             rng,
             ports,
@@ -122,11 +125,15 @@ impl World {
         let mut ev: Vec<NlEvent> = (0..self.ports.len()).map(|p| self.port_link(p)).collect();
         let home = self.home_if(0);
         if self.rlb.is_some() {
-            ev.extend(bond_links(self.bond_mac));
-            ev.push(NlEvent::Addr(AddrEntry {
-                ifindex: VLAN_IF,
-                network: "198.18.1.1/24".parse().unwrap(),
-            }));
+            let [bond, vlan] = bond_links(self.bond_mac);
+            ev.push(bond);
+            if self.bond_vlan {
+                ev.push(vlan);
+                ev.push(NlEvent::Addr(AddrEntry {
+                    ifindex: VLAN_IF,
+                    network: "198.18.1.1/24".parse().unwrap(),
+                }));
+            }
         }
         for &network in &self.server_nets {
             ev.push(NlEvent::Addr(AddrEntry {

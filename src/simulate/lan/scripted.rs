@@ -1,6 +1,8 @@
 //! A LAN an operator describes (`rlbd simulate`'s scenario) rather than one a seed draws:
-//! named plain ports of given speeds, each client placed on one with a confirmed entry for the
-//! server's address in its cache and in the server's table, nobody arriving or leaving. All
+//! named ports of given speeds (plain, or the slaves of a balance-alb bond whose driver
+//! assigned each client the slave it starts on), each client placed on one with a confirmed
+//! entry for the server's address in its cache and in the server's table, nobody arriving or
+//! leaving. All
 //! else is the month's model: a client's cache takes or refuses rlbd's frames as Linux does,
 //! it re-resolves when its port goes quiet, and the server's table forgets the silent.
 
@@ -9,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ipnetwork::IpNetwork;
 
+use super::bond::{Rlb, BOND_IF};
 use super::clients::{Client, Entry, State, SERVER};
 use super::ports::Port;
 use super::{ServerNeigh, World};
@@ -16,15 +19,34 @@ use crate::simulate::generate::Rng;
 use crate::Mac;
 
 impl World {
-    /// `ports` (plain, up) and `clients` (each with its entry), the server at `nets` on the
-    /// first port; `seed` draws who answers a broadcast first.
+    /// `ports` (up) and `clients` (each with its entry), the server at `nets` on the first
+    /// port, or with `bonded` on bond0, whose first slave is active (it holds the bond's MAC)
+    /// and whose driver assigned each client the slave its entry names; `seed` draws who
+    /// answers a broadcast first.
     pub fn scripted(
         seed: u64,
         ports: Vec<Port>,
         clients: Vec<Client>,
         nets: Vec<IpNetwork>,
+        bonded: bool,
     ) -> World {
-        let home = ports.first().map_or(0, |p| p.ifindex);
+        let home = match ports.first() {
+            _ if bonded => BOND_IF,
+            Some(p) => p.ifindex,
+            None => 0,
+        };
+        let rlb = bonded.then(|| {
+            let mut rlb = Rlb::with_active_first();
+            for c in &clients {
+                let on = c
+                    .target()
+                    .and_then(|m| ports.iter().position(|p| p.mac == m));
+                if let Some(p) = on {
+                    rlb.assign(c.ip, p);
+                }
+            }
+            rlb
+        });
         let neigh: HashMap<IpAddr, ServerNeigh> = clients
             .iter()
             .filter_map(|c| {
@@ -51,7 +73,8 @@ impl World {
             mean_demand: 0.0,
             // Nobody arrives or leaves: the scenario says who sends what.
             calm: true,
-            rlb: None,
+            rlb,
+            bond_vlan: false,
             rlb_due: Vec::new(),
             rlb_ntt: Vec::new(),
             guests: None,

@@ -1,5 +1,7 @@
-//! The simulated world: slaves that share their capacity among the clients sending to them,
-//! the daemon's engine deciding (through [`Shell`]), moves that land a moment late.
+//! The scenario's traffic: each client's demand, how a slave shares its capacity among the
+//! clients sending to it, how a flow grows into room and how late a move lands. Where each
+//! client sends is the LAN's (its neighbour cache, `lan`), read through the [`Shell`] that
+//! plays the daemon's shell for the engine.
 
 use std::collections::BTreeMap;
 
