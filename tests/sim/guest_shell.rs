@@ -5,7 +5,6 @@
 //! as netlink. The announcement and the release are checked here, batch by batch.
 
 use rlbd::engine::{Input, Output, PortId, SendTag};
-use rlbd::guests::GuestCount;
 use rlbd::logging::{Fields, MessageId};
 
 use super::checks::Check;
@@ -139,20 +138,10 @@ impl Driver {
         let Some(lan) = self.world.guests.as_mut() else {
             return;
         };
-        lan.now = now;
         if down {
             lan.path_off();
         }
-        lan.down_seen.resize(self.world.ports.len(), 0);
-        for (p, port) in self.world.ports.iter().enumerate() {
-            if std::mem::replace(&mut lan.down_seen[p], port.down_since) != port.down_since {
-                lan.switch.port_down(p);
-            }
-        }
-        for g in &mut lan.guests {
-            g.arrived.iter_mut().for_each(|b| *b = 0);
-            (g.delivered_bps, g.deliveries, g.delivered_on) = (0.0, 0, None);
-        }
+        self.world.guests_begin_second(now);
         for ev in self.world.tick_guests(now) {
             self.guest_event(ev);
         }
@@ -200,30 +189,13 @@ impl Driver {
     /// daemon does), a migrated guest's RARP among them; then the guests transmit, and the
     /// rules of the second are checked.
     pub(super) fn guests_after_traffic(&mut self) {
-        let Some(lan) = self.world.guests.as_ref() else {
+        if self.world.guests.is_none() {
             return;
-        };
-        let mut counts = Vec::new();
-        let mut migrated = Vec::new();
-        for g in lan.guests.iter() {
-            let Some(&home) = lan.pins.get(&g.key).filter(|_| lan.path) else {
-                continue;
-            };
-            let ep = |p: usize| self.map.get(p).copied().flatten().map(PortId::new);
-            for (p, &bytes) in g.arrived.iter().enumerate() {
-                if let (true, Some(port)) = (bytes > 0 && p != home, ep(p)) {
-                    counts.push(count(g.key, port, bytes, 0, 0));
-                }
-            }
-            let rx = g.arrived.get(home).copied().unwrap_or(0);
-            let tx = if g.demand_bps > 0.0 { rx / 50 + 60 } else { 0 };
-            if g.rarp {
-                migrated.push(g.key);
-            }
-            if let Some(port) = ep(home) {
-                counts.push(count(g.key, port, rx, tx, u64::from(g.rarp)));
-            }
         }
+        let map = &self.map;
+        let (counts, migrated) = self
+            .world
+            .guest_counts(|p| map.get(p).copied().flatten().map(PortId::new));
         if !counts.is_empty() {
             self.input(Input::GuestCounts(&counts));
         }
@@ -270,15 +242,5 @@ impl Driver {
             r.announced,
             r.released
         )
-    }
-}
-
-fn count(key: rlbd::client::ClientKey, port: PortId, rx: u64, tx: u64, seen: u64) -> GuestCount {
-    GuestCount {
-        key,
-        port,
-        rx_bytes: rx,
-        tx_bytes: tx,
-        seen_from_switch: seen,
     }
 }

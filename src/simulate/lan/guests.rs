@@ -11,6 +11,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::client::ClientKey;
+use crate::engine::PortId;
+use crate::guests::GuestCount;
 use crate::netlink::{FdbEntry, FdbKind, NlEvent};
 use crate::Mac;
 
@@ -120,6 +122,31 @@ impl GuestLan {
             vanished: 0,
             migrated: 0,
         }
+    }
+
+    /// Guests behind their taps from the start, each `key` in its slot, none sending yet (an
+    /// operator's scenario says what they send).
+    pub fn present(keys: &[ClientKey]) -> GuestLan {
+        let mut lan = GuestLan::new(0);
+        lan.guests = keys
+            .iter()
+            .enumerate()
+            .map(|(s, &key)| Guest {
+                key,
+                tap: TAP_BASE + s as u32,
+                present: true,
+                demand_bps: 0.0,
+                arrived: Vec::new(),
+                delivered_bps: 0.0,
+                deliveries: 0,
+                delivered_on: None,
+                next_change: u64::MAX,
+                leaves_at: u64::MAX,
+                tap_gone_at: None,
+                rarp: false,
+            })
+            .collect();
+        lan
     }
 
     /// The guest path off (the daemon stopped, or gave guests up): the programs detach, the
@@ -267,33 +294,111 @@ impl World {
     /// What reached port `p` for the guests (`shares`, bit/s, as `guest_demands` listed them):
     /// counted on the port, and delivered where the slave accepts it.
     pub fn guests_received(&mut self, p: usize, on: &[(usize, f64)], shares: &[f64]) {
+        for (&(i, _), &got) in on.iter().zip(shares) {
+            self.guest_received(i, p, got);
+        }
+    }
+
+    /// `got` bit/s for guest `i` reached port `p`: counted on the port, and delivered if the
+    /// slave accepts it.
+    pub fn guest_received(&mut self, i: usize, p: usize, got: f64) {
         let active = self.rlb.as_ref().and_then(|r| r.active);
         let ifindex = self.ports[p].ifindex;
         let Some(lan) = self.guests.as_mut() else {
             return;
         };
-        for (&(i, _), &got) in on.iter().zip(shares) {
-            let bytes = (got / 8.0) as u64;
-            self.ports[p].rx_bytes += bytes;
-            let g = &mut lan.guests[i];
-            if g.arrived.len() < self.ports.len() {
-                g.arrived.resize(self.ports.len(), 0);
-            }
-            g.arrived[p] += bytes;
-            // A slave with its part of the guest path (the ingress program, promiscuous) takes a
-            // pinned guest's frames only if pinned there, any other guest's all; one without
-            // takes a guest's MAC only if it is the active one (the bridge's promiscuity).
-            let accepted = match lan.pins.get(&g.key) {
-                _ if !lan.path || !lan.promisc.contains(&ifindex) => Some(p) == active,
-                Some(&q) => q == p,
-                None => true,
-            };
-            if accepted {
-                g.delivered_bps += got;
-                g.deliveries += 1;
-                g.delivered_on = Some(p);
+        let bytes = (got / 8.0) as u64;
+        self.ports[p].rx_bytes += bytes;
+        let g = &mut lan.guests[i];
+        if g.arrived.len() < self.ports.len() {
+            g.arrived.resize(self.ports.len(), 0);
+        }
+        g.arrived[p] += bytes;
+        // A slave with its part of the guest path (the ingress program, promiscuous) takes a
+        // pinned guest's frames only if pinned there, any other guest's all; one without
+        // takes a guest's MAC only if it is the active one (the bridge's promiscuity).
+        let accepted = match lan.pins.get(&g.key) {
+            _ if !lan.path || !lan.promisc.contains(&ifindex) => Some(p) == active,
+            Some(&q) => q == p,
+            None => true,
+        };
+        if accepted {
+            g.delivered_bps += got;
+            g.deliveries += 1;
+            g.delivered_on = Some(p);
+        }
+    }
+
+    /// The start of a second for the guests, at `now`: the switch forgets the ports whose link
+    /// went down since the last, and each guest's figures of the last second are cleared.
+    pub fn guests_begin_second(&mut self, now: u64) {
+        let Some(lan) = self.guests.as_mut() else {
+            return;
+        };
+        lan.now = now;
+        lan.down_seen.resize(self.ports.len(), 0);
+        for (p, port) in self.ports.iter().enumerate() {
+            if std::mem::replace(&mut lan.down_seen[p], port.down_since) != port.down_since {
+                lan.switch.port_down(p);
             }
         }
+        for g in &mut lan.guests {
+            g.arrived.iter_mut().for_each(|b| *b = 0);
+            (g.delivered_bps, g.deliveries, g.delivered_on) = (0.0, 0, None);
+        }
+    }
+
+    /// The slaves guest `i`'s frames reach this second: where the switch learned it, every
+    /// live slave when it does not know it, none when it is idle or elsewhere.
+    pub fn guest_arrives_on(&mut self, i: usize) -> Vec<usize> {
+        let live: Vec<usize> = (0..self.ports.len())
+            .filter(|p| self.ports[*p].live())
+            .collect();
+        let Some(lan) = self.guests.as_mut() else {
+            return Vec::new();
+        };
+        let g = &lan.guests[i];
+        if !g.present || g.demand_bps <= 0.0 {
+            return Vec::new();
+        }
+        match lan.switch.deliver(lan.now, g.key) {
+            Delivery::Port(q) => live.into_iter().filter(|p| *p == q).collect(),
+            Delivery::Flooded => live,
+            Delivery::Away => Vec::new(),
+        }
+    }
+
+    /// What the guest path's ingress programs counted this second, as the shell hands it in:
+    /// each pinned guest's bytes on its slave (with a little it sent, and a migrated guest's
+    /// RARP seen from the switch) and what reached it elsewhere; `port` names a world port to
+    /// the engine. With them, the guests that migrated this second.
+    pub fn guest_counts(
+        &self,
+        port: impl Fn(usize) -> Option<PortId>,
+    ) -> (Vec<GuestCount>, Vec<ClientKey>) {
+        let (mut counts, mut migrated) = (Vec::new(), Vec::new());
+        let Some(lan) = self.guests.as_ref() else {
+            return (counts, migrated);
+        };
+        for g in lan.guests.iter() {
+            let Some(&home) = lan.pins.get(&g.key).filter(|_| lan.path) else {
+                continue;
+            };
+            for (p, &bytes) in g.arrived.iter().enumerate() {
+                if let (true, Some(id)) = (bytes > 0 && p != home, port(p)) {
+                    counts.push(count(g.key, id, bytes, 0, 0));
+                }
+            }
+            let rx = g.arrived.get(home).copied().unwrap_or(0);
+            let tx = if g.demand_bps > 0.0 { rx / 50 + 60 } else { 0 };
+            if g.rarp {
+                migrated.push(g.key);
+            }
+            if let Some(id) = port(home) {
+                counts.push(count(g.key, id, rx, tx, u64::from(g.rarp)));
+            }
+        }
+        (counts, migrated)
     }
 
     /// The guests' frames leave: through the slave a guest is pinned to, else the bond's
@@ -340,5 +445,15 @@ fn guest_demand(rng: &mut crate::simulate::generate::Rng, mean: f64, cap: f64, s
         0.0
     } else {
         0.5 * mean * rng.unit()
+    }
+}
+
+fn count(key: ClientKey, port: PortId, rx: u64, tx: u64, seen: u64) -> GuestCount {
+    GuestCount {
+        key,
+        port,
+        rx_bytes: rx,
+        tx_bytes: tx,
+        seen_from_switch: seen,
     }
 }
