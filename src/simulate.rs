@@ -4,7 +4,8 @@
 //! are its ports (plain, or with `bond` the slaves of a balance-alb bond whose driver answers
 //! ARP, deals clients anew when a slave fails or returns and moves the bond's MAC), its clients
 //! have Linux-like neighbour caches for the server's address, and the server kernel keeps its
-//! table. The engine's update frames go on the wire; a client moves when its cache takes one.
+//! table; a bond's `guests` sit behind a bridge over it, where a learning switch sends their
+//! frames. The engine's update frames go on the wire; a client moves when its cache takes one.
 //!
 //! The traffic model: each up slave delivers at most its capacity, shared among the clients
 //! sending to it; a down slave delivers nothing; a client sends where its cache says, and the
@@ -64,6 +65,23 @@ pub struct Scenario {
     /// when the active slave (the first) fails. Absent or false: plain ports.
     #[serde(default)]
     pub bond: bool,
+    /// Guests (VMs, containers) behind a bridge over the bond, each behind its tap from the
+    /// start; their demands are in `ticks` by name. rlbd balances them as the daemon does
+    /// with `[guests] enabled`. Needs `bond`.
+    #[serde(default)]
+    pub guests: Vec<GuestSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestSpec {
+    /// Its name in `ticks` and in the output.
+    pub name: String,
+    /// Its MAC, `aa:bb:cc:dd:ee:ff`.
+    pub mac: String,
+    /// Its VLAN on the bond, 0 (the default) untagged.
+    #[serde(default)]
+    pub vlan: u16,
 }
 
 #[derive(Debug, Deserialize)]
@@ -254,10 +272,13 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
             return Err(format!("clients[{i}].ip: {:?} appears twice", c.ip));
         }
     }
+    check_guests(&s, &mut ips)?;
     for (t, tick) in s.ticks.iter().enumerate() {
         for (ip, d) in tick.demand_mbps.iter().flatten() {
             if !ips.contains(ip.as_str()) {
-                return Err(format!("ticks[{t}].demand_mbps: unknown client {ip:?}"));
+                return Err(format!(
+                    "ticks[{t}].demand_mbps: unknown client or guest {ip:?}"
+                ));
             }
             if !(d.is_finite() && *d >= 0.0) {
                 return Err(format!(
@@ -272,6 +293,40 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         }
     }
     Ok(s)
+}
+
+/// The guests: behind a bond, each name new among the clients' and the guests', each MAC
+/// (on its VLAN) once, VLANs 0-4094. Their names join `names`, the keys `ticks` may use.
+fn check_guests<'a>(
+    s: &'a Scenario,
+    names: &mut std::collections::HashSet<&'a str>,
+) -> Result<(), String> {
+    if s.guests.is_empty() {
+        return Ok(());
+    }
+    if !s.bond {
+        return Err("guests: guests are behind a bridge over the bond: set \"bond\": true".into());
+    }
+    if s.random_demands.is_some() {
+        return Err("guests: give their demands in ticks, not with random_demands".into());
+    }
+    let mut keys = std::collections::HashSet::new();
+    for (i, g) in s.guests.iter().enumerate() {
+        if !names.insert(g.name.as_str()) {
+            return Err(format!("guests[{i}].name: {:?} appears twice", g.name));
+        }
+        let mac: crate::Mac = g
+            .mac
+            .parse()
+            .map_err(|_| format!("guests[{i}].mac: {:?} is not a MAC address", g.mac))?;
+        if g.vlan > 4094 {
+            return Err(format!("guests[{i}].vlan: {} is not in 0-4094", g.vlan));
+        }
+        if !keys.insert((mac, g.vlan)) {
+            return Err(format!("guests[{i}].mac: {} appears twice", g.mac));
+        }
+    }
+    Ok(())
 }
 
 /// Replaces `random_demands` by the clients and ticks it stands for.
@@ -416,6 +471,31 @@ mod tests {
         let e = parse(&text).unwrap_err();
         assert!(e.starts_with("slaves: a bond of at most 16"), "{e}");
         assert!(parse(&text.replace("true", "false")).is_ok());
+    }
+
+    #[test]
+    fn guests_need_a_bond_names_of_their_own_and_macs() {
+        let base = r#"{"slaves":[{"name":"a","capacity_mbps":1}],
+            "clients":[{"ip":"10.0.0.1","slave":"a"}],"guests":GUESTS BOND}"#;
+        let try_ =
+            |guests: &str, bond: &str| parse(&base.replace("GUESTS", guests).replace("BOND", bond));
+        let vm = r#"[{"name":"vm","mac":"52:54:00:00:00:01"}]"#;
+        assert!(try_(vm, "")
+            .unwrap_err()
+            .starts_with("guests: guests are behind a bridge"));
+        assert!(try_(vm, r#","bond":true"#).is_ok());
+        let e = try_(
+            r#"[{"name":"10.0.0.1","mac":"52:54:00:00:00:01"}]"#,
+            r#","bond":true"#,
+        );
+        assert!(e.unwrap_err().starts_with("guests[0].name"));
+        let e = try_(r#"[{"name":"vm","mac":"52:54"}]"#, r#","bond":true"#);
+        assert!(e.unwrap_err().starts_with("guests[0].mac"));
+        let two =
+            r#"[{"name":"a1","mac":"52:54:00:00:00:01"},{"name":"a2","mac":"52:54:00:00:00:01"}]"#;
+        assert!(try_(two, r#","bond":true"#)
+            .unwrap_err()
+            .starts_with("guests[1].mac"));
     }
 
     #[test]

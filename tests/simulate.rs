@@ -481,3 +481,37 @@ fn on_a_bond_the_driver_swaps_macs_and_deals_clients_and_rlbd_follows() {
     assert_eq!(rx(&plain, 5, "eth1") + rx(&plain, 5, "eth2"), 140.0);
     assert!((5..30).all(|t| rx(&plain, t, "eth0") == 0.0));
 }
+
+/// Guests behind a bridge over the bond (`guests`): the switch learns each where rlbd announced
+/// it, so their traffic is spread over the slaves (the kernel alone would take it all on the
+/// active one); a slave's failure fails its guests and clients over at once, and when it returns
+/// a guest is moved back onto it by the overload rule.
+#[test]
+fn guests_are_spread_failed_over_and_moved_back() {
+    let ticks = simulate(&scenario("guests.json"));
+    let rx = |t: usize, s: &str| ticks[t]["slaves"][s]["rx_mbps"].as_f64().unwrap();
+    let delivered = |t: usize| ticks[t]["delivered_mbps"].as_f64().unwrap();
+    // Placed within the first second: every guest and the client received in full, on both
+    // slaves, neither over 80%.
+    for (t, tick) in ticks.iter().enumerate().take(15).skip(1) {
+        assert_eq!(delivered(t), 150.0, "t={t}: {tick:?}");
+        assert!(rx(t, "eth0") <= 80.0 && rx(t, "eth1") <= 80.0, "{tick:?}");
+    }
+    let moved = moves(&ticks);
+    let at15: Vec<_> = moved.iter().filter(|m| m.0 == 15).collect();
+    assert!(at15.iter().any(|m| m.1 == "10.0.0.1"), "{moved:?}");
+    assert!(at15.iter().any(|m| m.1.starts_with("vm")), "{moved:?}");
+    assert!(at15
+        .iter()
+        .all(|m| (m.2.as_str(), m.3.as_str()) == ("eth1", "eth0")));
+    for t in 15..22 {
+        assert_eq!((rx(t, "eth0"), rx(t, "eth1")), (100.0, 0.0), "t={t}");
+    }
+    let back: Vec<_> = moved.iter().filter(|m| m.0 >= 22).collect();
+    assert!(
+        back.iter()
+            .any(|m| m.0 <= 24 && m.1.starts_with("vm") && m.3 == "eth1"),
+        "{moved:?}"
+    );
+    assert!((25..30).all(|t| delivered(t) == 150.0), "{ticks:?}");
+}

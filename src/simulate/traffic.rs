@@ -62,6 +62,8 @@ impl<'a> World<'a> {
             .map(|(i, sl)| (sl.name.as_str(), i))
             .collect();
         let n = s.clients.len();
+        // The flows: the clients', then the guests'.
+        let flows = n + s.guests.len();
         let mut w = World {
             up: vec![true; s.slaves.len()],
             on: s
@@ -70,10 +72,10 @@ impl<'a> World<'a> {
                 .map(|c| slave_ix[c.slave.as_str()])
                 .collect(),
             slave_ix,
-            demand: vec![0.0; n],
-            ceiling: vec![0.0; n],
+            demand: vec![0.0; flows],
+            ceiling: vec![0.0; flows],
             growth: s.elastic.growth,
-            weight: vec![1.0; n],
+            weight: vec![1.0; flows],
             // A stream of its own: the same seed in `random_demands` must not tie the shares to
             // the demands.
             rng: generate::Rng::new(s.elastic.seed ^ 0xe1a5_71c5_ba5e_d5ee),
@@ -82,7 +84,7 @@ impl<'a> World<'a> {
             lost: vec![false; n],
             counting: s.sampling.as_ref().map(SampledCounting::new),
         };
-        for c in 0..n {
+        for c in 0..flows {
             w.weight[c] = w.new_weight();
         }
         w
@@ -133,24 +135,38 @@ impl<'a> World<'a> {
         }
     }
 
-    /// What each client gets with placement `on`.
-    fn rates(&self, s: &Scenario, on: &[usize]) -> Vec<f64> {
-        let mut rate = vec![0.0; on.len()];
+    /// What each flow gets with the clients on `on` and each guest's frames reaching the
+    /// slaves `arrives` lists: by flow (a guest's, the most any slave gave it), each slave's
+    /// clients' total, and each guest's share on every slave it reaches (guest, slave, Mbit/s).
+    fn rates(&self, s: &Scenario, on: &[usize], arrives: &[Vec<usize>]) -> Shares {
+        let n = on.len();
+        let mut out = Shares {
+            rate: vec![0.0; n + arrives.len()],
+            rx: vec![0.0; s.slaves.len()],
+            guests: Vec::new(),
+        };
         for (p, sl) in s.slaves.iter().enumerate() {
             if !self.up[p] {
                 continue;
             }
-            let members: Vec<usize> = (0..on.len())
-                .filter(|&c| on[c] == p && !self.lost[c])
-                .collect();
+            let mut members: Vec<usize> = (0..n).filter(|&c| on[c] == p && !self.lost[c]).collect();
+            let guests = (0..arrives.len()).filter(|g| arrives[*g].contains(&p));
+            members.extend(guests.map(|g| n + g));
             let d: Vec<f64> = members.iter().map(|&c| self.wants(c)).collect();
             let w: Vec<f64> = members.iter().map(|&c| self.weight[c]).collect();
             let usable = sl.capacity_mbps * self.efficiency;
             for (k, share) in weighted_share(usable, &d, &w).into_iter().enumerate() {
-                rate[members[k]] = share;
+                let f = members[k];
+                if f < n {
+                    out.rate[f] = share;
+                    out.rx[p] += share;
+                } else {
+                    out.rate[f] = out.rate[f].max(share);
+                    out.guests.push((f - n, p, share));
+                }
             }
         }
-        rate
+        out
     }
 
     /// Applies the tick's link events and demands and lands last tick's moves; returns the
@@ -162,8 +178,10 @@ impl<'a> World<'a> {
             shell.carrier(t, p, e.up);
         }
         if let Some(d) = &tick.demand_mbps {
-            for (i, c) in s.clients.iter().enumerate() {
-                if let Some(v) = d.get(&c.ip) {
+            let names = s.clients.iter().map(|c| &c.ip);
+            let names = names.chain(s.guests.iter().map(|g| &g.name));
+            for (i, name) in names.enumerate() {
+                if let Some(v) = d.get(name) {
                     self.demand[i] = *v;
                 }
             }
@@ -192,31 +210,32 @@ impl<'a> World<'a> {
         before
     }
 
-    /// What each client and each slave delivers this second, Mbit/s: the new placement, and
-    /// for the first `move_lag` of the second still the old one (`before`).
-    fn deliver(&self, s: &Scenario, before: &[usize]) -> (Vec<f64>, Vec<f64>) {
-        let mut rate = self.rates(s, &self.on);
+    /// What each flow and each slave delivers this second, Mbit/s: the new placement, and
+    /// for the first `move_lag` of the second still the clients' old one (`before`).
+    fn deliver(&self, s: &Scenario, before: &[usize], arrives: &[Vec<usize>]) -> Shares {
+        let mut now = self.rates(s, &self.on, arrives);
         let lag = s.elastic.move_lag;
-        let mut rx = vec![0.0; s.slaves.len()];
         if lag > 0.0 && before != self.on {
-            let old = self.rates(s, before);
-            for c in 0..self.on.len() {
-                rx[before[c]] += lag * old[c];
-                rx[self.on[c]] += (1.0 - lag) * rate[c];
-                rate[c] = lag * old[c] + (1.0 - lag) * rate[c];
+            let old = self.rates(s, before, arrives);
+            for (r, o) in now.rx.iter_mut().zip(&old.rx) {
+                *r = lag * o + (1.0 - lag) * *r;
             }
-        } else {
-            for c in 0..self.on.len() {
-                rx[self.on[c]] += rate[c];
+            for (r, o) in now.rate.iter_mut().zip(&old.rate).take(self.on.len()) {
+                *r = lag * o + (1.0 - lag) * *r;
             }
         }
-        for (p, up) in self.up.iter().enumerate() {
-            if !up {
-                rx[p] = 0.0;
-            }
-        }
-        (rate, rx)
+        now
     }
+}
+
+/// A second's traffic, Mbit/s.
+struct Shares {
+    /// By flow: the clients', then the guests'.
+    rate: Vec<f64>,
+    /// Each slave's, of the clients.
+    rx: Vec<f64>,
+    /// Each guest's share of each slave it reaches: (guest, slave, Mbit/s).
+    guests: Vec<(usize, usize, f64)>,
 }
 
 /// Runs the scenario through the daemon's engine; one `TickOut` per tick goes to `emit`.
@@ -226,11 +245,13 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
     for (t, tick) in s.ticks.iter().enumerate() {
         let t = t as u64;
         let before = w.begin_tick(s, t, tick, &mut shell);
-        let (rate, rx) = w.deliver(s, &before);
+        let n = s.clients.len();
+        let arrives = shell.guest_paths(t, &w.demand[n..]);
+        let Shares { rate, rx, guests } = w.deliver(s, &before, &arrives);
         w.shrink(&rate);
         // Counted under the ratio in force this second; the counter read at its end sets the
         // next second's.
-        let counted: Vec<f64> = (0..rate.len())
+        let counted: Vec<f64> = (0..n)
             .map(|c| {
                 let p = w.on[c];
                 match &mut w.counting {
@@ -240,16 +261,20 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
                 }
             })
             .collect();
-        let on: Vec<Option<usize>> = (0..rate.len())
-            .map(|c| (!w.lost[c]).then_some(w.on[c]))
-            .collect();
+        let on: Vec<Option<usize>> = (0..n).map(|c| (!w.lost[c]).then_some(w.on[c])).collect();
         let flows = Flows {
-            demand: &w.demand,
-            rate: &rate,
+            demand: &w.demand[..n],
+            rate: &rate[..n],
             on: &on,
             counted: &counted,
         };
-        let decided = shell.second(t, &rx, flows);
+        let decided = shell.second(t, &rx, flows, &guests);
+        // What the slaves received: the clients' and every copy of the guests' frames.
+        let mut rx = rx;
+        for &(_, p, mbps) in &guests {
+            rx[p] += mbps;
+        }
+        let delivered = rate[..n].iter().sum::<f64>() + decided.guests_got.iter().sum::<f64>();
         let slaves = s
             .slaves
             .iter()
@@ -274,10 +299,10 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
             t,
             slaves,
             moves: decided.moves,
-            delivered_mbps: round(rx.iter().sum()),
+            delivered_mbps: round(delivered),
             demand_mbps: round(w.demand.iter().sum()),
             placement: w.on.clone(),
-            demands: w.demand.clone(),
+            demands: w.demand[..n].to_vec(),
         });
     }
 }

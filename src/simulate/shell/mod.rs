@@ -22,8 +22,10 @@ use super::lan::ports::Port;
 use super::lan::{ToEngine, World as Lan};
 use super::{MoveOut, Scenario};
 
+mod guests;
+
 /// The engine's clock at the start of tick 0, ms: it started a second earlier.
-const START: u64 = 1000;
+pub(super) const START: u64 = 1000;
 
 /// What the engine made of one second.
 pub struct Decided {
@@ -31,6 +33,8 @@ pub struct Decided {
     pub moves: Vec<MoveOut>,
     /// Each slave's detector holds it overloaded.
     pub overloaded: Vec<bool>,
+    /// What each guest got, Mbit/s.
+    pub guests_got: Vec<f64>,
 }
 
 pub struct Shell {
@@ -44,12 +48,15 @@ pub struct Shell {
     labels: Vec<String>,
     /// Each slave's sampling ratio, as the engine set it.
     pub one_in: Vec<u32>,
-    /// The moves logged since the last second, by client index.
-    moves: Vec<(usize, MoveOut)>,
+    /// The moves logged since the last second.
+    moves: Vec<MoveOut>,
     /// Clients in the order the engine moved them since the last call of `landed`.
     moved: Vec<usize>,
     /// Each client's rate as last counted, Mbit/s: what the engine's table holds of it.
     counted: Vec<f64>,
+    /// The guests' names by key, where each was pinned before its last pin, and what each
+    /// received last second (Mbit/s).
+    guests: guests::GuestBook,
 }
 
 /// The daemon's settings for the scenario: its slaves as plain ports with their capacities,
@@ -74,6 +81,10 @@ fn settings(s: &Scenario) -> Settings {
             .map(|p| (p.name.clone(), p.capacity_mbps))
             .collect(),
         capture,
+        guests: crate::guests::GuestsConfig {
+            enabled: !s.guests.is_empty(),
+            ..Default::default()
+        },
         ..Settings::for_target(if s.bond {
             Target::Bond("bond0".into())
         } else {
@@ -113,7 +124,8 @@ impl Shell {
             })
             .collect();
         let net = format!("{SERVER}/16").parse().expect("a network");
-        let lan = Lan::scripted(s.elastic.seed, ports, clients, vec![net], s.bond);
+        let mut lan = Lan::scripted(s.elastic.seed, ports, clients, vec![net], s.bond);
+        let guests = guests::GuestBook::new(s, &mut lan);
         let mut sh = Shell {
             engine: Engine::new(settings(s), 0),
             now: 0,
@@ -128,6 +140,7 @@ impl Shell {
             moves: Vec::new(),
             moved: Vec::new(),
             counted: vec![0.0; s.clients.len()],
+            guests,
             lan,
         };
         let dump = sh.lan.dump();
@@ -182,15 +195,15 @@ impl Shell {
             Output::Send { port, tag, frame } => {
                 // The frame leaves by its port if that one is up; on the wire, the client it
                 // is for hears it and its cache takes it or not.
-                let up = self
-                    .slave(&port.name)
-                    .is_some_and(|p| self.lan.ports[p].live());
+                let p = self.slave(&port.name);
+                let up = p.is_some_and(|p| self.lan.ports[p].live());
                 let result = if up {
                     self.lan.deliver(now, &frame);
                     Ok(())
                 } else {
                     Err(Some(libc::ENETDOWN))
                 };
+                self.guest_announced(&tag, p.filter(|_| up));
                 self.engine
                     .handle(now, Input::SendResult { tag, frame, result });
             }
@@ -224,6 +237,13 @@ impl Shell {
                 fields,
                 ..
             } if fields.id == Some(MessageId::Move) => self.record_move(&text, &fields),
+            Output::Log { fields, .. } if fields.id == Some(MessageId::GuestMove) => {
+                self.record_guest_move(&fields)
+            }
+            out @ (Output::GuestPath { .. }
+            | Output::GuestPort { .. }
+            | Output::PinGuest { .. }
+            | Output::UnpinGuest { .. }) => self.guest_output(out),
             _ => {}
         }
     }
@@ -254,7 +274,7 @@ impl Shell {
             rate_mbps,
             reason,
         };
-        self.moves.push((c, out));
+        self.moves.push(out);
         self.moved.push(c);
     }
 
@@ -282,17 +302,27 @@ impl Shell {
         self.hand_in();
     }
 
-    /// Tick `t` ended: each slave received `rx` Mbit/s, each client wanted `demand` and got
-    /// `rate`, and was counted at `counted` Mbit/s on slave `on` (0: not counted). The
-    /// engine's second, its evaluation `EVAL_DELAY_MS` after, then the clients' caches a
-    /// second older (their timers, their questions, the server's answers).
-    pub fn second(&mut self, t: u64, rx: &[f64], flows: Flows) -> Decided {
+    /// Tick `t` ended: each slave received `rx` Mbit/s for the clients, each client wanted
+    /// `demand` and got `rate`, and was counted at `counted` Mbit/s on slave `on` (none: not
+    /// counted); each guest's traffic reached the slaves as `guests` says (guest, slave,
+    /// Mbit/s). The guests' counts and the engine's second, its evaluation `EVAL_DELAY_MS`
+    /// after, then the guests transmit and the clients' caches are a second older (their
+    /// timers, their questions, the server's answers).
+    pub fn second(
+        &mut self,
+        t: u64,
+        rx: &[f64],
+        flows: Flows,
+        guests: &[(usize, usize, f64)],
+    ) -> Decided {
         let end = START + (t + 1) * 1000;
         self.deadlines(end.saturating_sub(1));
         self.now = end;
         for (p, mbps) in rx.iter().enumerate() {
             self.lan.ports[p].rx_bytes += (mbps * 1e6 / 8.0).round() as u64;
         }
+        // The guests' counts go in before the clients', as the daemon hands them.
+        let guests_got = self.guests_second(guests);
         let counts = self.counts(flows.on, flows.counted);
         self.counted.copy_from_slice(flows.counted);
         self.input(Input::Second {
@@ -315,14 +345,13 @@ impl Shell {
             cl.demand_bps = flows.demand[c] * 1e6;
             cl.delivered_bps = flows.rate[c] * 1e6;
         }
+        self.lan.guests_transmit(self.now);
         self.lan.tick_clients(self.now);
         self.hand_in();
         Decided {
-            moves: std::mem::take(&mut self.moves)
-                .into_iter()
-                .map(|(_, m)| m)
-                .collect(),
+            moves: std::mem::take(&mut self.moves),
             overloaded,
+            guests_got,
         }
     }
 
@@ -388,7 +417,7 @@ pub struct Flows<'a> {
     pub counted: &'a [f64],
 }
 
-fn reason(s: &str) -> Option<Reason> {
+pub(super) fn reason(s: &str) -> Option<Reason> {
     [
         Reason::Overload,
         Reason::Failover,
