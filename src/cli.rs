@@ -36,10 +36,15 @@ pub fn completion_command() -> clap::Command {
 pub enum Command {
     /// Run the daemon in the foreground.
     Run(RunArgs),
-    /// Replay a JSON scenario through the detector and planner; print one JSON line per tick.
+    /// Replay a JSON scenario through the daemon's engine on a simulated LAN; print one JSON line
+    /// per second.
     Simulate {
         /// Scenario file, or `-` for standard input.
         file: PathBuf,
+        /// Print the engine's log records at LEVEL (error, warn, info, debug, trace) and above
+        /// to standard error, each with its simulated time: why it moved, or did not.
+        #[arg(long, value_name = "LEVEL")]
+        log: Option<log::LevelFilter>,
     },
     /// Validate a configuration file and print the effective settings.
     CheckConfig {

@@ -121,7 +121,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::CheckConfig { file, bond } => check_config(file, bond),
-        Command::Simulate { file } => match rlbd::simulate::main(&file) {
+        Command::Simulate { file, log } => match rlbd::simulate::main(&file, log) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("simulate", e, EX_DATAERR),
         },

@@ -40,7 +40,7 @@ pub use scenario::{
     parse, ClientSpec, Elastic, Event, GuestSpec, RandomDemands, Scenario, SlaveSpec, Tick,
 };
 
-pub use traffic::{fair_share, run, weighted_share};
+pub use traffic::{fair_share, run, run_logged, weighted_share};
 
 #[derive(Debug, Serialize)]
 pub struct SlaveOut {
@@ -77,8 +77,9 @@ pub struct TickOut {
     pub demands: Vec<f64>,
 }
 
-/// The subcommand: read FILE (or `-`), print JSON lines.
-pub fn main(path: &std::path::Path) -> Result<(), String> {
+/// The subcommand: read FILE (or `-`), print JSON lines; with `log`, the engine's records at
+/// that level and above on standard error.
+pub fn main(path: &std::path::Path, log: Option<log::LevelFilter>) -> Result<(), String> {
     let text = if path.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin()).map_err(|e| format!("stdin: {e}"))?
     } else {
@@ -88,7 +89,7 @@ pub fn main(path: &std::path::Path) -> Result<(), String> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = None;
-    run(&scenario, |tick| {
+    let emit = |tick: &TickOut| {
         if err.is_none() {
             if let Err(e) = serde_json::to_writer(&mut out, tick)
                 .map_err(std::io::Error::from)
@@ -97,7 +98,10 @@ pub fn main(path: &std::path::Path) -> Result<(), String> {
                 err = Some(e);
             }
         }
-    });
+    };
+    // Standard error is for the operator: a write it refuses is not worth failing the run.
+    let say = |line: &str| drop(writeln!(std::io::stderr(), "{line}"));
+    run_logged(&scenario, log.unwrap_or(log::LevelFilter::Off), emit, say);
     out.flush().map_err(|e| format!("stdout: {e}"))?;
     err.map_or(Ok(()), |e| Err(format!("stdout: {e}")))
 }

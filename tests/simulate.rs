@@ -515,3 +515,43 @@ fn guests_are_spread_failed_over_and_moved_back() {
     );
     assert!((25..30).all(|t| delivered(t) == 150.0), "{ticks:?}");
 }
+
+/// `--log LEVEL`: the engine's records on standard error with their simulated time (why it
+/// moved, or did not), the JSON lines on standard output unchanged.
+#[test]
+fn log_prints_the_engine_s_records_with_their_time() {
+    let path = scenario("failover.json");
+    let plain = simulate(&path);
+    let out = Command::new(env!("CARGO_BIN_EXE_rlbd"))
+        .args(["simulate", "--log", "info", &path])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(ticks_of(&path, out), plain);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.iter().all(|l| l.starts_with("t=")), "{err}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("t=4.") && l.contains("eth1 is down")),
+        "{err}"
+    );
+    assert!(
+        lines.iter().filter(|l| l.contains("failover")).count() >= 2,
+        "{err}"
+    );
+    // Debug shows more (here the guests' placements); an unknown level is a usage error.
+    let records = |level: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rlbd"))
+            .args(["simulate", "--log", level, &scenario("guests.json")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).lines().count()
+    };
+    assert!(records("debug") > records("info"));
+    let bad = Command::new(env!("CARGO_BIN_EXE_rlbd"))
+        .args(["simulate", "--log", "loud", &path])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64), "{bad:?}");
+}

@@ -239,9 +239,20 @@ struct Shares {
 }
 
 /// Runs the scenario through the daemon's engine; one `TickOut` per tick goes to `emit`.
-pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
+pub fn run(s: &Scenario, emit: impl FnMut(&TickOut)) {
+    run_logged(s, log::LevelFilter::Off, emit, |_| {});
+}
+
+/// [`run`], with the engine's log records at `log` and above handed to `say` as lines, each
+/// with its simulated time, before the tick they belong to.
+pub fn run_logged(
+    s: &Scenario,
+    log: log::LevelFilter,
+    mut emit: impl FnMut(&TickOut),
+    mut say: impl FnMut(&str),
+) {
     let mut w = World::new(s);
-    let mut shell = Shell::new(s);
+    let mut shell = Shell::new(s, log);
     for (t, tick) in s.ticks.iter().enumerate() {
         let t = t as u64;
         let before = w.begin_tick(s, t, tick, &mut shell);
@@ -295,6 +306,9 @@ pub fn run(s: &Scenario, mut emit: impl FnMut(&TickOut)) {
                 )
             })
             .collect();
+        for line in shell.take_log() {
+            say(&line);
+        }
         emit(&TickOut {
             t,
             slaves,

@@ -57,6 +57,9 @@ pub struct Shell {
     /// The guests' names by key, where each was pinned before its last pin, and what each
     /// received last second (Mbit/s).
     guests: guests::GuestBook,
+    /// The engine's log records at this level and above, as lines for the operator.
+    log: log::LevelFilter,
+    log_lines: Vec<String>,
 }
 
 /// The daemon's settings for the scenario: its slaves as plain ports with their capacities,
@@ -94,7 +97,7 @@ fn settings(s: &Scenario) -> Settings {
 }
 
 impl Shell {
-    pub fn new(s: &Scenario) -> Shell {
+    pub fn new(s: &Scenario, log: log::LevelFilter) -> Shell {
         let packet_bytes = s
             .sampling
             .as_ref()
@@ -141,6 +144,8 @@ impl Shell {
             moved: Vec::new(),
             counted: vec![0.0; s.clients.len()],
             guests,
+            log,
+            log_lines: Vec::new(),
             lan,
         };
         let dump = sh.lan.dump();
@@ -191,6 +196,13 @@ impl Shell {
 
     fn carry_out(&mut self, out: Output) {
         let now = self.now;
+        if let Output::Log { level, text, .. } = &out {
+            if *level <= self.log {
+                // The scenario's time: tick t is [t, t + 1).
+                let t = (now as f64 - START as f64) / 1000.0;
+                self.log_lines.push(format!("t={t:.3} {level:<5} {text}"));
+            }
+        }
         match out {
             Output::Send { port, tag, frame } => {
                 // The frame leaves by its port if that one is up; on the wire, the client it
@@ -390,6 +402,11 @@ impl Shell {
             ));
         }
         counts
+    }
+
+    /// The log lines since the last call.
+    pub fn take_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log_lines)
     }
 
     /// The slave each client sends to now (the MAC its cache holds, if any), and the clients
