@@ -21,6 +21,8 @@ use crate::steer::{Ctx, PortInfo};
 pub struct PortChanges {
     pub down: Vec<usize>,
     pub up: bool,
+    /// Ports whose carrier went down and came back unseen: just back up.
+    pub flapped: Vec<usize>,
     /// Each with its old MAC.
     pub macs: Vec<(usize, crate::Mac)>,
     /// Ports whose capture was closed (they went away).
@@ -289,6 +291,16 @@ impl Lan {
             Change::Up(i) => {
                 let text = format!("port {} is up", name(i));
                 out.log_with(Level::Info, Topic::Port, text, Fields::port(&name(i)));
+                changes.up = true;
+            }
+            Change::Flapped(i) => {
+                let text = format!(
+                    "port {}: its carrier went down and came back between two messages (a flap \
+                     not told, or its messages lost): taken as just back up",
+                    name(i)
+                );
+                out.log_with(Level::Warn, Topic::Port, text, Fields::port(&name(i)));
+                changes.flapped.push(i);
                 changes.up = true;
             }
             Change::MacChanged { port, old } => {

@@ -309,6 +309,9 @@ impl Engine {
         let ctx = self.lan.ctx();
         // The host's answers follow the MACs first: a swap may leave them on a dead port.
         let mut down = changes.down;
+        for &p in &changes.flapped {
+            self.steer.port_back(now, p);
+        }
         down.extend(self.steer.follow_port_macs(now, &changes.macs, &ctx));
         for &(p, _) in &changes.macs {
             self.steer

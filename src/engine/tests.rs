@@ -521,3 +521,4 @@ fn the_bytes_counted_on_each_port_are_in_its_status_beside_the_kernel_counter() 
 mod clients;
 mod facts;
 mod lifecycle;
+mod links;

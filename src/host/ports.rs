@@ -53,6 +53,8 @@ pub struct Port {
     counted_at_reading: u64,
     /// While it is overloaded and nothing moves off it: why, in words.
     pub no_move: Option<String>,
+    /// The link's `IFLA_CARRIER_CHANGES` as last told (a rise while up is a hidden flap).
+    pub carrier_changes: Option<u32>,
 }
 
 impl Port {
@@ -76,6 +78,7 @@ impl Port {
             counted_bytes: 0,
             counted_at_reading: 0,
             no_move: None,
+            carrier_changes: link.carrier_changes,
         }
     }
 
@@ -183,6 +186,9 @@ pub enum Change {
         port: usize,
         old: Mac,
     },
+    /// The port is up, as it was, but its carrier went down and came back in between
+    /// (`IFLA_CARRIER_CHANGES` rose): a flap the daemon saw no message of.
+    Flapped(usize),
     /// The bond (bond mode) appeared with this ifindex.
     BondFound(u32),
     /// The bond (bond mode) is gone or not there yet.
@@ -336,10 +342,18 @@ impl PortTable {
                 });
                 p.mac = mac;
             }
+            let flips = link.carrier_changes;
+            let flapped = flips.zip(p.carrier_changes).is_some_and(|(n, was)| n > was);
+            if flips.is_some() {
+                p.carrier_changes = flips;
+            }
             if p.up != up {
                 p.up = up;
                 p.detector.reset();
                 changes.push(if up { Change::Up(i) } else { Change::Down(i) });
+            } else if up && flapped {
+                p.detector.reset();
+                changes.push(Change::Flapped(i));
             }
         }
         for (i, kept) in keep.iter().enumerate() {

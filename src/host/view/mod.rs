@@ -472,7 +472,10 @@ impl HostView {
 
 /// True when a link notification changes what the port list depends on (not just counters).
 fn shape_changed(a: &LinkInfo, b: &LinkInfo) -> bool {
-    a.name != b.name
+    // The carrier count changes only when the carrier does: the port table keeps it, and a
+    // rise it did not see as down and up is a flap (`Change::Flapped`).
+    a.carrier_changes != b.carrier_changes
+        || a.name != b.name
         || a.mac != b.mac
         || a.admin_up != b.admin_up
         || a.oper_up != b.oper_up

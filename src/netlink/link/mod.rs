@@ -42,6 +42,10 @@ pub struct LinkInfo {
     /// IFLA_INFO_KIND, e.g. "bond", "bridge", "veth", "macvlan", "tun" (tap devices too),
     /// "vlan", "vxlan", "openvswitch". `None` for plain hardware NICs.
     pub kind: Option<LinkKind>,
+    /// IFLA_CARRIER_CHANGES: how often the carrier went down or came up since the device was
+    /// made. A rise between two messages that both say "up" is a flap the daemon did not see
+    /// (linkwatch coalesced it, or its messages were lost in an overrun).
+    pub carrier_changes: Option<u32>,
     /// From IFLA_STATS64. The kernel sends these with every RTM_NEWLINK, dumps included.
     pub rx_bytes: Option<u64>,
     pub rx_packets: Option<u64>,
@@ -130,6 +134,7 @@ const IFLA_MASTER: u16 = 10;
 const IFLA_OPERSTATE: u16 = 16;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_STATS64: u16 = 23;
+const IFLA_CARRIER_CHANGES: u16 = 35;
 
 const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
@@ -181,7 +186,13 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
         }
         if !matches!(
             kind,
-            IFLA_ADDRESS | IFLA_IFNAME | IFLA_LINK | IFLA_MASTER | IFLA_OPERSTATE | IFLA_STATS64
+            IFLA_ADDRESS
+                | IFLA_IFNAME
+                | IFLA_LINK
+                | IFLA_MASTER
+                | IFLA_OPERSTATE
+                | IFLA_STATS64
+                | IFLA_CARRIER_CHANGES
         ) {
             continue;
         }
@@ -195,6 +206,7 @@ pub(crate) fn parse_link(payload: &[u8]) -> Result<LinkMsg, DecodeError> {
                 info.parent = (link != 0 && link != header.index).then_some(link)
             }
             Ok(LinkAttribute::OperState(state)) => operstate = Some(state),
+            Ok(LinkAttribute::CarrierChanges(n)) => info.carrier_changes = Some(n),
             Ok(LinkAttribute::Stats64(stats)) => {
                 info.rx_bytes = Some(stats.rx_bytes);
                 info.rx_packets = Some(stats.rx_packets);

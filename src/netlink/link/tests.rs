@@ -61,6 +61,7 @@ fn plain_link_with_stats() {
         LinkAttribute::OperState(State::Up),
         LinkAttribute::Controller(3),
         LinkAttribute::Stats64(stats),
+        LinkAttribute::CarrierChanges(4),
         LinkAttribute::Mtu(1500),
         LinkAttribute::LinkInfo(vec![NlLinkInfo::Kind(InfoKind::Veth)]),
     ];
@@ -74,6 +75,7 @@ fn plain_link_with_stats() {
     assert_eq!(info.kind.as_ref().map(LinkKind::as_str), Some("veth"));
     assert_eq!(info.rx_bytes, Some(123_456));
     assert_eq!(info.rx_packets, Some(789));
+    assert_eq!(info.carrier_changes, Some(4));
     assert_eq!(info.bond, None);
 }
 

@@ -20,6 +20,9 @@ impl World {
     /// Port `p`'s carrier goes down or comes back.
     pub fn set_carrier(&mut self, now: u64, p: usize, up: bool) {
         let port = &mut self.ports[p];
+        if port.up != up {
+            port.carrier_changes += 1;
+        }
         port.up = up;
         if up {
             port.up_since = now;
@@ -157,6 +160,7 @@ impl World {
         }
         let port = &mut self.ports[p];
         port.enslaved = false;
+        port.carrier_changes += u32::from(port.up);
         port.up = false;
         port.down_since = now;
         let ev = vec![self.port_link(p)];

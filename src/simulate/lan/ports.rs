@@ -26,6 +26,8 @@ pub struct Port {
     pub rx_bytes: u64,
     /// The size of its packets, for the packet counter (the sampling ratio reads it).
     pub packet_bytes: f64,
+    /// How often its carrier went down or came up (`IFLA_CARRIER_CHANGES`).
+    pub carrier_changes: u32,
 }
 
 impl Port {
@@ -51,6 +53,7 @@ impl Port {
             up_since: 0,
             rx_bytes: 0,
             packet_bytes: 1000.0,
+            carrier_changes: 0,
         }
     }
 
@@ -74,6 +77,7 @@ impl Port {
             oper_up: self.up,
             rx_bytes: Some(self.rx_bytes),
             rx_packets: Some((self.rx_bytes as f64 / self.packet_bytes) as u64),
+            carrier_changes: Some(self.carrier_changes),
             ..LinkInfo::default()
         })
     }

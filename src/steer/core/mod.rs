@@ -60,6 +60,9 @@ pub struct Steerer {
     refused: HashMap<ClientKey, outcome::Refused>,
     /// Per port, when the core saw it come up (0: up when first seen); `None` while down.
     up_since: Vec<Option<u64>>,
+    /// Ports that came back unseen (a flap only the carrier count told) before the core first
+    /// noted the ports: applied when it does.
+    back_unseen: Vec<(PortIndex, u64)>,
     /// Where the host's own frames told clients rlbd did not move to send.
     answered: Answered,
     /// The next free turn for a move's first frame held back by the total rate limit.
@@ -112,6 +115,7 @@ impl Steerer {
             next_move_id: 1,
             refused: HashMap::new(),
             up_since: Vec::new(),
+            back_unseen: Vec::new(),
             answered: Answered::new(cfg.max_moved),
             next_turn_ms: 0,
             unheard: HashMap::new(),

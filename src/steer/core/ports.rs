@@ -66,6 +66,15 @@ impl Steerer {
         ports
     }
 
+    /// Port `p` came back at `now` though it never showed down (a flap between two messages):
+    /// it is no target until it has been up [`STABLE_MS`].
+    pub fn port_back(&mut self, now: u64, p: PortIndex) {
+        match self.up_since.get_mut(p) {
+            Some(since) => *since = Some(now),
+            None => self.back_unseen.push((p, now)),
+        }
+    }
+
     /// Notes which ports are up, and since when.
     pub(super) fn note_ports(&mut self, now: u64, ports: &[PortView]) {
         if self.up_since.len() < ports.len() {
@@ -75,6 +84,11 @@ impl Steerer {
                 .map(|p| p.up.then_some(0))
                 .collect();
             self.up_since.extend(first);
+        }
+        for (p, at) in self.back_unseen.drain(..) {
+            if let Some(since) = self.up_since.get_mut(p) {
+                *since = Some(at);
+            }
         }
         for (since, p) in self.up_since.iter_mut().zip(ports) {
             *since = match (*since, p.up) {
