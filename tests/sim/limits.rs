@@ -78,10 +78,13 @@ impl Limits {
     }
 
     /// New budgets (a reload, or an engine without the old one's state): the engine starts
-    /// full buckets, so the check does too.
+    /// full buckets, so the check does too. When the old budgets ran low stays known: an
+    /// update shed a moment before the reload was rightly shed.
     pub fn reset(&mut self, now: u64, per_client: u32, total: u32) {
+        let (tight_at, all_tight_at) = (std::mem::take(&mut self.tight_at), self.all_tight_at);
         *self = Limits::new(per_client, total);
         self.all.at = now;
+        (self.tight_at, self.all_tight_at) = (tight_at, all_tight_at);
     }
 
     /// An update to `mac` was sent at `now`.
