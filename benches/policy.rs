@@ -29,6 +29,7 @@ fn scenario(ports: usize, clients: usize) -> (Vec<PortView>, Vec<ClientView>) {
                 port,
                 rate_bps: rate,
                 held: next() % 10 == 0,
+                fixed: false,
                 since_move: None,
                 last_move: None,
             }

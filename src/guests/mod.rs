@@ -377,6 +377,8 @@ impl Guests {
             port: g.port.unwrap_or(usize::MAX),
             rate_bps: g.rx_bps,
             held: held || g.pinned,
+            // A guest pinned by the configuration stays on its port.
+            fixed: g.pinned,
             since_move: g.moved_ms.map(|m| since_move_secs(m, now)),
             last_move: g.last_move.filter(|_| held),
         }

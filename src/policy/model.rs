@@ -70,6 +70,9 @@ pub struct ClientView {
     pub rate_bps: f64,
     /// Moved less than the hold-down ago: it stays where it is, except for failover.
     pub held: bool,
+    /// A flow this planner may not move at all (a host client in the guests' planner, a guest
+    /// in the clients'): it stays on its port, so it is the one the overload walk leaves.
+    pub fixed: bool,
     /// Seconds since rlbd last moved it, if it did (and still remembers the move). A client
     /// moved one second ago still shows partly on its old port in this second's figures.
     pub since_move: Option<u64>,
@@ -88,6 +91,7 @@ impl ClientView {
             port,
             rate_bps,
             held: since_move.is_some(),
+            fixed: false,
             since_move,
             last_move: since_move.map(|_| (1, Reason::Overload)),
         }
@@ -100,6 +104,7 @@ impl ClientView {
     pub fn fixed(&self) -> ClientView {
         ClientView {
             held: true,
+            fixed: true,
             last_move: None,
             ..self.clone()
         }

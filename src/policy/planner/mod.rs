@@ -319,7 +319,8 @@ pub(super) struct Walk {
     pub eligible: Vec<usize>,
     /// A client at this rate alone would overload any port it went to.
     pub elephant_rate: f64,
-    /// How many may leave: N-1 so at least one stays, or all N when an elephant stays anyway.
+    /// How many may leave: N-1 so at least one stays, or all N when an elephant or a fixed
+    /// flow stays anyway.
     pub leave: usize,
 }
 
@@ -347,7 +348,11 @@ impl Walk {
         let has_elephant = eligible
             .iter()
             .any(|&c| clients[c].rate_bps >= elephant_rate);
-        let leave = eligible.len() - usize::from(!has_elephant);
+        // A flow this planner may not move (a host client beside guests, a guest beside
+        // clients) stays anyway: the others may all go. (A client held by its hold-down does
+        // not count: it may go at the next round, and the walk's N-1 keeps the churn down.)
+        let stays = has_elephant || eligible.iter().any(|&c| clients[c].fixed);
+        let leave = eligible.len() - usize::from(!stays);
         Some(Walk {
             eligible,
             elephant_rate,

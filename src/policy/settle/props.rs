@@ -46,6 +46,7 @@ fn views(
                 port: run.on[c],
                 rate_bps: demand[c] * scale(run.on[c]),
                 held,
+                fixed: false,
                 since_move: last.map(|m| t - m.0),
                 last_move: last.filter(|_| held).map(|m| (m.1, m.3)),
             }

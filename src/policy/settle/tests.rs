@@ -11,6 +11,7 @@ fn client(port: PortIndex, mbit: f64) -> ClientView {
         port,
         rate_bps: mbit * MBIT,
         held: false,
+        fixed: false,
         since_move: None,
         last_move: None,
     }

@@ -373,6 +373,7 @@ impl Steerer {
                     .get(port)
                     .map_or(c.rate_bps, |p| p.resolved(c.rate_bps)),
                 held: r.held(now) || !claims,
+                fixed: false,
                 since_move: r.since_move_secs(now),
                 last_move: r.last_move(now).filter(|_| claims),
             }
@@ -522,6 +523,7 @@ fn client_views(
             port: s.port,
             rate_bps: s.rate_bps,
             held: held(&s.key),
+            fixed: false,
             since_move: since_move(&s.key),
             last_move: None,
         })

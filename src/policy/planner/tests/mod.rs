@@ -23,6 +23,7 @@ fn client(port: PortIndex, rate: f64) -> ClientView {
         port,
         rate_bps: rate,
         held: false,
+        fixed: false,
         since_move: None,
         last_move: None,
     }
@@ -221,6 +222,31 @@ fn hold_down_keeps_a_recently_moved_client_in_place() {
 }
 
 #[test]
+fn a_fixed_flow_is_the_one_that_stays_so_the_smallest_may_go() {
+    // After a failover (`rlbd simulate`'s guests.json): a large guest held by its hold-down, a
+    // host client the guests' planner may not move, and a small guest, on a port at 85%; the
+    // other port at 60%. The walk's N-1 largest are the two that cannot go: the host client
+    // stays anyway, so the smallest may go (it ends the overload).
+    let mut clients = [
+        client(0, 60.0 * MBIT),
+        client(0, 15.0 * MBIT).fixed(),
+        client(0, 10.0 * MBIT),
+        client(1, 60.0 * MBIT),
+    ];
+    clients[0].held = true;
+    let ports = ports_from(&[100.0 * MBIT, 100.0 * MBIT], &clients, &[true, false]);
+    let moves = plan(&cfg(), &ports, &clients);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!((moves[0].client, moves[0].to), (2, 1), "{moves:?}");
+    // Held by the hold-down only, the 15 Mbit/s client may go at the next round: the smallest
+    // is the one that stays (the paper's N-1), and nothing moves now.
+    clients[1] = client(0, 15.0 * MBIT);
+    clients[1].held = true;
+    let moves = plan(&cfg(), &ports, &clients);
+    assert!(moves.is_empty(), "{moves:?}");
+}
+
+#[test]
 fn a_down_port_is_never_a_target() {
     let clients = [client(0, 500.0 * MBIT), client(0, 500.0 * MBIT)];
     let mut ports = ports_from(&[GBIT, GBIT, GBIT], &clients, &[true, false, false]);
@@ -347,6 +373,7 @@ fn scenario() -> impl Strategy<Value = (Vec<PortView>, Vec<ClientView>, u64)> {
                     port: p,
                     rate_bps: r,
                     held,
+                    fixed: false,
                     since_move: None,
                     last_move: None,
                 })

@@ -144,6 +144,7 @@ fn place_new_spreads_new_clients_and_counts_each_at_once() {
         port: 0,
         rate_bps: rate,
         held: false,
+        fixed: false,
         since_move: None,
         last_move: None,
     };
