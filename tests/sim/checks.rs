@@ -88,7 +88,7 @@ impl Mutation {
         Mutation::Weak(Weakening::LimitsDoubled),
         Mutation::Weak(Weakening::ReassertionSkipsVlan),
         Mutation::Weak(Weakening::ConfirmMacOnly),
-        Mutation::Weak(Weakening::FailoverForgetsPort1),
+        Mutation::Weak(Weakening::FailoverForgetsPort0),
         Mutation::Off(Rule::GuestHoldDown),
         Mutation::Off(Rule::GuestAnnounce),
         Mutation::Off(Rule::GuestRelease),
@@ -113,7 +113,7 @@ impl Mutation {
                 Check::Reassertion
             }
             Mutation::Off(Rule::AnsweredFailover)
-            | Mutation::Weak(Weakening::FailoverForgetsPort1) => Check::AnsweredFailover,
+            | Mutation::Weak(Weakening::FailoverForgetsPort0) => Check::AnsweredFailover,
             Mutation::Off(Rule::RingDropVeto) => Check::RingDropVeto,
             Mutation::Off(Rule::Rebalance) => Check::Balance,
             Mutation::Off(Rule::GuestHoldDown) => Check::GuestHoldDown,

@@ -244,9 +244,9 @@ impl Steerer {
         if self
             .cfg
             .rules_off
-            .weakened(super::Weakening::FailoverForgetsPort1)
+            .weakened(super::Weakening::FailoverForgetsPort0)
         {
-            answered.retain(|a| a.port != 1);
+            answered.retain(|a| a.port != 0);
         }
         if answered.is_empty() {
             return Vec::new();

@@ -151,8 +151,9 @@ pub enum Weakening {
     ReassertionSkipsVlan,
     /// Confirm-before-send asks whether the kernel knows the client's MAC, at any address.
     ConfirmMacOnly,
-    /// The failover forgets the clients the host answered on the port of index 1.
-    FailoverForgetsPort1,
+    /// The failover forgets the clients the host answered on the port of index 0 (on plain
+    /// ports, where the host's own probes leave).
+    FailoverForgetsPort0,
 }
 
 /// The rules switched off or weakened (none, outside the simulation's mutation runs).
@@ -258,7 +259,7 @@ mod rules_off_tests {
             Weakening::LimitsDoubled,
             Weakening::ReassertionSkipsVlan,
             Weakening::ConfirmMacOnly,
-            Weakening::FailoverForgetsPort1,
+            Weakening::FailoverForgetsPort0,
         ];
         for r in rules {
             let off = RulesOff::default().with(r);
