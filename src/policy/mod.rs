@@ -8,7 +8,7 @@
 //! | threshold and hits | `detector.rs` | a port is overloaded: K of the last W samples over the threshold |
 //! | saturation | `ceiling.rs` | where a full port reads, learned: what counts as saturated, how full a target may get |
 //! | failover | `planner/` (`failover`) | the clients of a port that is down go to live ports, now |
-//! | overload walk | `planner/` (`overload`) | whom to move off an overloaded port, and where; the largest flow stays |
+//! | overload walk | `planner/` (`overload`) | whom to move off an overloaded port, and where; the largest flow stays, or one this planner may not move |
 //! | clean second | `planner/` (`SETTLE_SECS`) | no move on figures a move of the last seconds still blurs |
 //! | room | `packing.rs` | gather room in one piece for a saturated port's client |
 //! | exchange | `exchange.rs` | trade two clients when nothing fits whole |
