@@ -210,6 +210,13 @@ impl Moves {
             .map(|(k, t)| (k.0, k.1, t.at))
     }
 
+    /// Clients the engine may have seen idle at `now` (too faint for their port's sampling).
+    pub fn seen_idle(&mut self, now: u64, keys: &[Key]) {
+        for k in keys {
+            self.idle_at.insert(*k, now);
+        }
+    }
+
     /// After the world's second: the clients a host frame took off rlbd's port, and each
     /// client's traffic.
     pub fn watch(&mut self, now: u64, world: &World) {

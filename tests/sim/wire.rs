@@ -13,6 +13,9 @@ impl Driver {
         let now = self.now;
         self.rules.moves.watch(now, &self.world);
         let faint = self.faint_clients();
+        // A client too faint for its port's sampling may look idle to the engine, which then
+        // forgets its move: for the state file's check too, that second counts as idle.
+        self.rules.moves.seen_idle(now, &faint);
         let (world, rules) = (&self.world, &mut self.rules);
         let (limits, excluded) = (&rules.limits, &rules.excluded);
         let (refusing, restarted) = (self.refusing_at, self.restarted_at);
