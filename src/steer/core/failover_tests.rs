@@ -305,3 +305,41 @@ fn a_failover_beyond_the_total_limit_tells_dual_stack_clients_both_claims() {
         missing.first()
     );
 }
+
+/// A plain ARP reply of the host's (the driver's round after a failover) reaching a client rlbd
+/// moved less than a second before is ignored by that client (Linux's locktime): the port it
+/// names failing leaves the client where rlbd put it. Past the locktime, or as a request (which
+/// overrides it), the frame does take the client there, and that port failing moves it.
+/// (Extra seed 778935: a client failed over twice within its hold-down.)
+#[test]
+fn a_host_reply_within_the_client_s_locktime_does_not_undo_the_move() {
+    use crate::policy::reassert::{ArpSeen, ARP_REPLY, ARP_REQUEST};
+    for (what, at, op, moved_again) in [
+        ("a reply within the locktime", 500, ARP_REPLY, false),
+        ("a reply past it", 1_500, ARP_REPLY, true),
+        ("a request within it", 500, ARP_REQUEST, true),
+    ] {
+        let mut w = World::new();
+        let mut s = moved_to_p1(&w);
+        let mut out = Vec::new();
+        let seen = ArpSeen {
+            outgoing: true,
+            op,
+            eth_src: P[0],
+            eth_dst: CLIENT.mac,
+            sha: P[0],
+            spa: SERVER,
+            tpa: CLIENT_IP,
+            vlan: 0,
+        };
+        w.with(|ctx| s.on_arp(at, &seen, ctx, &mut out));
+        w.usable[0] = false;
+        let ports = w.port_views();
+        w.with(|ctx| s.failover(at + 10, &[0], &ports, &[], ctx, &mut out));
+        assert_eq!(
+            s.counters().moves_failover,
+            u64::from(moved_again),
+            "{what}"
+        );
+    }
+}

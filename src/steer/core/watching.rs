@@ -10,6 +10,17 @@ use crate::client::ClientKey;
 use crate::host::Claim;
 use crate::logging::Fields;
 use crate::policy::reassert::{at_risk, nd_at_risk, ArpSeen, NdSeen, ARP_REPLY, ARP_REQUEST};
+
+/// Linux's ARP locktime (`locktime`, 1 s): within it after an entry changed, a plain reply
+/// does not change it again.
+const LOCKTIME_MS: u64 = 1_000;
+
+/// The MAC a host's frame told its hearers, and whether the hearer's locktime applies to it.
+#[derive(Debug, Clone, Copy)]
+struct Told {
+    mac: Mac,
+    locked: bool,
+}
 use crate::Mac;
 
 /// How long a MAC a port gave up waits for the port that takes it: balance-alb's swap sets both
@@ -63,20 +74,24 @@ impl Steerer {
     }
 
     /// Re-asserts each client at risk, first noting the MAC the frame told it (`told`, if a
-    /// port of ours holds it): until an update is out again, that is where it sends.
+    /// port of ours holds it): until an update is out again, that is where it sends. A frame
+    /// subject to the client's locktime does not change an entry rlbd's move set less than
+    /// [`LOCKTIME_MS`] before: that client still sends where rlbd put it.
     fn reassert_all(
         &mut self,
         now: u64,
         what: &str,
-        told: Option<Mac>,
+        told: Option<Told>,
         risks: Vec<(ClientKey, &'static str)>,
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
-        if let Some(mac) = told.filter(|mac| ctx.ports.iter().any(|p| p.mac == *mac)) {
+        if let Some(t) = told.filter(|t| ctx.ports.iter().any(|p| p.mac == t.mac)) {
             for (client, _) in &risks {
                 if let Some(m) = self.moved.get_mut(client) {
-                    m.undone = Some((mac, now));
+                    if !(t.locked && now < m.at_ms + LOCKTIME_MS) {
+                        m.undone = Some((t.mac, now));
+                    }
                 }
             }
         }
@@ -106,7 +121,14 @@ impl Steerer {
             self.moved.keys().copied(),
         );
         let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
-        self.reassert_all(now, "ARP", Some(seen.sha), risks, ctx, out);
+        // A Linux client takes a plain ARP reply only past its locktime (1 s) after its entry
+        // last changed; a request or the gratuitous form overrides it.
+        let locked = seen.op == ARP_REPLY && seen.tpa != seen.spa;
+        let told = Told {
+            mac: seen.sha,
+            locked,
+        };
+        self.reassert_all(now, "ARP", Some(told), risks, ctx, out);
     }
 
     /// Neighbor Discovery seen on a port: the IPv6 counterpart of [`on_arp`](Self::on_arp).
@@ -132,7 +154,11 @@ impl Steerer {
         );
         let risks = risks.into_iter().map(|(m, r)| (m, r.as_str())).collect();
         let said = seen.lladdr.unwrap_or(seen.eth_src);
-        self.reassert_all(now, "Neighbor Discovery", Some(said), risks, ctx, out);
+        let told = Told {
+            mac: said,
+            locked: false,
+        };
+        self.reassert_all(now, "Neighbor Discovery", Some(told), risks, ctx, out);
     }
 
     /// Notes where the host's own ARP frame tells its hearers to send: a reply or a unicast
