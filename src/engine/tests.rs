@@ -442,15 +442,7 @@ fn with_the_state_file_off_no_deadline_is_left_that_never_clears() {
         r.drain();
         r.second(&[]);
         // A port going down changes durable state at once.
-        let NlEvent::Link(l) = slave(2, 0) else {
-            unreachable!()
-        };
-        let ev = [NlEvent::Link(LinkInfo {
-            oper_up: false,
-            ..l
-        })];
-        r.e.handle(r.now, Input::Netlink(&ev));
-        r.drain();
+        r.port_down(2);
         r.e.handle(r.now, Input::Deadline);
         r.drain();
         let d = r.e.next_deadline();

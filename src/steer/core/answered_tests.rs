@@ -11,20 +11,6 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 const CLIENT: ClientKey = ClientKey::untagged(crate::host::testing::CLIENT);
 
-/// The host's ARP reply to CLIENT from port `p`.
-fn reply_from(p: PortIndex) -> ArpSeen {
-    ArpSeen {
-        outgoing: true,
-        op: 2,
-        eth_src: P[p],
-        eth_dst: CLIENT.mac,
-        sha: P[p],
-        spa: SERVER,
-        tpa: CLIENT_IP,
-        vlan: 0,
-    }
-}
-
 fn moves(out: &[Action]) -> Vec<String> {
     out.iter()
         .filter_map(|a| match a {

@@ -314,6 +314,7 @@ fn a_failover_beyond_the_total_limit_tells_dual_stack_clients_both_claims() {
 #[test]
 fn a_host_reply_within_the_client_s_locktime_does_not_undo_the_move() {
     use crate::policy::reassert::{ArpSeen, ARP_REPLY, ARP_REQUEST};
+
     for (what, at, op, moved_again) in [
         ("a reply within the locktime", 500, ARP_REPLY, false),
         ("a reply past it", 1_500, ARP_REPLY, true),
@@ -323,14 +324,8 @@ fn a_host_reply_within_the_client_s_locktime_does_not_undo_the_move() {
         let mut s = moved_to_p1(&w);
         let mut out = Vec::new();
         let seen = ArpSeen {
-            outgoing: true,
             op,
-            eth_src: P[0],
-            eth_dst: CLIENT.mac,
-            sha: P[0],
-            spa: SERVER,
-            tpa: CLIENT_IP,
-            vlan: 0,
+            ..reply_from(0)
         };
         w.with(|ctx| s.on_arp(at, &seen, ctx, &mut out));
         w.usable[0] = false;

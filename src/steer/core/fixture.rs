@@ -153,3 +153,17 @@ pub fn moved_to_p1(w: &World) -> Steerer {
     assert_eq!(sends(&out).len(), 6, "three rounds of ARP + NA");
     s
 }
+
+/// The host's ARP reply to CLIENT from port `p`.
+pub fn reply_from(p: PortIndex) -> crate::policy::reassert::ArpSeen {
+    crate::policy::reassert::ArpSeen {
+        outgoing: true,
+        op: 2,
+        eth_src: P[p],
+        eth_dst: CLIENT,
+        sha: P[p],
+        spa: SERVER,
+        tpa: CLIENT_IP,
+        vlan: 0,
+    }
+}

@@ -133,16 +133,7 @@ fn a_moved_client_excluded_by_a_reload_is_sent_nothing_more() {
         ..cfg()
     });
     assert!(s.moved(&CLIENT).is_none(), "its move is forgotten");
-    let reply = ArpSeen {
-        outgoing: true,
-        op: 2,
-        eth_src: P[0],
-        eth_dst: CLIENT.mac,
-        sha: P[0],
-        spa: SERVER,
-        tpa: CLIENT_IP,
-        vlan: 0,
-    };
+    let reply = reply_from(0);
     let mut out = Vec::new();
     w.with(|ctx| {
         s.on_arp(2000, &reply, ctx, &mut out);
