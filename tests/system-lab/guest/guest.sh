@@ -650,6 +650,7 @@ watchdog_resume() {
         [ "${took:-0}" -ge 1 ] && [ "$now_m" = "$kept" ] && [ "$moved_to" = "$kept" ] &&
             [ "$now_a" != "$now_b" ] && [ "${m:-1}" = 0 ]
         ok=$?
+        echo "  resume round ${t}s: $a $now_a, $b $now_b, move $moved_to, taken over $took, overload moves ${m:-none}"
         fcmp "$t" '>=' 6 && [ $ok = 0 ] && break
     done
     check $ok "after the watchdog restart, the new daemon takes the move over from its state file" \
