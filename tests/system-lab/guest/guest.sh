@@ -632,7 +632,7 @@ watchdog_resume() {
     # Every figure the check judges is read once per round and printed as read: a re-ARP the
     # driver answers flips a client for the moment before rlbd re-asserts, and a second reading
     # for the message could show another moment than the one judged.
-    local a b took=0 moved_to="none" kept m="" now_m="none" now_a="none" now_b="none" ok=1 t js
+    local a b took=0 moved_to="none" kept m="" now_m="none" now_a="none" now_b="none" ok=1 t js hist=""
     read -r a b <<<"$PAIR"
     kept=$(on "$MOVED")
     ip -n "$MOVED" neigh flush "$SERVER"
@@ -650,11 +650,11 @@ watchdog_resume() {
         [ "${took:-0}" -ge 1 ] && [ "$now_m" = "$kept" ] && [ "$moved_to" = "$kept" ] &&
             [ "$now_a" != "$now_b" ] && [ "${m:-1}" = 0 ]
         ok=$?
-        echo "  resume round ${t}s: $a $now_a, $b $now_b, move $moved_to, taken over $took, overload moves ${m:-none}"
+        hist+="${t}s $now_a/$now_b/$moved_to/${m:-none}; "
         fcmp "$t" '>=' 6 && [ $ok = 0 ] && break
     done
     check $ok "after the watchdog restart, the new daemon takes the move over from its state file" \
-        "'moves taken over' logged $took times; $MOVED's neighbour entry flushed; ${t}s later $a on $now_a, $b on $now_b; the new daemon's move of $MOVED: to $moved_to (was on $kept); its overload moves: ${m:-none}"
+        "'moves taken over' logged $took times; $MOVED's neighbour entry flushed; ${t}s later $a on $now_a, $b on $now_b; the new daemon's move of $MOVED: to $moved_to (was on $kept); its overload moves: ${m:-none}$([ $ok = 0 ] || echo "; rounds ($a/$b/move/overload moves): $hist")"
 }
 
 # SIGKILL: systemd restarts rlbd, and the clients' traffic never stops.
