@@ -10,48 +10,31 @@ use rlbd::logging::{Fields, MessageId};
 use super::checks::Check;
 use super::driver::Driver;
 use rlbd::simulate::lan::bond::{untag, BOND_IF};
+use rlbd::simulate::lan::guest_path::Carried;
 use rlbd::simulate::lan::guests::{fdb, GuestEvent};
 
 impl Driver {
     /// A guest output of the engine, carried out as the shell does.
     pub(super) fn guest_output(&mut self, out: Output) {
-        let world_port =
-            |d: &Driver, ifindex: u32| d.world.ports.iter().position(|w| w.ifindex == ifindex);
-        let wp = match &out {
-            Output::GuestPort { port } | Output::PinGuest { port, .. } => {
-                world_port(self, port.ifindex)
-            }
-            _ => None,
-        };
-        let Some(lan) = self.world.guests.as_mut() else {
+        let Some(carried) = self.world.carry_out_guest(&out) else {
             let why = format!("a guest output on a host without guests: {out:?}");
             return self.fail(Check::Guests, why);
         };
-        match out {
-            Output::GuestPath { on, .. } => {
-                // A new engine's path (a restart) starts from nothing, as the daemon's would.
-                lan.path_off();
-                lan.path = on;
-                self.rules.guests.forget();
-            }
-            Output::GuestPort { port } => {
-                lan.promisc.insert(port.ifindex);
-            }
-            Output::PinGuest { key, port } => {
-                let Some(p) = wp else {
-                    let why = format!("{key} pinned to {}, which is no slave", port.name);
-                    return self.fail(Check::GuestFailover, why);
-                };
-                if let Some(old) = lan.pins.insert(key, p) {
+        match carried {
+            // A new engine's path (a restart) starts from nothing, as the daemon's would.
+            Carried::Path => self.rules.guests.forget(),
+            Carried::Pinned { key, to, from } => {
+                if let Some(old) = from {
                     self.rules.guests.from.insert(key, old);
                 }
-                self.rules.guests.unannounced.push((key, p));
+                self.rules.guests.unannounced.push((key, to));
             }
-            Output::UnpinGuest { key } => {
-                lan.pins.remove(&key);
-                self.rules.guests.released(key);
+            Carried::NoSlave { key, name } => {
+                let why = format!("{key} pinned to {name}, which is no slave");
+                self.fail(Check::GuestFailover, why);
             }
-            _ => {}
+            Carried::Unpinned(key) => self.rules.guests.released(key),
+            Carried::Port | Carried::Nothing => {}
         }
     }
 

@@ -5,6 +5,7 @@
 
 pub mod bond;
 pub mod clients;
+pub mod guest_path;
 pub mod guests;
 mod links;
 pub mod nd;
@@ -24,7 +25,7 @@ use crate::Mac;
 
 use crate::simulate::fair_share;
 use crate::simulate::generate::Rng;
-use bond::{bond_links, untag, Rlb, BOND_IF, UPDATE_DELAY_MS, VLAN_IF};
+use bond::{bond_links, untag, Rlb, BOND_IF, VLAN_IF};
 use clients::{arp_frame, Ask, Client, BROADCAST, MAX_POPULATION, SERVER};
 use nd::{multicast_mac, na_frame, ns_frame, solicited_node, SERVER6};
 use ports::Port;
@@ -93,30 +94,42 @@ impl World {
         let load = 0.6 + 0.3 * rng.unit();
         let capacity: f64 = ports.iter().map(Port::capacity_bps).sum();
         let mean_demand = load * capacity / population as f64;
-        let bond_mac = ports[0].mac;
         // Plain ports have no VLAN: their subnet is a /23, room for 300 clients.
         let nets: &[&str] = if bonded {
             &["198.18.0.1/24", "198.18.0.2/24", "2001:db8::1/64"]
         } else {
             &["198.18.0.1/23", "198.18.0.2/23", "2001:db8::1/64"]
         };
+        let nets = nets.iter().map(|n| n.parse().expect("a network")).collect();
         World {
             bond_vlan: bonded,
-            server_nets: nets.iter().map(|n| n.parse().expect("a network")).collect(),
+            mean_demand,
+            population,
+            rlb: bonded.then(Rlb::with_active_first),
+            ..World::bare(rng, ports, nets)
+        }
+    }
+
+    /// `ports` with the server at `server_nets` and nothing else: no clients, no bond, no
+    /// guests, nobody due to arrive. The constructors say what differs.
+    fn bare(rng: Rng, ports: Vec<Port>, server_nets: Vec<IpNetwork>) -> World {
+        World {
+            bond_mac: ports.first().map_or(Mac::zero(), |p| p.mac),
+            server_nets,
             rng,
             ports,
             clients: Vec::new(),
             neigh: HashMap::new(),
             to_engine: Vec::new(),
             generation: 0,
-            mean_demand,
-            population,
+            mean_demand: 0.0,
+            population: 0,
             calm: false,
-            rlb: bonded.then(Rlb::with_active_first),
+            rlb: None,
             rlb_due: Vec::new(),
-            bond_mac,
             rlb_ntt: Vec::new(),
             guests: None,
+            bond_vlan: false,
         }
     }
 
@@ -445,37 +458,6 @@ impl World {
             })
             .collect();
         self.to_engine.push(ToEngine::Netlink(ev));
-    }
-
-    /// The server kernel's own probe of a client it has not confirmed lately: a unicast request
-    /// (ARP, or NS with its link-layer address) from the first up port (its egress), which
-    /// moves the client there (a request overrides).
-    pub fn server_probe(&mut self, now: u64, c: usize) {
-        // On a bond, the host's own frames leave by the active slave, with the bond's MAC.
-        let egress = match &self.rlb {
-            Some(rlb) => rlb.active.filter(|a| self.ports[*a].live()),
-            None => self.ports.iter().position(|p| p.up),
-        };
-        let Some(p) = egress else {
-            return;
-        };
-        let cl = &self.clients[c];
-        if !cl.present {
-            return;
-        }
-        let pmac = self.ports[p].mac;
-        let req = match cl.ip6 {
-            None => arp_frame(cl.mac, 1, pmac, cl.server, Mac::zero(), cl.ip),
-            Some(ip6) => ns_frame(cl.mac, (pmac, SERVER6), ip6, ip6),
-        };
-        let (vlan, v4) = (cl.vlan, cl.ip6.is_none());
-        self.to_engine.push(ToEngine::Frame(req, true, vlan));
-        let cl = &mut self.clients[c];
-        cl.hear(now, pmac, false, true, false);
-        // On a bond the request left with the bond's MAC; the driver sets the client right.
-        if self.rlb.is_some() && v4 {
-            self.rlb_due.push((now + UPDATE_DELAY_MS, c));
-        }
     }
 }
 

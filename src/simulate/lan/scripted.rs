@@ -62,23 +62,13 @@ impl World {
             })
             .collect();
         World {
-            rng: Rng::new(seed),
-            bond_mac: ports.first().map_or(Mac::zero(), |p| p.mac),
             population: clients.len(),
-            ports,
             clients,
             neigh,
-            to_engine: Vec::new(),
-            generation: 0,
-            mean_demand: 0.0,
             // Nobody arrives or leaves: the scenario says who sends what.
             calm: true,
             rlb,
-            bond_vlan: false,
-            rlb_due: Vec::new(),
-            rlb_ntt: Vec::new(),
-            guests: None,
-            server_nets: nets,
+            ..World::bare(Rng::new(seed), ports, nets)
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The server's own frames that every client on a subnet hears (net/ipv4/arp.c's arp_process,
+//! The server's own ARP and ND frames (net/ipv4/arp.c's arp_process,
 //! net/ipv6/ndisc.c, drivers/net/bonding/bond_alb.c's rlb_arp_xmit):
 //!
 //! - **A broadcast request**, when the server resolves a client it has no entry for: it leaves
@@ -16,6 +16,9 @@
 //!   overrides locktime). With it an unsolicited Neighbor Advertisement of the IPv6 address to
 //!   all-nodes, Override set (ndisc_send_unsol_na), which every IPv6 client takes.
 //!
+//! - **A unicast probe** of a client the server has not confirmed lately (NUD_PROBE): a request
+//!   to the client's MAC, which moves that client to the sender's MAC (a request overrides).
+//!
 //! rlbd must put every client it moved back where it was (the `Reassertion` check).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -24,7 +27,7 @@ use crate::Mac;
 
 use super::bond::{SERVER_V, UPDATE_DELAY_MS, VLAN_ID};
 use super::clients::{arp_frame, Client, State, BROADCAST, LOCKTIME_MS, SERVER, SERVER_B};
-use super::nd::{multicast_mac, na_frame, SERVER6};
+use super::nd::{multicast_mac, na_frame, ns_frame, SERVER6};
 use super::{ToEngine, World};
 
 /// How often, on average, the server broadcasts a request, and re-announces its addresses.
@@ -139,6 +142,37 @@ impl World {
             if cl.present && cl.ip6.is_none() && cl.server == spa {
                 self.rlb_due.push((now + UPDATE_DELAY_MS, c));
             }
+        }
+    }
+
+    /// The server kernel's own probe of a client it has not confirmed lately: a unicast request
+    /// (ARP, or NS with its link-layer address) from the first up port (its egress), which
+    /// moves the client there (a request overrides).
+    pub fn server_probe(&mut self, now: u64, c: usize) {
+        // On a bond, the host's own frames leave by the active slave, with the bond's MAC.
+        let egress = match &self.rlb {
+            Some(rlb) => rlb.active.filter(|a| self.ports[*a].live()),
+            None => self.ports.iter().position(|p| p.up),
+        };
+        let Some(p) = egress else {
+            return;
+        };
+        let cl = &self.clients[c];
+        if !cl.present {
+            return;
+        }
+        let pmac = self.ports[p].mac;
+        let req = match cl.ip6 {
+            None => arp_frame(cl.mac, 1, pmac, cl.server, Mac::zero(), cl.ip),
+            Some(ip6) => ns_frame(cl.mac, (pmac, SERVER6), ip6, ip6),
+        };
+        let (vlan, v4) = (cl.vlan, cl.ip6.is_none());
+        self.to_engine.push(ToEngine::Frame(req, true, vlan));
+        let cl = &mut self.clients[c];
+        cl.hear(now, pmac, false, true, false);
+        // On a bond the request left with the bond's MAC; the driver sets the client right.
+        if self.rlb.is_some() && v4 {
+            self.rlb_due.push((now + UPDATE_DELAY_MS, c));
         }
     }
 }

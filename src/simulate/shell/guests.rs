@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use crate::client::ClientKey;
 use crate::engine::{Input, Output, PortId, SendTag};
 use crate::logging::Fields;
+use crate::simulate::lan::guest_path::Carried;
 use crate::simulate::lan::guests::GuestLan;
 use crate::simulate::lan::World as Lan;
 use crate::simulate::{MoveOut, Scenario};
@@ -54,28 +55,8 @@ impl GuestBook {
 impl Shell {
     /// A guest output of the engine, carried out on the LAN.
     pub(super) fn guest_output(&mut self, out: Output) {
-        let ports = &self.lan.ports;
-        let Some(lan) = self.lan.guests.as_mut() else {
-            return;
-        };
-        match out {
-            Output::GuestPath { on, .. } => {
-                lan.path_off();
-                lan.path = on;
-            }
-            Output::GuestPort { port } => {
-                lan.promisc.insert(port.ifindex);
-            }
-            Output::PinGuest { key, port } => {
-                if let Some(p) = ports.iter().position(|w| w.ifindex == port.ifindex) {
-                    let old = lan.pins.insert(key, p);
-                    self.guests.from.insert(key, old);
-                }
-            }
-            Output::UnpinGuest { key } => {
-                lan.pins.remove(&key);
-            }
-            _ => {}
+        if let Some(Carried::Pinned { key, from, .. }) = self.lan.carry_out_guest(&out) {
+            self.guests.from.insert(key, from);
         }
     }
 
