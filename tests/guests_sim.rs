@@ -14,12 +14,13 @@ use rlbd::client::ClientKey;
 use rlbd::config::{Settings, Target};
 use rlbd::engine::{Engine, Input, MapRead, Output, PortSecond, SendTag};
 use rlbd::guests::{GuestCount, GuestsConfig};
-use rlbd::netlink::{BondInfo, BondMode, FdbEntry, FdbKind, LinkInfo, LinkKind, NlEvent};
+use rlbd::netlink::{BondInfo, BondMode, LinkInfo, LinkKind, NlEvent};
+// The bridge's entry for a guest behind its tap, as the simulated LAN's kernel gives it.
+use rlbd::simulate::lan::guests::{fdb, BRIDGE_IF as BRIDGE};
 use rlbd::Mac;
 
 const BOND: u32 = 10;
 const SLAVES: [u32; 2] = [21, 22];
-const BRIDGE: u32 = 30;
 const CAP: f64 = 30e6;
 const START: u64 = 1_000_000;
 
@@ -64,20 +65,6 @@ fn slave(i: usize, rx: u64, up: bool) -> NlEvent {
         rx_bytes: Some(rx),
         oper_up: up,
         ..l
-    })
-}
-
-fn fdb(key: ClientKey, port: u32) -> NlEvent {
-    NlEvent::Fdb(FdbEntry {
-        ifindex: port,
-        master: Some(BRIDGE),
-        mac: key.mac,
-        vlan: key.vlan,
-        kind: FdbKind::Learned,
-        ext_learned: false,
-        own: false,
-        state: 0x02,
-        flags: 0x04,
     })
 }
 
@@ -282,7 +269,7 @@ impl World {
 
     fn arrive(&mut self, n: usize, demand: f64) {
         self.demand.insert(guest(n), demand);
-        self.input(Input::Netlink(&[fdb(guest(n), 100 + n as u32)]));
+        self.input(Input::Netlink(&[fdb(guest(n), 100 + n as u32, false)]));
     }
 
     /// Delivered over one slave's capacity, this second.
