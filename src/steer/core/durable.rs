@@ -109,6 +109,7 @@ impl Steerer {
                     confirmed: true,
                     prior: None,
                     undone: None,
+                    turn: None,
                 },
             );
             if usable(d.port) {

@@ -87,30 +87,8 @@ fn a_quiet_client_failed_over_is_not_moved_again_while_its_old_port_is_down() {
 fn a_port_failing_under_more_clients_than_the_total_limit_reaches_each_in_turn() {
     // 3,000 clients on p0 (a /20 of them), the total limit 1,000 updates a second.
     let mut w = World::new();
-    w.host.apply(&addr(BOND, "198.18.0.1/20"));
     let n = 3000u16;
-    let snaps: Vec<ClientSnap> = (0..n)
-        .map(|i| {
-            let [hi, lo] = i.to_be_bytes();
-            let mac = Mac(2, 1, 0, 0, hi, lo);
-            let ip = Ipv4Addr::new(198, 18, 1 + hi, lo);
-            w.host
-                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
-            let mut servers = crate::client::ServerSet::default();
-            servers.note(SERVER.into(), 0, 0);
-            ClientSnap {
-                key: ClientKey::untagged(mac),
-                port: 0,
-                rate_bps: 1e3,
-                quiet_secs: 0,
-                talk: Talk {
-                    v4: Some(ip),
-                    v6: None,
-                    servers,
-                },
-            }
-        })
-        .collect();
+    let snaps = crowd(&mut w, n);
     let mut s = Steerer::new(cfg());
     w.usable[0] = false;
     let ports = w.port_views();

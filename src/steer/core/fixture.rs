@@ -167,3 +167,31 @@ pub fn reply_from(p: PortIndex) -> crate::policy::reassert::ArpSeen {
         vlan: 0,
     }
 }
+
+/// `n` IPv4 clients on p0 (a /20 of them), each confirmed by the kernel and talking to the
+/// server: a crowd for the total rate limit.
+pub fn crowd(w: &mut World, n: u16) -> Vec<ClientSnap> {
+    w.host.apply(&addr(BOND, "198.18.0.1/20"));
+    (0..n)
+        .map(|i| {
+            let [hi, lo] = i.to_be_bytes();
+            let mac = Mac(2, 1, 0, 0, hi, lo);
+            let ip = std::net::Ipv4Addr::new(198, 18, 1 + hi, lo);
+            w.host
+                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
+            let mut servers = ServerSet::default();
+            servers.note(SERVER.into(), 0, 0);
+            ClientSnap {
+                key: ClientKey::untagged(mac),
+                port: 0,
+                rate_bps: 1e3,
+                quiet_secs: 0,
+                talk: Talk {
+                    v4: Some(ip),
+                    v6: None,
+                    servers,
+                },
+            }
+        })
+        .collect()
+}

@@ -262,6 +262,9 @@ impl Steerer {
             let live = self.moved.get_mut(&client).is_some_and(|m| {
                 let before = m.pending.len();
                 m.pending.retain(|t| *t != due);
+                if m.turn == Some(due) {
+                    m.turn = None;
+                }
                 m.pending.len() < before
             });
             if live && resyncing(ctx, now) {
@@ -322,6 +325,7 @@ impl Steerer {
         }
         let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
         let first = m.issued == 0;
+        let undone = m.undone.is_some();
         let unheard = self.unheard.get(&client).copied();
         let (mut issued, mut waits) = (0, false);
         for (i, claim) in claims.into_iter().enumerate() {
@@ -349,9 +353,12 @@ impl Steerer {
             };
             match admit {
                 Admit::Yes => {}
-                // A move's first send, or a new MAC's, waits for its turn rather than be shed, for
-                // every claim: a dual-stack client may hear only the last (its IPv6 one).
-                Admit::Busy if first || unheard.is_some() => {
+                // A move's first send, a new MAC's, or the re-assertion of a move a host frame
+                // undid waits for its turn rather than be shed, for every claim: a dual-stack
+                // client may hear only the last (its IPv6 one). A shed re-assertion would leave
+                // the client where the host put it, after a re-announcement every client past
+                // the budget.
+                Admit::Busy if first || undone || unheard.is_some() => {
                     self.unheard.insert(client, i);
                     self.wait_for_turn(now, client, claim.client(), out);
                     waits = true;
@@ -382,6 +389,11 @@ impl Steerer {
             if issued > 0 {
                 m.undone = None;
             }
+            // Done without waiting: a turn it still held is given up (its heap entry no longer
+            // counts once out of `pending`).
+            if let Some(t) = m.turn.take_if(|_| !waits) {
+                m.pending.retain(|x| *x != t);
+            }
         }
         if !waits {
             self.unheard.remove(&client);
@@ -394,6 +406,13 @@ impl Steerer {
     /// repeats are dropped: while the budget is short, one frame to each client comes before a
     /// second to any (and their old times would take turns of their own).
     fn wait_for_turn(&mut self, now: u64, client: ClientKey, to: IpAddr, out: &mut Vec<Action>) {
+        if let Some(m) = self.moved.get_mut(&client) {
+            // Already holding a later turn: it keeps its place, and its other sends go.
+            if let Some(held) = m.turn.filter(|t| *t > now) {
+                m.pending.retain(|t| *t == held);
+                return;
+            }
+        }
         let turn = self.next_turn_ms.max(now + 1);
         self.next_turn_ms = turn + self.limiter.spacing_ms();
         self.counters.deferred += 1;
@@ -404,6 +423,7 @@ impl Steerer {
         log(out, Level::Debug, text);
         if let Some(m) = self.moved.get_mut(&client) {
             m.pending.clear();
+            m.turn = Some(turn);
         }
         self.schedule(client, turn, 1, out);
     }
@@ -471,6 +491,8 @@ mod mac_change_tests;
 
 #[cfg(test)]
 mod bound_tests;
+#[cfg(test)]
+mod reannounce_tests;
 
 #[cfg(test)]
 mod props;

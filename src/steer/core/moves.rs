@@ -139,6 +139,7 @@ impl Steerer {
                 confirmed: false,
                 prior,
                 undone: None,
+                turn: None,
             },
         );
         self.forget_oldest_moves(now);

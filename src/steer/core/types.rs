@@ -211,6 +211,9 @@ pub struct Moved {
     /// back) the client sends to whichever port holds that MAC. A MAC, not a port: balance-alb
     /// swaps MACs on failover, and its announcement may be read before the swap is.
     pub(super) undone: Option<(Mac, u64)>,
+    /// The turn of the shared budget its next frame holds, while it waits for one: a client
+    /// keeps its place in the queue, however many frames undo its move meanwhile.
+    pub(super) turn: Option<u64>,
 }
 
 impl Moved {
