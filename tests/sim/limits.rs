@@ -118,12 +118,23 @@ impl Limits {
         Ok(())
     }
 
-    /// Whether an update to `mac` may rightly have been shed since `since` for want of budget.
-    pub fn tight_since(&self, mac: Mac, since: u64, now: u64) -> bool {
-        let low = |b: Option<&Bucket>, rate: f64| b.is_some_and(|b| b.left(now, rate) < 2.0);
-        self.tight_at.get(&mac).is_some_and(|t| *t + 1000 >= since)
-            || self.all_tight_at.is_some_and(|t| t + 1000 >= since)
-            || low(self.clients.get(&mac), self.per_client)
-            || low(Some(&self.all), self.total)
+    /// Whether an update to `mac` may rightly have been shed since `since` for want of its own
+    /// budget (a storm toward it).
+    pub fn client_tight_since(&self, mac: Mac, since: u64, now: u64) -> bool {
+        let low = self
+            .clients
+            .get(&mac)
+            .is_some_and(|b| b.left(now, self.per_client) < 2.0);
+        self.tight_at.get(&mac).is_some_and(|t| *t + 1000 >= since) || low
+    }
+
+    /// Whether an update may have had to wait for the shared budget since `since`.
+    pub fn all_tight_since(&self, since: u64, now: u64) -> bool {
+        self.all_tight_at.is_some_and(|t| t + 1000 >= since) || self.all.left(now, self.total) < 2.0
+    }
+
+    /// The spacing of the shared budget's turns, ms.
+    pub fn spacing_ms(&self) -> u64 {
+        ((1000.0 / self.total.max(1.0)).ceil() as u64).max(1)
     }
 }

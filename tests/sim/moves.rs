@@ -9,7 +9,9 @@
 //!   hold-down, to the millisecond.
 //! - **Re-assertion.** A frame of the host (a probe, the bond's driver) that puts a client rlbd
 //!   moved back on another port is answered by rlbd's update again within two seconds, unless
-//!   the rate limits, the neighbour table, a refusing kernel or an idle client excuse it.
+//!   the client's own rate limit, the neighbour table, a refusing kernel or an idle client
+//!   excuse it; one that found the shared budget spent waits its turn, a turn for each move
+//!   held at most.
 
 use std::collections::HashMap;
 
@@ -244,9 +246,12 @@ impl Moves {
         &mut self,
         now: u64,
         world: &World,
-        (grace, hold): (u64, u64),
-        excused: impl Fn(Key, u64) -> bool,
+        (grace, hold, spacing): (u64, u64, u64),
+        excused: impl Fn(Key, u64) -> Excuse,
     ) -> Result<(), String> {
+        // The longest a re-assertion may wait for the shared budget: a turn for every move
+        // held (each holds at most one), after the grace.
+        let turns = grace + self.told.len() as u64 * spacing;
         let mut due: Vec<(Key, u64)> = self
             .undone
             .iter()
@@ -269,19 +274,52 @@ impl Moves {
             // (its moves then outnumber the table's size: which ones it keeps is its own).
             let past = at >= t.at + IDLE_MS.min(hold);
             let forgotten = t.at <= self.oldest_kept() || (self.evicting && past);
-            if !port.up || port.down_since >= t.at || idle || gone || forgotten || excused(key, at)
-            {
-                self.excused.insert(key, at);
-                continue;
-            }
+            let excuse = if !port.up || port.down_since >= t.at || idle || gone || forgotten {
+                Excuse::Yes
+            } else {
+                excused(key, at)
+            };
+            let within = match excuse {
+                Excuse::Yes => {
+                    self.excused.insert(key, at);
+                    continue;
+                }
+                Excuse::Turn if now < at + turns => {
+                    self.undone.insert(key, at);
+                    continue;
+                }
+                Excuse::Turn => turns,
+                Excuse::No => grace,
+            };
             return Err(format!(
                 "{} {}: moved to port {} at {} ms, put elsewhere by the host at {at} ms, not \
-                 told again within {grace} ms",
-                key.0, key.1, t.port, t.at
+                 told again within {within} ms{}",
+                key.0,
+                key.1,
+                t.port,
+                t.at,
+                if within > grace {
+                    format!(
+                        " (its turn of the total budget, {spacing} ms for each of {} moves)",
+                        self.told.len()
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
         Ok(())
     }
+}
+
+/// Why an undone move may go untold past the grace.
+pub enum Excuse {
+    /// It may go untold (its client's own budget ran low, a refusing kernel, a restart, ...).
+    Yes,
+    /// The shared budget ran low: it waits its turn, and is told within a turn per move held.
+    Turn,
+    /// Nothing: it is told within the grace.
+    No,
 }
 
 fn told(port: usize, at: u64, prompt: bool, left: Option<usize>, second_ok: bool) -> Told {

@@ -5,10 +5,12 @@ use std::net::IpAddr;
 
 use super::checks::Check;
 use super::driver::Driver;
+use super::moves::Excuse;
 
 impl Driver {
     /// Each move a host frame undid is told again, or excused (a client too faint for its
-    /// port's sampling too: the engine may have forgotten its move as idle).
+    /// port's sampling too: the engine may have forgotten its move as idle); one that found the
+    /// shared budget spent waits its turn, and is told within a turn per move held.
     pub fn reasserted(&mut self) {
         let now = self.now;
         self.rules.moves.watch(now, &self.world);
@@ -29,18 +31,23 @@ impl Driver {
                 world.confirms_at(ip, mac)
             });
             let excluded = cl.is_some_and(|c| c.ip6.is_none() && excluded.contains(&c.ip));
-            !confirmed
+            let since = since.saturating_sub(1000);
+            if !confirmed
                 || excluded
                 || faint.contains(&(mac, vlan))
-                || limits.tight_since(mac, since.saturating_sub(1000), now)
-                || refusing.is_some_and(|t| t + 2000 >= since)
-                || restarted + 2000 >= since
+                || limits.client_tight_since(mac, since, now)
+                || refusing.is_some_and(|t| t + 1000 >= since)
+                || restarted + 1000 >= since
+            {
+                Excuse::Yes
+            } else if limits.all_tight_since(since, now) {
+                Excuse::Turn
+            } else {
+                Excuse::No
+            }
         };
-        let hold = rules.hold_down_ms;
-        if let Err(e) = rules
-            .moves
-            .check_reasserted(now, world, (2000, hold), excused)
-        {
+        let bounds = (2000, rules.hold_down_ms, limits.spacing_ms());
+        if let Err(e) = rules.moves.check_reasserted(now, world, bounds, excused) {
             self.fail(Check::Reassertion, e);
         }
     }

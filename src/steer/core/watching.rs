@@ -40,6 +40,10 @@ impl Steerer {
         out: &mut Vec<Action>,
     ) {
         let due = now + self.cfg.reassert_delay_ms;
+        // Claims told before its turn came are undone too: its next send tells every claim.
+        if let Some(k) = self.unheard.get_mut(&client) {
+            *k = 0;
+        }
         let Some(m) = self.moved.get_mut(&client) else {
             return;
         };
