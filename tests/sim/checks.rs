@@ -75,7 +75,7 @@ pub enum Mutation {
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 18] = [
+    pub const ALL: [Mutation; 19] = [
         Mutation::Off(Rule::HoldDown),
         Mutation::Off(Rule::StateFile),
         Mutation::Off(Rule::RateLimits),
@@ -87,6 +87,7 @@ impl Mutation {
         Mutation::Weak(Weakening::HoldDownShort),
         Mutation::Weak(Weakening::LimitsDoubled),
         Mutation::Weak(Weakening::ReassertionSkipsVlan),
+        Mutation::Weak(Weakening::ReassertionShedWhenBusy),
         Mutation::Weak(Weakening::ConfirmMacOnly),
         Mutation::Weak(Weakening::FailoverForgetsPort0),
         Mutation::Off(Rule::GuestHoldDown),
@@ -109,9 +110,9 @@ impl Mutation {
             Mutation::Off(Rule::ConfirmBeforeSend) | Mutation::Weak(Weakening::ConfirmMacOnly) => {
                 Check::Confirm
             }
-            Mutation::Off(Rule::Reassertion) | Mutation::Weak(Weakening::ReassertionSkipsVlan) => {
-                Check::Reassertion
-            }
+            Mutation::Off(Rule::Reassertion)
+            | Mutation::Weak(Weakening::ReassertionSkipsVlan)
+            | Mutation::Weak(Weakening::ReassertionShedWhenBusy) => Check::Reassertion,
             Mutation::Off(Rule::AnsweredFailover)
             | Mutation::Weak(Weakening::FailoverForgetsPort0) => Check::AnsweredFailover,
             Mutation::Off(Rule::RingDropVeto) => Check::RingDropVeto,

@@ -325,7 +325,11 @@ impl Steerer {
         }
         let (port_id, move_id, claims) = (m.port, m.move_id, m.claims.clone());
         let first = m.issued == 0;
-        let undone = m.undone.is_some();
+        let undone = m.undone.is_some()
+            && !self
+                .cfg
+                .rules_off
+                .weakened(Weakening::ReassertionShedWhenBusy);
         let unheard = self.unheard.get(&client).copied();
         let (mut issued, mut waits) = (0, false);
         for (i, claim) in claims.into_iter().enumerate() {

@@ -149,6 +149,8 @@ pub enum Weakening {
     LimitsDoubled,
     /// No re-assertion for a client on a VLAN.
     ReassertionSkipsVlan,
+    /// A re-assertion that finds the shared budget spent is shed rather than wait its turn.
+    ReassertionShedWhenBusy,
     /// Confirm-before-send asks whether the kernel knows the client's MAC, at any address.
     ConfirmMacOnly,
     /// The failover forgets the clients the host answered on the port of index 0 (on plain
@@ -261,6 +263,7 @@ mod rules_off_tests {
             Weakening::HoldDownShort,
             Weakening::LimitsDoubled,
             Weakening::ReassertionSkipsVlan,
+            Weakening::ReassertionShedWhenBusy,
             Weakening::ConfirmMacOnly,
             Weakening::FailoverForgetsPort0,
         ];
