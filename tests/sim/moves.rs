@@ -232,10 +232,14 @@ impl Moves {
             };
             let Some(e) = c.entry else { continue };
             let port = &world.ports[t.port];
-            let elsewhere = world.port_of_mac(e.mac).is_some_and(|p| p != t.port);
-            let seen = self.undone.contains_key(&key) || self.excused.get(&key) == Some(&e.updated);
-            if port.up && elsewhere && e.updated > t.at && !seen {
-                self.undone.insert(key, e.updated);
+            let on = world.port_of_mac(e.mac);
+            let elsewhere = on.is_some_and(|p| p != t.port);
+            // Put elsewhere when its entry changed, or when balance-alb gave the MAC it names to
+            // another port (a swap on failover).
+            let at = on.map_or(e.updated, |p| e.updated.max(world.ports[p].mac_since));
+            let seen = self.undone.contains_key(&key) || self.excused.get(&key) == Some(&at);
+            if port.up && elsewhere && at > t.at && !seen {
+                self.undone.insert(key, at);
             }
         }
     }

@@ -84,6 +84,9 @@ impl World {
                 vec![n]
             }
         };
+        for &p in &changed {
+            self.ports[p].mac_since = now;
+        }
         let ev = changed.iter().map(|p| self.port_link(*p)).collect();
         self.to_engine.push(ToEngine::Netlink(ev));
         let rlb = self.rlb.as_ref().expect("a bond");

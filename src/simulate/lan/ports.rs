@@ -15,6 +15,8 @@ pub struct Port {
     /// Its current MAC, and the one it was made with (balance-alb gives a slave another's).
     pub mac: Mac,
     pub perm_mac: Mac,
+    /// When its MAC last changed (0: never): a client's entry names the MAC, not the port.
+    pub mac_since: u64,
     pub up: bool,
     /// Still a slave of the bond (always, on plain ports): a released one carries nothing.
     pub enslaved: bool,
@@ -46,6 +48,7 @@ impl Port {
             ifindex,
             mac,
             perm_mac: mac,
+            mac_since: 0,
             up: true,
             enslaved: true,
             capacity_mbps: CAPACITY_MBPS,

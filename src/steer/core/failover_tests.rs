@@ -316,3 +316,19 @@ fn a_host_reply_within_the_client_s_locktime_does_not_undo_the_move() {
         );
     }
 }
+
+/// A client whose earlier move had told its first claim and waited its turn for the second
+/// (the total limit spent) is failed over: the new move tells every claim (seed 10 left a
+/// dual-stack client's IPv6 entry on the dead port, told only the IPv4 claim).
+#[test]
+fn a_new_move_tells_every_claim_whatever_an_earlier_turn_had_told() {
+    let mut w = World::new();
+    let mut s = moved_to_p1(&w);
+    s.unheard.insert(CLIENT, 1);
+    w.usable[1] = false;
+    let ports = w.port_views();
+    let mut out = Vec::new();
+    w.with(|ctx| s.failover(5000, &[1], &ports, &[], ctx, &mut out));
+    let to = s.moved(&CLIENT).unwrap().port;
+    assert_eq!(sends(&out), vec![(to, V4), (to, V6)]);
+}

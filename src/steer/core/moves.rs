@@ -111,6 +111,8 @@ impl Steerer {
         // Where the client is if this move's every frame is refused: the last confirmed move
         // (an unconfirmed one may never have reached it).
         self.answered.forget(&client);
+        // A new move tells every claim, whatever an earlier one's turn had told already.
+        self.unheard.remove(&client);
         let before = self.moved.remove(&client);
         let reasserts = before.as_ref().map_or(0, |p| p.reasserts);
         let prior = before.and_then(|mut p| {
