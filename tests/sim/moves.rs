@@ -197,10 +197,11 @@ impl Moves {
         at[keep - 1]
     }
 
-    /// The moves the engine must still hold at `now`: those in their hold-down (its bound
+    /// The moves the engine must still hold at `now` (client, VLAN, when, to which port):
+    /// those in their hold-down (its bound
     /// forgets none of them), and those of clients that have sent every second since (an
     /// engine forgets only idle clients' moves, and past its bound the oldest).
-    pub fn kept(&self, now: u64, hold: u64) -> impl Iterator<Item = (Mac, u16, u64)> + '_ {
+    pub fn kept(&self, now: u64, hold: u64) -> impl Iterator<Item = (Mac, u16, u64, usize)> + '_ {
         let oldest = self.oldest_kept();
         self.told
             .iter()
@@ -209,7 +210,7 @@ impl Moves {
                 let old = self.evicting && now >= t.at + IDLE_MS;
                 t.at + hold > now || (busy && !old && t.at > oldest)
             })
-            .map(|(k, t)| (k.0, k.1, t.at))
+            .map(|(k, t)| (k.0, k.1, t.at, t.port))
     }
 
     /// Clients the engine may have seen idle at `now` (too faint for their port's sampling).

@@ -280,7 +280,7 @@ impl Rules {
         }
         if let Some((_, written)) = self.restored.filter(|(t, _)| now >= t + 2_000) {
             self.restored = None;
-            self.held_moves_survived(now, written, st)
+            self.held_moves_survived(now, written, world, st)
                 .map_err(|e| (Check::StateFile, e))?;
         }
         self.balance
@@ -297,19 +297,26 @@ impl Rules {
     /// After a restart with the state file, every client the status lists whose move (as its
     /// updates showed it) was in the file and is still the engine's to keep (in its hold-down,
     /// or its client busy since) is still shown moved: taken over, not forgotten.
-    fn held_moves_survived(&self, now: u64, written: u64, st: &StatusReport) -> Result<(), String> {
+    fn held_moves_survived(
+        &self,
+        now: u64,
+        written: u64,
+        world: &World,
+        st: &StatusReport,
+    ) -> Result<(), String> {
         let unmoved: HashSet<String> = st
             .clients
             .iter()
             .filter(|c| c.moved.is_none())
             .map(|c| format!("{} {}", c.mac, c.vlan))
             .collect();
-        // A move after the file was written is not in it (it is written within a second).
+        // A move after the file was written is not in it (it is written within a second); one
+        // to a port released from the bond while the daemon was down is rightly dropped.
         let in_file = self
             .moves
             .kept(now, self.hold_down_ms)
-            .filter(|m| m.2 < written);
-        for (mac, vlan, at) in in_file {
+            .filter(|m| m.2 < written && world.ports[m.3].enslaved);
+        for (mac, vlan, at, _) in in_file {
             let key = format!("{mac} {vlan}");
             if unmoved.contains(&key) {
                 return Err(format!(
