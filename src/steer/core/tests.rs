@@ -9,6 +9,8 @@ use crate::host::testing::*;
 use crate::host::Talk;
 use crate::netlink::NlEvent;
 use crate::policy::reassert::*;
+use crate::steer::arp::steering_update;
+use crate::steer::nd::neighbor_advertisement;
 
 use super::fixture::*;
 
