@@ -5,7 +5,6 @@ use std::net::Ipv4Addr;
 
 use super::*;
 use crate::host::testing::*;
-use crate::host::Talk;
 
 use super::fixture::*;
 
@@ -88,7 +87,7 @@ fn a_port_failing_under_more_clients_than_the_total_limit_reaches_each_in_turn()
     // 3,000 clients on p0 (a /20 of them), the total limit 1,000 updates a second.
     let mut w = World::new();
     let n = 3000u16;
-    let snaps = crowd(&mut w, n);
+    let snaps = crowd(&mut w, n, false);
     let mut s = Steerer::new(cfg());
     w.usable[0] = false;
     let ports = w.port_views();
@@ -220,34 +219,8 @@ fn sends_wait_for_the_re_dump_after_an_overrun() {
 #[test]
 fn a_failover_beyond_the_total_limit_tells_dual_stack_clients_both_claims() {
     let mut w = World::new();
-    w.host.apply(&addr(BOND, "198.18.0.1/20"));
     let n = 700u16;
-    let snaps: Vec<ClientSnap> = (0..n)
-        .map(|i| {
-            let [hi, lo] = i.to_be_bytes();
-            let mac = Mac(2, 1, 0, 0, hi, lo);
-            let ip = Ipv4Addr::new(198, 18, 1 + hi, lo);
-            let ip6 = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 1, i);
-            w.host
-                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
-            w.host
-                .apply(&neigh(BOND, ip6.into(), mac, libc::NUD_REACHABLE));
-            let mut servers = crate::client::ServerSet::default();
-            servers.note(SERVER.into(), 0, 0);
-            servers.note(SERVER6.into(), 0, 0);
-            ClientSnap {
-                key: ClientKey::untagged(mac),
-                port: 0,
-                rate_bps: 1e3,
-                quiet_secs: 0,
-                talk: Talk {
-                    v4: Some(ip),
-                    v6: Some(ip6),
-                    servers,
-                },
-            }
-        })
-        .collect();
+    let snaps = crowd(&mut w, n, true);
     // No repeats: the one send each move makes must tell both claims.
     let mut s = Steerer::new(SteerConfig {
         repeats: 1,

@@ -168,19 +168,25 @@ pub fn reply_from(p: PortIndex) -> crate::policy::reassert::ArpSeen {
     }
 }
 
-/// `n` IPv4 clients on p0 (a /20 of them), each confirmed by the kernel and talking to the
-/// server: a crowd for the total rate limit.
-pub fn crowd(w: &mut World, n: u16) -> Vec<ClientSnap> {
+/// `n` clients on p0 (a /20 of them), each confirmed by the kernel and talking to the server,
+/// over IPv4, and with `dual` over IPv6 too: a crowd for the total rate limit.
+pub fn crowd(w: &mut World, n: u16, dual: bool) -> Vec<ClientSnap> {
     w.host.apply(&addr(BOND, "198.18.0.1/20"));
     (0..n)
         .map(|i| {
             let [hi, lo] = i.to_be_bytes();
             let mac = Mac(2, 1, 0, 0, hi, lo);
             let ip = std::net::Ipv4Addr::new(198, 18, 1 + hi, lo);
-            w.host
-                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
+            let ip6 = dual.then(|| std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 1, i));
             let mut servers = ServerSet::default();
             servers.note(SERVER.into(), 0, 0);
+            w.host
+                .apply(&neigh(BOND, ip.into(), mac, libc::NUD_REACHABLE));
+            if let Some(ip6) = ip6 {
+                w.host
+                    .apply(&neigh(BOND, ip6.into(), mac, libc::NUD_REACHABLE));
+                servers.note(SERVER6.into(), 0, 0);
+            }
             ClientSnap {
                 key: ClientKey::untagged(mac),
                 port: 0,
@@ -188,7 +194,7 @@ pub fn crowd(w: &mut World, n: u16) -> Vec<ClientSnap> {
                 quiet_secs: 0,
                 talk: Talk {
                     v4: Some(ip),
-                    v6: None,
+                    v6: ip6,
                     servers,
                 },
             }

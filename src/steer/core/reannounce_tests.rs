@@ -27,7 +27,7 @@ fn re_announcement() -> ArpSeen {
 /// 3,000 clients rlbd failed over off p0 (p0 back since), every send of that done by 10 s.
 fn crowd_moved_off_p0() -> (World, Steerer) {
     let mut w = World::new();
-    let snaps = crowd(&mut w, 3000);
+    let snaps = crowd(&mut w, 3000, false);
     let mut s = Steerer::new(cfg());
     w.usable[0] = false;
     let ports = w.port_views();
