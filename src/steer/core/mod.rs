@@ -65,9 +65,10 @@ pub struct Steerer {
     /// The next free turn for a move's first frame held back by the total rate limit.
     next_turn_ms: u64,
     /// Moved clients whose port's MAC changed since they last heard it (balance-alb swapped
-    /// MACs), or whose move's first send the total rate limit cut short after some claims:
-    /// their next update waits its turn instead of being shed by the total rate limit (a
-    /// failover spends that budget at once). Each with the first of its claims not yet told.
+    /// MACs), or whose update (a move's first, or the re-assertion of an undone move) the total
+    /// rate limit cut short after some claims: their next update waits its turn instead of being
+    /// shed (a failover spends that budget at once). Each with the first of its claims not yet
+    /// told; a host frame that undoes the move, or a new move, makes it every claim again.
     unheard: HashMap<ClientKey, usize>,
     /// MACs ports gave up that no port held yet, with when: balance-alb's swap can reach us in
     /// two batches, the port that takes the MAC in the second (`follow_port_macs`).

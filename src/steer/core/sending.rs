@@ -113,7 +113,7 @@ impl Steerer {
         let unheard = self.unheard.get(&client).copied();
         let (mut issued, mut waits) = (0, false);
         for (i, claim) in claims.into_iter().enumerate() {
-            // The claims told the new MAC already, on an earlier turn.
+            // The claims told already, on an earlier turn.
             if unheard.is_some_and(|k| i < k) {
                 continue;
             }
